@@ -1,0 +1,36 @@
+"""STALE folding: S_t collects the steps the agent marked stale within the last k turns."""
+
+from __future__ import annotations
+
+from ..protocol import CM
+from ..types import Step
+
+
+def valid_marks(step: Step, k: int) -> tuple[int, ...]:
+    """STALE_t ∩ {t-k, ..., t-1}: numbers outside the window are ignored."""
+    lo = max(1, step.index - k)
+    return tuple(s for s in step.stale if lo <= s < step.index)
+
+
+def one_line(step: Step, limit: int = 160) -> str:
+    """What a folded step did: its PROGRESS line, or its first words and command."""
+    if step.progress:
+        text = step.progress
+    else:
+        first = next((ln.strip() for ln in step.reply_text.splitlines() if ln.strip()), "")
+        first = first.removeprefix("THOUGHT:").strip()
+        cmd = step.actions[0].command.strip().splitlines()[0] if step.actions and step.actions[0].command.strip() else ""
+        text = f"{first[:100]} $ {cmd[:80]}" if cmd else first
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def note_text(steps: list[Step], *, reversible: bool, reason: str = "marked STALE") -> str:
+    """One note for adjacent folded steps, one line each."""
+    a, b = steps[0].index, steps[-1].index
+    span = f"Step {a}" if a == b else f"Steps {a}-{b}"
+    lines = [f"{CM} {span} folded ({reason}); reply and output omitted:"]
+    lines += [f"[step {s.index}] {one_line(s)}" for s in steps]
+    if reversible:
+        lines.append("`restore <step>` shows any of them again.")
+    return "\n".join(lines)

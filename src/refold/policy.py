@@ -1,0 +1,69 @@
+"""The one validated policy object: every switch and threshold of the renderer, defaults here."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import PolicyError
+
+
+class Policy(BaseModel):
+    """How the renderer projects a history into a prompt.
+
+    The first four switches are the seed's ablations; everything else tunes them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dedup: bool = True
+    """Replace output that repeats what an earlier step still shows by a stub."""
+    fold: bool = True
+    """Fold steps the agent marked STALE into one-line notes."""
+    chunk: bool = True
+    """Act only behind a boundary that moves every ``k`` steps (keeps the prefix cached)."""
+    k: int = Field(3, ge=1, le=1000)
+    reversible: bool = True
+    """Removed content can be brought back with ``restore``; off = gone for good (ablation)."""
+
+    protocol: bool = True
+    """Add the context-management section to the system prompt and label outputs ``[step N]``."""
+    reminders: bool = True
+    """Remind the agent, with the next observation, when a reply lacks PROGRESS/STALE."""
+
+    dedup_min_lines: int = Field(3, ge=1)
+    """A repeated run must span at least this many lines to be cut ..."""
+    dedup_min_chars: int = Field(200, ge=1)
+    """... and at least this many characters (a stub costs ~40 tokens)."""
+    outline_min_lines: int = Field(25, ge=1)
+    """Stubs of code spans at least this long keep a signature outline."""
+
+    mask_after: int | None = Field(None, ge=1)
+    """Automatic masking: outputs behind the boundary more than this many steps old become
+    restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
+    mask_min_chars: int = Field(400, ge=0)
+    """Outputs shorter than this are never masked (a note would not save anything)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Policy:
+        if self.mask_after is not None and not self.reversible:
+            pass  # allowed: masking without restore is the lossy baseline
+        return self
+
+    def boundary(self, t: int) -> int:
+        """b_t = max(0, k * floor((t - k) / k)); without chunking every step is behind it."""
+        if not self.chunk:
+            return t
+        return max(0, self.k * ((t - self.k) // self.k))
+
+    @classmethod
+    def parse(cls, **values: object) -> Policy:
+        """Build a policy from user input, raising a one-line PolicyError on a bad field."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err.get("loc", ())) or "policy"
+            raise PolicyError(f"invalid policy field '{field}': {err.get('msg')}") from None
+
+
+DEFAULT = Policy()

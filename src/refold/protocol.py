@@ -1,0 +1,158 @@
+"""The PROGRESS/STALE protocol and the context commands the agent can issue.
+
+Wording of every prompt text here is refold's own; the protocol tokens (``PROGRESS:``,
+``STALE:``, ``[step N]``, ``[context-manager]``, ``restore <step>``) are the interface.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CM = "[context-manager]"
+
+_HEAD_LINES = 4  # the two lines must open the reply; we allow a little slack before them
+_MARKUP = re.compile(r"^[\s>#*_`\-+]*")
+_LINE = re.compile(r"^(PROGRESS|STALE)\s*[*_`]*\s*[:：\-–]\s*[*_`]*\s*(.*)$", re.IGNORECASE)
+_RANGE = re.compile(r"(\d+)\s*(?:-|–|\.\.|to)\s*(\d+)")
+_NONE_WORDS = {"", "-", "none", "n/a", "na", "nothing", "no", "nil", "[]", "—", "–"}
+_MAX_RANGE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    progress: str | None
+    stale: tuple[int, ...]
+    has_protocol: bool  # both lines present at the head of the reply
+
+
+def parse_head(reply: str) -> Head:
+    """Read PROGRESS and STALE from the first lines of a reply, and only from there."""
+    progress: str | None = None
+    stale: tuple[int, ...] | None = None
+    seen = 0
+    for raw in reply.splitlines():
+        if not raw.strip():
+            continue
+        if raw.lstrip().startswith("```"):
+            break  # a code block ends the head: numbers inside commands are not marks
+        seen += 1
+        if seen > _HEAD_LINES:
+            break
+        line = _MARKUP.sub("", raw.strip())
+        m = _LINE.match(line)
+        if not m:
+            continue
+        key, value = m.group(1).upper(), m.group(2).strip().strip("*_` ")
+        if key == "PROGRESS" and progress is None:
+            progress = value
+        elif key == "STALE" and stale is None:
+            stale = parse_step_list(value)
+    return Head(progress, stale or (), progress is not None and stale is not None)
+
+
+def parse_step_list(text: str) -> tuple[int, ...]:
+    """'3, 4' / '3-5' / '[step 3] and 7' / '-' / 'none (all needed)' -> sorted step numbers."""
+    text = re.sub(r"\([^)]*\)", " ", text)  # asides like '(lines 1-100)' are not steps
+    if text.strip().lower().rstrip(".") in _NONE_WORDS:
+        return ()
+    found: set[int] = set()
+    for a, b in _RANGE.findall(text):
+        lo, hi = int(a), int(b)
+        if lo <= hi and hi - lo <= _MAX_RANGE:
+            found.update(range(lo, hi + 1))
+    for n in re.findall(r"\d+", _RANGE.sub(" ", text)):
+        found.add(int(n))
+    return tuple(sorted(found))
+
+
+# ---- context commands -------------------------------------------------------------------
+
+COMMAND_NAMES = ("restore", "begin_span", "fold_span", "fold", "drop", "expand", "search_ledger")
+_COMMAND_RE = re.compile(r"^\s*(" + "|".join(COMMAND_NAMES) + r")\b(.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextCommand:
+    name: str
+    argument: str
+
+
+def parse_command(command: str) -> ContextCommand | None:
+    """A context command when the whole action is one (``restore 3``), else None."""
+    m = _COMMAND_RE.match(command.strip())
+    if not m:
+        return None
+    arg = m.group(2).strip()
+    if arg.startswith("(") and arg.endswith(")"):
+        arg = arg[1:-1].strip()  # fold_span("...") written as a call
+    if len(arg) >= 2 and arg[0] == arg[-1] and arg[0] in "'\"":
+        arg = arg[1:-1]
+    return ContextCommand(m.group(1), arg)
+
+
+def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | None]:
+    """Steps named by ``restore`` arguments, or an error sentence for the agent."""
+    text = re.sub(r"(?i)\[?\bsteps?\b\]?|\]", " ", argument).replace(",", " ")
+    if not text.strip():
+        return [], f"{CM} restore needs a step number, e.g. `restore 3`, `restore 3 5` or `restore 3-5`."
+    steps: list[int] = []
+    for word in text.split():
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", word)
+        if not m:
+            return [], f"{CM} restore: '{word}' is not a step number; use e.g. `restore 3` or `restore 3-5`."
+        lo = int(m.group(1))
+        hi = int(m.group(2) or lo)
+        if hi < lo or hi - lo > _MAX_RANGE:
+            return [], f"{CM} restore: '{word}' is not a valid range."
+        steps.extend(range(lo, hi + 1))
+    bad = [s for s in steps if s < 1 or s > latest]
+    if bad:
+        return [], (
+            f"{CM} restore: there is no step {bad[0]} yet; steps 1-{latest} can be restored."
+            if latest
+            else f"{CM} restore: there are no earlier steps to restore yet."
+        )
+    return list(dict.fromkeys(steps)), None
+
+
+# ---- prompt texts -------------------------------------------------------------------------
+
+
+def response_format_lines(k: int) -> str:
+    """Replaces the first item of an agent's response-format instructions."""
+    return (
+        "Open every response with exactly these two lines, then write your reasoning and your command:\n"
+        "  PROGRESS: <a few words on what THIS step does>\n"
+        "  STALE: <numbers of earlier steps whose output you will not need to read again, or `-`>\n"
+        "Tool outputs are labeled `[step N]`; use those numbers. "
+        f"Only the {k} steps just before this one can be named; older numbers are ignored, "
+        "so mark a step stale soon after you are done with it."
+    )
+
+
+def system_section(k: int, *, reversible: bool = True) -> str:
+    """Appended to the system prompt when refold renders the agent's context."""
+    restore = (
+        "The command `restore <step>` (also `restore 3 5` or `restore 3-5`) shows the reply, command "
+        "and output of a step again, byte for byte as first shown, without running anything; "
+        "re-running the original command would show the current state instead."
+        if reversible
+        else "Omitted content cannot be brought back; re-run a command to see its current output."
+    )
+    return (
+        "\n\n## Context management\n"
+        "To keep the context short, earlier tool outputs are shown in a condensed form: output that "
+        "repeats what an earlier step still shows is replaced by a pointer to that step, and steps you "
+        f"marked STALE are folded into a one-line note. This happens only every {k} steps and only to "
+        f"older steps. Each omission is marked by a `{CM}` line, which is NOT an error from your "
+        "commands: it says what was omitted and where the same content still is. " + restore + "\n\n"
+        + response_format_lines(k)
+    )
+
+
+def reminder() -> str:
+    return (
+        f"{CM} Reminder: begin every response with the two lines `PROGRESS: ...` and `STALE: ...` "
+        "(use `STALE: -` when no step is stale)."
+    )

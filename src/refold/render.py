@@ -1,0 +1,232 @@
+"""Render c_t, the prompt at step t, from an append-only history (seed 000, "The prompt at step t").
+
+    c_t = p_sys ⊕ p_task ⊕ ⨁_{i=1..t}  f_i        if i <= b_t and i in S_t   (folded: one note)
+                                        a_i ⊕ o_i  if i > b_t                 (as received)
+                                        a_i ⊕ d_i  otherwise                  (deduplicated)
+
+The work is incremental: a step's form behind the boundary is final once the boundary passes
+it (its STALE window has closed and every step it could point at is final too), so each call
+only renders what crossed the boundary since the last call plus the tail.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from typing import Any
+
+from .history import History
+from .mechanisms.dedup import DedupIndex
+from .mechanisms.fold import note_text, valid_marks
+from .policy import DEFAULT, Policy
+from .protocol import CM, reminder, system_section
+from .shell import analyze
+from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
+
+_API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+def clean(message: Message) -> Message:
+    """The message as an API receives it (drops recorder fields such as mini's ``extra``)."""
+    return {k: message[k] for k in _API_KEYS if k in message}
+
+
+def with_text(message: Message, text: str) -> Message:
+    out = clean(message)
+    out["content"] = text
+    return out
+
+
+def label(step: int, body: str) -> str:
+    return f"[step {step}]\n{body}"
+
+
+class Renderer:
+    """Renders prompts for one history at a time; caches what can no longer change."""
+
+    def __init__(self, policy: Policy = DEFAULT) -> None:
+        self.policy = policy
+        self._reset(None)
+
+    def _reset(self, history: History | None) -> None:
+        self._history_id = id(history) if history is not None else None
+        self._prefix: list[Message] = []
+        self._prefix_origins: list[Origin] = []
+        self._received: list[tuple[list[Message], list[Origin]]] = []  # per step, index i-1
+        self._t = 0
+        self._restored_upto: list[int] = []  # indices of restore steps, ascending
+        self._folded: set[int] = set()
+        self._reset_behind()
+
+    def _reset_behind(self) -> None:
+        p = self.policy
+        self._frontier = 0
+        self._behind: list[Message] = []
+        self._behind_origins: list[Origin] = []
+        self._note_group: list[Step] = []  # folded steps in the note that ends ``_behind``
+        self._dedup = DedupIndex(p.dedup_min_lines, p.dedup_min_chars, p.outline_min_lines, p.reversible)
+        self._counts = {"stubs": 0, "trimmed": 0, "folded": 0, "notes": 0}
+        self._behind_folded: set[int] = set()
+
+    # ---- public -----------------------------------------------------------------------------
+
+    def render(self, history: History, t: int | None = None) -> Rendered:
+        """The prompt after ``t`` steps (default: all), i.e. what model call t+1 is sent."""
+        start = time.perf_counter()
+        n = len(history)
+        t = n if t is None else t
+        if not 0 <= t <= n:
+            raise ValueError(f"t={t} is outside 0..{n}")
+        if id(history) != self._history_id or t < self._t:
+            self._reset(history)
+            self._build_prefix(history)
+        for s in history.steps_between(len(self._received), t):
+            self._received.append(self._received_form(s))
+            if s.restore_of:
+                self._restored_upto.append(s.index)
+        self._advance_marks(history, t)
+        b = self.policy.boundary(t)
+        if b < self._frontier or any(
+            (i in self._folded) != (i in self._behind_folded) for i in range(1, self._frontier + 1)
+        ) if not self.policy.chunk else b < self._frontier:
+            self._reset_behind()
+        if self._frontier < b:
+            for s in history.steps_between(self._frontier, b):
+                self._push_behind(s)
+            self._frontier = b
+        messages = self._prefix + self._behind
+        origins = self._prefix_origins + self._behind_origins
+        for i in range(b, t):
+            msgs, origs = self._received[i]
+            messages += msgs
+            origins += origs
+        restores = bisect.bisect_right(self._restored_upto, t)
+        c = self._counts
+        stats = RenderStats(
+            t=t,
+            boundary=b,
+            stubs=c["stubs"],
+            trimmed=c["trimmed"],
+            folded_steps=c["folded"],
+            notes=c["notes"],
+            restores=restores,
+            render_ms=(time.perf_counter() - start) * 1000,
+        )
+        return Rendered(messages, origins, stats)
+
+    def received(self, history: History, index: int) -> list[Message]:
+        """Step ``index`` as first shown to the model (reply, then labeled outputs)."""
+        return self._received_form(history.step(index))[0]
+
+    # ---- building blocks ------------------------------------------------------------------
+
+    def _build_prefix(self, history: History) -> None:
+        prefix = [clean(m) for m in history.prefix]
+        origins = [Origin(None, "system" if m.get("role") == "system" else "task", Shown.PREFIX) for m in prefix]
+        if self.policy.protocol:
+            section = system_section(self.policy.k, reversible=self.policy.reversible)
+            if prefix and prefix[0].get("role") == "system":
+                prefix[0] = with_text(prefix[0], content_text(prefix[0].get("content")) + section)
+            else:
+                prefix.insert(0, {"role": "system", "content": section.lstrip()})
+                origins.insert(0, Origin(None, "system", Shown.PREFIX))
+        self._prefix, self._prefix_origins = prefix, origins
+
+    def _received_form(self, step: Step) -> tuple[list[Message], list[Origin]]:
+        p = self.policy
+        msgs: list[Message] = [clean(step.reply)]
+        origins = [Origin(step.index, "reply", Shown.RECEIVED)]
+        shown = Shown.RESTORED if step.restore_of else Shown.RECEIVED
+        last = len(step.observations) - 1
+        for j, obs in enumerate(step.observations):
+            text = content_text(obs.get("content"))
+            if p.protocol:
+                text = label(step.index, text)
+                if p.reminders and j == last and not step.has_protocol:
+                    text = f"{text}\n{reminder()}"
+            msgs.append(_with_content(obs, text))
+            origins.append(Origin(step.index, "output", shown, step.restore_of))
+        return msgs, origins
+
+    def _advance_marks(self, history: History, t: int) -> None:
+        if not self.policy.fold:
+            self._t = t
+            return
+        if t < self._t:
+            self._folded = set()
+            self._t = 0
+        for s in history.steps_between(self._t, t):
+            self._folded.update(valid_marks(s, self.policy.k))
+        self._t = t
+
+    def _push_behind(self, step: Step) -> None:
+        """Render a step that just crossed the boundary; its form is now final."""
+        p = self.policy
+        infos = [analyze(a.command, a.tool) for a in step.actions]
+        for info in infos:
+            self._dedup.note_writes(step.index, info)
+        if step.index in self._folded:
+            self._behind_folded.add(step.index)
+            self._counts["folded"] += 1
+            if self._note_group and self._note_group[-1].index == step.index - 1:
+                self._behind.pop()
+                self._behind_origins.pop()
+            else:
+                self._note_group = []
+                self._counts["notes"] += 1
+            self._note_group.append(step)
+            covers = tuple(s.index for s in self._note_group)
+            self._behind.append({"role": "user", "content": note_text(self._note_group, reversible=p.reversible)})
+            self._behind_origins.append(Origin(covers[0], "note", Shown.NOTE, covers))
+            return
+        self._note_group = []
+        msgs, origins = self._received[step.index - 1]
+        if not p.dedup:
+            self._behind += msgs
+            self._behind_origins += origins
+            return
+        self._behind.append(msgs[0])
+        self._behind_origins.append(origins[0])
+        info = infos[0] if infos else None
+        for j, obs in enumerate(step.observations):
+            body = content_text(obs.get("content"))
+            result = self._dedup.process(step.index, body, infos[j] if j < len(infos) else info)
+            if result.kind == "received":
+                self._behind.append(msgs[1 + j])
+                self._behind_origins.append(origins[1 + j])
+                continue
+            self._counts["stubs" if result.kind == "stub" else "trimmed"] += 1
+            text = label(step.index, result.text) if p.protocol else result.text
+            self._behind.append(_with_content(obs, text))
+            shown = Shown.STUB if result.kind == "stub" else Shown.TRIMMED
+            self._behind_origins.append(Origin(step.index, "output", shown, tuple(dict.fromkeys((step.index, *result.sources)))))
+
+
+def _with_content(message: Message, text: str) -> Message:
+    out = clean(message)
+    if isinstance(message.get("content"), list):
+        # keep non-text parts (images) after the text
+        parts: list[Any] = [{"type": "text", "text": text}]
+        parts += [p for p in message["content"] if isinstance(p, dict) and p.get("type") != "text"]
+        out["content"] = parts
+    else:
+        out["content"] = text
+    return out
+
+
+def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT) -> str:
+    """The answer to ``restore``: each step's reply and outputs byte-exact as first shown."""
+    if not policy.reversible:
+        return f"{CM} restore is switched off: omitted content cannot be brought back; re-run the command instead."
+    r = Renderer(policy)
+    parts = []
+    for s in steps:
+        msgs = r.received(history, s)
+        parts.append(f"{CM} Step {s} restored from history (nothing was run again). Its reply:")
+        parts.append(content_text(msgs[0].get("content")))
+        for call in msgs[0].get("tool_calls") or []:
+            fn = call.get("function") or {}
+            parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")
+        parts.append(f"{CM} Its output, as first shown:")
+        parts.extend(content_text(m.get("content")) for m in msgs[1:])
+    return "\n".join(parts)

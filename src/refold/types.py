@@ -1,0 +1,136 @@
+"""Frozen value types shared by the core: steps of history and pieces of a rendered prompt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+Message = dict[str, Any]
+"""An OpenAI-style chat message (role, content, optional tool_calls / tool_call_id / name)."""
+
+
+class Shown(StrEnum):
+    """How a piece of history appears in a rendered prompt."""
+
+    PREFIX = "prefix"  # system prompt and task, always as received
+    RECEIVED = "received"  # sent exactly as it happened (plus the [step N] label)
+    STUB = "stub"  # the whole output replaced by a pointer to an earlier step
+    TRIMMED = "trimmed"  # repeated lines cut, new lines kept
+    NOTE = "note"  # folded steps replaced by one [context-manager] note
+    RESTORED = "restored"  # a restore answered from history
+    HIDDEN = "hidden"  # in the history only (used by viewers)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One command the agent issued in a reply (a ```bash block or a tool call)."""
+
+    command: str
+    tool: str = "bash"
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Turn ``index`` (1-based): the agent's reply and what came back for it.
+
+    ``reply`` and ``observations`` are the messages as recorded; they are never edited.
+    """
+
+    index: int
+    reply: Message
+    observations: tuple[Message, ...]
+    actions: tuple[Action, ...]
+    progress: str | None
+    stale: tuple[int, ...]
+    has_protocol: bool
+    digest: str
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def reply_text(self) -> str:
+        return content_text(self.reply.get("content"))
+
+    @property
+    def output_texts(self) -> tuple[str, ...]:
+        return tuple(content_text(m.get("content")) for m in self.observations)
+
+    @property
+    def restore_of(self) -> tuple[int, ...]:
+        """Steps this step restored (set by whoever answered the restore)."""
+        value = self.meta.get("restore_of", ())
+        return tuple(int(v) for v in value)
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: a string, or the text parts of a content list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def message_digest(messages: list[Message] | tuple[Message, ...], parent: str = "") -> str:
+    """A content hash over messages, chained to ``parent`` so equal prefixes share digests."""
+    h = hashlib.sha256(parent.encode())
+    for m in messages:
+        h.update(json.dumps(m, sort_keys=True, ensure_ascii=False, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Provenance of one rendered message: which step it came from and how it is shown."""
+
+    step: int | None
+    part: str  # "system" | "task" | "reply" | "output" | "note" | "notice"
+    shown: Shown
+    covers: tuple[int, ...] = ()  # steps whose content this message stands for (notes, stubs)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderStats:
+    t: int
+    boundary: int
+    stubs: int = 0
+    trimmed: int = 0
+    folded_steps: int = 0
+    notes: int = 0
+    restores: int = 0
+    render_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A rendered prompt. ``messages`` are shared with the renderer's cache: treat them as read-only."""
+
+    messages: list[Message]
+    origins: list[Origin]
+    stats: RenderStats
+
+    def serialized(self) -> str:
+        """The prompt as one string (what prefix caching sees, up to the chat template)."""
+        return "".join(_serialize_message(m) for m in self.messages)
+
+
+def _serialize_message(m: Message) -> str:
+    body = json.dumps(
+        {k: m[k] for k in ("content", "tool_calls", "tool_call_id", "name") if k in m},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return f"<|{m.get('role', '')}|>{body}\n"
