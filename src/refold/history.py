@@ -279,7 +279,7 @@ def load(path: str | Path) -> History:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
-    meta = {"format": fmt, "path": name}
+    meta: dict[str, Any] = {"format": fmt, "path": name}
     if isinstance(data, dict):
         info = data.get("info") or {}
         if isinstance(info, dict):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import PolicyError
 
@@ -42,12 +42,6 @@ class Policy(BaseModel):
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
     mask_min_chars: int = Field(400, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
-
-    @model_validator(mode="after")
-    def _check(self) -> Policy:
-        if self.mask_after is not None and not self.reversible:
-            pass  # allowed: masking without restore is the lossy baseline
-        return self
 
     def boundary(self, t: int) -> int:
         """b_t = max(0, k * floor((t - k) / k)); without chunking every step is behind it."""

@@ -60,13 +60,15 @@ class Renderer:
 
     def _reset_behind(self) -> None:
         p = self.policy
-        self._frontier = 0
+        self._frontier = 0  # steps 1..frontier have their behind-the-boundary form computed
+        self._forms: list[_Form | None] = []  # per step; None = folded
+        self._masked: set[int] = set()
+        self._dedup = DedupIndex(p.dedup_min_lines, p.dedup_min_chars, p.outline_min_lines, p.reversible)
         self._behind: list[Message] = []
         self._behind_origins: list[Origin] = []
-        self._note_group: list[Step] = []  # folded steps in the note that ends ``_behind``
-        self._dedup = DedupIndex(p.dedup_min_lines, p.dedup_min_chars, p.outline_min_lines, p.reversible)
         self._counts = {"stubs": 0, "trimmed": 0, "folded": 0, "notes": 0}
         self._behind_folded: set[int] = set()
+        self._history_ref: History | None = None
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -86,14 +88,17 @@ class Renderer:
                 self._restored_upto.append(s.index)
         self._advance_marks(history, t)
         b = self.policy.boundary(t)
-        if b < self._frontier or any(
-            (i in self._folded) != (i in self._behind_folded) for i in range(1, self._frontier + 1)
-        ) if not self.policy.chunk else b < self._frontier:
+        if b < self._frontier or (
+            not self.policy.chunk
+            and any((i in self._folded) != (i in self._behind_folded) for i in range(1, self._frontier + 1))
+        ):
             self._reset_behind()
         if self._frontier < b:
             for s in history.steps_between(self._frontier, b):
                 self._push_behind(s)
             self._frontier = b
+            self._apply_masking(b)
+            self._assemble_behind(history, b)
         messages = self._prefix + self._behind
         origins = self._prefix_origins + self._behind_origins
         for i in range(b, t):
@@ -160,46 +165,114 @@ class Renderer:
         self._t = t
 
     def _push_behind(self, step: Step) -> None:
-        """Render a step that just crossed the boundary; its form is now final."""
-        p = self.policy
+        """Compute the final form of a step that just crossed the boundary."""
         infos = [analyze(a.command, a.tool) for a in step.actions]
         for info in infos:
             self._dedup.note_writes(step.index, info)
         if step.index in self._folded:
             self._behind_folded.add(step.index)
-            self._counts["folded"] += 1
-            if self._note_group and self._note_group[-1].index == step.index - 1:
-                self._behind.pop()
-                self._behind_origins.pop()
-            else:
-                self._note_group = []
-                self._counts["notes"] += 1
-            self._note_group.append(step)
-            covers = tuple(s.index for s in self._note_group)
-            self._behind.append({"role": "user", "content": note_text(self._note_group, reversible=p.reversible)})
-            self._behind_origins.append(Origin(covers[0], "note", Shown.NOTE, covers))
+            self._forms.append(None)
             return
-        self._note_group = []
         msgs, origins = self._received[step.index - 1]
-        if not p.dedup:
-            self._behind += msgs
-            self._behind_origins += origins
+        form = _Form(list(msgs), list(origins), set())
+        if self.policy.dedup:
+            fallback = infos[0] if infos else None
+            for j, obs in enumerate(step.observations):
+                body = content_text(obs.get("content"))
+                result = self._dedup.process(step.index, body, infos[j] if j < len(infos) else fallback)
+                if result.kind == "received":
+                    continue
+                text = label(step.index, result.text) if self.policy.protocol else result.text
+                form.msgs[1 + j] = _with_content(obs, text)
+                shown = Shown.STUB if result.kind == "stub" else Shown.TRIMMED
+                form.origins[1 + j] = Origin(step.index, "output", shown, tuple(dict.fromkeys((step.index, *result.sources))))
+                form.sources.update(result.sources)
+        self._forms.append(form)
+
+    def _apply_masking(self, b: int) -> None:
+        """Automatic masking (``mask_after``): old outputs behind the boundary become notes.
+
+        Keyed to the boundary, not to t, so the prompt still changes only when the boundary moves.
+        Steps whose stubs point at a masked step are masked too: nothing may point at hidden content.
+        """
+        n = self.policy.mask_after
+        if n is None:
             return
-        self._behind.append(msgs[0])
-        self._behind_origins.append(origins[0])
-        info = infos[0] if infos else None
-        for j, obs in enumerate(step.observations):
-            body = content_text(obs.get("content"))
-            result = self._dedup.process(step.index, body, infos[j] if j < len(infos) else info)
-            if result.kind == "received":
-                self._behind.append(msgs[1 + j])
-                self._behind_origins.append(origins[1 + j])
+        queue = []
+        for i in range(1, max(0, b - n) + 1):
+            form = self._forms[i - 1]
+            if form is None or i in self._masked:
                 continue
-            self._counts["stubs" if result.kind == "stub" else "trimmed"] += 1
-            text = label(step.index, result.text) if p.protocol else result.text
-            self._behind.append(_with_content(obs, text))
-            shown = Shown.STUB if result.kind == "stub" else Shown.TRIMMED
-            self._behind_origins.append(Origin(step.index, "output", shown, tuple(dict.fromkeys((step.index, *result.sources)))))
+            size = sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
+            if size >= self.policy.mask_min_chars:
+                queue.append(i)
+        while queue:
+            i = queue.pop()
+            if i in self._masked:
+                continue
+            self._masked.add(i)
+            self._dedup.retire(i)
+            for j in range(i + 1, b + 1):
+                other = self._forms[j - 1]
+                if other is not None and i in other.sources and j not in self._masked:
+                    queue.append(j)
+
+    def _assemble_behind(self, history: History, b: int) -> None:
+        """Lay out steps 1..b: folded runs share one note, masked outputs become notes."""
+        p = self.policy
+        msgs: list[Message] = []
+        origins: list[Origin] = []
+        counts = {"stubs": 0, "trimmed": 0, "folded": 0, "notes": 0}
+        group: list[Step] = []
+
+        def flush() -> None:
+            if group:
+                covers = tuple(s.index for s in group)
+                msgs.append({"role": "user", "content": note_text(group, reversible=p.reversible)})
+                origins.append(Origin(covers[0], "note", Shown.NOTE, covers))
+                counts["notes"] += 1
+                group.clear()
+
+        for i, step in enumerate(history.steps_between(0, b), start=1):
+            form = self._forms[i - 1]
+            if form is None:
+                group.append(step)
+                counts["folded"] += 1
+                continue
+            flush()
+            if i in self._masked:
+                msgs.append(form.msgs[0])
+                origins.append(form.origins[0])
+                for obs in step.observations:
+                    msgs.append(_with_content(obs, mask_text(step, reversible=p.reversible)))
+                    origins.append(Origin(i, "output", Shown.NOTE, (i,)))
+                continue
+            msgs += form.msgs
+            origins += form.origins
+            for o in form.origins[1:]:
+                if o.shown is Shown.STUB:
+                    counts["stubs"] += 1
+                elif o.shown is Shown.TRIMMED:
+                    counts["trimmed"] += 1
+        flush()
+        self._behind, self._behind_origins, self._counts = msgs, origins, counts
+
+
+class _Form:
+    """A step's messages as shown behind the boundary (dedup applied) and the steps its stubs cite."""
+
+    __slots__ = ("msgs", "origins", "sources")
+
+    def __init__(self, msgs: list[Message], origins: list[Origin], sources: set[int]) -> None:
+        self.msgs = msgs
+        self.origins = origins
+        self.sources = sources
+
+
+def mask_text(step: Step, *, reversible: bool) -> str:
+    lines = sum(t.count("\n") + 1 for t in step.output_texts)
+    hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."
+    return f"[step {step.index}]\n{CM} Output of step {step.index} ({lines} lines) hidden to save context.{hint}"
 
 
 def _with_content(message: Message, text: str) -> Message:

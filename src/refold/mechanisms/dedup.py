@@ -54,6 +54,7 @@ class DedupIndex:
     _whole: dict[str, int] = field(default_factory=dict)
     _last_write: dict[str, int] = field(default_factory=dict)
     _last_write_any: int = 0
+    _retired: set[int] = field(default_factory=set)
 
     def note_writes(self, step: int, info: CommandInfo) -> None:
         for p in info.writes:
@@ -61,7 +62,13 @@ class DedupIndex:
         if info.writes_anything:
             self._last_write_any = step
 
+    def retire(self, step: int) -> None:
+        """Stop using a step's output as a source (it is no longer shown)."""
+        self._retired.add(step)
+
     def _valid(self, src: _Source) -> bool:
+        if src.step in self._retired:
+            return False
         if not src.is_file_view:
             return True  # identical command output is identical, whenever it was produced
         if self._last_write_any > src.step:
