@@ -1,0 +1,72 @@
+"""Anthropic-style ``cache_control`` breakpoints placed where a refold prompt is stable.
+
+mini-swe-agent marks only the last message. A refold prompt changes behind the boundary only
+when the boundary moves, so the stable points are: the end of the prefix (system + task), the
+last message before the first step after b_t, the end of the previous call's prompt (the last
+message before the newest step: the write the provider made last time), and the end. Providers
+allow at most 4 breakpoints; we keep the ones nearest the end when fewer are allowed, because
+a later breakpoint that hits covers every earlier one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..types import Message, Rendered
+
+EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4
+
+
+def breakpoints(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> list[int]:
+    """Indices of the messages that get a breakpoint, ascending, at most ``limit``."""
+    n = len(rendered.messages)
+    if n == 0 or limit <= 0:
+        return []
+    origins = rendered.origins
+    b = rendered.stats.boundary
+    prefix_end = max((i for i, o in enumerate(origins) if o.step is None), default=-1)
+    behind_end = max((i for i, o in enumerate(origins) if o.step is None or o.step <= b), default=-1)
+    last_step = origins[-1].step
+    previous_end = -1
+    if last_step is not None:
+        previous_end = max((i for i, o in enumerate(origins) if o.step is None or o.step < last_step), default=-1)
+    chosen = sorted({i for i in (prefix_end, behind_end, previous_end, n - 1) if i >= 0})
+    return chosen[-limit:]
+
+
+def place_cache_control(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> list[Message]:
+    """A copy of ``rendered.messages`` with breakpoints set (the rendered messages stay untouched)."""
+    marks = set(breakpoints(rendered, limit))
+    return [_marked(m) if i in marks else _unmarked(m) for i, m in enumerate(rendered.messages)]
+
+
+def _unmarked(message: Message) -> Message:
+    """The message without any cache_control a caller may have set (copied only if needed)."""
+    content = message.get("content")
+    has_part_marks = isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content)
+    if "cache_control" not in message and not has_part_marks:
+        return message
+    out = {k: v for k, v in message.items() if k != "cache_control"}
+    if has_part_marks:
+        out["content"] = [
+            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p for p in content
+        ]
+    return out
+
+
+def _marked(message: Message) -> Message:
+    out = copy.deepcopy(_unmarked(message))
+    content: Any = out.get("content")
+    if content is None or out.get("role") == "tool" or (isinstance(content, list) and not content):
+        # tool results and tool-call-only replies take the mark on the message (as mini does)
+        out["cache_control"] = dict(EPHEMERAL)
+        return out
+    if isinstance(content, str):
+        out["content"] = [{"type": "text", "text": content, "cache_control": dict(EPHEMERAL)}]
+        return out
+    last = len(content) - 1
+    part = content[last]
+    out["content"][last] = {**part, "cache_control": dict(EPHEMERAL)} if isinstance(part, dict) else part
+    return out
