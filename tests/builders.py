@@ -1,0 +1,62 @@
+"""Build histories for tests: scripted steps with PROGRESS/STALE heads, text or tool-call style."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from refold.history import History
+
+SYSTEM = {"role": "system", "content": "You are a coding agent."}
+TASK = {"role": "user", "content": "Fix the bug in calc.py."}
+
+
+def reply(progress: str | None, stale: str | None, command: str, *, thought: str = "Thinking.") -> str:
+    head = ""
+    if progress is not None:
+        head += f"PROGRESS: {progress}\n"
+    if stale is not None:
+        head += f"STALE: {stale}\n"
+    return f"{head}{thought}\n\n```bash\n{command}\n```"
+
+
+def text_history(steps: list[tuple[str, str]]) -> History:
+    """steps: (assistant content, observation content)."""
+    h = History([SYSTEM, TASK])
+    for content, output in steps:
+        h.append({"role": "assistant", "content": content}, [{"role": "user", "content": output}])
+    return h
+
+
+def tool_history(steps: list[tuple[str, list[tuple[str, str]]]]) -> History:
+    """steps: (assistant text, [(command, output), ...]) with one tool call per command."""
+    h = History([SYSTEM, TASK])
+    for i, (text, calls) in enumerate(steps, start=1):
+        tool_calls: list[dict[str, Any]] = [
+            {
+                "id": f"call_{i}_{j}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": cmd})},
+            }
+            for j, (cmd, _) in enumerate(calls)
+        ]
+        obs = [
+            {"role": "tool", "tool_call_id": f"call_{i}_{j}", "content": out} for j, (_, out) in enumerate(calls)
+        ]
+        h.append({"role": "assistant", "content": text, "tool_calls": tool_calls}, obs)
+    return h
+
+
+def numbered(path_lines: list[str], start: int = 1) -> str:
+    """Lines as `nl -ba` prints them."""
+    return "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(path_lines, start=start))
+
+
+def file_lines(n: int, seed: str = "f") -> list[str]:
+    out = []
+    for i in range(n):
+        if i % 10 == 0:
+            out.append(f"def {seed}_func_{i}(arg_{i}, other=None):")
+        else:
+            out.append(f"    value_{i} = compute_{seed}({i}, 'some text to make the line longer')")
+    return out

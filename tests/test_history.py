@@ -1,0 +1,157 @@
+"""Loading recorded runs of every supported format, and refusing bad files with one clear line."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from builders import SYSTEM, TASK
+from conftest import DATA, real_trajectories
+
+from refold.errors import TrajectoryError
+from refold.history import History, load
+
+
+def test_mini_swe_agent_1_text_actions() -> None:
+    h = load(DATA / "mswea-gemini3pro__django__django-16255.traj.json")
+    assert h.meta["format"] == "mini-swe-agent-1"
+    assert len(h) == h.meta["api_calls"] == 17
+    assert len(h.prefix) == 2
+    assert h.step(1).actions[0].command == "ls -R django/contrib/sitemaps"
+    assert h.step(1).output_texts[0].startswith("<returncode>0</returncode>")
+    assert h.step(2).meta["usage"]["prompt_tokens"] > 0
+
+
+def test_sweagent_traj_gz_and_function_calls() -> None:
+    h = load(DATA / "sweagent__marshmallow-code__marshmallow-1867.traj.gz")
+    assert h.meta["format"] == "swe-agent"
+    assert h.step(1).reply["tool_calls"][0]["function"]["name"] == "create"
+    assert h.step(1).observations[0]["role"] == "tool"
+    assert h.step(1).observations[0]["tool_call_id"] == h.step(1).actions[0].tool_call_id
+    h2 = load(DATA / "sweagent__pydicom__pydicom-1458.traj.gz")
+    assert h2.step(1).actions[0].command.startswith("create reproduce_bug.py")
+
+
+def test_mini_swe_agent_1_1_tool_calls(tmp_path: Path) -> None:
+    traj = {
+        "trajectory_format": "mini-swe-agent-1.1",
+        "info": {"model_stats": {"api_calls": 1}},
+        "messages": [
+            SYSTEM,
+            TASK,
+            {
+                "role": "assistant",
+                "content": "PROGRESS: look\nSTALE: -",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+                "extra": {"actions": [{"command": "ls", "tool_call_id": "c1"}]},
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+            {"role": "exit", "content": "Submitted", "extra": {"exit_status": "Submitted"}},
+        ],
+    }
+    p = tmp_path / "run.traj.json"
+    p.write_text(json.dumps(traj))
+    h = load(p)
+    assert len(h) == 1 and h.step(1).actions[0].command == "ls" and h.step(1).has_protocol
+    assert [m["role"] for m in h.step(1).observations] == ["tool"]  # the exit record is not a message
+
+
+def test_plain_message_list_and_jsonl(tmp_path: Path) -> None:
+    msgs = [SYSTEM, TASK, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "out"}]
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(msgs))
+    assert len(load(p)) == 1
+    q = tmp_path / "m.jsonl"
+    q.write_text("\n".join(json.dumps(m) for m in msgs))
+    assert len(load(q)) == 1
+
+
+@pytest.mark.parametrize("path", real_trajectories(), ids=lambda p: p.name)
+def test_all_real_runs_load(path: Path) -> None:
+    h = load(path)
+    assert len(h) > 0
+    assert all(s.digest for s in h.steps)
+    assert len({s.digest for s in h.steps}) == len(h)
+
+
+def test_history_is_append_only_and_copies_input() -> None:
+    reply = {"role": "assistant", "content": "x"}
+    h = History([SYSTEM, TASK])
+    step = h.append(reply, [{"role": "user", "content": "o"}])
+    reply["content"] = "changed"
+    assert h.step(1).reply["content"] == "x"
+    assert step.index == 1
+    with pytest.raises(AttributeError):
+        h.steps = ()  # type: ignore[misc]
+    before = h.digest
+    h.append({"role": "assistant", "content": "y"})
+    assert h.step(2).digest != before and h.step(1).digest == before
+
+
+def test_extend_from_messages() -> None:
+    msgs = [SYSTEM, TASK, {"role": "assistant", "content": "a"}, {"role": "user", "content": "o"}]
+    h = History.from_messages(msgs)
+    more = [*copy.deepcopy(msgs), {"role": "assistant", "content": "b"}, {"role": "user", "content": "p"}]
+    assert h.extend_from_messages(more) == 1
+    assert h.step(2).reply_text == "b"
+    assert h.extend_from_messages(more) == 0
+
+
+# ---- bad input: one line naming the file and the problem ------------------------------------
+
+
+def _one_line(err: TrajectoryError, path: Path, words: str) -> None:
+    text = str(err)
+    assert "\n" not in text and str(path) in text and words in text
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "file is empty"),
+        (b"   \n", "file is empty"),
+        (b'{"messages": [{"role": "system", "content": "x"}', "invalid JSON"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (b'{"foo": 1}', "unknown trajectory format"),
+        (b"[1, 2, 3]", "not a list of chat messages"),
+        (b'"just a string"', "neither an object"),
+        (b'{"trajectory_format": "mini-swe-agent-1", "messages": 5}', "'messages' is not a list"),
+        (b'{"trajectory_format": "mini-swe-agent-1", "messages": []}', "no messages"),
+        (b'{"trajectory_format": "mini-swe-agent-1", "messages": [{"role": "system", "content": "s"}]}', "no assistant replies"),
+        (b'{"history": 3, "trajectory": []}', "'history' is not a list"),
+        (b'{"trajectory_format": "mini-swe-agent-1", "messages": [7]}', "message 0 is not an object"),
+    ],
+)
+def test_bad_files(tmp_path: Path, content: bytes, words: str) -> None:
+    p = tmp_path / "bad.traj.json"
+    p.write_bytes(content)
+    with pytest.raises(TrajectoryError) as e:
+        load(p)
+    _one_line(e.value, p, words)
+
+
+def test_truncated_gzip_and_missing_file(tmp_path: Path) -> None:
+    good = gzip.compress(json.dumps([SYSTEM, {"role": "assistant", "content": "x"}]).encode())
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(good[: len(good) // 2])
+    with pytest.raises(TrajectoryError) as e:
+        load(p)
+    _one_line(e.value, p, "gzip")
+    missing = tmp_path / "nope.json"
+    with pytest.raises(TrajectoryError) as e2:
+        load(missing)
+    _one_line(e2.value, missing, "cannot read file")
+
+
+def test_huge_output_is_handled(tmp_path: Path) -> None:
+    from refold.render import Renderer
+
+    big = "line of output\n" * 200_000  # ~3 MB in one observation
+    msgs = [SYSTEM, TASK, {"role": "assistant", "content": "```bash\ncat big\n```"}, {"role": "user", "content": big}]
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(msgs))
+    h = load(p)
+    assert len(Renderer().render(h).messages) == 4
