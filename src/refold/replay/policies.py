@@ -1,0 +1,309 @@
+"""The policies a replay compares: refold configurations and faithful models of the peers.
+
+Each policy is a *projector*: given a recorded ``History`` it yields, for every model call, the
+prompt that would have been sent (``Prompt``: messages + provenance). Sources of the peer models
+are in ``../shared/reference/peers.md`` and ``docs/results.md``:
+
+* ``base``: the history as recorded (no refold protocol, nothing removed).
+* ``refold``: the seed, k=3, dedup + STALE folding + chunked boundary.
+* ``refold-best``: ``refold`` plus reversible automatic masking (``Policy.mask_after``).
+* ``masking`` / ``masking-polling``: SWE-agent ``LastNObservations(n=5)`` (also the "Complexity
+  Trap" masking baseline), and the same with ``polling=3``.
+* ``clear-tool-uses``: Anthropic ``clear_tool_uses_20250919`` defaults (trigger 100k input tokens,
+  keep 3, clear_at_least 0), as mirrored by LangChain's ``ClearToolUsesEdit``.
+* ``compact`` / ``compact+refold``: summarize whenever the prompt passes 75% of a budget. There is
+  no LLM in a replay: the summary has a modeled size and is labeled SIMULATED.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..history import History
+from ..policy import Policy
+from ..protocol import CM
+from ..render import Renderer, clean
+from ..tokens import Tokenizer, count_messages, message_tokens
+from ..types import Message, Origin, RenderStats, Shown, content_text
+
+__all__ = [
+    "BEST_MASK_AFTER",
+    "POLICIES",
+    "Compaction",
+    "Options",
+    "Projector",
+    "Prompt",
+    "make_projector",
+]
+
+BEST_MASK_AFTER = 6
+"""``refold-best``'s ``mask_after``: chosen from the sweep in docs/results.md."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A (simulated) summary call made before a model call."""
+
+    input_messages: list[Message]
+    summary_tokens: int
+    covers: tuple[int, int]  # first and last step summarized
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """The prompt of model call ``t + 1`` (rendered after ``t`` steps)."""
+
+    t: int
+    messages: list[Message]
+    origins: list[Origin]
+    render_ms: float
+    stats: RenderStats | None = None
+    compaction: Compaction | None = None
+    lost_upto: int = 0
+    """Steps 1..lost_upto were summarized away: what of them is not shown is lost for good."""
+    reversible: bool = False
+    """Whether what this policy removes (apart from summaries) can be restored."""
+
+
+class Projector(Protocol):
+    name: str
+
+    def prompts(self, history: History) -> Iterator[Prompt]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Knobs shared by the policy factories (defaults = the peers' documented defaults)."""
+
+    tokenizer: Tokenizer
+    mask_n: int = 5
+    polling: int = 3
+    clear_trigger: int = 100_000
+    clear_keep: int = 3
+    clear_at_least: int = 0
+    budget: int = 32_768
+    compact_fraction: float = 0.75
+    summary_ratio: float = 0.10
+    summary_min: int = 256
+    summary_max: int = 2_048
+    mask_after: int = BEST_MASK_AFTER
+    policy_overrides: dict[str, object] = field(default_factory=dict)
+
+
+# ---- refold renderer -------------------------------------------------------------------------
+
+
+class RendererProjector:
+    """A configuration of refold's own renderer."""
+
+    def __init__(self, name: str, policy: Policy) -> None:
+        self.name = name
+        self.policy = policy
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        r = Renderer(self.policy)
+        reversible = self.policy.reversible and (self.policy.dedup or self.policy.fold or bool(self.policy.mask_after))
+        for t in range(len(history)):
+            out = r.render(history, t)
+            yield Prompt(t, list(out.messages), list(out.origins), out.stats.render_ms, out.stats, reversible=reversible)
+
+
+BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False)
+
+
+def refold_policy(**extra: object) -> Policy:
+    """The seed's configuration for replay: k=3, dedup + fold + chunk.
+
+    Reminders are off: in a replay the replies are fixed, so a reminder could only add tokens,
+    never change what the agent writes.
+    """
+    values: dict[str, object] = {"k": 3, "reminders": False}
+    values.update(extra)
+    return Policy.parse(**values)
+
+
+# ---- SWE-agent LastNObservations -----------------------------------------------------------
+
+
+class MaskingProjector:
+    """SWE-agent ``LastNObservations(n, polling)`` (sweagent/agent/history_processors.py).
+
+    Observations are the task (never elided) followed by every tool output; all but the last
+    ``n`` are replaced by ``Old environment output: (N lines omitted)``, and with ``polling`` the
+    cut only moves every ``polling`` observations. Not reversible: the agent cannot ask for them.
+    """
+
+    def __init__(self, name: str, n: int, polling: int = 1) -> None:
+        self.name, self.n, self.polling = name, n, polling
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        for p in RendererProjector("base", BASE_POLICY).prompts(history):
+            start = time.perf_counter()
+            outputs = [i for i, o in enumerate(p.origins) if o.part == "output"]
+            count = 1 + len(outputs)  # the instance template is observation 0
+            last_removed = max(0, (count // self.polling) * self.polling - self.n)
+            msgs, origins = list(p.messages), list(p.origins)
+            for idx in outputs[: max(0, last_removed - 1)]:
+                lines = len(content_text(msgs[idx].get("content")).splitlines())
+                msgs[idx] = {**msgs[idx], "content": f"Old environment output: ({lines} lines omitted)"}
+                o = origins[idx]
+                origins[idx] = Origin(o.step, "output", Shown.NOTE, (o.step,) if o.step else ())
+            ms = p.render_ms + (time.perf_counter() - start) * 1000
+            yield Prompt(p.t, msgs, origins, ms)
+
+
+# ---- Anthropic clear_tool_uses ---------------------------------------------------------------
+
+CLEARED = "[cleared]"
+
+
+class ClearToolUsesProjector:
+    """Anthropic context editing ``clear_tool_uses_20250919`` on the full client history.
+
+    Per request (server side, so the client's history is never changed): when the input passes
+    ``trigger`` tokens, tool results are cleared oldest first, keeping the last ``keep``; with
+    ``clear_at_least`` > 0 clearing stops once that many tokens were reclaimed (LangChain's
+    ``ClearToolUsesEdit``, which mirrors Anthropic's strategy; placeholder ``[cleared]``).
+    """
+
+    def __init__(self, name: str, tok: Tokenizer, trigger: int, keep: int, clear_at_least: int) -> None:
+        self.name, self.tok = name, tok
+        self.trigger, self.keep, self.clear_at_least = trigger, keep, clear_at_least
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        for p in RendererProjector("base", BASE_POLICY).prompts(history):
+            start = time.perf_counter()
+            msgs, origins = list(p.messages), list(p.origins)
+            total = count_messages(msgs, self.tok)
+            if total > self.trigger:
+                outputs = [i for i, o in enumerate(origins) if o.part == "output"]
+                candidates = outputs[: -self.keep] if self.keep > 0 else outputs
+                cleared = 0
+                for idx in candidates:
+                    before = len(message_tokens(msgs[idx], self.tok))
+                    msgs[idx] = {**msgs[idx], "content": CLEARED}
+                    cleared += before - len(message_tokens(msgs[idx], self.tok))
+                    o = origins[idx]
+                    origins[idx] = Origin(o.step, "output", Shown.NOTE, (o.step,) if o.step else ())
+                    if 0 < self.clear_at_least <= cleared:
+                        break
+            ms = p.render_ms + (time.perf_counter() - start) * 1000
+            yield Prompt(p.t, msgs, origins, ms)
+
+
+# ---- compaction ------------------------------------------------------------------------------
+
+SUMMARY_INSTRUCTION: Message = {
+    "role": "user",
+    "content": (
+        "Summarize the conversation so far for your own continuation: the task, what was tried, "
+        "what was learned, the current state of the code and what remains to do."
+    ),
+}
+
+
+class CompactProjector:
+    """Summarize whenever the prompt passes ``fraction`` of ``budget`` (seed 000's compact baseline).
+
+    The prompt after a compaction is the prefix (system, task), the summary, and the steps after
+    it, rendered by ``inner``. No LLM runs in a replay: the summary is filler text of a modeled
+    size (``summary_ratio`` of the summarized tokens, clamped to ``[summary_min, summary_max]``),
+    so every figure that depends on it is SIMULATED. The summary call itself is reported as a
+    ``Compaction`` (its input is the prompt that crossed the threshold plus an instruction).
+    """
+
+    def __init__(self, name: str, inner: Projector, opts: Options) -> None:
+        self.name, self.inner, self.opts = name, inner, opts
+
+    def _summary(self, first: int, last: int, size: int) -> Message:
+        head = f"{CM} Summary of steps {first}-{last} (SIMULATED compaction: a real summary of ~{size} tokens stands here)."
+        tok = self.opts.tokenizer
+        filler_n = max(0, size - tok.count(head))
+        return {"role": "user", "content": head + " summary" * filler_n}
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        o = self.opts
+        limit = o.compact_fraction * o.budget
+        upto = 0
+        summary: Message | None = None
+        for p in self.inner.prompts(history):
+            start = time.perf_counter()
+            msgs, origins = self._view(p, upto, summary)
+            event: Compaction | None = None
+            total = count_messages(msgs, o.tokenizer)
+            if total > limit and p.t > upto:
+                n_prefix = _prefix_len(p.origins)
+                summarized = total - count_messages(msgs[:n_prefix], o.tokenizer)
+                size = int(min(o.summary_max, max(o.summary_min, round(o.summary_ratio * summarized))))
+                event = Compaction([*msgs, SUMMARY_INSTRUCTION], size, (upto + 1, p.t))
+                summary = self._summary(1, p.t, size)
+                upto = p.t
+                msgs, origins = self._view(p, upto, summary)
+            ms = p.render_ms + (time.perf_counter() - start) * 1000
+            yield Prompt(p.t, msgs, origins, ms, p.stats, event, upto, p.reversible)
+
+    @staticmethod
+    def _view(p: Prompt, upto: int, summary: Message | None) -> tuple[list[Message], list[Origin]]:
+        n_prefix = _prefix_len(p.origins)
+        msgs, origins = list(p.messages[:n_prefix]), list(p.origins[:n_prefix])
+        if summary is not None:
+            msgs.append(summary)
+            origins.append(Origin(None, "note", Shown.NOTE, tuple(range(1, upto + 1))))
+        for m, o in zip(p.messages[n_prefix:], p.origins[n_prefix:], strict=True):
+            last = max(o.covers) if o.covers else (o.step or 0)
+            if last > upto:
+                msgs.append(m)
+                origins.append(o)
+        return msgs, origins
+
+
+def _prefix_len(origins: list[Origin]) -> int:
+    n = 0
+    while n < len(origins) and origins[n].step is None and origins[n].part in ("system", "task"):
+        n += 1
+    return n
+
+
+# ---- registry --------------------------------------------------------------------------------
+
+Factory = Callable[[Options], Projector]
+
+
+def _refold(o: Options, **extra: object) -> Policy:
+    values = dict(extra)
+    values.update(o.policy_overrides)
+    return refold_policy(**values)
+
+
+POLICIES: dict[str, Factory] = {
+    "base": lambda o: RendererProjector("base", BASE_POLICY),
+    "refold": lambda o: RendererProjector("refold", _refold(o)),
+    "refold-best": lambda o: RendererProjector("refold-best", _refold(o, mask_after=o.mask_after)),
+    "masking": lambda o: MaskingProjector("masking", o.mask_n, 1),
+    "masking-polling": lambda o: MaskingProjector("masking-polling", o.mask_n, o.polling),
+    "clear-tool-uses": lambda o: ClearToolUsesProjector(
+        "clear-tool-uses", o.tokenizer, o.clear_trigger, o.clear_keep, o.clear_at_least
+    ),
+    "compact": lambda o: CompactProjector("compact", RendererProjector("base", BASE_POLICY), o),
+    "compact+refold": lambda o: CompactProjector("compact+refold", RendererProjector("refold", _refold(o)), o),
+}
+"""Policy name -> factory(Options) -> Projector."""
+
+STALE_POLICIES = frozenset({"refold", "refold-best", "compact+refold"})
+"""Policies whose prompts depend on STALE marks (and so on the ``--stale`` source)."""
+
+
+def make_projector(name: str, opts: Options) -> Projector:
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        raise KeyError(f"unknown policy {name!r}; valid choices: {', '.join(POLICIES)}") from None
+    return factory(opts)
+
+
+def received_messages(history: History) -> list[list[Message]]:
+    """Each step's messages as recorded (API fields only), for 'removed tokens' accounting."""
+    return [[clean(s.reply), *(clean(o) for o in s.observations)] for s in history.steps]

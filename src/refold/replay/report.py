@@ -1,0 +1,128 @@
+"""The replay report: versioned JSON (``refold-replay-1``), a flat CSV, and summary aggregates."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .runner import Settings, TaskResult
+
+__all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "summarize", "write_csv"]
+
+FORMAT = "refold-replay-1"
+
+SUMMED = (
+    "prompt_tokens", "cached_tokens", "recomputed_tokens", "output_tokens", "cost_usd",
+    "removed_tokens_restorable", "removed_tokens_lost", "compactions", "compaction_input_tokens",
+)
+CSV_FIELDS = (
+    "file", "format", "calls", "policy", "prompt_tokens", "cached_tokens", "recomputed_tokens",
+    "written_tokens", "output_tokens", "peak_prompt_tokens", "peak_kv_tokens", "peak_kv_gib", "cost_usd",
+    "render_ms_median", "render_ms_p99", "history_tokens", "removed_tokens_restorable", "removed_tokens_lost",
+    "restores", "compactions", "compaction_input_tokens", "compaction_output_tokens", "stubs", "folded_steps",
+    "reported_prompt_tokens", "reported_cached_tokens", "error",
+)
+
+SIMULATED_NOTE = (
+    "Measured: prompt sizes of re-rendered recorded prompts (tokenizer), render time. Simulated: "
+    "cached/recomputed tokens (prefix-cache simulator), KV and cost (tables), every compaction "
+    "figure (summary size is modeled), and every STALE-dependent figure when stale != 'recorded'."
+)
+
+
+def _ok(results: Sequence[TaskResult]) -> list[TaskResult]:
+    return [r for r in results if r.error is None]
+
+
+def summarize(results: Sequence[TaskResult], policies: Sequence[str]) -> dict[str, Any]:
+    """Totals and per-task medians per policy, overall and per source format, plus savings vs base."""
+    ok = _ok(results)
+    groups: dict[str, list[TaskResult]] = {"all": ok}
+    for r in ok:
+        groups.setdefault(f"format:{r.format}", []).append(r)
+    out: dict[str, Any] = {}
+    for gname, rs in groups.items():
+        g: dict[str, Any] = {"tasks": len(rs), "calls": sum(r.calls for r in rs), "policies": {}}
+        for p in policies:
+            rows = [r.policies[p] for r in rs if p in r.policies]
+            if not rows:
+                continue
+            entry: dict[str, Any] = {f"total_{k}": _num(sum(row[k] for row in rows)) for k in SUMMED}
+            for k in ("prompt_tokens", "cost_usd", "peak_prompt_tokens", "peak_kv_gib", "render_ms_median"):
+                entry[f"median_{k}"] = _num(statistics.median(row[k] for row in rows))
+            entry["render_ms_p99_max"] = _num(max(row["render_ms_p99"] for row in rows))
+            base = [r.policies["base"] for r in rs if "base" in r.policies and p in r.policies]
+            if base and len(base) == len(rows):
+                bt = sum(b["prompt_tokens"] for b in base)
+                entry["prompt_tokens_vs_base"] = _num(entry["total_prompt_tokens"] / bt - 1 if bt else 0.0)
+                bc = sum(b["cost_usd"] for b in base)
+                entry["cost_vs_base"] = _num(entry["total_cost_usd"] / bc - 1 if bc else 0.0)
+                ratios = [row["peak_kv_tokens"] / b["peak_kv_tokens"] - 1 for row, b in zip(rows, base, strict=True) if b["peak_kv_tokens"]]
+                entry["median_peak_kv_vs_base"] = _num(statistics.median(ratios)) if ratios else None
+            g["policies"][p] = entry
+        out[gname] = g
+    return out
+
+
+def _validation_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
+    vals = [r.validation for r in _ok(results) if r.validation]
+    if not vals:
+        return None
+    out: dict[str, Any] = {
+        "tasks": len(vals),
+        "reported_cached_fraction_median": _num(statistics.median(v["reported_cached_fraction"] for v in vals)),
+        "profiles": {},
+    }
+    for name in vals[0]["profiles"]:
+        ps = [v["profiles"][name] for v in vals]
+        out["profiles"][name] = {
+            "simulated_cached_fraction_median": _num(statistics.median(p["simulated_cached_fraction"] for p in ps)),
+            "mae_per_call_mean": _num(statistics.fmean(p["mae_per_call"] for p in ps)),
+            "bias_per_call_mean": _num(statistics.fmean(p["bias_per_call"] for p in ps)),
+        }
+    return out
+
+
+def _num(x: float) -> float:
+    return round(float(x), 6)
+
+
+def build_report(results: Sequence[TaskResult], settings: Settings, *, seconds: float | None = None) -> dict[str, Any]:
+    """The JSON report. Everything but ``seconds``/``render_ms_*`` is deterministic."""
+    report: dict[str, Any] = {
+        "format": FORMAT,
+        "tokenizer": settings.tokenizer,
+        "cache": settings.cache,
+        "stale": settings.stale,
+        "price": settings.price_name(),
+        "kv_model": settings.kv_model,
+        "budget": settings.budget,
+        "policies": list(settings.policies),
+        "simulated": SIMULATED_NOTE,
+        "tasks": [r.to_dict() for r in results],
+        "failed": [{"file": r.file, "reason": r.error} for r in results if r.error is not None],
+        "summary": summarize(results, settings.policies),
+        "cache_validation": _validation_summary(results),
+    }
+    if seconds is not None:
+        report["seconds"] = round(seconds, 3)
+    return report
+
+
+def write_csv(results: Sequence[TaskResult], path: str | Path) -> None:
+    """One row per (task, policy); a failed task is one row with its error."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
+        w.writeheader()
+        for r in results:
+            common = {"file": r.file, "format": r.format, "calls": r.calls,
+                      "reported_prompt_tokens": r.reported.get("prompt_tokens"),
+                      "reported_cached_tokens": r.reported.get("cached_tokens")}
+            if r.error is not None:
+                w.writerow({**common, "error": r.error})
+                continue
+            for name, m in r.policies.items():
+                w.writerow({**common, "policy": name, **{k: v for k, v in m.items() if k != "per_call"}})
