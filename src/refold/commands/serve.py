@@ -1,0 +1,96 @@
+"""``refold serve --upstream URL``: an OpenAI-compatible proxy that folds every prompt.
+
+Clients change their base URL to ``http://127.0.0.1:8077/v1``. Binding a non-loopback address
+requires at least one ``--token`` (or ``REFOLD_TOKENS``, comma-separated); otherwise refold
+refuses to start.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from ..policy import Policy
+from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    upstream: Annotated[
+        str, typer.Option(help="Upstream OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
+    ],
+    host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    store: Annotated[
+        str,
+        typer.Option(help="Session store: a SQLite path / sqlite:///path (WAL), or redis://host:port/db."),
+    ] = "refold-sessions.db",
+    token: Annotated[
+        list[str] | None, typer.Option(help="Bearer token clients must send (repeatable; each is a tenant).")
+    ] = None,
+    upstream_key: Annotated[
+        str | None,
+        typer.Option(envvar="REFOLD_UPSTREAM_KEY", help="API key sent upstream (default: the client's)."),
+    ] = None,
+    k: Annotated[int, typer.Option(help="Boundary step: act on history every k steps.")] = 3,
+    dedup: Annotated[bool, typer.Option(help="Replace repeated outputs by stubs.")] = True,
+    fold: Annotated[bool, typer.Option(help="Fold steps the model marks STALE.")] = True,
+    chunk: Annotated[bool, typer.Option(help="Move the boundary only every k steps.")] = True,
+    reversible: Annotated[bool, typer.Option(help="Allow restore (off: omissions are final).")] = True,
+    protocol: Annotated[
+        bool, typer.Option(help="Add the PROGRESS/STALE protocol to the system prompt.")
+    ] = True,
+    reminders: Annotated[
+        bool, typer.Option(help="Remind the model when a reply lacks PROGRESS/STALE.")
+    ] = True,
+    mask_after: Annotated[int | None, typer.Option(help="Mask outputs older than this many steps.")] = None,
+    max_rounds: Annotated[int, typer.Option(help="Context-command rounds answered per request.")] = 3,
+    advertise_restore: Annotated[
+        bool, typer.Option(help="Add a 'restore' function tool when requests carry tools.")
+    ] = True,
+    max_body: Annotated[int, typer.Option(help="Largest accepted request body, bytes.")] = DEFAULT_MAX_BODY,
+    timeout: Annotated[float, typer.Option(help="Upstream timeout, seconds.")] = 600.0,
+    tokenizer: Annotated[
+        str, typer.Option(help="Tokenizer for the tokens-saved metric (qwen3.6, o200k, chars4, off).")
+    ] = "qwen3.6",
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+) -> None:
+    """Serve an OpenAI-compatible proxy that renders folded prompts (sessions are durable)."""
+    tokens = tuple(token or ()) + tuple(
+        t for t in os.environ.get("REFOLD_TOKENS", "").split(",") if t.strip()
+    )
+    policy = Policy.parse(
+        k=k,
+        dedup=dedup,
+        fold=fold,
+        chunk=chunk,
+        reversible=reversible,
+        protocol=protocol,
+        reminders=reminders,
+        mask_after=mask_after,
+    )
+    cfg = ProxyConfig(
+        upstream=upstream,
+        store=store,
+        host=host,
+        port=port,
+        tokens=tokens,
+        upstream_key=upstream_key,
+        policy=policy,
+        max_rounds=max_rounds,
+        advertise_restore=advertise_restore,
+        max_body=max_body,
+        timeout=timeout,
+        tokenizer=tokenizer,
+    )
+    import uvicorn
+
+    from ..proxy.app import create_app
+
+    typer.echo(f"refold serve: http://{host}:{port}/v1 -> {upstream} (store {store})", err=True)
+    uvicorn.run(create_app(cfg), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

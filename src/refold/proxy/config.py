@@ -1,0 +1,61 @@
+"""Proxy settings (one frozen object built by ``refold serve``) and the bind-safety check."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from ..policy import Policy
+from .errors import ConfigError
+
+DEFAULT_PORT = 8077
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    upstream: str
+    store: str = "refold-sessions.db"
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    tokens: tuple[str, ...] = ()
+    """Bearer tokens clients must present; each is its own tenant. Required off loopback."""
+    upstream_key: str | None = None
+    """Sent upstream; without it the client's own bearer is forwarded (only when ``tokens`` is empty)."""
+    policy: Policy = field(default_factory=Policy)
+    max_rounds: int = 3
+    """Context-command rounds the proxy answers itself per request before handing a reply back."""
+    advertise_restore: bool = True
+    """Add a ``restore`` function tool to requests that carry tools."""
+    max_body: int = DEFAULT_MAX_BODY
+    timeout: float = 600.0
+    tokenizer: str = "qwen3.6"
+    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate)."""
+
+    def __post_init__(self) -> None:
+        if not self.upstream.startswith(("http://", "https://")):
+            raise ConfigError(f"--upstream must be an http(s) URL, got '{self.upstream}'")
+        if self.max_rounds < 0:
+            raise ConfigError("--max-rounds must be >= 0")
+        if self.max_body < 1024:
+            raise ConfigError("--max-body must be at least 1024 bytes")
+        if any(not t.strip() for t in self.tokens):
+            raise ConfigError("an empty --token is not allowed")
+        check_bind(self.host, self.tokens)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, tokens: tuple[str, ...]) -> None:
+    if not is_loopback(host) and not tokens:
+        raise ConfigError(
+            f"refusing to listen on {host} without a bearer token: pass --token (or REFOLD_TOKENS), "
+            "or bind 127.0.0.1"
+        )

@@ -1,0 +1,261 @@
+"""Sessions: named, per-owner sets of branches over one content-addressed step store.
+
+A request's messages are matched against the session's branch tips (the best-agreeing one wins);
+new turns are appended to it, and a client that rewrote an earlier turn gets a new branch that
+shares everything before the fork. Nothing is ever deleted. Every change is committed to the store
+(compare-and-set on the session head) before the proxy calls upstream; another replica's write
+makes the commit fail, the session is reloaded and the commit retried onto the same base digest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..history import History
+from ..policy import Policy
+from ..render import Renderer
+from ..types import Message, message_digest
+from .errors import ProxyError, StoreConflict
+from .mapping import ClientStep, Match, Norm, match, normalize, split
+from .store import Commit, SessionData, Store, StoredStep
+
+_NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
+_MAX_TIPS = 32
+_MAX_VIEWS = 4
+_RETRIES = 8
+
+
+def owner_of(api_key: str | None) -> str:
+    return hashlib.sha256(f"refold-owner\0{api_key or ''}".encode()).hexdigest()[:20]
+
+
+def session_name(header: str | None, messages: Sequence[Message], owner: str) -> str:
+    """The explicit ``X-Refold-Session`` name, or one derived from system + first user message + key."""
+    if header is not None:
+        if not _NAME.match(header):
+            raise ProxyError(
+                400,
+                "X-Refold-Session must be 1-128 characters of A-Z a-z 0-9 . _ : @ -",
+                code="invalid_session",
+            )
+        return header
+    system = next((m for m in messages if m.get("role") in ("system", "developer")), {})
+    user = next((m for m in messages if m.get("role") == "user"), {})
+    h = hashlib.sha256(
+        repr((owner, normalize(system) if system else None, normalize(user) if user else None)).encode()
+    )
+    return "auto-" + h.hexdigest()[:20]
+
+
+def session_id(owner: str, name: str) -> str:
+    return hashlib.sha256(f"{owner}\0{name}".encode()).hexdigest()[:32]
+
+
+@dataclass
+class View:
+    history: History
+    renderer: Renderer
+
+
+@dataclass
+class Session:
+    sid: str
+    name: str
+    owner: str
+    head: str | None = None
+    prefixes: dict[str, list[Message]] = field(default_factory=dict)
+    steps: dict[str, StoredStep] = field(default_factory=dict)
+    tips: list[str] = field(default_factory=list)  # most recently used last
+    views: OrderedDict[str, View] = field(default_factory=OrderedDict)
+    norms: dict[str, tuple[Norm, tuple[Norm, ...]]] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def load(self, data: SessionData) -> None:
+        self.head = data.record.head
+        self.prefixes = data.prefixes
+        self.steps = data.steps
+        heads = [*data.heads, data.record.head]
+        ancestors: set[str] = set()
+        for h in heads:
+            ancestors.update(s.parent for s in self.chain(h)[1])
+        self.tips = list(dict.fromkeys(h for h in heads if h not in ancestors))[-_MAX_TIPS:]
+
+    def chain(self, digest: str) -> tuple[str, list[StoredStep]]:
+        """(prefix digest, steps from first to ``digest``)."""
+        out: list[StoredStep] = []
+        cur = digest
+        while cur not in self.prefixes:
+            step = self.steps.get(cur)
+            if step is None:
+                raise ProxyError(
+                    500, f"session {self.name}: stored step {cur} is missing", type="server_error"
+                )
+            out.append(step)
+            cur = step.parent
+        out.reverse()
+        return cur, out
+
+    def norm(self, s: StoredStep) -> tuple[Norm, tuple[Norm, ...]]:
+        n = self.norms.get(s.digest)
+        if n is None:
+            n = self.norms[s.digest] = (normalize(s.reply), tuple(normalize(o) for o in s.observations))
+        return n
+
+    def view(self, digest: str, policy: Policy) -> View:
+        v = self.views.get(digest)
+        if v is None:
+            p, steps = self.chain(digest)
+            h = History(self.prefixes[p], source=f"session:{self.name}")
+            for s in steps:
+                h.append(s.reply, s.observations, meta=s.meta)
+                if h.digest != s.digest:
+                    raise ProxyError(
+                        500, f"session {self.name}: step {s.digest} fails verification", type="server_error"
+                    )
+            v = self.views[digest] = View(h, Renderer(policy))
+            while len(self.views) > _MAX_VIEWS:
+                self.views.popitem(last=False)
+        self.views.move_to_end(digest)
+        return v
+
+    def best(self, prefix: list[Message], steps: list[ClientStep]) -> Match | None:
+        found: Match | None = None
+        for tip in reversed(self.tips):
+            p, chain = self.chain(tip)
+            m = match(prefix, steps, p, self.prefixes[p], chain, self.norm)
+            if m is not None and (found is None or (m.full, m.matched) > (found.full, found.matched)):
+                found = m
+        return found
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A session positioned for the next upstream call."""
+
+    session: Session
+    view: View
+    added: int
+    branched: bool
+    tail: Message | None  # a trailing assistant message without outputs (rendered, not stored)
+
+
+class SessionManager:
+    def __init__(self, store: Store, policy: Policy, *, max_sessions: int = 2000) -> None:
+        self.store = store
+        self.policy = policy
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._max = max_sessions
+        self.branches = 0
+
+    async def get(self, owner: str, name: str) -> Session:
+        sid = session_id(owner, name)
+        s = self._sessions.get(sid)
+        if s is None:
+            s = self._sessions[sid] = Session(sid, name, owner)
+            while len(self._sessions) > self._max:
+                old_sid, old = next(iter(self._sessions.items()))
+                if old.lock.locked():
+                    break
+                del self._sessions[old_sid]
+        self._sessions.move_to_end(sid)
+        return s
+
+    async def find(self, owner: str, name: str) -> Session | None:
+        s = await self.get(owner, name)
+        async with s.lock:
+            await self._refresh(s)
+        return s if s.head is not None else None
+
+    async def _refresh(self, s: Session, force: bool = False) -> None:
+        head = await self.store.head(s.sid)
+        if head is None or (head == s.head and not force):
+            return
+        data = await self.store.load(s.sid)
+        if data is not None:
+            if data.record.owner != s.owner:  # an id collision across owners cannot happen by construction
+                raise ProxyError(404, "no such session", code="session_not_found")
+            s.load(data)
+
+    async def turn(self, s: Session, messages: list[Message]) -> Turn:
+        """Record the client's messages into the session (caller holds ``s.lock``)."""
+        prefix, steps = split(messages)
+        tail: Message | None = None
+        if steps and not steps[-1][1]:
+            tail = copy.deepcopy(steps.pop()[0])
+        await self._refresh(s)
+        m = s.best(prefix, steps) if s.head is not None else None
+        if m is None:
+            base, new, branched = message_digest(prefix), steps, s.head is not None
+            s.prefixes.setdefault(base, copy.deepcopy(prefix))
+            new_prefix: tuple[str, list[Message]] | None = (base, prefix)
+        else:
+            base, new, branched, new_prefix = m.base, m.new, not m.full, None
+        digest = await self.commit(s, base, [(r, o, {}) for r, o in new], new_prefix)
+        self.branches += int(branched)
+        return Turn(s, s.view(digest, self.policy), len(new), branched, tail)
+
+    async def commit(
+        self,
+        s: Session,
+        base: str,
+        new: Sequence[tuple[Message, Sequence[Message], dict[str, Any]]],
+        prefix: tuple[str, list[Message]] | None = None,
+    ) -> str:
+        """Append ``new`` steps onto ``base`` durably; returns the new tip digest."""
+        stored: list[StoredStep] = []
+        parent = base
+        for reply, obs, meta in new:
+            r, o = copy.deepcopy(reply), tuple(copy.deepcopy(list(obs)))
+            d = message_digest([r, *o], parent=parent)
+            stored.append(StoredStep(d, parent, r, o, dict(meta)))
+            parent = d
+        tip = parent
+        for _ in range(_RETRIES):
+            if tip == s.head:
+                break
+            old = s.head
+            retire = None
+            if old is not None and old != base and old not in {st.parent for st in stored}:
+                _, chain = s.chain(base) if base not in s.prefixes else (base, [])
+                if old not in {c.digest for c in chain}:
+                    retire = old
+            try:
+                await self.store.commit(
+                    Commit(s.sid, s.name, s.owner, old, tip, prefix, tuple(stored), retire)
+                )
+            except StoreConflict:
+                await self._refresh(s, force=True)
+                if prefix is not None:
+                    s.prefixes.setdefault(*prefix)
+                continue
+            s.head = tip
+            break
+        else:
+            raise ProxyError(
+                503, f"session {s.name} is being written by another client; retry", type="server_error"
+            )
+        self._apply(s, base, stored)
+        return tip
+
+    def _apply(self, s: Session, base: str, stored: list[StoredStep]) -> None:
+        for st in stored:
+            s.steps[st.digest] = st
+        tip = stored[-1].digest if stored else base
+        v = s.views.pop(base, None) if stored else None
+        if v is not None:
+            for st in stored:
+                v.history.append(st.reply, st.observations, meta=st.meta)
+            s.views[tip] = v
+        if base in s.tips and stored:
+            s.tips.remove(base)
+        if tip in s.tips:
+            s.tips.remove(tip)
+        s.tips.append(tip)
+        del s.tips[:-_MAX_TIPS]
