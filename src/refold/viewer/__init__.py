@@ -1,0 +1,90 @@
+"""``refold view``: one self-contained HTML file to scrub through a run's model calls.
+
+    build_report(history, ...) -> str     the report for a loaded History
+    write_report(path_in, path_out, ...)  load any trajectory ``refold replay`` reads, write the report
+
+The page shows, per call, the history so far next to the prompt a policy sends, every piece
+colored by how it is shown, the model's reply with its PROGRESS/STALE lines, and per-call prompt
+size with a simulated prefix cache against base. It works offline: no CDN, no network request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+from ..errors import PolicyError, RefoldError
+from ..history import History, load
+from ..replay import STALE_SOURCES, Options
+from ..tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
+from .data import VIEW_FORMAT, build_data
+from .page import render_page
+from .variants import MECHANISMS, SWITCHES, build_variants
+
+__all__ = ["MECHANISMS", "SWITCHES", "VIEW_FORMAT", "build_report", "write_report"]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("refold")
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _tokenizer(tokenizer: str | Tokenizer) -> Tokenizer:
+    if not isinstance(tokenizer, str):
+        return tokenizer
+    if tokenizer not in TOKENIZER_NAMES:
+        raise PolicyError(f"unknown tokenizer '{tokenizer}'; valid choices: {', '.join(TOKENIZER_NAMES)}")
+    return get_tokenizer(tokenizer)
+
+
+def build_report(
+    history: History,
+    *,
+    variants: Sequence[str] | None = None,
+    title: str = "",
+    tokenizer: str | Tokenizer = "qwen3.6",
+    stale: str = "recorded",
+    mechanisms: bool = True,
+    default: str = "refold",
+) -> str:
+    """The HTML report for ``history``.
+
+    ``variants``: named policies of ``refold replay`` to precompute (default: all of them; base is
+    always added). ``mechanisms``: also precompute refold with every combination of the four
+    switches. ``stale``: where STALE marks come from (``recorded``, ``none``, ``hindsight``...);
+    anything but ``recorded`` is simulated and the page says so.
+    """
+    if stale not in STALE_SOURCES:
+        raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
+    if not len(history):
+        raise RefoldError("the history has no steps: there is no model call to show")
+    tok = _tokenizer(tokenizer)
+    chosen = build_variants(variants, Options(tokenizer=tok), mechanisms=mechanisms)
+    data = build_data(history, chosen, tok, title=title, stale=stale, default=default)
+    return render_page(data, version=_version())
+
+
+def write_report(
+    path_in: str | Path,
+    path_out: str | Path,
+    *,
+    variants: Sequence[str] | None = None,
+    title: str = "",
+    tokenizer: str | Tokenizer = "qwen3.6",
+    stale: str = "recorded",
+    mechanisms: bool = True,
+) -> Path:
+    """Load a recorded run (any format ``refold.history.load`` reads) and write its report."""
+    history = load(path_in)
+    page = build_report(
+        history, variants=variants, title=title, tokenizer=tokenizer, stale=stale, mechanisms=mechanisms
+    )
+    out = Path(path_out)
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise RefoldError(f"cannot write {out}: {e.strerror or e}") from None
+    return out

@@ -1,0 +1,254 @@
+"""The data embedded in a viewer report (format ``refold-view-1``), built so it grows linearly.
+
+* ``strings``: every distinct text once. A rendered message that wraps a recorded text (the
+  ``[step N]`` label, a reminder, the system-prompt section) is stored as a list of string ids,
+  so an output shown as received costs a few integers, not a second copy.
+* ``pieces``: every distinct (role, text, step, part, shown, covers, tokens) tuple once.
+* ``history``: the recorded run, as pieces (prefix; per step reply and outputs, plus PROGRESS/STALE).
+* ``variants``: per precomputed rendering and per call, the prompt as a delta against the previous
+  call's piece list (``[keep, [new piece ids]]``) and its simulated prefix-cache figures. A variant
+  whose prompts equal an earlier one's is stored once and points at it (``same_as``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..cache import common_prefix_len
+from ..history import History
+from ..mechanisms.fold import valid_marks
+from ..render import clean
+from ..replay import Projector, Prompt, measure, with_stale
+from ..tokens import Tokenizer, message_tokens
+from ..types import Message, Origin, Shown, Step, content_text
+from .variants import SWITCHES, Variant
+
+VIEW_FORMAT = "refold-view-1"
+SHOWN_CODES: tuple[str, ...] = tuple(s.value for s in Shown)
+PART_CODES: tuple[str, ...] = ("system", "task", "reply", "output", "note", "notice")
+ROLE_CODES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+_MIN_WRAP = 24  # shortest recorded text worth referencing inside a rendered one
+
+
+def display_text(message: Message) -> str:
+    """What the viewer shows for a message: its text, then its tool calls one per line."""
+    text = content_text(message.get("content"))
+    calls = message.get("tool_calls") or []
+    lines = []
+    for call in calls:
+        fn = (call or {}).get("function") or {}
+        lines.append(f"→ {fn.get('name', 'tool')}({fn.get('arguments', '')})")
+    if lines:
+        text = (text + "\n" if text else "") + "\n".join(lines)
+    return text
+
+
+class _Tables:
+    """The interned string and piece tables shared by the history and every variant."""
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self.tok = tok
+        self.strings: list[str] = []
+        self._string_ids: dict[str, int] = {}
+        self.pieces: list[list[Any]] = []
+        self._piece_ids: dict[tuple[Any, ...], int] = {}
+        self._text_refs: dict[str, int | list[int]] = {}
+        self._by_message: dict[tuple[int, int], tuple[int, Message, Origin]] = {}
+        self.candidates: dict[int | None, list[str]] = {}  # step (None = prefix) -> recorded texts
+
+    def string(self, text: str) -> int:
+        sid = self._string_ids.get(text)
+        if sid is None:
+            sid = self._string_ids[text] = len(self.strings)
+            self.strings.append(text)
+        return sid
+
+    def text_ref(self, text: str, step: int | None) -> int | list[int]:
+        """A string id, or string ids whose concatenation is ``text`` when it wraps a recorded text."""
+        ref = self._text_refs.get(text)
+        if ref is not None:
+            return ref
+        if text in self._string_ids:
+            ref = self._string_ids[text]
+        else:
+            ref = self.string(text)
+            best = ""
+            for cand in self.candidates.get(step, ()):
+                if _MIN_WRAP <= len(cand) < len(text) and len(cand) > len(best) and cand in text:
+                    best = cand
+            if best:
+                self.strings.pop()
+                del self._string_ids[text]
+                pre, _, post = text.partition(best)
+                ref = [self.string(s) for s in (pre, best, post) if s]
+        self._text_refs[text] = ref
+        return ref
+
+    def piece(self, message: Message, origin: Origin) -> int:
+        key = (id(message), id(origin))
+        hit = self._by_message.get(key)
+        if hit is not None:
+            return hit[0]
+        role = str(message.get("role", "user"))
+        text = display_text(message)
+        ref = self.text_ref(text, origin.step)
+        tokens = len(message_tokens(clean(message), self.tok))
+        row = (
+            ROLE_CODES.index(role) if role in ROLE_CODES else 1,
+            tuple(ref) if isinstance(ref, list) else ref,
+            origin.step or 0,
+            PART_CODES.index(origin.part) if origin.part in PART_CODES else 5,
+            SHOWN_CODES.index(origin.shown.value),
+            origin.covers,
+            tokens,
+        )
+        pid = self._piece_ids.get(row)
+        if pid is None:
+            pid = self._piece_ids[row] = len(self.pieces)
+            self.pieces.append([row[0], ref, row[2], row[3], row[4], list(row[5]), row[6]])
+        self._by_message[key] = (pid, message, origin)  # keep both alive so their ids stay unique
+        return pid
+
+
+def _history_data(history: History, tables: _Tables, k: int, *, original: History) -> dict[str, Any]:
+    prefix = []
+    tables.candidates[None] = [display_text(m) for m in history.prefix]
+    for s in original.steps:  # recorded texts, when STALE marks are simulated on top of them
+        tables.candidates[s.index] = [display_text(s.reply), *(display_text(o) for o in s.observations)]
+    for m in history.prefix:
+        part = "system" if m.get("role") == "system" else "task"
+        prefix.append(tables.piece(m, Origin(None, part, Shown.PREFIX)))
+    steps = []
+    for s in history.steps:
+        tables.candidates[s.index] += [display_text(s.reply)]
+        steps.append(_step_data(s, tables, k))
+    return {"prefix": prefix, "steps": steps}
+
+
+def _step_data(step: Step, tables: _Tables, k: int) -> dict[str, Any]:
+    reply = tables.piece(step.reply, Origin(step.index, "reply", Shown.RECEIVED))
+    shown = Shown.RESTORED if step.restore_of else Shown.RECEIVED
+    outputs = [tables.piece(o, Origin(step.index, "output", shown, step.restore_of)) for o in step.observations]
+    usage = step.meta.get("usage") if isinstance(step.meta.get("usage"), dict) else None
+    return {
+        "reply": reply,
+        "outputs": outputs,
+        "progress": step.progress,
+        "stale": list(step.stale),
+        "marks": list(valid_marks(step, k)),
+        "protocol": step.has_protocol,
+        "restore_of": list(step.restore_of),
+        "commands": [a.command for a in step.actions],
+        "recorded_prompt_tokens": usage.get("prompt_tokens") if usage else None,
+    }
+
+
+class _Tee:
+    """A projector that records each prompt's pieces as ``measure`` pulls it through."""
+
+    def __init__(self, inner: Projector, tables: _Tables) -> None:
+        self.name = inner.name
+        self.inner = inner
+        self.tables = tables
+        self.calls: list[list[Any]] = []
+        self.stats: list[list[int] | None] = []
+        self.events: list[list[int] | None] = []
+        self._previous: list[int] = []
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        for p in self.inner.prompts(history):
+            ids = [self.tables.piece(m, o) for m, o in zip(p.messages, p.origins, strict=True)]
+            keep = common_prefix_len(self._previous, ids)
+            self.calls.append([keep, ids[keep:]])
+            self._previous = ids
+            st = p.stats
+            self.stats.append(
+                [st.boundary, st.stubs, st.trimmed, st.folded_steps, st.notes, st.restores] if st else None
+            )
+            c = p.compaction
+            self.events.append([c.summary_tokens, c.covers[0], c.covers[1]] if c else None)
+            yield p
+
+
+def _variant_data(history: History, variant: Variant, tables: _Tables) -> dict[str, Any]:
+    start = time.perf_counter()
+    tee = _Tee(variant.projector, tables)
+    m = measure(history, tee, tables.tok, cache_name="vllm")
+    per_call = m.per_call or {}
+    return {
+        "id": variant.id,
+        "label": variant.label,
+        "kind": variant.kind,
+        "switches": variant.switches,
+        "settings": variant.settings,
+        "uses_stale": variant.uses_stale,
+        "calls": tee.calls,
+        "tokens": list(per_call.get("prompt_tokens", [])),
+        "cached": list(per_call.get("cached_tokens", [])),
+        "stats": tee.stats,
+        "events": tee.events if any(tee.events) else None,
+        "totals": {
+            "prompt_tokens": m.prompt_tokens,
+            "cached_tokens": m.cached_tokens,
+            "compactions": m.compactions,
+            "compaction_input_tokens": m.compaction_input_tokens,
+            "cost_usd": round(m.cost_usd, 4),
+        },
+        "build_ms": round((time.perf_counter() - start) * 1000, 1),
+    }
+
+
+def build_data(
+    history: History,
+    variants: Sequence[Variant],
+    tok: Tokenizer,
+    *,
+    title: str = "",
+    stale: str = "recorded",
+    default: str = "refold",
+) -> dict[str, Any]:
+    """Everything the page needs, as one JSON-ready dict (see the module docstring)."""
+    if not len(history):
+        raise ValueError("the history has no steps: there is no model call to show")
+    marked = with_stale(history, stale)
+    tables = _Tables(tok)
+    k = next((int(v.settings.get("k", 3)) for v in variants if v.id == default), 3)
+    hist = _history_data(marked, tables, k, original=history)
+    out_variants: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for v in variants:
+        data = _variant_data(marked if v.uses_stale else history, v, tables)
+        key = repr((data["calls"], data["tokens"], data["cached"], data["events"]))
+        if key in seen:
+            for heavy in ("calls", "tokens", "cached", "stats", "events"):
+                del data[heavy]
+            data["same_as"] = seen[key]
+        else:
+            seen[key] = v.id
+        out_variants.append(data)
+    ids = [v["id"] for v in out_variants]
+    meta = {k2: v for k2, v in history.meta.items() if isinstance(v, str | int | float | bool) or v is None}
+    return {
+        "format": VIEW_FORMAT,
+        "title": title or str(history.meta.get("instance_id") or Path(history.source).name or "agent run"),
+        "source": history.source,
+        "meta": meta,
+        "calls": len(history),
+        "k": k,
+        "stale_source": stale,
+        "recorded_marks": sum(len(s.stale) for s in history.steps),
+        "marks": sum(len(s.stale) for s in marked.steps),
+        "tokenizer": tok.name,
+        "cache": "vLLM prefix cache, simulated (block size 16, unbounded)",
+        "codes": {"shown": SHOWN_CODES, "part": PART_CODES, "role": ROLE_CODES},
+        "switch_names": SWITCHES,
+        "default": default if default in ids else ids[0],
+        "base": "base" if "base" in ids else ids[0],
+        "strings": tables.strings,
+        "pieces": tables.pieces,
+        "history": hist,
+        "variants": out_variants,
+    }

@@ -1,0 +1,42 @@
+"""Assemble the single-file HTML report: template + inlined CSS/JS + the embedded JSON data."""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+ASSETS = ("charts.js", "viewer.js", "ui.js", "controls.js")
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("refold.viewer").joinpath(name).read_text(encoding="utf-8")
+
+
+def embed_json(data: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: every ``<`` escaped, so no text
+    in the data can close the script element or open a comment."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_page(data: dict[str, Any], *, version: str = "") -> str:
+    """The report as one HTML string; it makes no network request (CSP ``default-src 'none'``)."""
+    js = "\n".join(_asset(n) for n in ASSETS)
+    parts = {
+        "/*__CSS__*/": _asset("viewer.css"),
+        "/*__JS__*/": js.replace("</script", "<\\/script"),
+        "__TITLE__": html.escape(str(data.get("title", ""))),
+        "__VERSION__": html.escape(version),
+        "__DATA__": embed_json(data),
+    }
+    page = _asset("template.html")
+    for marker, value in parts.items():
+        head, sep, tail = page.partition(marker)
+        if not sep:
+            raise RuntimeError(f"viewer template lacks {marker}")
+        page = head + value + tail
+    return page

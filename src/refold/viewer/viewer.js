@@ -1,0 +1,139 @@
+/* refold view: scrub through a run's model calls. Plain JS, no dependencies, no network. */
+"use strict";
+
+const D = JSON.parse(document.getElementById("refold-data").textContent);
+const S = D.strings;
+const P = D.pieces; // [role, textRef, step, part, shown, covers, tokens]
+const SHOWN = D.codes.shown;
+const PART = D.codes.part;
+const ROLE = D.codes.role;
+const N = D.calls;
+const VARIANTS = new Map(D.variants.map((v) => [v.id, v]));
+const $ = (id) => document.getElementById(id);
+const fmt = (n) => Number(n).toLocaleString("en-US");
+
+const state = { call: 1, variant: D.default, sel: null, timer: null };
+
+/* ---- data access ---------------------------------------------------------------------------- */
+
+function resolve(id) {
+  let v = VARIANTS.get(id);
+  const seen = new Set();
+  while (v && v.same_as && !seen.has(v.id)) { seen.add(v.id); v = VARIANTS.get(v.same_as); }
+  return v;
+}
+
+const decoded = new Map();
+function promptsOf(v) { // every call's piece list, rebuilt from the deltas once per variant
+  let out = decoded.get(v.id);
+  if (!out) {
+    out = [];
+    let prev = [];
+    for (const [keep, add] of v.calls) { prev = prev.slice(0, keep).concat(add); out.push(prev); }
+    decoded.set(v.id, out);
+  }
+  return out;
+}
+
+const texts = new Map();
+function pieceText(pid) {
+  let t = texts.get(pid);
+  if (t === undefined) {
+    const ref = P[pid][1];
+    t = typeof ref === "number" ? S[ref] : ref.map((i) => S[i]).join("");
+    texts.set(pid, t);
+  }
+  return t;
+}
+
+const previews = new Map();
+function preview(pid) {
+  let p = previews.get(pid);
+  if (p === undefined) {
+    const t = pieceText(pid);
+    p = "";
+    let start = 0;
+    while (start <= t.length && start < 200000) {
+      let end = t.indexOf("\n", start);
+      if (end < 0) end = t.length;
+      const line = t.slice(start, end).trim();
+      if (line && !/^\[step \d+\]$/.test(line) && !/^<\/?(returncode|output)>/.test(line)) { p = line; break; }
+      start = end + 1;
+    }
+    p = p.length > 220 ? p.slice(0, 220) + "…" : p;
+    previews.set(pid, p);
+  }
+  return p;
+}
+
+const shownOf = (pid) => SHOWN[P[pid][4]];
+const partOf = (pid) => PART[P[pid][3]];
+const stepOf = (pid) => P[pid][2];
+const coversOf = (pid) => P[pid][5];
+const tokensOf = (pid) => P[pid][6];
+const cls = (shown) => "s-" + (shown === "trimmed" ? "stub" : shown === "prefix" ? "received" : shown);
+
+function span(list) {
+  if (!list.length) return "";
+  const runs = [];
+  let a = list[0], b = list[0];
+  for (const x of list.slice(1)) {
+    if (x === b + 1) { b = x; continue; }
+    runs.push(a === b ? `${a}` : `${a}–${b}`); a = b = x;
+  }
+  runs.push(a === b ? `${a}` : `${a}–${b}`);
+  return runs.join(", ");
+}
+
+function label(pid, inPrompt) {
+  const part = partOf(pid), step = stepOf(pid), shown = shownOf(pid), cov = coversOf(pid);
+  if (part === "system") return "system prompt";
+  if (part === "task") return "task";
+  if (part === "note") return cov.length ? `${cov.length > 1 ? "steps" : "step"} ${span(cov)} · note` : "note";
+  let s = `step ${step} · ${part}`;
+  if (inPrompt && (shown === "stub" || shown === "trimmed" || shown === "note")) s += ` · ${shown}`;
+  if (shown === "restored") s += ` · restores ${span(cov)}`;
+  return s;
+}
+
+/* The history so far at a call: prefix, then reply and outputs of steps 1..call-1. */
+function historyRows(call) {
+  const h = D.history;
+  const rows = h.prefix.map((pid, j) => ({ pid, step: 0, kind: "prefix", j }));
+  for (let s = 1; s < call; s++) {
+    const st = h.steps[s - 1];
+    rows.push({ pid: st.reply, step: s, kind: "reply", j: 0 });
+    st.outputs.forEach((pid, j) => rows.push({ pid, step: s, kind: "output", j }));
+  }
+  return rows;
+}
+
+/* Where each history piece went in the prompt: its prompt row and how it is shown there. */
+function placement(prompt) {
+  const reply = new Map(), out = new Map(), note = new Map(), counts = new Map();
+  prompt.forEach((pid, row) => {
+    const part = partOf(pid), step = stepOf(pid);
+    if (part === "reply") reply.set(step, row);
+    else if (part === "output") {
+      const j = counts.get(step) || 0;
+      counts.set(step, j + 1);
+      out.set(`${step}:${j}`, row);
+    } else if (part === "note") for (const s of coversOf(pid)) note.set(s, row);
+  });
+  const pre = [];
+  prompt.forEach((pid, row) => { if (!stepOf(pid) && (partOf(pid) === "system" || partOf(pid) === "task")) pre.push(row); });
+  const shift = Math.max(0, pre.length - D.history.prefix.length); // a system prompt the policy added
+  return (r) => {
+    if (r.kind === "prefix") {
+      const row = pre[r.j + shift];
+      return { row: row === undefined ? -1 : row, shown: row === undefined ? "hidden" : "received" };
+    }
+    const row = r.kind === "reply" ? reply.get(r.step) : out.get(`${r.step}:${r.j}`);
+    if (row !== undefined) {
+      const sh = shownOf(prompt[row]);
+      return { row, shown: sh === "prefix" ? "received" : sh };
+    }
+    if (note.has(r.step)) return { row: note.get(r.step), shown: "note" };
+    return { row: -1, shown: "hidden" };
+  };
+}
