@@ -17,25 +17,56 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import PolicyError
-from ..replay import POLICIES, STALE_SOURCES, Settings, TaskResult, build_report, collect_paths, replay_paths, write_csv
+from ..replay import (
+    POLICIES,
+    STALE_SOURCES,
+    Settings,
+    TaskResult,
+    build_report,
+    collect_paths,
+    replay_paths,
+    write_csv,
+)
 
 
 def _table(report: dict[str, Any]) -> Table:
     s = report["summary"].get("all", {})
-    t = Table(title=f"refold replay: {s.get('tasks', 0)} tasks, {s.get('calls', 0)} calls "
-                    f"(tokenizer {report['tokenizer']}, cache {report['cache']}, stale {report['stale']})")
-    for col in ("policy", "tokens", "Δ", "cached", "cost $", "Δ$", "peak p50", "ΔKV p50",
-                "rm restorable", "rm lost", "compact", "ms p50"):
+    t = Table(
+        title=f"refold replay: {s.get('tasks', 0)} tasks, {s.get('calls', 0)} calls "
+        f"(tokenizer {report['tokenizer']}, cache {report['cache']}, stale {report['stale']})"
+    )
+    for col in (
+        "policy",
+        "tokens",
+        "Δ",
+        "cached",
+        "cost $",
+        "Δ$",
+        "peak p50",
+        "ΔKV p50",
+        "rm restorable",
+        "rm lost",
+        "compact",
+        "ms p50",
+    ):
         t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for name, e in s.get("policies", {}).items():
         total = e["total_prompt_tokens"]
         cached = e["total_cached_tokens"] / total if total else 0.0
         kv = e.get("median_peak_kv_vs_base")
         t.add_row(
-            name, f"{total:,.0f}", _pct(e.get("prompt_tokens_vs_base")), f"{cached:.0%}",
-            f"{e['total_cost_usd']:.3f}", _pct(e.get("cost_vs_base")), f"{e['median_peak_prompt_tokens']:,.0f}",
-            _pct(kv), f"{e['total_removed_tokens_restorable']:,.0f}", f"{e['total_removed_tokens_lost']:,.0f}",
-            f"{e['total_compactions']:.0f}", f"{e['median_render_ms_median']:.3f}",
+            name,
+            f"{total:,.0f}",
+            _pct(e.get("prompt_tokens_vs_base")),
+            f"{cached:.0%}",
+            f"{e['total_cost_usd']:.3f}",
+            _pct(e.get("cost_vs_base")),
+            f"{e['median_peak_prompt_tokens']:,.0f}",
+            _pct(kv),
+            f"{e['total_removed_tokens_restorable']:,.0f}",
+            f"{e['total_removed_tokens_lost']:,.0f}",
+            f"{e['total_compactions']:.0f}",
+            f"{e['median_render_ms_median']:.3f}",
         )
     return t
 
@@ -45,30 +76,59 @@ def _pct(x: float | None) -> str:
 
 
 def replay(
-    paths: Annotated[list[Path], typer.Argument(help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz).")],
-    policy: Annotated[str, typer.Option("--policy", help=f"Comma-separated policies: {', '.join(POLICIES)}.")] = ",".join(POLICIES),
-    stale: Annotated[str, typer.Option(help=f"Where STALE marks come from: {', '.join(STALE_SOURCES)}.")] = "recorded",
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz)."
+        ),
+    ],
+    policy: Annotated[
+        str, typer.Option("--policy", help=f"Comma-separated policies: {', '.join(POLICIES)}.")
+    ] = ",".join(POLICIES),
+    stale: Annotated[
+        str, typer.Option(help=f"Where STALE marks come from: {', '.join(STALE_SOURCES)}.")
+    ] = "recorded",
     tokenizer: Annotated[str, typer.Option(help="qwen3.6 (default), o200k, cl100k or chars4.")] = "qwen3.6",
-    cache: Annotated[str, typer.Option(help="Prefix-cache simulator: vllm, sglang, openai, anthropic, deepseek, none.")] = "vllm",
+    cache: Annotated[
+        str, typer.Option(help="Prefix-cache simulator: vllm, sglang, openai, anthropic, deepseek, none.")
+    ] = "vllm",
     price: Annotated[str | None, typer.Option(help="Price table entry (default follows --cache).")] = None,
-    prices: Annotated[Path | None, typer.Option(help="A JSON/TOML price table to add to the defaults.")] = None,
+    prices: Annotated[
+        Path | None, typer.Option(help="A JSON/TOML price table to add to the defaults.")
+    ] = None,
     kv_model: Annotated[str, typer.Option(help="Model of the KV table for peak KV GiB.")] = "qwen3.6-27b",
     budget: Annotated[int, typer.Option(help="Context budget of the compact policies (tokens).")] = 32_768,
-    mask_after: Annotated[int | None, typer.Option(help="refold-best's mask_after (default: the sweep's choice).")] = None,
+    mask_after: Annotated[
+        int | None, typer.Option(help="refold-best's mask_after (default: the sweep's choice).")
+    ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the refold-replay-1 JSON report here.")] = None,
-    csv_out: Annotated[Path | None, typer.Option("--csv", help="Write one CSV row per task and policy here.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the refold-replay-1 JSON report here.")
+    ] = None,
+    csv_out: Annotated[
+        Path | None, typer.Option("--csv", help="Write one CSV row per task and policy here.")
+    ] = None,
     per_call: Annotated[bool, typer.Option(help="Include per-call token lists in the JSON.")] = True,
-    no_validate: Annotated[bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")] = False,
+    no_validate: Annotated[
+        bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")
+    ] = False,
 ) -> None:
     """Re-render every model call of recorded runs under several policies and compare them."""
     names = tuple(p.strip() for p in policy.split(",") if p.strip())
     if jobs < 1:
         raise PolicyError(f"--jobs must be at least 1, got {jobs}")
     settings = Settings(
-        policies=names, stale=stale, tokenizer=tokenizer, cache=cache, price=price,
-        prices_file=str(prices) if prices else None, kv_model=kv_model, budget=budget,
-        mask_after=mask_after, validate=not no_validate, per_call=per_call,
+        policies=names,
+        stale=stale,
+        tokenizer=tokenizer,
+        cache=cache,
+        price=price,
+        prices_file=str(prices) if prices else None,
+        kv_model=kv_model,
+        budget=budget,
+        mask_after=mask_after,
+        validate=not no_validate,
+        per_call=per_call,
     )
     settings.check()
     if mask_after is not None and mask_after < 1:
@@ -79,8 +139,15 @@ def replay(
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
-    with Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err, transient=True) as progress:
+    with Progress(
+        TextColumn("replay"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err,
+        transient=True,
+    ) as progress:
         task = progress.add_task("", total=len(files))
 
         def done(r: TaskResult) -> None:

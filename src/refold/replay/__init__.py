@@ -1,15 +1,24 @@
 """The replay lab: re-render recorded runs under several policies and measure them side by side.
 
-    POLICIES        policy name -> factory(Options) -> Projector (refold configurations, peer models)
-    iter_prompts    every call's prompt (messages + origins) of a history under a named policy
-    replay_paths    replay files under many policies (multiprocessing), one TaskResult per file
-    build_report    the versioned JSON report (``refold-replay-1``); ``write_csv`` for a flat table
+POLICIES        policy name -> factory(Options) -> Projector (refold configurations, peer models)
+iter_prompts    every call's prompt (messages + origins) of a history under a named policy
+replay_paths    replay files under many policies (multiprocessing), one TaskResult per file
+build_report    the versioned JSON report (``refold-replay-1``); ``write_csv`` for a flat table
 """
 
 from __future__ import annotations
 
 from .metrics import PolicyMetrics, measure, validate_cache
-from .policies import BEST_MASK_AFTER, POLICIES, STALE_POLICIES, Compaction, Options, Projector, Prompt, make_projector
+from .policies import (
+    BEST_MASK_AFTER,
+    POLICIES,
+    STALE_POLICIES,
+    Compaction,
+    Options,
+    Projector,
+    Prompt,
+    make_projector,
+)
 from .report import FORMAT, build_report, summarize, write_csv
 from .runner import Settings, TaskResult, collect_paths, iter_prompts, replay_file, replay_paths
 from .stale import STALE_SOURCES, hindsight_marks, with_stale

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..cache import DEFAULT_PRICES, Price, PrefixCacheSim, cost_usd, kv_gib, make_cache
+from ..cache import DEFAULT_PRICES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
 from ..history import History
 from ..render import clean
 from ..tokens import Tokenizer, message_tokens, prompt_token_ids
@@ -94,11 +94,23 @@ def _boundaries(messages: Sequence[dict[str, Any]], tok: Tokenizer, total: int) 
     return out
 
 
-def _request(cache: PrefixCacheSim, cache_name: str, ids: list[int], msgs: Sequence[dict[str, Any]],
-             tok: Tokenizer, generated: list[int] | int, session: str) -> tuple[int, int]:
+def _request(
+    cache: PrefixCacheSim,
+    cache_name: str,
+    ids: list[int],
+    msgs: Sequence[dict[str, Any]],
+    tok: Tokenizer,
+    generated: list[int] | int,
+    session: str,
+) -> tuple[int, int]:
     if cache_name in ("anthropic", "deepseek"):
-        res = cache.request(ids, generated=generated, session=session, breakpoints=[len(ids)],
-                            boundaries=_boundaries(msgs, tok, len(ids)))
+        res = cache.request(
+            ids,
+            generated=generated,
+            session=session,
+            breakpoints=[len(ids)],
+            boundaries=_boundaries(msgs, tok, len(ids)),
+        )
     else:
         res = cache.request(ids, generated=generated, session=session)
     return res.cached_tokens, res.written_tokens
@@ -133,12 +145,16 @@ def measure(
         if p.compaction is not None:
             c = p.compaction
             cids = prompt_token_ids(c.input_messages, tok)
-            cached, written = _request(cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session)
+            cached, written = _request(
+                cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
+            )
             m.compactions += 1
             m.compaction_input_tokens += len(cids)
             m.compaction_cached_tokens += cached
             m.compaction_output_tokens += c.summary_tokens
-            m.cost_usd += cost_usd(price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens)
+            m.cost_usd += cost_usd(
+                price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
+            )
         ids = prompt_token_ids(p.messages, tok)
         gen = _generated(history, p.t, tok, priming)
         out_n = gen if isinstance(gen, int) else len(gen)

@@ -105,10 +105,19 @@ class RendererProjector:
 
     def prompts(self, history: History) -> Iterator[Prompt]:
         r = Renderer(self.policy)
-        reversible = self.policy.reversible and (self.policy.dedup or self.policy.fold or bool(self.policy.mask_after))
+        reversible = self.policy.reversible and (
+            self.policy.dedup or self.policy.fold or bool(self.policy.mask_after)
+        )
         for t in range(len(history)):
             out = r.render(history, t)
-            yield Prompt(t, list(out.messages), list(out.origins), out.stats.render_ms, out.stats, reversible=reversible)
+            yield Prompt(
+                t,
+                list(out.messages),
+                list(out.origins),
+                out.stats.render_ms,
+                out.stats,
+                reversible=reversible,
+            )
 
 
 BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False)
@@ -288,7 +297,9 @@ POLICIES: dict[str, Factory] = {
         "clear-tool-uses", o.tokenizer, o.clear_trigger, o.clear_keep, o.clear_at_least
     ),
     "compact": lambda o: CompactProjector("compact", RendererProjector("base", BASE_POLICY), o),
-    "compact+refold": lambda o: CompactProjector("compact+refold", RendererProjector("refold", _refold(o)), o),
+    "compact+refold": lambda o: CompactProjector(
+        "compact+refold", RendererProjector("refold", _refold(o)), o
+    ),
 }
 """Policy name -> factory(Options) -> Projector."""
 

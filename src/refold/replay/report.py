@@ -15,15 +15,44 @@ __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "summarize", "write
 FORMAT = "refold-replay-1"
 
 SUMMED = (
-    "prompt_tokens", "cached_tokens", "recomputed_tokens", "output_tokens", "cost_usd",
-    "removed_tokens_restorable", "removed_tokens_lost", "compactions", "compaction_input_tokens",
+    "prompt_tokens",
+    "cached_tokens",
+    "recomputed_tokens",
+    "output_tokens",
+    "cost_usd",
+    "removed_tokens_restorable",
+    "removed_tokens_lost",
+    "compactions",
+    "compaction_input_tokens",
 )
 CSV_FIELDS = (
-    "file", "format", "calls", "policy", "prompt_tokens", "cached_tokens", "recomputed_tokens",
-    "written_tokens", "output_tokens", "peak_prompt_tokens", "peak_kv_tokens", "peak_kv_gib", "cost_usd",
-    "render_ms_median", "render_ms_p99", "history_tokens", "removed_tokens_restorable", "removed_tokens_lost",
-    "restores", "compactions", "compaction_input_tokens", "compaction_output_tokens", "stubs", "folded_steps",
-    "reported_prompt_tokens", "reported_cached_tokens", "error",
+    "file",
+    "format",
+    "calls",
+    "policy",
+    "prompt_tokens",
+    "cached_tokens",
+    "recomputed_tokens",
+    "written_tokens",
+    "output_tokens",
+    "peak_prompt_tokens",
+    "peak_kv_tokens",
+    "peak_kv_gib",
+    "cost_usd",
+    "render_ms_median",
+    "render_ms_p99",
+    "history_tokens",
+    "removed_tokens_restorable",
+    "removed_tokens_lost",
+    "restores",
+    "compactions",
+    "compaction_input_tokens",
+    "compaction_output_tokens",
+    "stubs",
+    "folded_steps",
+    "reported_prompt_tokens",
+    "reported_cached_tokens",
+    "error",
 )
 
 SIMULATED_NOTE = (
@@ -60,7 +89,11 @@ def summarize(results: Sequence[TaskResult], policies: Sequence[str]) -> dict[st
                 entry["prompt_tokens_vs_base"] = _num(entry["total_prompt_tokens"] / bt - 1 if bt else 0.0)
                 bc = sum(b["cost_usd"] for b in base)
                 entry["cost_vs_base"] = _num(entry["total_cost_usd"] / bc - 1 if bc else 0.0)
-                ratios = [row["peak_kv_tokens"] / b["peak_kv_tokens"] - 1 for row, b in zip(rows, base, strict=True) if b["peak_kv_tokens"]]
+                ratios = [
+                    row["peak_kv_tokens"] / b["peak_kv_tokens"] - 1
+                    for row, b in zip(rows, base, strict=True)
+                    if b["peak_kv_tokens"]
+                ]
                 entry["median_peak_kv_vs_base"] = _num(statistics.median(ratios)) if ratios else None
             g["policies"][p] = entry
         out[gname] = g
@@ -73,13 +106,17 @@ def _validation_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {
         "tasks": len(vals),
-        "reported_cached_fraction_median": _num(statistics.median(v["reported_cached_fraction"] for v in vals)),
+        "reported_cached_fraction_median": _num(
+            statistics.median(v["reported_cached_fraction"] for v in vals)
+        ),
         "profiles": {},
     }
     for name in vals[0]["profiles"]:
         ps = [v["profiles"][name] for v in vals]
         out["profiles"][name] = {
-            "simulated_cached_fraction_median": _num(statistics.median(p["simulated_cached_fraction"] for p in ps)),
+            "simulated_cached_fraction_median": _num(
+                statistics.median(p["simulated_cached_fraction"] for p in ps)
+            ),
             "mae_per_call_mean": _num(statistics.fmean(p["mae_per_call"] for p in ps)),
             "bias_per_call_mean": _num(statistics.fmean(p["bias_per_call"] for p in ps)),
         }
@@ -90,7 +127,9 @@ def _num(x: float) -> float:
     return round(float(x), 6)
 
 
-def build_report(results: Sequence[TaskResult], settings: Settings, *, seconds: float | None = None) -> dict[str, Any]:
+def build_report(
+    results: Sequence[TaskResult], settings: Settings, *, seconds: float | None = None
+) -> dict[str, Any]:
     """The JSON report. Everything but ``seconds``/``render_ms_*`` is deterministic."""
     report: dict[str, Any] = {
         "format": FORMAT,
@@ -118,9 +157,13 @@ def write_csv(results: Sequence[TaskResult], path: str | Path) -> None:
         w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
         w.writeheader()
         for r in results:
-            common = {"file": r.file, "format": r.format, "calls": r.calls,
-                      "reported_prompt_tokens": r.reported.get("prompt_tokens"),
-                      "reported_cached_tokens": r.reported.get("cached_tokens")}
+            common = {
+                "file": r.file,
+                "format": r.format,
+                "calls": r.calls,
+                "reported_prompt_tokens": r.reported.get("prompt_tokens"),
+                "reported_cached_tokens": r.reported.get("cached_tokens"),
+            }
             if r.error is not None:
                 w.writerow({**common, "error": r.error})
                 continue

@@ -49,7 +49,9 @@ class Settings:
         if self.stale not in STALE_SOURCES:
             raise PolicyError(f"unknown --stale {self.stale!r}; valid choices: {', '.join(STALE_SOURCES)}")
         if self.tokenizer not in TOKENIZER_NAMES:
-            raise PolicyError(f"unknown tokenizer {self.tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}")
+            raise PolicyError(
+                f"unknown tokenizer {self.tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}"
+            )
         if self.cache not in CACHE_NAMES:
             raise PolicyError(f"unknown cache {self.cache!r}; valid choices: {', '.join(CACHE_NAMES)}")
         if self.budget < 1024:
@@ -82,7 +84,9 @@ class TaskResult:
     format: str | None = None
     calls: int = 0
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reported: dict[str, int | None] = field(default_factory=lambda: {"prompt_tokens": None, "cached_tokens": None})
+    reported: dict[str, int | None] = field(
+        default_factory=lambda: {"prompt_tokens": None, "cached_tokens": None}
+    )
     validation: dict[str, Any] | None = None
     stale_marks: int = 0
     error: str | None = None
@@ -104,7 +108,11 @@ def _reported(history: History) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for key in ("prompt_tokens", "cached_tokens"):
         vals = [u.get(key) for u in usage]
-        out[key] = sum(v for v in vals if isinstance(v, int)) if vals and all(isinstance(v, int) for v in vals) else None
+        out[key] = (
+            sum(v for v in vals if isinstance(v, int))
+            if vals and all(isinstance(v, int) for v in vals)
+            else None
+        )
     return out
 
 
@@ -122,8 +130,16 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
         keep: list[list[int]] | None = [] if name == "base" and settings.validate else None
-        m = measure(h, make_projector(name, opts), tok, cache_name=settings.cache, price=price,
-                    kv_model=settings.kv_model, base_step_tokens=base_tokens, keep_ids=keep)
+        m = measure(
+            h,
+            make_projector(name, opts),
+            tok,
+            cache_name=settings.cache,
+            price=price,
+            kv_model=settings.kv_model,
+            base_step_tokens=base_tokens,
+            keep_ids=keep,
+        )
         result.policies[name] = m.to_dict(per_call=settings.per_call)
         if keep:
             result.validation = validate_cache(history, keep, tok)
@@ -155,7 +171,8 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
         path = Path(p)
         if path.is_dir():
             found = sorted(
-                str(f) for f in path.rglob("*")
+                str(f)
+                for f in path.rglob("*")
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
             )
             out.extend(found)
@@ -167,7 +184,10 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
 
 
 def replay_paths(
-    files: Sequence[str], settings: Settings, *, jobs: int = 1,
+    files: Sequence[str],
+    settings: Settings,
+    *,
+    jobs: int = 1,
     on_result: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
     """Replay ``files`` (in this order in the output, whatever ``jobs`` is)."""
@@ -191,15 +211,22 @@ def replay_paths(
 
 
 def iter_prompts(
-    history: History, policy_name: str, stale: str = "recorded", *, tokenizer: str = "qwen3.6",
-    budget: int = 32_768, mask_after: int | None = None,
+    history: History,
+    policy_name: str,
+    stale: str = "recorded",
+    *,
+    tokenizer: str = "qwen3.6",
+    budget: int = 32_768,
+    mask_after: int | None = None,
 ) -> Iterator[Prompt]:
     """Every model call's prompt (messages + origins) of ``history`` under a named policy.
 
     For viewers: call t+1's prompt is the t-th item. STALE-dependent policies see the marks of
     ``stale`` (``recorded``, ``none``, ``hindsight[-conservative|-aggressive]``).
     """
-    settings = Settings(policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after)
+    settings = Settings(
+        policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after
+    )
     settings.check()
     h = with_stale(history, stale) if policy_name in STALE_POLICIES else history
     yield from make_projector(policy_name, settings.options()).prompts(h)

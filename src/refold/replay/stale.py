@@ -40,7 +40,11 @@ _HEAD_LINE = re.compile(r"^[\s>#*_`\-+]*(PROGRESS|STALE)\s*[*_`]*\s*[:：\-–]"
 def _distinctive(word: str) -> bool:
     if len(word) < 4:
         return False
-    return "_" in word.strip("_") or "." in word or (any(c.isupper() for c in word[1:]) and any(c.islower() for c in word))
+    return (
+        "_" in word.strip("_")
+        or "." in word
+        or (any(c.isupper() for c in word[1:]) and any(c.islower() for c in word))
+    )
 
 
 def _idents(text: str) -> set[str]:
@@ -83,7 +87,9 @@ def _reply_use_text(step: Step) -> str:
     return step.reply_text + "\n" + "\n".join(a.command for a in step.actions)
 
 
-def hindsight_marks(history: History, k: int = 3, variant: str = "conservative") -> dict[int, tuple[int, ...]]:
+def hindsight_marks(
+    history: History, k: int = 3, variant: str = "conservative"
+) -> dict[int, tuple[int, ...]]:
     """Step m -> the steps its reply would mark STALE (all within {m-k..m-1})."""
     if variant not in ("conservative", "aggressive"):
         raise ValueError(f"unknown hindsight variant {variant!r}")
@@ -113,10 +119,7 @@ def hindsight_marks(history: History, k: int = 3, variant: str = "conservative")
             if features[i - 1] & words or any(_overlaps(w, edit_targets[i - 1]) for w in writes):
                 last = j
                 break
-        if last is None:
-            m = i + (2 if variant == "conservative" else 1)
-        else:
-            m = last + 1
+        m = i + (2 if variant == "conservative" else 1) if last is None else last + 1
         if m <= n and m - k <= i < m:
             marks.setdefault(m, []).append(i)
     return {m: tuple(sorted(v)) for m, v in marks.items()}
@@ -173,4 +176,3 @@ def with_stale(history: History, source: str, k: int = 3) -> History:
 
 def _progress(step: Step) -> str:
     return one_line(step, limit=80) if not step.progress else step.progress[:80]
-
