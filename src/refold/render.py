@@ -7,21 +7,29 @@
 The work is incremental: a step's form behind the boundary is final once the boundary passes
 it (its STALE window has closed and every step it could point at is final too), so each call
 only renders what crossed the boundary since the last call plus the tail.
+
+Agent-chosen folds act on top (seeds 001 and 002): a closed span (begin_span ... fold_span) is
+one collapsed block at once, wherever it lies, so the prompt changes only from the span's start;
+a ledger ``fold``/``drop`` of one output takes effect at the next boundary move.
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from .history import History
 from .mechanisms.dedup import DedupIndex
 from .mechanisms.fold import note_text, valid_marks
+from .mechanisms.ledger import DEFAULT_LEDGER, LedgerBook, LedgerPolicy, budget_line, hidden_text, objects_of
+from .mechanisms.spans import DEFAULT_SPANS, Span, SpanBook, SpanPolicy, block_text, cover_map
 from .policy import DEFAULT, Policy
-from .protocol import CM, reminder, system_section
+from .protocol import CM, ledger_section, reminder, span_section, system_section
 from .shell import analyze
 from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
+
+_Hidden = tuple[tuple[int, int, str], ...]
 
 _API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -41,11 +49,28 @@ def label(step: int, body: str) -> str:
     return f"[step {step}]\n{body}"
 
 
+class FoldCost(NamedTuple):
+    """What a span fold cost the prefix cache: the prompt after its common prefix with the last one."""
+
+    span: str
+    step: int  # the render (t) at which the fold applied
+    begin: int  # the span's first step
+    kept_messages: int
+    recomputed_messages: int
+    recomputed_chars: int
+
+
 class Renderer:
     """Renders prompts for one history at a time; caches what can no longer change."""
 
-    def __init__(self, policy: Policy = DEFAULT) -> None:
+    def __init__(
+        self, policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS, ledger: LedgerPolicy = DEFAULT_LEDGER
+    ) -> None:
         self.policy = policy
+        self.span_policy = spans
+        self.ledger_policy = ledger
+        self.fold_costs: dict[str, FoldCost] = {}
+        """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
@@ -56,6 +81,13 @@ class Renderer:
         self._t = 0
         self._restored_upto: list[int] = []  # indices of restore steps, ascending
         self._folded: set[int] = set()
+        self._spans = SpanBook(self.span_policy)
+        self._ledger = LedgerBook(self.ledger_policy)
+        self._reminders: list[str | None] = []  # span reminder shown with each step
+        self._blocks: dict[str, str] = {}
+        self._last: list[Message] = []
+        self._last_chars = 0
+        self.fold_costs = {}
         self._reset_behind()
 
     def _reset_behind(self) -> None:
@@ -63,12 +95,14 @@ class Renderer:
         self._frontier = 0  # steps 1..frontier have their behind-the-boundary form computed
         self._forms: list[_Form | None] = []  # per step; None = folded
         self._masked: set[int] = set()
+        self._mask_scanned = 0  # steps 1..this were already considered for masking
         self._dedup = DedupIndex(p.dedup_min_lines, p.dedup_min_chars, p.outline_min_lines, p.reversible)
         self._behind: list[Message] = []
         self._behind_origins: list[Origin] = []
         self._counts = {"stubs": 0, "trimmed": 0, "folded": 0, "notes": 0}
         self._behind_folded: set[int] = set()
-        self._history_ref: History | None = None
+        self._span_retired = 0  # closed spans whose steps stopped being dedup sources
+        self._behind_key: tuple[int, _Hidden, tuple[str, ...]] | None = None
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -82,8 +116,16 @@ class Renderer:
         if id(history) != self._history_id or t < self._t:
             self._reset(history)
             self._build_prefix(history)
+        if self.ledger_policy.budget_tokens and len(self._received) < t - 1:
+            for u in range(len(self._received) + 1, t):  # each budget line is computed at its own call
+                self.render(history, u)
         for s in history.steps_between(len(self._received), t):
-            self._received.append(self._received_form(s))
+            self._spans.observe(s)
+            self._ledger.observe(s)
+            self._reminders.append(self._spans.reminder(s.index))
+            self._received.append(self._received_form(s, self._reminders[-1]))
+            if self.ledger_policy.budget_tokens:
+                self._add_budget_line(s)
             if s.restore_of:
                 self._restored_upto.append(s.index)
         self._advance_marks(history, t)
@@ -94,17 +136,31 @@ class Renderer:
         ):
             self._reset_behind()
         if self._frontier < b:
-            for s in history.steps_between(self._frontier, b):
-                self._push_behind(s)
-            self._frontier = b
-            self._apply_masking(b)
-            self._assemble_behind(history, b)
+            # Visit every boundary position in order, as a call-by-call run would, so that the
+            # result does not depend on which t values were rendered before (determinism).
+            for bb in self._boundaries_between(self._frontier, b):
+                for s in history.steps_between(self._frontier, bb):
+                    self._push_behind(s)
+                self._frontier = bb
+                self._apply_masking(bb)
+            self._behind_key = None
+        spans = self._spans.outermost_closed()
+        limit = min(t, b + self.policy.k) if self.policy.chunk else t
+        key = (b, self._ledger.hidden(b, limit), tuple(s.id for s in spans if s.begin <= b))
+        if key != self._behind_key:
+            self._assemble_behind(history, b, [s for s in spans if s.begin <= b], key[1])
+            self._behind_key = key
         messages = self._prefix + self._behind
         origins = self._prefix_origins + self._behind_origins
-        for i in range(b, t):
-            msgs, origs = self._received[i]
-            messages += msgs
-            origins += origs
+        tail = [s for s in spans if s.end is not None and s.end > b]
+        if not tail:
+            for i in range(b, t):
+                msgs, origs = self._received[i]
+                messages += msgs
+                origins += origs
+        else:
+            self._tail_with_spans(history, b, t, tail, messages, origins)
+        self._note_fold_costs(t, messages)
         restores = bisect.bisect_right(self._restored_upto, t)
         c = self._counts
         stats = RenderStats(
@@ -120,8 +176,72 @@ class Renderer:
         return Rendered(messages, origins, stats)
 
     def received(self, history: History, index: int) -> list[Message]:
-        """Step ``index`` as first shown to the model (reply, then labeled outputs)."""
-        return self._received_form(history.step(index))[0]
+        """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
+        step = history.step(index)
+        if id(history) == self._history_id and index <= len(self._reminders):
+            note = self._reminders[index - 1]
+        elif self.span_policy.enabled and _mentions(history, index, "begin_span"):
+            book = SpanBook(self.span_policy)
+            for s in history.steps_between(0, index):
+                book.observe(s)
+            note = book.reminder(index)
+        else:
+            note = None
+        return self._received_form(step, note)[0]
+
+    @property
+    def span_book(self) -> SpanBook:
+        """The spans of the history last rendered, as of its last rendered step (read-only)."""
+        return self._spans
+
+    # ---- agent-chosen folds -------------------------------------------------------------------
+
+    def _block(self, history: History, span: Span) -> tuple[Message, Origin]:
+        text = self._blocks.get(span.id)
+        if text is None:
+            steps = history.steps_between(span.begin - 1, span.end or span.begin)
+            text = self._blocks[span.id] = block_text(span, steps, self._spans, reversible=self.policy.reversible)
+        return {"role": "user", "content": text}, Origin(span.begin, "span", Shown.NOTE, span.covers)
+
+    def _tail_with_spans(
+        self, history: History, b: int, t: int, spans: list[Span], messages: list[Message], origins: list[Origin]
+    ) -> None:
+        cover = cover_map(spans)
+        for i in range(b + 1, t + 1):
+            span = cover.get(i)
+            if span is None:
+                msgs, origs = self._received[i - 1]
+                messages += msgs
+                origins += origs
+            elif i == span.begin:  # a span straddling the boundary has its block behind it
+                msg, origin = self._block(history, span)
+                messages.append(msg)
+                origins.append(origin)
+
+    def _note_fold_costs(self, t: int, messages: list[Message]) -> None:
+        for span in reversed(self._spans.closed):
+            if span.end != t:
+                break
+            if span.id in self.fold_costs:
+                continue
+            kept = 0
+            for old, new in zip(self._last, messages, strict=False):
+                if old is not new and old != new:
+                    break
+                kept += 1
+            chars = sum(len(content_text(m.get("content"))) for m in messages[kept:])
+            self.fold_costs[span.id] = FoldCost(span.id, t, span.begin, kept, len(messages) - kept, chars)
+        self._last = messages
+        if self.ledger_policy.budget_tokens:
+            self._last_chars = sum(len(content_text(m.get("content"))) for m in messages)
+
+    def _add_budget_line(self, step: Step) -> None:
+        msgs, _ = self._received[-1]
+        if len(msgs) < 2:
+            return
+        size = self._last_chars + sum(len(content_text(m.get("content"))) for m in msgs)
+        line = budget_line(size, self.ledger_policy)
+        msgs[-1] = _with_content(step.observations[-1], content_text(msgs[-1].get("content")) + "\n" + line)
 
     # ---- building blocks ------------------------------------------------------------------
 
@@ -130,6 +250,11 @@ class Renderer:
         origins = [Origin(None, "system" if m.get("role") == "system" else "task", Shown.PREFIX) for m in prefix]
         if self.policy.protocol:
             section = system_section(self.policy.k, reversible=self.policy.reversible)
+            if self.span_policy.prompt:
+                section += span_section(min_chars=self.span_policy.min_chars)
+            if self.ledger_policy.prompt:
+                budget = self.ledger_policy.budget_tokens
+                section += ledger_section(budget_line(0, self.ledger_policy).rsplit(" of ", 1)[1] if budget else None)
             if prefix and prefix[0].get("role") == "system":
                 prefix[0] = with_text(prefix[0], content_text(prefix[0].get("content")) + section)
             else:
@@ -137,7 +262,7 @@ class Renderer:
                 origins.insert(0, Origin(None, "system", Shown.PREFIX))
         self._prefix, self._prefix_origins = prefix, origins
 
-    def _received_form(self, step: Step) -> tuple[list[Message], list[Origin]]:
+    def _received_form(self, step: Step, note: str | None = None) -> tuple[list[Message], list[Origin]]:
         p = self.policy
         msgs: list[Message] = [clean(step.reply)]
         origins = [Origin(step.index, "reply", Shown.RECEIVED)]
@@ -149,6 +274,8 @@ class Renderer:
                 text = label(step.index, text)
                 if p.reminders and j == last and not step.has_protocol:
                     text = f"{text}\n{reminder()}"
+            if note and j == last:
+                text = f"{text}\n{note}"
             msgs.append(_with_content(obs, text))
             origins.append(Origin(step.index, "output", shown, step.restore_of))
         return msgs, origins
@@ -169,6 +296,11 @@ class Renderer:
         infos = [analyze(a.command, a.tool) for a in step.actions]
         for info in infos:
             self._dedup.note_writes(step.index, info)
+        closed = self._spans.closed
+        while self._span_retired < len(closed) and (closed[self._span_retired].end or 0) < step.index:
+            for i in closed[self._span_retired].covers:  # folded into a span: no longer shown
+                self._dedup.retire(i)
+            self._span_retired += 1
         if step.index in self._folded:
             self._behind_folded.add(step.index)
             self._forms.append(None)
@@ -189,6 +321,13 @@ class Renderer:
                 form.sources.update(result.sources)
         self._forms.append(form)
 
+    def _boundaries_between(self, lo: int, hi: int) -> list[int]:
+        """Boundary positions in (lo, hi]: multiples of k with chunking, every step without."""
+        if not self.policy.chunk:
+            return list(range(lo + 1, hi + 1))
+        k = self.policy.k
+        return [*range((lo // k + 1) * k, hi, k), hi]
+
     def _apply_masking(self, b: int) -> None:
         """Automatic masking (``mask_after``): old outputs behind the boundary become notes.
 
@@ -199,13 +338,14 @@ class Renderer:
         if n is None:
             return
         queue = []
-        for i in range(1, max(0, b - n) + 1):
+        for i in range(self._mask_scanned + 1, max(0, b - n) + 1):
             form = self._forms[i - 1]
             if form is None or i in self._masked:
                 continue
             size = sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
             if size >= self.policy.mask_min_chars:
                 queue.append(i)
+        self._mask_scanned = max(self._mask_scanned, b - n)
         while queue:
             i = queue.pop()
             if i in self._masked:
@@ -217,13 +357,17 @@ class Renderer:
                 if other is not None and i in other.sources and j not in self._masked:
                     queue.append(j)
 
-    def _assemble_behind(self, history: History, b: int) -> None:
-        """Lay out steps 1..b: folded runs share one note, masked outputs become notes."""
+    def _assemble_behind(self, history: History, b: int, spans: list[Span], hidden: _Hidden) -> None:
+        """Lay out steps 1..b: spans are blocks, folded runs share one note, masked and ledger-hidden
+        outputs become notes; a step whose stubs cite a hidden output is shown as received."""
         p = self.policy
         msgs: list[Message] = []
         origins: list[Origin] = []
         counts = {"stubs": 0, "trimmed": 0, "folded": 0, "notes": 0}
         group: list[Step] = []
+        cover = cover_map(spans)
+        gone = {(s, j): kind for s, j, kind in hidden}
+        gone_steps = {s for s, _, _ in hidden} | self._masked
 
         def flush() -> None:
             if group:
@@ -234,6 +378,14 @@ class Renderer:
                 group.clear()
 
         for i, step in enumerate(history.steps_between(0, b), start=1):
+            span = cover.get(i)
+            if span is not None:
+                flush()
+                if i == span.begin:
+                    msg, origin = self._block(history, span)
+                    msgs.append(msg)
+                    origins.append(origin)
+                continue
             form = self._forms[i - 1]
             if form is None:
                 group.append(step)
@@ -247,9 +399,20 @@ class Renderer:
                     msgs.append(_with_content(obs, mask_text(step, reversible=p.reversible)))
                     origins.append(Origin(i, "output", Shown.NOTE, (i,)))
                 continue
-            msgs += form.msgs
-            origins += form.origins
-            for o in form.origins[1:]:
+            shown, shown_origins = form.msgs, form.origins
+            if form.sources & gone_steps:  # its stubs would point at what is no longer shown
+                shown, shown_origins = self._received[i - 1]
+            if i in gone_steps:
+                shown, shown_origins = list(shown), list(shown_origins)
+                for obj in objects_of(step):
+                    kind = gone.get((i, obj.sub))
+                    if kind is not None and 1 + obj.sub < len(shown):
+                        text = hidden_text(obj, kind, reversible=p.reversible)
+                        shown[1 + obj.sub] = _with_content(step.observations[obj.sub], text)
+                        shown_origins[1 + obj.sub] = Origin(i, "output", Shown.NOTE, (i,))
+            msgs += shown
+            origins += shown_origins
+            for o in shown_origins[1:]:
                 if o.shown is Shown.STUB:
                     counts["stubs"] += 1
                 elif o.shown is Shown.TRIMMED:
@@ -267,6 +430,10 @@ class _Form:
         self.msgs = msgs
         self.origins = origins
         self.sources = sources
+
+
+def _mentions(history: History, upto: int, word: str) -> bool:
+    return any(word in a.command or a.tool == word for s in history.steps_between(0, upto) for a in s.actions)
 
 
 def mask_text(step: Step, *, reversible: bool) -> str:

@@ -1,0 +1,149 @@
+"""Invariants of rendering, checked on generated histories and on real recorded runs.
+
+(a) nothing lost: every omitted piece is named by a marker and restore returns its exact bytes;
+(b) prefix stability: while the boundary does not move, each prompt extends the previous one;
+(c) determinism: incremental rendering equals rendering from scratch, every time;
+(d) rendering never changes the history.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from builders import SYSTEM, TASK, numbered
+from conftest import real_trajectories
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from refold.history import History, load
+from refold.policy import Policy
+from refold.render import Renderer, restore_text
+from refold.types import Shown, content_text
+
+POLICIES = [
+    Policy(),
+    Policy(k=1),
+    Policy(k=4, reversible=False),
+    Policy(chunk=False),
+    Policy(dedup=False),
+    Policy(mask_after=2, mask_min_chars=50),
+    Policy(protocol=False, dedup_min_chars=40),
+]
+
+
+def check_invariants(h: History, policy: Policy) -> None:
+    before = copy.deepcopy(h.messages())
+    digests = [s.digest for s in h.steps]
+    inc = Renderer(policy)
+    prev_serial, prev_b = "", -1
+    for t in range(len(h) + 1):
+        p = inc.render(h, t)
+        fresh = Renderer(policy).render(h, t)
+        assert p.messages == fresh.messages and p.origins == fresh.origins  # (c)
+        serial = p.serialized()
+        if p.stats.boundary == prev_b:
+            assert serial.startswith(prev_serial), f"prefix changed at t={t} without a boundary move"  # (b)
+        prev_serial, prev_b = serial, p.stats.boundary
+        _nothing_lost(h, policy, p.messages, p.origins, t)
+    assert h.messages() == before and [s.digest for s in h.steps] == digests  # (d)
+
+
+def _nothing_lost(h: History, policy: Policy, messages: list, origins: list, t: int) -> None:  # type: ignore[type-arg]
+    shown_msgs = {json.dumps(m, sort_keys=True) for m in messages}
+    folded = {c for o in origins if o.part == "note" for c in o.covers}
+    hidden_outputs = {o.step for o in origins if o.part == "output" and o.shown is Shown.NOTE}
+    r = Renderer(policy)
+    for i in range(1, t + 1):
+        received = r.received(h, i)
+        if i in folded:
+            note = next(m for m, o in zip(messages, origins, strict=True) if o.part == "note" and i in o.covers)
+            assert f"[step {i}]" in note["content"]
+            if policy.reversible:
+                _restorable(h, i, received)
+            continue
+        assert json.dumps(received[0], sort_keys=True) in shown_msgs, f"reply of step {i} missing"
+        outs = [(m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "output"]
+        assert len(outs) == len(received) - 1, f"step {i}: an output message went missing"
+        for (m, o), orig in zip(outs, received[1:], strict=True):
+            if o.shown in (Shown.RECEIVED, Shown.RESTORED):
+                assert m == orig
+                continue
+            text = content_text(m.get("content"))
+            assert "[context-manager]" in text
+            if policy.reversible:
+                assert f"restore {i}" in text, f"marker of step {i} does not say how to restore it"
+                _restorable(h, i, received)
+            for src in o.covers[1:]:  # a stub may only point at a step whose output is still shown
+                assert src not in folded and src not in hidden_outputs and src < i
+
+
+def _restorable(h: History, i: int, received: list) -> None:  # type: ignore[type-arg]
+    text = restore_text(h, [i])
+    for m in received:
+        assert content_text(m.get("content")) in text
+
+
+# ---- generated histories --------------------------------------------------------------------
+
+FILES = {name: [f"{name}_line_{n} = value({n}, 'padding to make lines long enough')" for n in range(1, 90)] for name in ("a", "b")}
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> History:
+    tool_style = draw(st.booleans())
+    files = {k: list(v) for k, v in FILES.items()}
+    h = History([SYSTEM, TASK])
+    n = draw(st.integers(1, 16))
+    for i in range(1, n + 1):
+        head = ""
+        if draw(st.booleans()):
+            marks = draw(st.lists(st.integers(0, i + 2), max_size=3))
+            head = f"PROGRESS: step {i}\nSTALE: {', '.join(map(str, marks)) or '-'}\n"
+        kind = draw(st.sampled_from(["read", "read", "edit", "run", "restore"]))
+        name = draw(st.sampled_from(sorted(files)))
+        meta = None
+        if kind == "read":
+            lo = draw(st.integers(1, 60))
+            hi = draw(st.integers(lo, 89))
+            cmd = f"nl -ba {name}.py | sed -n '{lo},{hi}p'"
+            output = numbered(files[name][lo - 1 : hi], lo)
+        elif kind == "edit":
+            line = draw(st.integers(0, 88))
+            files[name][line] = f"{name}_edited_{i} = True"
+            cmd, output = f"sed -i '{line + 1}s/.*/x/' {name}.py", ""
+        elif kind == "run":
+            cmd = "python run.py"
+            output = draw(st.sampled_from(["ok", "FAILED test_x\n" * 12, "Traceback...\n" * 20]))
+        else:
+            if i == 1:
+                cmd, output = "ls", "a.py b.py"
+            else:
+                target = draw(st.integers(1, i - 1))
+                cmd, output = f"restore {target}", restore_text(h, [target])
+                meta = {"restore_of": [target]}
+        text = f"{head}I will do {kind}."
+        if tool_style:
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}
+            obs = {"role": "tool", "tool_call_id": f"c{i}", "content": output}
+            h.append({"role": "assistant", "content": text, "tool_calls": [call]}, [obs], meta=meta)
+        else:
+            reply = {"role": "assistant", "content": f"{text}\n```bash\n{cmd}\n```"}
+            h.append(reply, [{"role": "user", "content": output}], meta=meta)
+    return h
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.model_dump(exclude_defaults=True).items()) or "default")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(h=histories())
+def test_invariants_generated(policy: Policy, h: History) -> None:
+    check_invariants(h, policy)
+
+
+@pytest.mark.parametrize("path", real_trajectories(), ids=lambda p: p.name)
+def test_invariants_real_runs(path: Path) -> None:
+    h = load(path)
+    for policy in (Policy(), Policy(mask_after=3), Policy(chunk=False, k=2)):
+        check_invariants(h, policy)
