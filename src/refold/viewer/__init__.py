@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from ..errors import PolicyError, RefoldError
 from ..history import History, load
@@ -49,20 +50,28 @@ def build_report(
     stale: str = "recorded",
     mechanisms: bool = True,
     default: str = "refold",
+    budget: int = 32_768,
+    mask_after: int | None = None,
 ) -> str:
     """The HTML report for ``history``.
 
     ``variants``: named policies of ``refold replay`` to precompute (default: all of them; base is
     always added). ``mechanisms``: also precompute refold with every combination of the four
     switches. ``stale``: where STALE marks come from (``recorded``, ``none``, ``hindsight``...);
-    anything but ``recorded`` is simulated and the page says so.
+    anything but ``recorded`` is simulated and the page says so. ``budget`` and ``mask_after``
+    are the knobs of the compact policies and of refold-best, as in ``refold replay``.
     """
     if stale not in STALE_SOURCES:
         raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
     if not len(history):
         raise RefoldError("the history has no steps: there is no model call to show")
+    if budget < 1024:
+        raise PolicyError(f"budget must be at least 1024 tokens, got {budget}")
+    if mask_after is not None and mask_after < 1:
+        raise PolicyError(f"mask_after must be at least 1, got {mask_after}")
     tok = _tokenizer(tokenizer)
-    chosen = build_variants(variants, Options(tokenizer=tok), mechanisms=mechanisms)
+    extra: dict[str, Any] = {} if mask_after is None else {"mask_after": mask_after}
+    chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
     data = build_data(history, chosen, tok, title=title, stale=stale, default=default)
     return render_page(data, version=_version())
 
@@ -76,11 +85,14 @@ def write_report(
     tokenizer: str | Tokenizer = "qwen3.6",
     stale: str = "recorded",
     mechanisms: bool = True,
+    budget: int = 32_768,
+    mask_after: int | None = None,
 ) -> Path:
     """Load a recorded run (any format ``refold.history.load`` reads) and write its report."""
     history = load(path_in)
     page = build_report(
-        history, variants=variants, title=title, tokenizer=tokenizer, stale=stale, mechanisms=mechanisms
+        history, variants=variants, title=title, tokenizer=tokenizer, stale=stale, mechanisms=mechanisms,
+        budget=budget, mask_after=mask_after,
     )
     out = Path(path_out)
     try:

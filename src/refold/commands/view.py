@@ -1,0 +1,65 @@
+"""``refold view RUN -o report.html``: one offline HTML file to scrub through a run's model calls."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import PolicyError
+from ..replay import POLICIES, STALE_SOURCES
+from ..viewer import MECHANISMS, write_report
+
+
+def view(
+    run: Annotated[
+        Path,
+        typer.Argument(help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz)."),
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Where to write the HTML (default: RUN name + .html).")
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help=f"Comma-separated policies to precompute: {', '.join(POLICIES)} (default: all; base is always added).",
+        ),
+    ] = ",".join(POLICIES),
+    mechanisms: Annotated[
+        bool, typer.Option(help="Also precompute refold with each combination of dedup, fold, chunk, reversible.")
+    ] = True,
+    stale: Annotated[
+        str, typer.Option(help=f"Where STALE marks come from: {', '.join(STALE_SOURCES)} (all but recorded are simulated).")
+    ] = "recorded",
+    tokenizer: Annotated[str, typer.Option(help="qwen3.6 (default), o200k, cl100k or chars4.")] = "qwen3.6",
+    budget: Annotated[int, typer.Option(help="Context budget of the compact policies (tokens).")] = 32_768,
+    mask_after: Annotated[
+        int | None, typer.Option(help="refold-best's mask_after (default: the replay sweep's choice).")
+    ] = None,
+    title: Annotated[str, typer.Option(help="Page title (default: the instance id or file name).")] = "",
+) -> None:
+    """Write a single offline HTML report: history vs prompt at every call, charts, mechanism switches."""
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    if not names:
+        raise PolicyError("no policy selected")
+    if not run.exists():
+        raise PolicyError(f"no such file: {run}")
+    if run.is_dir():
+        raise PolicyError(f"{run} is a folder; refold view takes one trajectory file")
+    out = output or Path(run.name.removesuffix(".gz").removesuffix(".json") + ".html")
+    if out.is_dir():
+        raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
+    start = time.perf_counter()
+    written = write_report(
+        run, out, variants=[n for n in names if n != MECHANISMS], title=title, tokenizer=tokenizer,
+        stale=stale, mechanisms=mechanisms or MECHANISMS in names, budget=budget, mask_after=mask_after,
+    )
+    size = written.stat().st_size
+    typer.echo(f"wrote {written} ({size / 1024:,.0f} KiB, {time.perf_counter() - start:.1f} s); open it in any browser, it works offline")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view)
