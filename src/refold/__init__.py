@@ -1,0 +1,37 @@
+"""refold: render a shorter prompt from an agent's full, append-only history before every call.
+
+    from refold import History, Policy, Renderer, load
+    history = load("run.traj.json")
+    prompt = Renderer(Policy(k=3)).render(history)   # prompt.messages, prompt.origins, prompt.stats
+"""
+
+from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
+from .history import History, load
+from .policy import Policy
+from .protocol import parse_command, parse_head, response_format_lines, system_section
+from .render import Renderer, restore_text
+from .types import Action, Origin, Rendered, RenderStats, Shown, Step
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "CommandError",
+    "History",
+    "Origin",
+    "Policy",
+    "PolicyError",
+    "RefoldError",
+    "RenderStats",
+    "Rendered",
+    "Renderer",
+    "Shown",
+    "Step",
+    "TrajectoryError",
+    "load",
+    "parse_command",
+    "parse_head",
+    "response_format_lines",
+    "restore_text",
+    "system_section",
+]
