@@ -1,0 +1,253 @@
+"""refold view: the embedded data (string table, delta-encoded prompts), the page, the command.
+
+The browser-driven tests are in test_viewer_browser.py; ``synthetic_run`` is shared with them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from refold.cli import app
+from refold.errors import PolicyError, TrajectoryError
+from refold.history import History
+from refold.policy import Policy
+from refold.render import Renderer, restore_text
+from refold.replay import POLICIES
+from refold.tokens import get_tokenizer
+from refold.viewer import VIEW_FORMAT, build_report, write_report
+from refold.viewer.data import build_data, display_text
+from refold.viewer.variants import build_variants, mechanism_id
+
+MARKER = "ORIGINAL-CALC-MARKER"
+HOSTILE = "</script><script>document.title='pwned'</script><!-- <img src=x onerror=alert(1)>"
+
+
+def _calc_lines(n: int = 60) -> list[str]:
+    out = []
+    for i in range(1, n + 1):
+        if i % 12 == 1:
+            out.append(f"def operation_{i}(left, right):")
+        elif i == 30:
+            out.append(f"    return left / right  # {MARKER}")
+        else:
+            out.append(f"    value_{i} = combine(left, right, {i})  # keeps the line long enough to matter")
+    return out
+
+
+def _nl(lines: list[str], start: int = 1) -> str:
+    return "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, start=start))
+
+
+def _reply(progress: str, stale: str, command: str, thought: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"PROGRESS: {progress}\nSTALE: {stale}\nTHOUGHT: {thought}\n\n```bash\n{command}\n```"}
+
+
+def _out(text: str, rc: int = 0) -> dict[str, Any]:
+    return {"role": "user", "content": f"<returncode>{rc}</returncode>\n<output>\n{text}\n</output>"}
+
+
+def synthetic_run(steps: int = 24) -> History:
+    """A realistic mini-swe-agent style run that carries PROGRESS/STALE lines: repeated file reads
+    (dedup stubs), steps marked STALE (folded into notes), one ``restore`` and a hostile string."""
+    calc = _nl(_calc_lines())
+    h = History(
+        [
+            {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
+            {"role": "user", "content": "<pr_description>\ndivide() crashes on zero; make it raise ValueError.\n</pr_description>"},
+        ],
+        source="synthetic",
+        meta={"instance_id": "synthetic__calc-1"},
+    )
+    h.append(_reply("list the repository", "-", "ls -R", "Look around first."), [_out("README.md\nsrc\nsrc/calc.py\ntests\ntests/test_calc.py")])
+    h.append(_reply("read calc.py", "-", "nl -ba src/calc.py", "Read the module."), [_out(calc)])
+    h.append(
+        _reply("search for divide", "1", "grep -rn divide src tests", "Where is divide used?"),
+        [_out("\n".join(f"src/calc.py:{i}:    divide(a, b)  # call site {i} of divide in the module" for i in range(8)))],
+    )
+    h.append(
+        _reply("run the tests", "-", "python -m pytest -q tests", "Baseline."),
+        [_out("\n".join(f"tests/test_calc.py::test_case_{i} PASSED   [{i * 5:3d}%]" for i in range(20)) + f"\n{HOSTILE}")],
+    )
+    h.append(_reply("re-read calc.py", "3, 4", "nl -ba src/calc.py", "Read it again before editing."), [_out(calc)])
+    h.append(
+        _reply("fix divide", "-", "sed -i 's/left \\/ right/left \\/ right if right else raise_zero()/' src/calc.py", "Edit."),
+        [_out("")],
+    )
+    step = len(h)
+    while len(h) < steps - 2:
+        step = len(h) + 1
+        lines = "\n".join(f"check {step}.{i}: ok, nothing unusual in this part of the module" for i in range(12))
+        stale = str(step - 2) if step % 3 == 0 else "-"
+        h.append(_reply(f"check part {step}", stale, f"python check.py --part {step}", f"Check part {step}."), [_out(lines)])
+    restore = h.append(
+        _reply("bring back the grep", "-", "restore 3", "I need the call sites again."),
+        [{"role": "user", "content": restore_text(h, [3], Policy()), "extra": {"restore_of": [3]}}],
+        meta={"restore_of": [3]},
+    )
+    assert restore.restore_of == (3,)
+    h.append(_reply("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", "Done."), [_out("diff --git a/src/calc.py b/src/calc.py")])
+    return h
+
+
+@pytest.fixture(scope="module")
+def run() -> History:
+    return synthetic_run()
+
+
+@pytest.fixture(scope="module")
+def data(run: History) -> dict[str, Any]:
+    tok = get_tokenizer("chars4")
+    from refold.replay import Options
+
+    return build_data(run, build_variants(None, Options(tokenizer=tok)), tok, title="synthetic")
+
+
+def _decode(data: dict[str, Any], vid: str) -> list[list[int]]:
+    variants = {v["id"]: v for v in data["variants"]}
+    v = variants[vid]
+    while "same_as" in v:
+        v = variants[v["same_as"]]
+    out, prev = [], []
+    for keep, add in v["calls"]:
+        prev = prev[:keep] + add
+        out.append(prev)
+    return out
+
+
+def _text(data: dict[str, Any], pid: int) -> str:
+    ref = data["pieces"][pid][1]
+    s = data["strings"]
+    return s[ref] if isinstance(ref, int) else "".join(s[i] for i in ref)
+
+
+def test_fixture_exercises_every_mechanism(run: History) -> None:
+    r = Renderer(Policy())
+    kinds: set[str] = set()
+    for t in range(len(run)):
+        kinds.update(o.shown.value for o in r.render(run, t).origins)
+    assert {"stub", "note", "restored", "received", "prefix"} <= kinds
+
+
+def test_decoded_prompts_are_exactly_the_rendered_ones(run: History, data: dict[str, Any]) -> None:
+    for vid, policy in (("refold", None), ("m0111", Policy(dedup=False, reminders=False)), ("m1011", Policy(fold=False, reminders=False))):
+        r = Renderer(policy or Policy(reminders=False))
+        prompts = _decode(data, vid)
+        assert len(prompts) == len(run)
+        for t, ids in enumerate(prompts):
+            rendered = r.render(run, t)
+            assert [_text(data, i) for i in ids] == [display_text(m) for m in rendered.messages]
+            assert [data["codes"]["shown"][data["pieces"][i][4]] for i in ids] == [o.shown.value for o in rendered.origins]
+
+
+def test_every_text_is_stored_once_and_labels_wrap_the_recorded_text(run: History, data: dict[str, Any]) -> None:
+    strings = data["strings"]
+    assert len(strings) == len(set(strings))
+    calc = run.step(2).output_texts[0]
+    assert strings.count(calc) == 1
+    assert not any(calc in s and s != calc for s in strings)  # "[step 2]\n" + calc is not stored whole
+    assert data["format"] == VIEW_FORMAT
+
+
+def test_prompt_lists_are_delta_encoded(data: dict[str, Any]) -> None:
+    for v in data["variants"]:
+        if "same_as" in v:
+            continue
+        full = sum(len(p) for p in _decode(data, v["id"]))
+        sent = sum(len(add) for _, add in v["calls"])
+        assert sent < full / 2, v["id"]
+
+
+def test_identical_variants_are_stored_once() -> None:
+    h = synthetic_run(12)
+    plain = History(h.prefix)
+    for s in h.steps:  # the same run without PROGRESS/STALE: fold has nothing to do
+        text = "\n".join(ln for ln in s.reply_text.splitlines() if not ln.startswith(("PROGRESS", "STALE")))
+        plain.append({"role": "assistant", "content": text}, s.observations)
+    tok = get_tokenizer("chars4")
+    from refold.replay import Options
+
+    d = build_data(plain, build_variants(["refold"], Options(tokenizer=tok)), tok)
+    v = {x["id"]: x for x in d["variants"]}
+
+    def root(vid: str) -> str:
+        while "same_as" in v[vid]:
+            vid = v[vid]["same_as"]
+        return vid
+
+    assert d["marks"] == 0
+    assert root("m1011") == root("m1111") == "refold"  # fold off changes nothing here ...
+    assert root("m0111") != root("m1111")  # ... but dedup off does
+    assert "calls" not in v["m1011"]
+
+
+def test_variants_cover_policies_and_switches() -> None:
+    from refold.replay import Options
+
+    vs = build_variants(None, Options(tokenizer=get_tokenizer("chars4")))
+    ids = [v.id for v in vs]
+    assert ids[: len(POLICIES)] == list(POLICIES)
+    assert len([v for v in vs if v.kind == "mechanism"]) == 16
+    assert mechanism_id({"dedup": False, "fold": True, "chunk": True, "reversible": True}) == "m0111"
+    with pytest.raises(PolicyError, match="unknown policy 'nope'"):
+        build_variants(["nope"], Options(tokenizer=get_tokenizer("chars4")))
+
+
+def test_page_is_self_contained_and_escapes_data(run: History) -> None:
+    page = build_report(run, variants=["refold"], tokenizer="chars4")
+    assert page.count("</script>") == 2  # the data block and the code block, nothing from the data
+    assert "pwned" in page and "document.title='pwned'</script>" not in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "@import" not in page and "url(" not in page
+    assert "default-src 'none'" in page
+    raw = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)
+    assert raw is not None
+    assert json.loads(raw.group(1))["title"] == "synthetic__calc-1"
+
+
+def test_report_size_is_a_small_multiple_of_the_trajectory(tmp_path: Path) -> None:
+    h = synthetic_run(40)
+    traj = tmp_path / "run.traj.json"
+    traj.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": h.messages()}), encoding="utf-8")
+    out = write_report(traj, tmp_path / "r.html", tokenizer="chars4")
+    assert out.stat().st_size < 3 * traj.stat().st_size + 200_000
+
+
+def test_view_command_writes_the_report(tmp_path: Path) -> None:
+    traj = tmp_path / "run.traj.json"
+    traj.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": synthetic_run(10).messages()}), encoding="utf-8")
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["view", str(traj), "-o", str(out), "--tokenizer", "chars4", "--policy", "refold,masking"])
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and out.exists()
+    assert '"refold-view-1"' in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (["--policy", "nope"], PolicyError, "unknown policy 'nope'"),
+        (["--stale", "psychic"], PolicyError, "unknown STALE source"),
+        (["--tokenizer", "gpt9"], PolicyError, "unknown tokenizer"),
+    ],
+)
+def test_view_command_rejects_bad_options(tmp_path: Path, args: list[str], error: type, message: str) -> None:
+    traj = tmp_path / "run.json"
+    traj.write_text(json.dumps(synthetic_run(6).messages()), encoding="utf-8")
+    result = CliRunner().invoke(app, ["view", str(traj), "-o", str(tmp_path / "r.html"), *args])
+    assert isinstance(result.exception, error)
+    assert message in str(result.exception)
+
+
+def test_view_command_names_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    result = CliRunner().invoke(app, ["view", str(bad), "-o", str(tmp_path / "r.html")])
+    assert isinstance(result.exception, TrajectoryError)
+    missing = CliRunner().invoke(app, ["view", str(tmp_path / "missing.json")])
+    assert isinstance(missing.exception, PolicyError)
