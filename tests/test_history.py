@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import SYSTEM, TASK
-from conftest import DATA, real_trajectories
 
 from refold.errors import TrajectoryError
 from refold.history import History, load
+
+from builders import SYSTEM, TASK
+from conftest import DATA, real_trajectories
 
 
 def test_mini_swe_agent_1_text_actions() -> None:

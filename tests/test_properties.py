@@ -13,8 +13,6 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import SYSTEM, TASK, numbered
-from conftest import real_trajectories
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +20,9 @@ from refold.history import History, load
 from refold.policy import Policy
 from refold.render import Renderer, restore_text
 from refold.types import Shown, content_text
+
+from builders import SYSTEM, TASK, numbered
+from conftest import real_trajectories
 
 POLICIES = [
     Policy(),

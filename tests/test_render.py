@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from builders import file_lines, numbered, reply, text_history, tool_history
 
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer, restore_text
 from refold.types import Shown
+
+from builders import file_lines, numbered, reply, text_history, tool_history
 
 
 def out(body: str) -> str:
