@@ -249,4 +249,5 @@ def test_refold_disabled_sends_full_history(tmp_path: Path, monkeypatch: pytest.
     last = llm.prompts[-1]
     assert all(not content_text(m.get("content")).startswith("[step") for m in last)
     assert agent.messages[-1]["role"] == "exit"
-    assert last == [clean(m) for m in agent.messages[:-2]]  # exactly mini's history, minus the last reply
+    cut = max(i for i, m in enumerate(agent.messages) if m["role"] == "assistant")
+    assert last == [clean(m) for m in agent.messages[:cut]]  # exactly mini's history before the last reply
