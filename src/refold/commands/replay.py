@@ -49,7 +49,12 @@ def _table(report: dict[str, Any]) -> Table:
         "compact",
         "ms p50",
     ):
-        t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+        t.add_column(
+            col,
+            justify="left" if col == "policy" else "right",
+            no_wrap=True,
+            min_width=16 if col == "policy" else len(col),
+        )
     for name, e in s.get("policies", {}).items():
         total = e["total_prompt_tokens"]
         cached = e["total_cached_tokens"] / total if total else 0.0
@@ -138,6 +143,8 @@ def replay(
         raise PolicyError("no trajectory files found in the given paths")
     err = Console(stderr=True)
     out = Console()
+    if not out.is_terminal:
+        out = Console(width=max(out.width, 150))  # files and pipes get the whole table
     start = time.perf_counter()
     with Progress(
         TextColumn("replay"),
@@ -164,9 +171,9 @@ def replay(
         write_csv(results, csv_out)
     failed = [r for r in results if r.error is not None]
     for r in failed:
-        err.print(f"refold: failed: {r.file}: {r.error}", markup=False, highlight=False)
+        typer.echo(f"refold: failed: {r.file}: {r.error}", err=True)
     if failed:
-        err.print(f"refold: {len(failed)} of {len(files)} files failed", markup=False)
+        typer.echo(f"refold: {len(failed)} of {len(files)} files failed", err=True)
         raise typer.Exit(1)
 
 
