@@ -54,6 +54,9 @@ def demo(
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip writing the HTML report.")] = False,
 ) -> None:
     """Replay a real recorded agent run (shipped in the package): base vs refold, per call and in total."""
+    from ..replay import Settings
+
+    Settings(policies=("base",), tokenizer=tokenizer, cache=cache).check()  # usage errors first
     console = Console()
     path = demo_path()
     history = load(path)
