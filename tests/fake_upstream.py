@@ -1,0 +1,277 @@
+"""Test helpers: a scripted OpenAI-compatible upstream, servers on loopback threads, redis-server.
+
+The fake upstream decides each reply from the request alone, so any number of sessions and
+proxy processes can share it:
+
+* the reply is a shell tool call ``echo turn-<n>`` (``n`` = assistant messages so far + 1), or a
+  ```bash block when the request has no tools, always opening with PROGRESS/STALE lines;
+* ``RESTORE:<n>`` in the last message makes it call ``restore`` first (the advertised function
+  tool if present, else ``restore <n>`` as a shell command), once; a ``[context-manager] Step``
+  answer in the last message ends that;
+* ``FAIL:<status>`` answers with an OpenAI-style error, ``SLOW:<seconds>`` sleeps first;
+* usage reports ``cached_tokens`` as the character prefix shared with the previous request / 4.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._last = ""
+        self.app = self._build()
+
+    def _build(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def models(request: Request) -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "tests"}]}
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> Response:
+            body = await request.json()
+            with self._lock:
+                self.requests.append({"body": body, "auth": request.headers.get("authorization")})
+            last = _text(body["messages"][-1].get("content"))
+            if m := re.search(r"SLOW:(\d+(?:\.\d+)?)", last):
+                await asyncio.sleep(float(m.group(1)))
+            if m := re.search(r"FAIL:(\d{3})", last):
+                return JSONResponse(
+                    {"error": {"message": "scripted failure", "type": "server_error", "code": None}},
+                    status_code=int(m.group(1)),
+                )
+            message = self.reply(body)
+            usage = self.usage(body, message)
+            if body.get("stream"):
+                return StreamingResponse(self._stream(body, message, usage), media_type="text/event-stream")
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": message,
+                            "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                        }
+                    ],
+                    "usage": usage,
+                }
+            )
+
+        return app
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        msgs = body["messages"]
+        n = sum(1 for m in msgs if m.get("role") == "assistant") + 1
+        last = _text(msgs[-1].get("content"))
+        tools = body.get("tools")
+        names = {(t.get("function") or {}).get("name") for t in tools or []}
+        want = re.search(r"RESTORE:(\d+)", last)
+        if want and "[context-manager] Step" not in last:
+            head = f"PROGRESS: restore step {want.group(1)}\nSTALE: -"
+            if "restore" in names:
+                return _call(head, "restore", {"steps": want.group(1)}, n)
+            if tools:
+                return _call(head, "bash", {"command": f"restore {want.group(1)}"}, n)
+            return {"role": "assistant", "content": f"{head}\n```bash\nrestore {want.group(1)}\n```"}
+        head = f"PROGRESS: step {n}\nSTALE: -"
+        if tools:
+            return _call(head, "bash", {"command": f"echo turn-{n}"}, n)
+        return {"role": "assistant", "content": f"{head}\n```bash\necho turn-{n}\n```"}
+
+    def usage(self, body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+        text = json.dumps(body["messages"], sort_keys=True)
+        with self._lock:
+            shared = len(_common_prefix(self._last, text))
+            self._last = text
+        return {
+            "prompt_tokens": len(text) // 4,
+            "completion_tokens": len(json.dumps(message)) // 4,
+            "total_tokens": len(text) // 4 + len(json.dumps(message)) // 4,
+            "prompt_tokens_details": {"cached_tokens": shared // 4},
+        }
+
+    async def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any]) -> Any:
+        base = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": body["model"],
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return (
+                "data: "
+                + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                + "\n\n"
+            )
+
+        yield chunk({"role": "assistant", "content": ""})
+        content = message.get("content") or ""
+        for i in range(0, len(content), 7):
+            yield chunk({"content": content[i : i + 7]})
+        for i, call in enumerate(message.get("tool_calls") or []):
+            fn = call["function"]
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": fn["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            args = fn["arguments"]
+            for j in range(0, len(args), 5):
+                yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 5]}}]})
+        yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield "data: " + json.dumps({**base, "choices": [], "usage": usage}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def _call(content: str, name: str, args: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {
+                "id": f"call_{n}_{name}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ],
+    }
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+class ServerThread:
+    """Run an ASGI app with uvicorn on a loopback port in a daemon thread."""
+
+    def __init__(self, app: Any, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError(f"server on port {self.port} did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not come up")
+        time.sleep(0.05)
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A private redis-server on a free loopback port; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        import pytest
+
+        pytest.skip("redis-server binary is not installed (apt-get install redis-server)")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                d,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            import redis
+
+            client = redis.Redis(host="127.0.0.1", port=port)
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+            client.close()
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)

@@ -1,0 +1,128 @@
+"""Bad input, upstream failures and the bind/auth rules answer with OpenAI-style errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from fake_upstream import FakeUpstream, ServerThread, free_port
+
+from refold.errors import RefoldError
+from refold.proxy import ConfigError, ProxyConfig, create_app
+
+GOOD = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture()
+def urls(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), max_body=4096, timeout=1.0, tokenizer="off")
+        with ServerThread(create_app(cfg)) as px:
+            yield px.url, up.url
+
+
+def _error(r: httpx.Response, status: int) -> dict[str, str]:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert isinstance(err["message"], str) and err["message"]
+    return err  # type: ignore[no-any-return]
+
+
+def test_malformed_json_is_a_clear_400(urls: tuple[str, str]) -> None:
+    r = httpx.post(f"{urls[0]}/v1/chat/completions", content=b'{"model": "m", "messages": [', headers={"content-type": "application/json"})
+    err = _error(r, 400)
+    assert err["code"] == "invalid_json" and "line 1 column" in err["message"]
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b""), 400)
+    assert "empty" in err["message"]
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b"\xff\xfe"), 400)
+    assert err["code"] == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ([1, 2], "JSON object"),
+        ({"model": "m"}, "'messages'"),
+        ({"model": "m", "messages": []}, "'messages'"),
+        ({"model": "m", "messages": ["hi"]}, "messages[0] is not an object"),
+        ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"role": "user", "content": 3}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": "x"}]}, "'model'"),
+        ({**GOOD, "tools": "bash"}, "'tools'"),
+    ],
+)
+def test_invalid_requests(urls: tuple[str, str], body: object, needle: str) -> None:
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json=body), 400)
+    assert needle in err["message"]
+
+
+def test_request_size_limit(urls: tuple[str, str]) -> None:
+    big = {"model": "m", "messages": [{"role": "user", "content": "x" * 10_000}]}
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json=big), 413)
+    assert err["code"] == "request_too_large"
+
+    def chunks() -> Iterator[bytes]:  # no content-length: the limit holds while reading
+        yield b'{"model": "m", "messages": [{"role": "user", "content": "'
+        for _ in range(20):
+            yield b"y" * 1000
+        yield b'"}]}'
+
+    _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=chunks()), 413)
+
+
+def test_upstream_error_status_and_message_pass_through(urls: tuple[str, str]) -> None:
+    client = openai.OpenAI(base_url=f"{urls[0]}/v1", api_key="k", max_retries=0)
+    with pytest.raises(openai.RateLimitError) as e:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "FAIL:429"}])
+    assert "scripted failure" in str(e.value)
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "FAIL:500"}])
+
+
+def test_upstream_timeout_is_a_504(urls: tuple[str, str]) -> None:
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "SLOW:3"}]}, timeout=30), 504)
+    assert err["code"] == "upstream_timeout" and err["type"] == "upstream_error"
+
+
+def test_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
+    cfg = ProxyConfig(upstream=f"http://127.0.0.1:{free_port()}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+    with ServerThread(create_app(cfg)) as px:
+        err = _error(httpx.post(f"{px.url}/v1/chat/completions", json=GOOD), 502)
+        assert err["code"] == "upstream_unreachable"
+        _error(httpx.get(f"{px.url}/v1/models"), 502)
+
+
+def test_public_bind_needs_a_token() -> None:
+    with pytest.raises(ConfigError, match="refusing to listen on 0.0.0.0"):
+        ProxyConfig(upstream="http://127.0.0.1:1/v1", host="0.0.0.0")
+    assert isinstance(ConfigError("x"), RefoldError)
+    ProxyConfig(upstream="http://127.0.0.1:1/v1", host="0.0.0.0", tokens=("t",))
+    ProxyConfig(upstream="http://127.0.0.1:1/v1", host="::1")
+    with pytest.raises(ConfigError):
+        ProxyConfig(upstream="ftp://x")
+
+
+def test_tokens_are_required_and_never_forwarded(tmp_path: Path) -> None:
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokens=("t1", "t2"), upstream_key="up-key", tokenizer="off")
+        with ServerThread(create_app(cfg)) as px:
+            err = _error(httpx.post(f"{px.url}/v1/chat/completions", json=GOOD), 401)
+            assert err["type"] == "authentication_error"
+            _error(httpx.post(f"{px.url}/v1/chat/completions", json=GOOD, headers={"Authorization": "Bearer nope"}), 401)
+            _error(httpx.get(f"{px.url}/metrics"), 401)
+            r = httpx.post(f"{px.url}/v1/chat/completions", json=GOOD, headers={"Authorization": "Bearer t1"})
+            assert r.status_code == 200
+            assert fake.requests[-1]["auth"] == "Bearer up-key"
+            sid = r.headers["X-Refold-Session"]
+            assert httpx.get(f"{px.url}/sessions/{sid}", headers={"Authorization": "Bearer t1"}).status_code == 200
+            assert httpx.get(f"{px.url}/sessions/{sid}", headers={"Authorization": "Bearer t2"}).status_code == 404
+
+
+def test_bad_session_header(urls: tuple[str, str]) -> None:
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json=GOOD, headers={"X-Refold-Session": "a b/c"}), 400)
+    assert err["code"] == "invalid_session"
