@@ -133,7 +133,9 @@ def make_repo(tmp: Path) -> tuple[Path, Path, Path]:
 CONFIGS = {"tool": "mini", "text": "mini_textbased"}
 
 
-def run_mini(tmp: Path, style: str, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, *, k: int = 3) -> Any:
+def run_mini(
+    tmp: Path, style: str, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, *, k: int = 3, model_name: str = "fake/scripted"
+) -> Any:
     repo, bin_dir, marker = make_repo(tmp)
     monkeypatch.setattr(litellm, "completion", llm)
     monkeypatch.setenv("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")
@@ -141,7 +143,7 @@ def run_mini(tmp: Path, style: str, llm: FakeLLM, monkeypatch: pytest.MonkeyPatc
         get_config_from_spec(str(config_path(CONFIGS[style]))),
         {
             "agent": {"mode": "yolo", "confirm_exit": False, "output_path": str(tmp / "traj.json"), "cost_limit": 0},
-            "model": {"model_name": "fake/scripted", "cost_tracking": "ignore_errors", "refold": {"k": k}},
+            "model": {"model_name": model_name, "cost_tracking": "ignore_errors", "refold": {"k": k}},
             "environment": {"cwd": str(repo), "env": {"PATH": f"{bin_dir}:{os.environ['PATH']}"}},
         },
     )
