@@ -10,10 +10,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from fake_upstream import FakeUpstream, ServerThread
 
 from refold.policy import Policy
 from refold.proxy import ProxyConfig, create_app
+
+from fake_upstream import FakeUpstream, ServerThread
 
 TOOLS = [
     {
@@ -21,7 +22,11 @@ TOOLS = [
         "function": {
             "name": "bash",
             "description": "run a shell command",
-            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
         },
     }
 ]
@@ -41,31 +46,45 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), policy=Policy(k=2), tokenizer="chars4")
+        cfg = ProxyConfig(
+            upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), policy=Policy(k=2), tokenizer="chars4"
+        )
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url)
 
 
-def run_tool_agent(client: openai.OpenAI, task: str, turns: int, *, stream: bool = False, session: str | None = None) -> list[Any]:
+def run_tool_agent(
+    client: openai.OpenAI, task: str, turns: int, *, stream: bool = False, session: str | None = None
+) -> list[Any]:
     """A minimal tool-calling agent loop: the client keeps its own message list, as agents do."""
     messages: list[Any] = [SYSTEM, {"role": "user", "content": task}]
     headers = {"X-Refold-Session": session} if session else None
     for i in range(turns):
         if stream:
             content, calls = "", {}
-            for ch in client.chat.completions.create(model="m", messages=messages, tools=TOOLS, stream=True, extra_headers=headers):
+            for ch in client.chat.completions.create(
+                model="m", messages=messages, tools=TOOLS, stream=True, extra_headers=headers
+            ):
                 d = ch.choices[0].delta if ch.choices else None
                 if d is None:
                     continue
                 content += d.content or ""
                 for tc in d.tool_calls or []:
-                    slot = calls.setdefault(tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                    slot = calls.setdefault(
+                        tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                    )
                     slot["id"] = tc.id or slot["id"]
                     slot["function"]["name"] += tc.function.name or ""
                     slot["function"]["arguments"] += tc.function.arguments or ""
-            msg: Any = {"role": "assistant", "content": content, "tool_calls": [calls[k] for k in sorted(calls)]}
+            msg: Any = {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [calls[k] for k in sorted(calls)],
+            }
         else:
-            resp = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, extra_headers=headers)
+            resp = client.chat.completions.create(
+                model="m", messages=messages, tools=TOOLS, extra_headers=headers
+            )
             msg = resp.choices[0].message
         messages.append(msg)
         calls_ = msg["tool_calls"] if isinstance(msg, dict) else msg.tool_calls
@@ -73,7 +92,9 @@ def run_tool_agent(client: openai.OpenAI, task: str, turns: int, *, stream: bool
             cid = c["id"] if isinstance(c, dict) else c.id
             args = c["function"]["arguments"] if isinstance(c, dict) else c.function.arguments
             command = json.loads(args)["command"]
-            messages.append({"role": "tool", "tool_call_id": cid, "content": f"output of {command}\n" + f"line {i}\n" * 5})
+            messages.append(
+                {"role": "tool", "tool_call_id": cid, "content": f"output of {command}\n" + f"line {i}\n" * 5}
+            )
     return messages
 
 
@@ -96,11 +117,15 @@ def test_openai_sdk_tool_loop_records_every_turn(env: Env) -> None:
 def test_streaming_matches_non_streaming(env: Env) -> None:
     a = run_tool_agent(env.client(), "task A", 4, stream=True, session="st")
     b = run_tool_agent(env.client(), "task A", 4, stream=False, session="nst")
-    calls_a = [m["tool_calls"][0]["function"]["arguments"] for m in a if isinstance(m, dict) and m.get("tool_calls")]
+    calls_a = [
+        m["tool_calls"][0]["function"]["arguments"] for m in a if isinstance(m, dict) and m.get("tool_calls")
+    ]
     calls_b = [m.tool_calls[0].function.arguments for m in b if not isinstance(m, dict)]
     assert calls_a == calls_b and len(calls_a) == 4
     # the proxy asked upstream for usage but the client did not: no usage-only chunk reached it
-    stream = env.client().chat.completions.create(model="m", messages=[SYSTEM, {"role": "user", "content": "x"}], stream=True)
+    stream = env.client().chat.completions.create(
+        model="m", messages=[SYSTEM, {"role": "user", "content": "x"}], stream=True
+    )
     assert all(ch.choices for ch in stream)
 
 
@@ -108,7 +133,9 @@ def test_restore_is_answered_inside_the_proxy(env: Env) -> None:
     client = env.client()
     messages = run_tool_agent(client, "work", 4, session="r")
     messages.append({"role": "user", "content": "RESTORE:2 then go on"})
-    resp = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": "r"})
+    resp = client.chat.completions.create(
+        model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": "r"}
+    )
     msg = resp.choices[0].message
     assert msg.tool_calls[0].function.name == "bash"  # the client never sees the restore call
     bodies = [r["body"] for r in env.upstream.requests]
@@ -124,7 +151,9 @@ def test_restore_is_answered_inside_the_proxy(env: Env) -> None:
     # the client's next turn continues after the internal step, numbering stays consistent
     messages.append(msg)
     messages.append({"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "done"})
-    client.chat.completions.create(model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": "r"})
+    client.chat.completions.create(
+        model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": "r"}
+    )
     view = httpx.get(f"{env.url}/sessions/r", headers={"Authorization": "Bearer sk-a"}).json()
     assert [s["internal"] for s in view["steps"]] == [False] * 4 + [True, False]
     metrics = httpx.get(f"{env.url}/metrics").text
@@ -134,13 +163,18 @@ def test_restore_is_answered_inside_the_proxy(env: Env) -> None:
 def test_restore_as_shell_command_without_advertised_tool(tmp_path: Path) -> None:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), advertise_restore=False, tokenizer="off")
+        cfg = ProxyConfig(
+            upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), advertise_restore=False, tokenizer="off"
+        )
         with ServerThread(create_app(cfg)) as px:
             client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="k", max_retries=0)
             messages = run_tool_agent(client, "work", 3)
             messages.append({"role": "user", "content": "RESTORE:1"})
             resp = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
-            assert json.loads(resp.choices[0].message.tool_calls[0].function.arguments)["command"] == "echo turn-5"  # the internal round was call 4
+            assert (
+                json.loads(resp.choices[0].message.tool_calls[0].function.arguments)["command"]
+                == "echo turn-5"
+            )  # the internal round was call 4
             assert "restore" not in {t["function"]["name"] for t in fake.requests[-1]["body"]["tools"]}
             assert "Step 1 restored" in fake.requests[-1]["body"]["messages"][-1]["content"]
 
@@ -150,7 +184,10 @@ def test_text_agent_restore_in_bash_block(env: Env) -> None:
     messages: list[Any] = [SYSTEM, {"role": "user", "content": "text task"}]
     for i in range(3):
         r = client.chat.completions.create(model="m", messages=messages)
-        messages += [{"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": f"out {i}"}]
+        messages += [
+            {"role": "assistant", "content": r.choices[0].message.content},
+            {"role": "user", "content": f"out {i}"},
+        ]
     messages[-1]["content"] += " RESTORE:1"
     r = client.chat.completions.create(model="m", messages=messages)
     assert "echo turn-5" in (r.choices[0].message.content or "")
@@ -164,7 +201,9 @@ def test_rewritten_turn_starts_a_branch_and_loses_nothing(env: Env) -> None:
     before = httpx.get(f"{env.url}/sessions/b", headers=headers).json()
     edited = [dict(m) if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
     edited[3]["content"] = "a different output for step 1"  # rewrite the first tool output
-    client.chat.completions.create(model="m", messages=edited, tools=TOOLS, extra_headers={"X-Refold-Session": "b"})
+    client.chat.completions.create(
+        model="m", messages=edited, tools=TOOLS, extra_headers={"X-Refold-Session": "b"}
+    )
     after = httpx.get(f"{env.url}/sessions/b", headers=headers).json()
     assert after["head"] != before["head"]
     heads = {b["head"] for b in after["branches"]}
@@ -172,7 +211,9 @@ def test_rewritten_turn_starts_a_branch_and_loses_nothing(env: Env) -> None:
     assert after["steps"][0]["observations"][0]["content"] == "a different output for step 1"
     # going back to the original conversation continues the original branch, not a third one
     original = [dict(m) if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
-    client.chat.completions.create(model="m", messages=original, tools=TOOLS, extra_headers={"X-Refold-Session": "b"})
+    client.chat.completions.create(
+        model="m", messages=original, tools=TOOLS, extra_headers={"X-Refold-Session": "b"}
+    )
     again = httpx.get(f"{env.url}/sessions/b", headers=headers).json()
     assert len(again["branches"]) == 2 and after["head"] in {b["head"] for b in again["branches"]}
     assert [s["digest"] for s in again["steps"][:3]] == [s["digest"] for s in before["steps"]]
@@ -202,7 +243,9 @@ def test_models_passthrough_and_metrics(env: Env) -> None:
     assert [m.id for m in models.data] == ["fake-model"]
     run_tool_agent(env.client(), "metrics task", 5)
     text = httpx.get(f"{env.url}/metrics").text
-    values = {ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if ln and not ln.startswith("#")}
+    values = {
+        ln.split()[0]: float(ln.split()[1]) for ln in text.splitlines() if ln and not ln.startswith("#")
+    }
     assert values["refold_upstream_calls_total"] == 5
     assert values["refold_upstream_cached_tokens_total"] > 0
     assert values["refold_render_ms_count"] == 5
@@ -215,19 +258,33 @@ def test_litellm_client(env: Env) -> None:
     messages: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "litellm task"}]
     for _ in range(3):
         resp = litellm.completion(
-            model="openai/fake-model", messages=messages, tools=TOOLS, api_base=f"{env.url}/v1", api_key="sk-l", num_retries=0
+            model="openai/fake-model",
+            messages=messages,
+            tools=TOOLS,
+            api_base=f"{env.url}/v1",
+            api_key="sk-l",
+            num_retries=0,
         )
         msg = resp.choices[0].message
         messages.append(msg.model_dump() if hasattr(msg, "model_dump") else dict(msg))
         call = msg.tool_calls[0]
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": f"ran {call.function.arguments}"})
+        messages.append(
+            {"role": "tool", "tool_call_id": call.id, "content": f"ran {call.function.arguments}"}
+        )
     resp = litellm.completion(
-        model="openai/fake-model", messages=messages, tools=TOOLS, api_base=f"{env.url}/v1", api_key="sk-l", stream=True
+        model="openai/fake-model",
+        messages=messages,
+        tools=TOOLS,
+        api_base=f"{env.url}/v1",
+        api_key="sk-l",
+        stream=True,
     )
     chunks = list(resp)
     assert chunks
     sessions = httpx.get(f"{env.url}/sessions", headers={"Authorization": "Bearer sk-l"}).json()["sessions"]
     assert len(sessions) == 1
-    view = httpx.get(f"{env.url}/sessions/{sessions[0]['id']}", headers={"Authorization": "Bearer sk-l"}).json()
+    view = httpx.get(
+        f"{env.url}/sessions/{sessions[0]['id']}", headers={"Authorization": "Bearer sk-l"}
+    ).json()
     assert [s["actions"] for s in view["steps"]] == [["echo turn-1"], ["echo turn-2"], ["echo turn-3"]]
     assert not any(s["internal"] for s in view["steps"])

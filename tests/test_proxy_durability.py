@@ -16,28 +16,56 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http
-from test_proxy_clients import SYSTEM, TOOLS, run_tool_agent
 
 from refold.proxy import ProxyConfig, create_app, open_store
 from refold.proxy.errors import StoreConflict
 from refold.proxy.store import Commit, Store, StoredStep
+from test_proxy_clients import SYSTEM, TOOLS, run_tool_agent
+
+from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http
 
 AUTH = {"Authorization": "Bearer sk-d"}
 
 
 def start_proxy(upstream: str, store: str, port: int) -> subprocess.Popen[bytes]:
     code = "import sys; from refold.cli import main; sys.argv[0] = 'refold'; main()"
-    args = [sys.executable, "-c", code, "serve", "--upstream", upstream, "--store", store, "--port", str(port), "--tokenizer", "off"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    args = [
+        sys.executable,
+        "-c",
+        code,
+        "serve",
+        "--upstream",
+        upstream,
+        "--store",
+        store,
+        "--port",
+        str(port),
+        "--tokenizer",
+        "off",
+    ]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
     wait_http(f"http://127.0.0.1:{port}/healthz")
     return proc
 
 
 def tool_turn(client: openai.OpenAI, messages: list[Any], session: str, note: str = "") -> None:
-    msg = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": session}).choices[0].message
+    msg = (
+        client.chat.completions.create(
+            model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": session}
+        )
+        .choices[0]
+        .message
+    )
     messages.append(msg.model_dump(exclude_none=True))
-    messages.append({"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"ran {msg.tool_calls[0].function.arguments} {note}"})
+    messages.append(
+        {
+            "role": "tool",
+            "tool_call_id": msg.tool_calls[0].id,
+            "content": f"ran {msg.tool_calls[0].function.arguments} {note}",
+        }
+    )
 
 
 def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
@@ -47,7 +75,9 @@ def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
     with ServerThread(fake.app) as up:
         proc = start_proxy(f"{up.url}/v1", store, port)
         try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-d", max_retries=0, timeout=60)
+            client = openai.OpenAI(
+                base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-d", max_retries=0, timeout=60
+            )
             messages: list[Any] = [SYSTEM, {"role": "user", "content": "durable task"}]
             for _ in range(4):
                 tool_turn(client, messages, "crash")
@@ -56,14 +86,18 @@ def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
 
             def call() -> None:
                 try:
-                    client.chat.completions.create(model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": "crash"})
+                    client.chat.completions.create(
+                        model="m", messages=messages, tools=TOOLS, extra_headers={"X-Refold-Session": "crash"}
+                    )
                 except BaseException as e:  # noqa: BLE001 - the connection dies with the proxy
                     failed.append(e)
 
             t = threading.Thread(target=call)
             t.start()
             deadline = time.monotonic() + 30
-            while not any("SLOW:30" in str(r["body"]["messages"][-1].get("content")) for r in list(fake.requests)):
+            while not any(
+                "SLOW:30" in str(r["body"]["messages"][-1].get("content")) for r in list(fake.requests)
+            ):
                 assert time.monotonic() < deadline, "the slow request never reached the upstream"
                 time.sleep(0.02)
             proc.send_signal(signal.SIGKILL)
@@ -78,7 +112,9 @@ def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
             view = httpx.get(f"http://127.0.0.1:{port}/sessions/crash", headers=AUTH).json()
             assert len(view["steps"]) == 4  # the turn sent just before the kill was already written
             assert "SLOW:30" in view["steps"][3]["observations"][0]["content"]
-            messages[-1]["content"] = messages[-1]["content"].replace(" SLOW:30", "")  # the client retries without it
+            messages[-1]["content"] = messages[-1]["content"].replace(
+                " SLOW:30", ""
+            )  # the client retries without it
             for _ in range(3):
                 tool_turn(client, messages, "crash")
             view = httpx.get(f"http://127.0.0.1:{port}/sessions/crash", headers=AUTH).json()

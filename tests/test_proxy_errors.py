@@ -8,10 +8,11 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from fake_upstream import FakeUpstream, ServerThread, free_port
 
 from refold.errors import RefoldError
 from refold.proxy import ConfigError, ProxyConfig, create_app
+
+from fake_upstream import FakeUpstream, ServerThread, free_port
 
 GOOD = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -20,7 +21,9 @@ GOOD = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 def urls(tmp_path: Path) -> Iterator[tuple[str, str]]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), max_body=4096, timeout=1.0, tokenizer="off")
+        cfg = ProxyConfig(
+            upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), max_body=4096, timeout=1.0, tokenizer="off"
+        )
         with ServerThread(create_app(cfg)) as px:
             yield px.url, up.url
 
@@ -33,7 +36,11 @@ def _error(r: httpx.Response, status: int) -> dict[str, str]:
 
 
 def test_malformed_json_is_a_clear_400(urls: tuple[str, str]) -> None:
-    r = httpx.post(f"{urls[0]}/v1/chat/completions", content=b'{"model": "m", "messages": [', headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{urls[0]}/v1/chat/completions",
+        content=b'{"model": "m", "messages": [',
+        headers={"content-type": "application/json"},
+    )
     err = _error(r, 400)
     assert err["code"] == "invalid_json" and "line 1 column" in err["message"]
     err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b""), 400)
@@ -84,12 +91,21 @@ def test_upstream_error_status_and_message_pass_through(urls: tuple[str, str]) -
 
 
 def test_upstream_timeout_is_a_504(urls: tuple[str, str]) -> None:
-    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "SLOW:3"}]}, timeout=30), 504)
+    err = _error(
+        httpx.post(
+            f"{urls[0]}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "SLOW:3"}]},
+            timeout=30,
+        ),
+        504,
+    )
     assert err["code"] == "upstream_timeout" and err["type"] == "upstream_error"
 
 
 def test_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
-    cfg = ProxyConfig(upstream=f"http://127.0.0.1:{free_port()}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+    cfg = ProxyConfig(
+        upstream=f"http://127.0.0.1:{free_port()}/v1", store=str(tmp_path / "s.db"), tokenizer="off"
+    )
     with ServerThread(create_app(cfg)) as px:
         err = _error(httpx.post(f"{px.url}/v1/chat/completions", json=GOOD), 502)
         assert err["code"] == "upstream_unreachable"
@@ -109,20 +125,39 @@ def test_public_bind_needs_a_token() -> None:
 def test_tokens_are_required_and_never_forwarded(tmp_path: Path) -> None:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokens=("t1", "t2"), upstream_key="up-key", tokenizer="off")
+        cfg = ProxyConfig(
+            upstream=f"{up.url}/v1",
+            store=str(tmp_path / "s.db"),
+            tokens=("t1", "t2"),
+            upstream_key="up-key",
+            tokenizer="off",
+        )
         with ServerThread(create_app(cfg)) as px:
             err = _error(httpx.post(f"{px.url}/v1/chat/completions", json=GOOD), 401)
             assert err["type"] == "authentication_error"
-            _error(httpx.post(f"{px.url}/v1/chat/completions", json=GOOD, headers={"Authorization": "Bearer nope"}), 401)
+            _error(
+                httpx.post(
+                    f"{px.url}/v1/chat/completions", json=GOOD, headers={"Authorization": "Bearer nope"}
+                ),
+                401,
+            )
             _error(httpx.get(f"{px.url}/metrics"), 401)
             r = httpx.post(f"{px.url}/v1/chat/completions", json=GOOD, headers={"Authorization": "Bearer t1"})
             assert r.status_code == 200
             assert fake.requests[-1]["auth"] == "Bearer up-key"
             sid = r.headers["X-Refold-Session"]
-            assert httpx.get(f"{px.url}/sessions/{sid}", headers={"Authorization": "Bearer t1"}).status_code == 200
-            assert httpx.get(f"{px.url}/sessions/{sid}", headers={"Authorization": "Bearer t2"}).status_code == 404
+            assert (
+                httpx.get(f"{px.url}/sessions/{sid}", headers={"Authorization": "Bearer t1"}).status_code
+                == 200
+            )
+            assert (
+                httpx.get(f"{px.url}/sessions/{sid}", headers={"Authorization": "Bearer t2"}).status_code
+                == 404
+            )
 
 
 def test_bad_session_header(urls: tuple[str, str]) -> None:
-    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json=GOOD, headers={"X-Refold-Session": "a b/c"}), 400)
+    err = _error(
+        httpx.post(f"{urls[0]}/v1/chat/completions", json=GOOD, headers={"X-Refold-Session": "a b/c"}), 400
+    )
     assert err["code"] == "invalid_session"

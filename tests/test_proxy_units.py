@@ -1,0 +1,199 @@
+"""Pure pieces of the proxy: message mapping, command detection, SSE aggregation, metrics text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from refold.history import History
+from refold.policy import Policy
+from refold.proxy.commands import RESTORE_TOOL, context_calls, observations
+from refold.proxy.errors import ProxyError
+from refold.proxy.mapping import match, normalize, split
+from refold.proxy.metrics import Metrics
+from refold.proxy.sessions import session_name
+from refold.proxy.store import StoredStep
+from refold.proxy.upstream import aggregate
+from refold.types import message_digest
+
+
+def call(name: str, args: object, cid: str = "c1") -> dict[str, object]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def test_normalize_ignores_sdk_noise() -> None:
+    a = {"role": "assistant", "content": None, "tool_calls": [call("bash", {"command": "ls", "x": 1})]}
+    b = {
+        "role": "assistant",
+        "content": "",
+        "refusal": None,
+        "function_call": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"x":1,  "command":"ls"}'},
+            }
+        ],
+    }
+    assert normalize(a) == normalize(b)
+    assert normalize(a) != normalize({**a, "tool_calls": [call("bash", {"command": "pwd"})]})
+
+
+def test_match_extends_forks_and_skips_internal_steps() -> None:
+    prefix = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    p = message_digest(prefix)
+    steps = [
+        ({"role": "assistant", "content": f"r{i}"}, [{"role": "user", "content": f"o{i}"}]) for i in range(3)
+    ]
+    chain, parent = [], p
+    for i, (r, o) in enumerate(steps):
+        if i == 1:  # an internal restore round before reply 1
+            ir, io = {"role": "assistant", "content": "restore 1"}, ({"role": "user", "content": "restored"},)
+            d = message_digest([ir, *io], parent=parent)
+            chain.append(StoredStep(d, parent, ir, io, {"internal": True}))
+            parent = d
+        d = message_digest([r, *o], parent=parent)
+        chain.append(StoredStep(d, parent, r, tuple(o), {}))
+        parent = d
+
+    def norm(s: StoredStep) -> tuple[object, tuple[object, ...]]:
+        return normalize(s.reply), tuple(normalize(o) for o in s.observations)
+
+    more = [*steps, ({"role": "assistant", "content": "r3"}, [{"role": "user", "content": "o3"}])]
+    m = match(prefix, more, p, prefix, chain, norm)
+    assert m is not None and m.full and m.matched == 3 and m.base == chain[-1].digest and len(m.new) == 1
+    changed = [steps[0], (steps[1][0], [{"role": "user", "content": "other"}]), steps[2]]
+    m = match(prefix, changed, p, prefix, chain, norm)
+    assert m is not None and not m.full and m.base == chain[1].digest  # keeps the internal round
+    m = match(prefix, steps[:1], p, prefix, chain, norm)
+    assert m is not None and not m.full and m.base == chain[0].digest and m.new == []
+    assert match([{"role": "user", "content": "x"}], steps, p, prefix, chain, norm) is None
+
+
+def test_split_keeps_all_roles() -> None:
+    msgs = [
+        {"role": "developer", "content": "d"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "a"},
+        {"role": "tool", "content": "t"},
+        {"role": "user", "content": "more"},
+    ]
+    prefix, steps = split(msgs)
+    assert [m["role"] for m in prefix] == ["developer", "user"] and len(steps) == 1 and len(steps[0][1]) == 2
+
+
+def test_context_calls() -> None:
+    assert (
+        context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": "restore 3"})]})[
+            0
+        ].command.argument
+        == "3"
+    )  # type: ignore[index,union-attr]
+    fn = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": [3, 4]})]})
+    assert fn is not None and fn[0].command is not None and fn[0].command.argument == "3 4"
+    assert context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": "ls"})]}) is None
+    mixed = context_calls(
+        {
+            "role": "assistant",
+            "tool_calls": [call("bash", {"command": "ls"}, "a"), call("restore", {"steps": "1"}, "b")],
+        }
+    )
+    assert mixed is not None and [c.command is None for c in mixed] == [True, False]
+    assert context_calls({"role": "assistant", "content": "x\n```bash\nrestore 2\n```"}) is not None
+    assert context_calls({"role": "assistant", "content": "```bash\nrestore_db.sh\n```"}) is None
+
+
+def test_observations_answer_every_call() -> None:
+    h = History([{"role": "user", "content": "task"}])
+    h.append(
+        {"role": "assistant", "content": "r1"}, [{"role": "tool", "tool_call_id": "x", "content": "out-1"}]
+    )
+    reply = {
+        "role": "assistant",
+        "tool_calls": [call("bash", {"command": "ls"}, "a"), call("restore", {"steps": "1"}, "b")],
+    }
+    calls = context_calls(reply)
+    assert calls is not None
+    obs, restored = observations(h, Policy(), reply, calls)
+    assert restored == [1] and [o["tool_call_id"] for o in obs] == ["a", "b"]
+    assert "Not run" in obs[0]["content"] and "out-1" in obs[1]["content"]
+    bad = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": "9"})]})
+    assert bad is not None
+    obs, restored = observations(h, Policy(), reply, bad)
+    assert restored == [] and "no step 9" in obs[0]["content"]
+    assert RESTORE_TOOL["function"]["name"] == "restore"
+
+
+def test_aggregate_stream() -> None:
+    events = [
+        json.dumps(
+            {
+                "id": "x",
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": "he"}}],
+            }
+        ),
+        json.dumps(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "content": "llo",
+                            "tool_calls": [
+                                {"index": 0, "id": "c", "function": {"name": "ba", "arguments": '{"co'}}
+                            ],
+                        },
+                    }
+                ]
+            }
+        ),
+        json.dumps(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {"index": 0, "function": {"name": "sh", "arguments": 'mmand": "ls"}'}}
+                            ]
+                        },
+                        "finish_reason": "tool_calls",
+                    }
+                ]
+            }
+        ),
+        json.dumps({"choices": [], "usage": {"prompt_tokens": 5}}),
+    ]
+    body = aggregate(events)
+    msg = body["choices"][0]["message"]
+    assert msg["content"] == "hello" and msg["tool_calls"][0]["function"] == {
+        "name": "bash",
+        "arguments": '{"command": "ls"}',
+    }
+    assert body["usage"] == {"prompt_tokens": 5} and body["choices"][0]["finish_reason"] == "tool_calls"
+    with pytest.raises(ProxyError):
+        aggregate(["not json"])
+
+
+def test_metrics_text() -> None:
+    m = Metrics()
+    m.inc("refold_requests_total", status="200")
+    m.observe("refold_render_ms", 3.0)
+    text = m.render()
+    assert 'refold_requests_total{status="200"} 1' in text
+    assert 'refold_render_ms_bucket{le="5"} 1' in text and 'refold_render_ms_bucket{le="2"} 0' in text
+    assert "# TYPE refold_tokens_saved_total counter" in text and "refold_tokens_saved_total 0" in text
+
+
+def test_session_names() -> None:
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert session_name(None, msgs, "o1") != session_name(None, msgs, "o2")
+    assert session_name(None, msgs, "o1") == session_name(
+        None, [*msgs, {"role": "assistant", "content": "x"}], "o1"
+    )
+    assert session_name("my-run.1", msgs, "o1") == "my-run.1"
+    with pytest.raises(ProxyError):
+        session_name("../etc", msgs, "o1")
