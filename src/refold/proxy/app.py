@@ -139,7 +139,8 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
 
     async def find(request: Request, name: str) -> Session:
         owner, _ = auth(request)
-        s = await state["manager"].find(owner, name)
+        manager: SessionManager = state["manager"]
+        s = await manager.find(owner, name)
         if s is None:  # another key's session looks exactly like a missing one
             raise ProxyError(404, f"no session '{name}' for this API key", code="session_not_found")
         return s
