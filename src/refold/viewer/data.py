@@ -146,37 +146,40 @@ def _step_data(step: Step, tables: _Tables, k: int) -> dict[str, Any]:
     }
 
 
-class _Tee:
-    """A projector that records each prompt's pieces as ``measure`` pulls it through."""
+class _Recorded:
+    """A variant's prompts, rendered once: their pieces, and a projector that replays them."""
 
-    def __init__(self, inner: Projector, tables: _Tables) -> None:
-        self.name = inner.name
-        self.inner = inner
-        self.tables = tables
+    def __init__(self, projector: Projector, history: History, tables: _Tables) -> None:
+        self.name = projector.name
+        self.items: list[Prompt] = []
         self.calls: list[list[Any]] = []
         self.stats: list[list[int] | None] = []
         self.events: list[list[int] | None] = []
-        self._previous: list[int] = []
-
-    def prompts(self, history: History) -> Iterator[Prompt]:
-        for p in self.inner.prompts(history):
-            ids = [self.tables.piece(m, o) for m, o in zip(p.messages, p.origins, strict=True)]
-            keep = common_prefix_len(self._previous, ids)
+        previous: list[int] = []
+        for p in projector.prompts(history):
+            ids = [tables.piece(m, o) for m, o in zip(p.messages, p.origins, strict=True)]
+            keep = common_prefix_len(previous, ids)
             self.calls.append([keep, ids[keep:]])
-            self._previous = ids
+            previous = ids
             st = p.stats
             self.stats.append(
                 [st.boundary, st.stubs, st.trimmed, st.folded_steps, st.notes, st.restores] if st else None
             )
             c = p.compaction
             self.events.append([c.summary_tokens, c.covers[0], c.covers[1]] if c else None)
-            yield p
+            self.items.append(p)
+
+    def key(self) -> str:
+        """Equal keys = the same prompts at every call (and the same compactions)."""
+        return repr((self.calls, self.events))
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        yield from self.items
 
 
-def _variant_data(history: History, variant: Variant, tables: _Tables) -> dict[str, Any]:
+def _variant_data(variant: Variant, recorded: _Recorded, history: History, tables: _Tables) -> dict[str, Any]:
     start = time.perf_counter()
-    tee = _Tee(variant.projector, tables)
-    m = measure(history, tee, tables.tok, cache_name="vllm")
+    m = measure(history, recorded, tables.tok, cache_name="vllm")
     per_call = m.per_call or {}
     return {
         "id": variant.id,
@@ -185,11 +188,11 @@ def _variant_data(history: History, variant: Variant, tables: _Tables) -> dict[s
         "switches": variant.switches,
         "settings": variant.settings,
         "uses_stale": variant.uses_stale,
-        "calls": tee.calls,
+        "calls": recorded.calls,
         "tokens": list(per_call.get("prompt_tokens", [])),
         "cached": list(per_call.get("cached_tokens", [])),
-        "stats": tee.stats,
-        "events": tee.events if any(tee.events) else None,
+        "stats": recorded.stats,
+        "events": recorded.events if any(recorded.events) else None,
         "totals": {
             "prompt_tokens": m.prompt_tokens,
             "cached_tokens": m.cached_tokens,
@@ -197,7 +200,7 @@ def _variant_data(history: History, variant: Variant, tables: _Tables) -> dict[s
             "compaction_input_tokens": m.compaction_input_tokens,
             "cost_usd": round(m.cost_usd, 4),
         },
-        "build_ms": round((time.perf_counter() - start) * 1000, 1),
+        "measure_ms": round((time.perf_counter() - start) * 1000, 1),
     }
 
 
@@ -220,15 +223,15 @@ def build_data(
     out_variants: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for v in variants:
-        data = _variant_data(marked if v.uses_stale else history, v, tables)
-        key = repr((data["calls"], data["tokens"], data["cached"], data["events"]))
-        if key in seen:
-            for heavy in ("calls", "tokens", "cached", "stats", "events"):
-                del data[heavy]
-            data["same_as"] = seen[key]
-        else:
-            seen[key] = v.id
-        out_variants.append(data)
+        h = marked if v.uses_stale else history
+        recorded = _Recorded(v.projector, h, tables)
+        key = recorded.key()
+        if key in seen:  # same prompts: same figures, no need to simulate the cache again
+            same = {"id": v.id, "label": v.label, "kind": v.kind, "switches": v.switches}
+            out_variants.append({**same, "settings": v.settings, "uses_stale": v.uses_stale, "same_as": seen[key]})
+            continue
+        seen[key] = v.id
+        out_variants.append(_variant_data(v, recorded, h, tables))
     ids = [v["id"] for v in out_variants]
     meta = {k2: v for k2, v in history.meta.items() if isinstance(v, str | int | float | bool) or v is None}
     return {
