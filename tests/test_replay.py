@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from builders import reply, text_history
-from conftest import DATA
 from refold.history import History, load
 from refold.replay import (
     FORMAT,
@@ -29,6 +27,9 @@ from refold.replay import (
 )
 from refold.tokens import count_messages, get_tokenizer
 from refold.types import Shown
+
+from builders import reply, text_history
+from conftest import DATA
 
 MINI = DATA / "mswea-gemini3pro__django__django-16255.traj.json"
 SWEA = DATA / "sweagent__pydicom__pydicom-1458.traj.gz"

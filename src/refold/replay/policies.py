@@ -39,7 +39,7 @@ __all__ = [
     "make_projector",
 ]
 
-BEST_MASK_AFTER = 6
+BEST_MASK_AFTER = 2
 """``refold-best``'s ``mask_after``: chosen from the sweep in docs/results.md."""
 
 
