@@ -20,14 +20,20 @@ def history(n: int, *, tool: bool = False) -> History:
     h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
     for i in range(1, n + 1):
         if tool:
-            call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"echo {i}"})}}
+            call = {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": f"echo {i}"})},
+            }
             h.append(
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 [{"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i}"}],
             )
         else:
-            h.append({"role": "assistant", "content": f"PROGRESS: p{i}\nSTALE: -\n```bash\necho {i}\n```"},
-                     [{"role": "user", "content": f"out {i}"}])
+            h.append(
+                {"role": "assistant", "content": f"PROGRESS: p{i}\nSTALE: -\n```bash\necho {i}\n```"},
+                [{"role": "user", "content": f"out {i}"}],
+            )
     return h
 
 

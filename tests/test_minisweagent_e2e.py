@@ -35,7 +35,10 @@ from refold.types import content_text  # noqa: E402
 
 APP = "\n".join(
     ["def add(a, b):", "    return a + b", ""]
-    + [f"def helper_{i}(x):\n    # helper number {i} keeps this file long enough to dedup\n    return x * {i}\n" for i in range(12)]
+    + [
+        f"def helper_{i}(x):\n    # helper number {i} keeps this file long enough to dedup\n    return x * {i}\n"
+        for i in range(12)
+    ]
 )
 NOTES = "\n".join(f"note line {i}: the quick brown fox jumps over the lazy dog" for i in range(30)) + "\n"
 
@@ -102,12 +105,19 @@ class FakeLLM:
         elif self.style == "text":
             message = {"role": "assistant", "content": reply_text(turn, "text")}
         else:
-            call = {"id": f"call_{i + 1}", "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps({"command": turn.command})}}
+            call = {
+                "id": f"call_{i + 1}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": turn.command})},
+            }
             message = {"role": "assistant", "content": reply_text(turn, "tool"), "tool_calls": [call]}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
-        usage = {"prompt_tokens": 1000 + i, "completion_tokens": 20, "total_tokens": 1020 + i,
-                 "prompt_tokens_details": {"cached_tokens": 900}}
+        usage = {
+            "prompt_tokens": 1000 + i,
+            "completion_tokens": 20,
+            "total_tokens": 1020 + i,
+            "prompt_tokens_details": {"cached_tokens": 900},
+        }
         return litellm.ModelResponse(
             model=model, choices=[{"index": 0, "message": message, "finish_reason": finish}], usage=usage
         )
@@ -118,8 +128,11 @@ def make_repo(tmp: Path) -> tuple[Path, Path, Path]:
     repo.mkdir()
     (repo / "app.py").write_text(APP)
     (repo / "notes.txt").write_text(NOTES)
-    for cmd in (["git", "init", "-q"], ["git", "add", "."],
-                ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"]):
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "."],
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"],
+    ):
         subprocess.run(cmd, cwd=repo, check=True)
     # a `restore` program on PATH: if the environment ever ran `restore`, the marker appears
     bin_dir = tmp / "bin"
@@ -134,7 +147,13 @@ CONFIGS = {"tool": "mini", "text": "mini_textbased"}
 
 
 def run_mini(
-    tmp: Path, style: str, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, *, k: int = 3, model_name: str = "fake/scripted"
+    tmp: Path,
+    style: str,
+    llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    k: int = 3,
+    model_name: str = "fake/scripted",
 ) -> Any:
     repo, bin_dir, marker = make_repo(tmp)
     monkeypatch.setattr(litellm, "completion", llm)
@@ -142,7 +161,12 @@ def run_mini(
     config = recursive_merge(
         get_config_from_spec(str(config_path(CONFIGS[style]))),
         {
-            "agent": {"mode": "yolo", "confirm_exit": False, "output_path": str(tmp / "traj.json"), "cost_limit": 0},
+            "agent": {
+                "mode": "yolo",
+                "confirm_exit": False,
+                "output_path": str(tmp / "traj.json"),
+                "cost_limit": 0,
+            },
             "model": {"model_name": model_name, "cost_tracking": "ignore_errors", "refold": {"k": k}},
             "environment": {"cwd": str(repo), "env": {"PATH": f"{bin_dir}:{os.environ['PATH']}"}},
         },
@@ -190,7 +214,9 @@ def test_mini_with_refold_end_to_end(style: str, tmp_path: Path, monkeypatch: py
         if t and policy.boundary(t) == policy.boundary(t - 1):
             prev = llm.prompts[t - 1]
             assert llm.prompts[t][: len(prev)] == prev, f"prefix changed at t={t} without a boundary move"
-    assert replies[-1]["extra"]["refold"]["prompt_tokens"] < replies[-1]["extra"]["refold"]["base_prompt_tokens"]
+    assert (
+        replies[-1]["extra"]["refold"]["prompt_tokens"] < replies[-1]["extra"]["refold"]["base_prompt_tokens"]
+    )
     assert sorted({r["extra"]["refold"]["boundary"] for r in replies}) == list(range(0, 28, 3))
 
     last = llm.prompts[-1]  # sent at t = 32, boundary 27

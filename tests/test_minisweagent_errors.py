@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from test_minisweagent_e2e import FakeLLM, Turn, run_mini, scenario
-
 from minisweagent.agents.default import DefaultAgent
+
 from refold.history import load
 from refold.policy import Policy
 from refold.render import Renderer
+from test_minisweagent_e2e import FakeLLM, Turn, run_mini, scenario
 
 
 def short(n: int) -> list:
@@ -60,8 +60,13 @@ def test_interrupted_run_keeps_the_trajectory(tmp_path: Path, monkeypatch: pytes
     llm = FakeLLM(short(10), "text", fail_at=4, error=KeyboardInterrupt())
     mini_agent, _, traj = run_mini(tmp_path, "text", llm, monkeypatch)
     # the default agent: mini's interactive one turns Ctrl-C into a prompt for the user
-    agent = DefaultAgent(mini_agent.model, mini_agent.env, **mini_agent.config.model_dump(
-        include={"system_template", "instance_template", "output_path", "cost_limit"}))
+    agent = DefaultAgent(
+        mini_agent.model,
+        mini_agent.env,
+        **mini_agent.config.model_dump(
+            include={"system_template", "instance_template", "output_path", "cost_limit"}
+        ),
+    )
     with pytest.raises(KeyboardInterrupt):
         agent.run("x")
     history = load(traj)

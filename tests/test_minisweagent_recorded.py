@@ -48,7 +48,9 @@ class RecordedEnvironment:
         self.commands.append(action["command"])
         i = len(self.commands) - 1
         if i == len(self.observations) - 1:
-            raise Submitted({"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}})
+            raise Submitted(
+                {"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}}
+            )
         return {"output": self.observations[i], "returncode": 0, "exception_info": ""}
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
@@ -58,7 +60,9 @@ class RecordedEnvironment:
         return {}
 
 
-@pytest.mark.parametrize("refold", [{}, {"k": 2}, {"chunk": False, "k": 4}, {"dedup": False, "reversible": False}])
+@pytest.mark.parametrize(
+    "refold", [{}, {"k": 2}, {"chunk": False, "k": 4}, {"dedup": False, "reversible": False}]
+)
 def test_live_prompts_equal_replay(refold: dict[str, Any], tmp_path: Path) -> None:
     messages = read_json(FIXTURE)["messages"]
     system, task = messages[0]["content"], messages[1]["content"]
@@ -66,7 +70,11 @@ def test_live_prompts_equal_replay(refold: dict[str, Any], tmp_path: Path) -> No
     observations = [m["content"] for m in messages[2:] if m["role"] == "user"]
     assert len(replies) == len(observations) == 17
     outputs = [
-        {"role": "assistant", "content": r, "extra": {"actions": [{"command": c.strip()} for c in _BASH.findall(r)[:1]]}}
+        {
+            "role": "assistant",
+            "content": r,
+            "extra": {"actions": [{"command": c.strip()} for c in _BASH.findall(r)[:1]]},
+        }
         for r in replies
     ]
     PROMPTS.clear()
@@ -83,8 +91,12 @@ def test_live_prompts_equal_replay(refold: dict[str, Any], tmp_path: Path) -> No
     )
     env = RecordedEnvironment(observations)
     agent = DefaultAgent(
-        model, env, system_template="{{ sys }}", instance_template="{{ problem }}",
-        output_path=tmp_path / "live.traj.json", cost_limit=0,
+        model,
+        env,
+        system_template="{{ sys }}",
+        instance_template="{{ problem }}",
+        output_path=tmp_path / "live.traj.json",
+        cost_limit=0,
     )
     assert agent.run("", sys=system, problem=task)["exit_status"] == "Submitted"
 

@@ -31,7 +31,9 @@ def breakpoints(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> list[int]:
     last_step = origins[-1].step
     previous_end = -1
     if last_step is not None:
-        previous_end = max((i for i, o in enumerate(origins) if o.step is None or o.step < last_step), default=-1)
+        previous_end = max(
+            (i for i, o in enumerate(origins) if o.step is None or o.step < last_step), default=-1
+        )
     chosen = sorted({i for i in (prefix_end, behind_end, previous_end, n - 1) if i >= 0})
     return chosen[-limit:]
 
@@ -45,13 +47,14 @@ def place_cache_control(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> lis
 def _unmarked(message: Message) -> Message:
     """The message without any cache_control a caller may have set (copied only if needed)."""
     content = message.get("content")
-    has_part_marks = isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content)
+    parts: list[Any] = content if isinstance(content, list) else []
+    has_part_marks = any(isinstance(p, dict) and "cache_control" in p for p in parts)
     if "cache_control" not in message and not has_part_marks:
         return message
     out = {k: v for k, v in message.items() if k != "cache_control"}
     if has_part_marks:
         out["content"] = [
-            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p for p in content
+            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p for p in parts
         ]
     return out
 

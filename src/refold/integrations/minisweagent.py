@@ -86,11 +86,11 @@ class RefoldModel:
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         history = self._sync(messages)
         chat = [m for m in messages if m.get("role") in CHAT_ROLES]
+        rendered: Rendered | None = None
         if self.enabled:
-            rendered: Rendered | None = self._renderer.render(history)
+            rendered = self._renderer.render(history)
             sent = place_cache_control(rendered) if self.cache_control else copy.deepcopy(rendered.messages)
         else:
-            rendered = None
             sent = [clean(m) for m in chat]
         info = self._call_info(history, rendered, sent, chat)
         try:
@@ -115,12 +115,17 @@ class RefoldModel:
         return out
 
     def format_observation_messages(
-        self, message: dict[str, Any], outputs: list[dict[str, Any]], template_vars: dict[str, Any] | None = None
+        self,
+        message: dict[str, Any],
+        outputs: list[dict[str, Any]],
+        template_vars: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         info = (message.get("extra") or {}).get("refold") or {}
         context = {c["index"]: c for c in info.get("context_actions") or []}
         if not context:
-            out: list[dict[str, Any]] = self.inner.format_observation_messages(message, outputs, template_vars)
+            out: list[dict[str, Any]] = self.inner.format_observation_messages(
+                message, outputs, template_vars
+            )
             return out
         pending = list(outputs)
         results: list[dict[str, Any]] = []
@@ -142,7 +147,9 @@ class RefoldModel:
                 "refold_enabled": self.enabled,
                 "refold_k": k,
                 "refold_response_format": response_format_lines(k) if self.enabled else "",
-                "refold_system_section": system_section(k, reversible=self.policy.reversible) if self.enabled else "",
+                "refold_system_section": system_section(k, reversible=self.policy.reversible)
+                if self.enabled
+                else "",
             },
         )
 
@@ -202,7 +209,12 @@ class RefoldModel:
     def _call_info(
         self, history: History, rendered: Rendered | None, sent: list[Message], chat: list[Message]
     ) -> dict[str, Any]:
-        info: dict[str, Any] = {"format": FORMAT, "t": len(history), "messages": len(sent), "base_messages": len(chat)}
+        info: dict[str, Any] = {
+            "format": FORMAT,
+            "t": len(history),
+            "messages": len(sent),
+            "base_messages": len(chat),
+        }
         if rendered is not None:
             s = rendered.stats
             info |= {
@@ -242,7 +254,9 @@ class RefoldModel:
             return
         context = []
         for i, action in enumerate(actions):
-            parsed = match(str(action.get("command", "")), self.handlers) if isinstance(action, dict) else None
+            parsed = (
+                match(str(action.get("command", "")), self.handlers) if isinstance(action, dict) else None
+            )
             if parsed is not None:
                 context.append({"index": i, "name": parsed.name, "argument": parsed.argument})
         if context:

@@ -1,0 +1,125 @@
+"""``refold run``: mini-swe-agent on a local task with refold on (a thin layer over ``mini``).
+
+It builds what ``mini -c refold_mini.yaml`` builds (interactive agent, local environment,
+RefoldModel) from the shipped config plus the user's ``-c`` specs, then runs the task.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import RefoldError
+
+
+class RunError(RefoldError):
+    """``refold run`` cannot start: a missing dependency, config or option."""
+
+
+def _run(
+    task: Annotated[str | None, typer.Option("-t", "--task", help="The task for the agent.")] = None,
+    model: Annotated[
+        str | None, typer.Option("-m", "--model", help="Model name, e.g. anthropic/claude-sonnet-4-5.")
+    ] = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-c", "--config", help="Extra mini config files or key=value specs, merged over refold's config."
+        ),
+    ] = None,
+    text: Annotated[
+        bool, typer.Option("--text", help="Text-based ```bash actions instead of tool calls.")
+    ] = False,
+    k: Annotated[
+        int | None, typer.Option("-k", help="Boundary step k (policy field; default from the config).")
+    ] = None,
+    yolo: Annotated[bool, typer.Option("-y", "--yolo", help="Run commands without confirmation.")] = False,
+    exit_immediately: Annotated[
+        bool, typer.Option("--exit-immediately", help="Do not ask before finishing.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Where to save the trajectory.")
+    ] = None,
+    print_config: Annotated[
+        str | None,
+        typer.Option(
+            "--print-config",
+            help="Print the path of a shipped config (mini, mini_textbased, swebench, swebench_textbased) and exit.",
+        ),
+    ] = None,
+) -> None:
+    """Run mini-swe-agent on a local task with refold rendering its context."""
+    from ..integrations import config_path
+
+    if print_config is not None:
+        try:
+            typer.echo(str(config_path(print_config)))
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        return
+    if not task or not task.strip():
+        raise RunError("no task: pass one with -t/--task")
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+    try:
+        from minisweagent.config import get_config_from_spec
+        from minisweagent.utils.serialize import recursive_merge
+    except ImportError:
+        raise RunError(
+            "mini-swe-agent is not installed; install it with: pip install 'refold[mini]'"
+        ) from None
+    specs = [str(config_path("mini_textbased" if text else "mini")), *(config or [])]
+    configs = []
+    for spec in specs:
+        try:
+            configs.append(get_config_from_spec(spec))
+        except (FileNotFoundError, ValueError) as e:
+            raise RunError(f"config '{spec}': {e}") from None
+        except Exception as e:  # yaml errors
+            raise RunError(f"config '{spec}' is not valid YAML: {str(e).splitlines()[0]}") from None
+    overrides: dict[str, Any] = {"agent": {}, "model": {}}
+    if model:
+        overrides["model"]["model_name"] = model
+    if k is not None:
+        overrides["model"]["refold"] = {"k": k}
+    if yolo:
+        overrides["agent"]["mode"] = "yolo"
+    if exit_immediately:
+        overrides["agent"]["confirm_exit"] = False
+    overrides["agent"]["output_path"] = str(output) if output else str(_default_output())
+    merged = recursive_merge(*configs, overrides)
+    result = run_task(merged, task)
+    typer.echo(f"exit status: {result.get('exit_status', '')}; trajectory: {merged['agent']['output_path']}")
+
+
+def _default_output() -> Path:
+    from minisweagent import global_config_dir
+
+    return Path(global_config_dir) / "last_refold_run.traj.json"
+
+
+def run_task(config: dict[str, Any], task: str) -> dict[str, Any]:
+    """Build mini's model, local environment and interactive agent from ``config``; run ``task``."""
+    from minisweagent.agents import get_agent
+    from minisweagent.environments import get_environment
+    from minisweagent.models import get_model
+
+    model_config = config.get("model", {})
+    if not (model_config.get("model_name") or os.getenv("MSWEA_MODEL_NAME")):
+        raise RunError("no model: pass -m/--model, set model.model_name in a config, or MSWEA_MODEL_NAME")
+    try:
+        model = get_model(config=model_config)
+        env = get_environment(config.get("environment", {}), default_type="local")
+        agent = get_agent(model, env, config.get("agent", {}), default_type="interactive")
+    except RefoldError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise RunError(f"bad configuration: {str(e).splitlines()[0]}") from None
+    result: dict[str, Any] = agent.run(task)
+    return result
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", help="Run mini-swe-agent on a local task with refold on.")(_run)

@@ -1,0 +1,213 @@
+"""``mini -c refold_mini.yaml`` and ``refold run`` with mini's DeterministicToolcallModel (no network),
+and the shipped ``mini-swe-agent-1.1`` tool-call fixture they produce.
+
+Regenerate the fixture with ``REFOLD_REGEN_FIXTURES=1 pytest tests/test_minisweagent_run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from refold.cli import app
+from refold.history import load
+from refold.integrations import CONFIGS, config_path
+from refold.protocol import CM, response_format_lines
+
+FIXTURE = Path(__file__).parent / "data" / "mswea11_toolcall_refold.traj.json"
+FILE = "\n".join(f"line {i}: some configuration value number {i}" for i in range(40)) + "\n"
+SCRIPT = [  # (PROGRESS, STALE, command)
+    ("list files", "-", "ls"),
+    ("read settings", "-", "cat settings.txt"),
+    ("count lines", "-", "wc -l settings.txt"),
+    ("read settings again", "3", "cat settings.txt"),
+    ("change line 7", "-", "sed -i 's/number 7$/number seven/' settings.txt"),
+    ("read after the edit", "-", "cat settings.txt"),
+    ("bring back step 4", "5", "restore 4"),
+    ("show the diff", "-", "git diff --stat"),
+    ("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+]
+
+
+def outputs() -> list[dict[str, Any]]:
+    out = []
+    for i, (progress, stale, cmd) in enumerate(SCRIPT, start=1):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": cmd})},
+        }
+        out.append(
+            {
+                "role": "assistant",
+                "content": f"PROGRESS: {progress}\nSTALE: {stale}\n\nStep {i}: {progress}.",
+                "tool_calls": [call],
+                "extra": {"actions": [{"command": cmd, "tool_call_id": f"call_{i}"}], "cost": 0.0},
+            }
+        )
+    return out
+
+
+def workspace(tmp: Path) -> tuple[Path, Path]:
+    repo = tmp / "repo"
+    repo.mkdir()
+    (repo / "settings.txt").write_text(FILE)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_DATE": "2025-01-01T00:00:00",
+        "GIT_COMMITTER_DATE": "2025-01-01T00:00:00",
+    }
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "."],
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"],
+    ):
+        subprocess.run(cmd, cwd=repo, check=True, env=env)
+    spec = tmp / "scripted.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "model": {
+                    "inner_model_class": "minisweagent.models.test_models.DeterministicToolcallModel",
+                    "model_name": "deterministic_toolcall",
+                    "refold": {"k": 2},
+                    "outputs": outputs(),
+                },
+                "agent": {"cost_limit": 0},
+            }
+        )
+    )
+    return repo, spec
+
+
+def check_trajectory(path: Path) -> None:
+    data = json.loads(path.read_text())
+    assert data["trajectory_format"] == "mini-swe-agent-1.1"
+    assert data["info"]["exit_status"] == "Submitted"
+    assert data["info"]["config"]["model_type"] == "refold.integrations.minisweagent.RefoldModel"
+    assert data["info"]["config"]["refold"]["policy"]["k"] == 2
+    h = load(path)
+    assert len(h) == len(SCRIPT)
+    assert [a.command for s in h.steps for a in s.actions] == [c for _, _, c in SCRIPT]
+    assert response_format_lines(2) in h.prefix[1]["content"]
+    restore = h.step(7)
+    assert restore.restore_of == (4,)
+    obs = restore.observations[0]
+    assert obs["role"] == "tool" and obs["tool_call_id"] == "call_7"
+    assert obs["content"].startswith(f"{CM} Step 4 restored")
+    assert h.step(4).observations[0]["content"] in obs["content"]  # byte-exact
+    for s in h.steps:
+        assert s.meta["refold"]["format"] == "refold-mini-1" and s.meta["refold"]["t"] == s.index - 1
+    # the last call (t=8, boundary 6): step 4 re-read an unchanged file -> a stub
+    assert h.step(len(SCRIPT)).meta["refold"]["stubs"] >= 1
+    assert "number seven" in h.step(6).observations[0]["content"]
+
+
+def test_mini_command_runs_refold_config(tmp_path: Path) -> None:
+    """The real `mini` executable, configured only (no code of ours is passed besides config)."""
+    mini = shutil.which("mini")
+    if mini is None:
+        pytest.skip("the `mini` executable is not on PATH")
+    repo, spec = workspace(tmp_path)
+    out = tmp_path / "mini.traj.json"
+    env = {
+        **os.environ,
+        "MSWEA_CONFIGURED": "1",
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "cfg"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+    cmd = [
+        mini,
+        "-c",
+        str(config_path("mini")),
+        "-c",
+        str(spec),
+        "-t",
+        "Rename value seven.",
+        "-y",
+        "--exit-immediately",
+        "-o",
+        str(out),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    check_trajectory(out)
+    if os.getenv("REFOLD_REGEN_FIXTURES"):
+        FIXTURE.write_text(out.read_text())
+
+
+def test_shipped_toolcall_fixture() -> None:
+    check_trajectory(FIXTURE)
+
+
+def test_refold_run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, spec = workspace(tmp_path)
+    monkeypatch.chdir(repo)
+    out = tmp_path / "run.traj.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "-t",
+            "Rename value seven.",
+            "-c",
+            str(spec),
+            "-y",
+            "--exit-immediately",
+            "-o",
+            str(out),
+            "-k",
+            "2",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "exit status: Submitted" in result.output
+    check_trajectory(out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run"], "no task"),
+        (["run", "-t", "x", "-c", "/nonexistent/refold.yaml"], "config '/nonexistent/refold.yaml'"),
+        (["run", "-t", "x", "-c", "model.refold.k=0"], "invalid policy field 'k'"),
+        (
+            ["run", "-t", "x", "-c", "model.inner_model_class=no.such.Model", "-m", "a/b"],
+            "Unknown model class",
+        ),
+        (["run", "--print-config", "nope"], "unknown config 'nope'"),
+    ],
+)
+def test_refold_run_errors_are_one_line(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from refold.cli import main
+
+    monkeypatch.setattr("sys.argv", ["refold", *args])
+    monkeypatch.delenv("MSWEA_MODEL_NAME", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+
+
+def test_shipped_configs_carry_the_protocol() -> None:
+    from minisweagent.config import get_config_from_spec
+
+    for name in CONFIGS:
+        cfg = get_config_from_spec(str(config_path(name)))
+        assert cfg["model"]["model_class"] == "refold.integrations.minisweagent.RefoldModel"
+        text = cfg["agent"]["instance_template"] + cfg["agent"]["system_template"]
+        assert "{{ refold_response_format }}" in text and "PROGRESS:" in text
+        if "textbased" in name:
+            assert "mswea_bash_command" not in text and cfg["model"]["action_regex"].startswith("```bash")
