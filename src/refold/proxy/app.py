@@ -115,7 +115,11 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             raise
         metrics.inc("refold_requests_total", status="200")
         metrics.gauge("refold_sessions_loaded", len(state["manager"]._sessions))
-        headers = {SESSION_HEADER: out.session.name, "X-Refold-Steps": str(out.steps)}
+        headers = {
+            SESSION_HEADER: out.session.name,
+            "X-Refold-Steps": str(out.steps),
+            "X-Refold-Added-Ms": f"{out.added_ms:.3f}",
+        }
         if out.stream:
             return StreamingResponse(sse(out), media_type="text/event-stream", headers=headers)
         return JSONResponse(out.result.body, headers=headers)

@@ -27,6 +27,7 @@ class Outcome:
     steps: int
     stream: bool
     include_usage: bool
+    added_ms: float
 
 
 class ChatService:
@@ -96,8 +97,9 @@ class ChatService:
                 base, steps, messages_out = self._render(s.view(tip, policy), None)
             self.metrics.inc("refold_restores_total", len(restored))
             self.metrics.inc("refold_turns_recorded_total")
-        self.metrics.observe("refold_added_latency_ms", (time.perf_counter() - start) * 1000 - upstream_ms)
-        return Outcome(result, s, steps, stream, include_usage)
+        added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
+        self.metrics.observe("refold_added_latency_ms", added_ms)
+        return Outcome(result, s, steps, stream, include_usage, added_ms)
 
     def _render(self, view: View, tail: Message | None) -> tuple[str, int, list[Message]]:
         rendered = view.renderer.render(view.history)
