@@ -172,6 +172,8 @@ def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
         ox = o.get("extra") or {}
         if "restore_of" in ox:
             meta["restore_of"] = ox["restore_of"]
+        if isinstance(ox.get("refold_result"), dict):
+            meta.setdefault("refold_result", []).append(ox["refold_result"])
     return meta
 
 

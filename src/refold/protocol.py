@@ -156,3 +156,60 @@ def reminder() -> str:
         f"{CM} Reminder: begin every response with the two lines `PROGRESS: ...` and `STALE: ...` "
         "(use `STALE: -` when no step is stale)."
     )
+
+
+# ---- spans and the ledger (seeds 001 and 002) ----------------------------------------------------
+
+
+def command_of(tool: str, command: str) -> ContextCommand | None:
+    """The context command an action is: ``restore 3`` in a shell, or a function call ``fold_span``."""
+    if tool in COMMAND_NAMES:
+        import json
+
+        try:
+            args = json.loads(command) if command.strip() else {}
+        except ValueError:
+            return ContextCommand(tool, command.strip())
+        if isinstance(args, dict):
+            values = [v for v in args.values() if isinstance(v, (str, int, float))]
+            return ContextCommand(tool, " ".join(str(v) for v in values).strip())
+        return ContextCommand(tool, str(args))
+    return parse_command(command)
+
+
+def span_section(*, min_chars: int = 40) -> str:
+    """Appended to the system prompt when the agent may fold its own investigations (seed 001)."""
+    return (
+        "\n\n## Folding an investigation\n"
+        'Before a search or investigation, run `begin_span "<the question>"`; when you have the answer, '
+        'run `fold_span "<conclusion>"`. The steps in between are then shown as one block: the '
+        "question, your conclusion and what stays useful (files edited with the edit, commits, the last "
+        "test results, files created); the searches and dead ends fold away. A conclusion must carry "
+        f"the why, not just the what (at least {min_chars} characters, with `because`, `since`, `so`, "
+        "`therefore`, `due to`, or a `file:line` reference), or it is refused and the span stays open. "
+        "Spans nest: a `begin_span` inside an open span opens an inner one. `expand <span id>` shows a "
+        "folded span one level deep; `restore <step>` shows any step. Fold promptly: a fold costs only "
+        "the context after the span's start."
+    )
+
+
+def ledger_section(budget: str | None = None) -> str:
+    """Appended to the system prompt when the agent may fold or drop single outputs (seed 002)."""
+    text = (
+        "\n\n## The ledger of outputs\n"
+        "Every tool output is an object with the id of its step (`7`, or `7.2` for the second output "
+        "of step 7). `fold <id>` replaces an output by a one-line summary, `drop <id>` removes it "
+        "(both take effect at the next context refresh); `expand <id>` shows it again as first shown; "
+        '`search_ledger "<words>"` searches every output, folded or not, and lists matching ids. '
+        "Nothing runs again for any of these."
+    )
+    if budget:
+        text += f" Outputs end with a `{CM} context: N% of {budget}` line: fold or drop what you no longer need."
+    return text
+
+
+def span_reminder(span_id: str, question: str, turns: int) -> str:
+    return (
+        f'{CM} Span {span_id} ("{question}") has been open for {turns} steps: when it is answered, '
+        'close it with `fold_span "<conclusion, with the why>"`.'
+    )

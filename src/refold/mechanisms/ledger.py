@@ -1,0 +1,284 @@
+"""The object ledger (seed 002): every output is a typed object the agent may fold, drop or expand.
+
+An object is one observation of a step: id ``7`` (or ``7.2`` for the second output of step 7),
+a kind (file, search, command, test, edit, error, context), a one-line summary built without a
+model call (PROGRESS line, command, file outline) and created / last-touched steps. ``fold``
+and ``drop`` take effect at the next boundary move; nothing is deleted, ``expand`` shows any
+object again as first shown and ``search_ledger`` ranks all of them (BM25, no dependencies).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..protocol import CM, ContextCommand, command_of
+from ..shell import analyze, paths_overlap
+from ..types import Step
+from .spans import Outcome, recorded_results, take_recorded
+
+LEDGER_OPS = ("fold", "drop")
+_ID = re.compile(r"^\[?(?:step\s*)?(\d+)(?:\.(\d+))?\]?$", re.IGNORECASE)
+_RANGE = re.compile(r"(\d+)\s*,\s*(\d+)\s*p|view_range\D*(\d+)\D+(\d+)")
+_HEAD = re.compile(r"\bhead\s+(?:-n\s*)?-?(\d+)")
+_ERROR = re.compile(r"<returncode>\s*[1-9]\d*\s*</returncode>|Traceback \(most recent call last\)|command not found|No such file or directory")
+_WORD = re.compile(r"\w+")
+
+
+class LedgerPolicy(BaseModel):
+    """Switches of the ledger and the budget signal."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    """Honor fold/drop in the rendering (off: they are ordinary steps)."""
+    budget_tokens: int | None = Field(None, ge=1)
+    """Show ``[context-manager] context: N% of <budget>`` with each new output (None: off)."""
+    chars_per_token: float = Field(4.0, gt=0)
+    """How the budget line estimates tokens from characters (no tokenizer in the render loop)."""
+    search_results: int = Field(8, ge=1)
+    prompt: bool = False
+    """Add the ledger section to the system prompt (``protocol.ledger_section``)."""
+
+
+DEFAULT_LEDGER = LedgerPolicy()
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerObject:
+    id: str
+    step: int
+    sub: int  # index of the observation in its step
+    kind: str  # file | search | command | test | edit | error | context
+    path: str | None
+    lines: tuple[int, int] | None
+    command: str
+    body: str
+    progress: str | None
+
+
+def object_id(step: int, sub: int, count: int) -> str:
+    return str(step) if count <= 1 else f"{step}.{sub + 1}"
+
+
+def parse_ids(argument: str) -> list[tuple[int, int | None]]:
+    """``7`` / ``7.2`` / ``7 8.1`` / ``[step 7]`` -> (step, sub or None = every output). [] if not ids."""
+    words = re.sub(r"(?i)\[?\bstep\b\s*", "", argument).replace(",", " ").split()
+    out: list[tuple[int, int | None]] = []
+    for w in words:
+        m = _ID.match(w)
+        if not m:
+            return []
+        out.append((int(m.group(1)), int(m.group(2)) - 1 if m.group(2) else None))
+    return out
+
+
+def objects_of(step: Step) -> list[LedgerObject]:
+    """The objects of a step: one per observation, typed from the command that produced it."""
+    texts = step.output_texts
+    out = []
+    for j, body in enumerate(texts):
+        action = step.actions[j] if j < len(step.actions) else (step.actions[-1] if step.actions else None)
+        command = action.command if action else ""
+        cmd = command_of(action.tool, command) if action else None
+        if action is None:
+            kind, path, lines = ("error" if body.strip() else "command"), None, None
+        elif cmd is not None:
+            kind, path, lines = "context", None, None
+        else:
+            info = analyze(command, action.tool)
+            path = (info.writes or info.reads or (None,))[0]
+            kind = {"read": "file"}.get(info.kind, info.kind)
+            if kind not in ("edit", "test") and _ERROR.search(body):
+                kind = "error"
+            lines = _line_range(command, body) if kind == "file" else None
+        out.append(LedgerObject(object_id(step.index, j, len(texts)), step.index, j, kind, path, lines, command, body, step.progress))
+    return out
+
+
+def _line_range(command: str, body: str) -> tuple[int, int]:
+    m = _RANGE.search(command)
+    if m:
+        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        return int(a), int(b)
+    h = _HEAD.search(command)
+    n = body.count("\n") + 1
+    return (1, min(n, int(h.group(1)))) if h else (1, n)
+
+
+def summary(obj: LedgerObject, limit: int = 220) -> str:
+    """One line, no model call: kind, path and lines, what the step did, the command, an outline."""
+    where = f" {obj.path}" + (f":{obj.lines[0]}-{obj.lines[1]}" if obj.lines else "") if obj.path else ""
+    parts = [f"{obj.kind}{where}"]
+    if obj.progress:
+        parts.append(obj.progress)
+    first = obj.command.strip().splitlines()[0] if obj.command.strip() else ""
+    if first:
+        parts.append(f"$ {first[:100]}")
+    if obj.kind == "file":
+        names = _outline_names(obj)
+        if names:
+            parts.append("defines " + ", ".join(names))
+    elif obj.kind in ("error", "test"):
+        tail = [ln.strip() for ln in re.sub(r"</?\w+>", "", obj.body).splitlines() if ln.strip()]
+        if tail:
+            parts.append(tail[-1][:100])
+    text = " — ".join(" ".join(p.split()) for p in parts)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _outline_names(obj: LedgerObject) -> list[str]:
+    if obj.body.count("\n") < 5:
+        return []
+    from .. import outline as ol  # lazy: tree-sitter loads only when a file object is summarized
+
+    entries = ol.outline(obj.body, path=obj.path)
+    names = [e.signature.split("(")[0].strip() for e in entries if e.depth == 0]
+    return names[:6]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    at: int  # the step that issued it
+    kind: str  # fold | drop
+    step: int
+    sub: int | None  # None: every output of the step
+
+
+class LedgerBook:
+    """The fold/drop operations of a history after its first ``t`` steps (fed with ``observe``)."""
+
+    def __init__(self, policy: LedgerPolicy = DEFAULT_LEDGER) -> None:
+        self.policy = policy
+        self.ops: list[Op] = []
+        self.outputs: list[int] = []  # observations per step
+        self.t = 0
+
+    def observe(self, step: Step) -> None:
+        if self.policy.enabled:
+            records = recorded_results(step)
+            for action in step.actions:
+                cmd = command_of(action.tool, action.command)
+                if cmd is not None and cmd.name in LEDGER_OPS:
+                    self.apply(cmd, step.index, take_recorded(records, cmd.name))
+        self.outputs.append(len(step.observations))
+        self.t = step.index
+
+    def apply(self, cmd: ContextCommand, at: int, recorded: dict[str, Any] | None = None) -> Outcome:
+        """Run ``fold`` / ``drop`` issued at step ``at``."""
+        ids = parse_ids(cmd.argument)
+        error = self._check(ids, at)
+        if recorded is not None and recorded.get("ok") is False:
+            error = error or "it was refused when issued"
+        if error:
+            return Outcome(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
+        for step, sub in ids:
+            self.ops.append(Op(at, cmd.name, step, sub))
+        names = " ".join(cmd.argument.split())
+        what = "replaced by its one-line summary" if cmd.name == "fold" else "removed (only a marker stays)"
+        return Outcome(
+            cmd.name,
+            True,
+            f"{CM} {names}: {what} from the next context refresh. `expand <id>` shows it again; "
+            '`search_ledger "<words>"` finds it.',
+            names,
+        )
+
+    def _check(self, ids: list[tuple[int, int | None]], at: int) -> str | None:
+        if not ids:
+            return "name outputs by id, e.g. `fold 7`, `drop 7.2` or `fold 7 9`"
+        for step, sub in ids:
+            if not 1 <= step < at or step > len(self.outputs):
+                return f"there is no earlier step {step}"
+            n = self.outputs[step - 1]
+            if sub is not None and not 0 <= sub < n:
+                return f"step {step} has {n} output(s), so there is no {step}.{sub + 1}"
+        return None
+
+    def hidden(self, b: int, limit: int) -> tuple[tuple[int, int, str], ...]:
+        """(step, output, fold|drop) in effect: issued at a step <= ``limit``, on steps <= ``b``."""
+        state: dict[tuple[int, int], str] = {}
+        for op in self.ops:
+            if op.at > limit or op.step > b:
+                continue
+            subs = range(self.outputs[op.step - 1]) if op.sub is None else (op.sub,)
+            for j in subs:
+                state[(op.step, j)] = op.kind
+        return tuple(sorted((s, j, k) for (s, j), k in state.items()))
+
+
+def hidden_text(obj: LedgerObject, kind: str, *, reversible: bool = True) -> str:
+    """What replaces a folded or dropped output."""
+    hint = f" `expand {obj.id}` shows it." if reversible else ""
+    if kind == "drop":
+        return f"[step {obj.step}]\n{CM} Output {obj.id} dropped.{hint}"
+    return f"[step {obj.step}]\n{CM} Output {obj.id} folded: {summary(obj)}.{hint}"
+
+
+def budget_line(chars: int, policy: LedgerPolicy) -> str:
+    budget = policy.budget_tokens or 1
+    tokens = chars / policy.chars_per_token
+    size = f"{budget // 1000}k" if budget >= 1000 and budget % 1000 == 0 else str(budget)
+    return f"{CM} context: {round(100 * tokens / budget)}% of {size} tokens"
+
+
+def last_touched(steps: list[Step], obj: LedgerObject) -> int:
+    """The last step that read or edited the object's file, or named its id (created step otherwise)."""
+    last = obj.step
+    for s in steps[obj.step :]:
+        for a in s.actions:
+            cmd = command_of(a.tool, a.command)
+            if cmd is not None:
+                if any(step == obj.step for step, _ in parse_ids(cmd.argument)):
+                    last = s.index
+                continue
+            if obj.path:
+                info = analyze(a.command, a.tool)
+                if any(paths_overlap(obj.path, p) for p in (*info.reads, *info.writes)):
+                    last = s.index
+    return last
+
+
+# ---- search ----------------------------------------------------------------------------------
+
+
+def tokens(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def bm25(docs: list[str], query: str, k1: float = 1.2, b: float = 0.75) -> list[tuple[float, int]]:
+    """(score, doc index) of the documents matching ``query``, best first (ties: earlier first)."""
+    terms = list(dict.fromkeys(tokens(query)))
+    if not terms or not docs:
+        return []
+    counts = [Counter(tokens(d)) for d in docs]
+    lengths = [sum(c.values()) for c in counts]
+    avg = sum(lengths) / len(lengths) or 1.0
+    n = len(docs)
+    df = {q: sum(1 for c in counts if q in c) for q in terms}
+    scored = []
+    for i, c in enumerate(counts):
+        score = 0.0
+        for q in terms:
+            f = c.get(q, 0)
+            if f:
+                idf = math.log(1 + (n - df[q] + 0.5) / (df[q] + 0.5))
+                score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * lengths[i] / avg))
+        if score > 0:
+            scored.append((score, i))
+    return sorted(scored, key=lambda x: (-x[0], x[1]))
+
+
+def best_line(text: str, query: str, limit: int = 140) -> str:
+    terms = set(tokens(query))
+    best, score = "", 0
+    for line in text.splitlines():
+        s = len(terms & set(tokens(line)))
+        if s > score:
+            best, score = line.strip(), s
+    return best if len(best) <= limit else best[: limit - 1] + "…"

@@ -1,0 +1,293 @@
+"""Agent-chosen span folding (seed 001): ``begin_span "<question>"`` ... ``fold_span "<conclusion>"``.
+
+A closed span is shown, in place, as one collapsed block: the question, the steps covered, the
+conclusion (with inner spans' conclusions) and the artefacts kept (edits with their text, files
+created, commits, the last test results). Nothing is deleted: every covered step still restores.
+
+The ``SpanBook`` replays the commands of a history in order; the renderer and the command
+dispatcher use the same book, so an answer and a rendering can never disagree. A recorded
+``refold_result`` (``{"name", "ok"}`` in the step's meta) wins over re-validation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..protocol import CM, ContextCommand, command_of, span_reminder
+from ..shell import analyze
+from ..types import Step
+
+SPAN_COMMANDS = ("begin_span", "fold_span")
+RATIONALE = (
+    r"\b(because|since|so|therefore|due to|hence|thus|as a result|caused by|which means|in order to)\b"
+    r"|[\w./-]+\.\w{1,8}:\d+|\blines? \d+"
+)
+_SPAN_ID = re.compile(r"^\s*\[?(?:span\s*)?[Ss](\d+)\]?\s*$")
+_COMMIT = re.compile(r"\[[^\]\s]+(?: \([^)]*\))? ([0-9a-f]{7,40})\]\s*(.*)")
+_CREATE = re.compile(r"(?:^|[;&|]\s*)(?:cat|printf|echo)\b[^>\n]*(?<!>)>\s*([^\s;&|<>]+)")
+
+
+class SpanPolicy(BaseModel):
+    """Switches and guardrails of span folding."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    """Honor begin_span/fold_span in the rendering (off: they stay ordinary steps)."""
+    min_chars: int = Field(40, ge=0)
+    """A conclusion shorter than this is refused."""
+    require_rationale: bool = True
+    """A conclusion must carry the why: a word matching ``rationale`` or a file:line reference."""
+    rationale: str = RATIONALE
+    remind_after: int | None = Field(8, ge=1)
+    """Remind the agent of an open span every this many steps (None: never)."""
+    edit_chars: int = Field(600, ge=40)
+    """Characters of each kept edit shown in a collapsed block."""
+    prompt: bool = False
+    """Add the span section to the system prompt (``protocol.span_section``)."""
+
+
+DEFAULT_SPANS = SpanPolicy()
+
+
+@dataclass(slots=True)
+class Span:
+    id: str
+    question: str
+    begin: int
+    parent: str | None
+    depth: int
+    end: int | None = None
+    conclusion: str | None = None
+    children: list[str] = field(default_factory=list)
+
+    @property
+    def covers(self) -> tuple[int, ...]:
+        return tuple(range(self.begin, (self.end or self.begin) + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a span or ledger command did: the answer text and whether it took effect."""
+
+    name: str
+    ok: bool
+    text: str
+    target: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """For the observation's ``extra.refold_result`` (read back into the step's meta)."""
+        out: dict[str, Any] = {"name": self.name, "ok": self.ok}
+        if self.target:
+            out["target"] = self.target
+        return out
+
+
+def parse_span_id(text: str) -> int | None:
+    m = _SPAN_ID.match(text)
+    return int(m.group(1)) if m else None
+
+
+def recorded_results(step: Step) -> list[dict[str, Any]]:
+    value = step.meta.get("refold_result") or []
+    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+
+
+def take_recorded(records: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    for i, r in enumerate(records):
+        if r.get("name") == name:
+            return records.pop(i)
+    return None
+
+
+class SpanBook:
+    """The spans of a history after its first ``t`` steps (fed in order with ``observe``)."""
+
+    def __init__(self, policy: SpanPolicy = DEFAULT_SPANS) -> None:
+        self.policy = policy
+        self.spans: dict[str, Span] = {}
+        self.stack: list[str] = []  # open spans, innermost last
+        self.closed: list[Span] = []  # in closing order
+        self.t = 0
+        self._rationale = re.compile(policy.rationale, re.IGNORECASE)
+
+    # ---- replay -----------------------------------------------------------------------------
+
+    def observe(self, step: Step) -> None:
+        if self.policy.enabled:
+            records = recorded_results(step)
+            for action in step.actions:
+                cmd = command_of(action.tool, action.command)
+                if cmd is not None and cmd.name in SPAN_COMMANDS:
+                    self.apply(cmd, step.index, take_recorded(records, cmd.name))
+        self.t = step.index
+
+    def apply(self, cmd: ContextCommand, step: int, recorded: dict[str, Any] | None = None) -> Outcome:
+        """Run ``begin_span`` / ``fold_span`` issued at ``step``; the outcome's text answers the agent."""
+        forced = recorded.get("ok") if recorded else None
+        if cmd.name == "begin_span":
+            question = " ".join(cmd.argument.split())
+            if forced is False or (not question and forced is not True):
+                return Outcome(cmd.name, False, f'{CM} begin_span needs a question: `begin_span "<what you want to find out>"`.')
+            parent = self.stack[-1] if self.stack else None
+            span = Span(f"S{len(self.spans) + 1}", question, step, parent, len(self.stack))
+            self.spans[span.id] = span
+            self.stack.append(span.id)
+            if parent:
+                self.spans[parent].children.append(span.id)
+            inner = f", inside span {parent}" if parent else ""
+            return Outcome(
+                cmd.name,
+                True,
+                f'{CM} Span {span.id} opened at step {step}{inner}: "{question}". When it is answered, '
+                f'close it with `fold_span "<conclusion, with the why>"`.',
+                span.id,
+            )
+        if not self.stack:
+            return Outcome(cmd.name, False, f"{CM} fold_span refused: no span is open; open one with `begin_span \"<question>\"`.")
+        span = self.spans[self.stack[-1]]
+        missing = self.refusal(cmd.argument)
+        if forced is False or (missing and forced is not True):
+            why = missing or "it was refused when issued"
+            return Outcome(
+                cmd.name,
+                False,
+                f"{CM} fold_span refused, span {span.id} (\"{span.question}\") stays open: {why}. "
+                'Try again with `fold_span "<what you found, and why>"`.',
+                span.id,
+            )
+        self.stack.pop()
+        span.end, span.conclusion = step, " ".join(cmd.argument.split())
+        self.closed.append(span)
+        return Outcome(
+            cmd.name,
+            True,
+            f"{CM} Span {span.id} folded: steps {span.begin}-{step} are now shown as one block with your "
+            f"conclusion and the artefacts kept. `expand {span.id}` shows them; `restore <step>` shows any step.",
+            span.id,
+        )
+
+    def refusal(self, conclusion: str) -> str | None:
+        """What a conclusion lacks, or None when it may close a span."""
+        text = " ".join(conclusion.split())
+        if not text:
+            return "the conclusion is empty"
+        if len(text) < self.policy.min_chars:
+            return f"the conclusion is too short ({len(text)} characters, at least {self.policy.min_chars})"
+        if self.policy.require_rationale and not self._rationale.search(text):
+            return (
+                "the conclusion says what but not why; add the reason (because, since, so, therefore, "
+                "due to ...) or a file:line reference"
+            )
+        return None
+
+    # ---- queries ----------------------------------------------------------------------------
+
+    def reminder(self, step: int) -> str | None:
+        """The reminder to show with step ``step`` (its span state is the book's, at that step)."""
+        n = self.policy.remind_after
+        if not self.stack or n is None:
+            return None
+        span = self.spans[self.stack[-1]]
+        turns = step - span.begin
+        if turns <= 0 or turns % n:
+            return None
+        return span_reminder(span.id, span.question, turns)
+
+    def outermost_closed(self) -> list[Span]:
+        """Closed spans not inside another closed span, by first step."""
+        out = [s for s in self.closed if s.parent is None or self.spans[s.parent].end is None]
+        return sorted(out, key=lambda s: s.begin)
+
+    def get(self, ident: str) -> Span | None:
+        n = parse_span_id(ident)
+        return self.spans.get(f"S{n}") if n is not None else None
+
+
+def cover_map(spans: list[Span]) -> dict[int, Span]:
+    """Each step covered by one of ``spans`` -> that span."""
+    return {i: s for s in spans for i in s.covers}
+
+
+# ---- the collapsed block ----------------------------------------------------------------------
+
+
+def block_text(span: Span, steps: list[Step], book: SpanBook, *, reversible: bool = True) -> str:
+    """The collapsed block of a closed span (``steps`` are the ones it covers, in order)."""
+    lines = [
+        f"{CM} Span {span.id} folded: steps {span.begin}-{span.end} are omitted here "
+        "(its searches and dead ends); question, conclusion and artefacts kept."
+        + (f" `expand {span.id}` shows it one level deep; `restore <step>` shows any step." if reversible else ""),
+        f"Question: {span.question}",
+        f"Conclusion: {span.conclusion}",
+    ]
+    for cid in span.children:
+        child = book.spans[cid]
+        if child.end is not None:
+            lines.append(f"Inner span {child.id} (steps {child.begin}-{child.end}): {child.question} -> {child.conclusion}")
+    kept = artefacts(steps, book.policy.edit_chars)
+    if kept:
+        lines.append("Kept:")
+        lines += kept
+    return "\n".join(lines)
+
+
+def artefacts(steps: list[Step], edit_chars: int = 600) -> list[str]:
+    """Durable results of ``steps``: edits (with the edit), files created, commits, the last tests."""
+    out: list[str] = []
+    last_test: str | None = None
+    for step in steps:
+        texts = step.output_texts
+        for j, action in enumerate(step.actions):
+            if command_of(action.tool, action.command) is not None:
+                continue
+            output = texts[j] if j < len(texts) else (texts[-1] if texts else "")
+            info = analyze(action.command, action.tool)
+            cmd = action.command.strip()
+            commit = _COMMIT.search(output) if "commit" in cmd else None
+            if commit:
+                out.append(f"- step {step.index} commit {commit.group(1)}: {commit.group(2).strip()[:120]}")
+            elif info.kind == "edit":
+                created = _created(cmd, action.tool)
+                paths = ", ".join(info.writes) or "files"
+                verb = "created" if created and set(info.writes) <= created else "edited"
+                out.append(f"- step {step.index} {verb} {paths}:\n" + _indent(_clip(cmd, edit_chars)))
+            elif info.kind == "test":
+                tail = [ln for ln in _strip_tags(output).splitlines() if ln.strip()][-3:]
+                last_test = f"- step {step.index} test results ($ {_first_line(cmd)}):\n" + _indent("\n".join(tail))
+    if last_test:
+        out.append(last_test)
+    return out
+
+
+def _created(cmd: str, tool: str) -> set[str]:
+    if tool not in ("bash", "shell", "execute_bash", "run"):
+        return set(re.findall(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)) if '"create"' in cmd else set()
+    from ..shell import normalize_path
+
+    first = cmd.split("\n", 1)[0]
+    found = {normalize_path(p) for p in _CREATE.findall(first) if not p.startswith("/dev/")}
+    for m in re.finditer(r"\btouch\s+([^\s;&|]+)", first):
+        found.add(normalize_path(m.group(1)))
+    return found
+
+
+def _strip_tags(text: str) -> str:
+    return re.sub(r"</?(returncode|output|stdout|stderr)>", "", text)
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + ln for ln in text.splitlines())
