@@ -22,6 +22,7 @@ from refold.replay import POLICIES
 from refold.tokens import get_tokenizer
 from refold.viewer import VIEW_FORMAT, build_report, write_report
 from refold.viewer.data import build_data, display_text
+from refold.viewer.encode import TextTable, decode, split_lines
 from refold.viewer.variants import build_variants, mechanism_id
 
 MARKER = "ORIGINAL-CALC-MARKER"
@@ -79,11 +80,13 @@ def synthetic_run(steps: int = 24) -> History:
         _reply("fix divide", "-", "sed -i 's/left \\/ right/left \\/ right if right else raise_zero()/' src/calc.py", "Edit."),
         [_out("")],
     )
-    step = len(h)
+    util = _calc_lines(90)
+    h.append(_reply("read util.py head", "-", "nl -ba src/util.py | sed -n '1,40p'", "Helpers."), [_out(_nl(util[:40]))])
+    h.append(_reply("read all of util.py", "-", "nl -ba src/util.py", "All of it."), [_out(_nl(util))])
     while len(h) < steps - 2:
         step = len(h) + 1
         lines = "\n".join(f"check {step}.{i}: ok, nothing unusual in this part of the module" for i in range(12))
-        stale = str(step - 2) if step % 3 == 0 else "-"
+        stale = str(step - 2) if step % 3 == 0 and step > 10 else "-"
         h.append(_reply(f"check part {step}", stale, f"python check.py --part {step}", f"Check part {step}."), [_out(lines)])
     restore = h.append(
         _reply("bring back the grep", "-", "restore 3", "I need the call sites again."),
@@ -121,9 +124,7 @@ def _decode(data: dict[str, Any], vid: str) -> list[list[int]]:
 
 
 def _text(data: dict[str, Any], pid: int) -> str:
-    ref = data["pieces"][pid][1]
-    s = data["strings"]
-    return s[ref] if isinstance(ref, int) else "".join(s[i] for i in ref)
+    return decode(data["strings"], data["pieces"][pid][1])
 
 
 def test_fixture_exercises_every_mechanism(run: History) -> None:
@@ -131,7 +132,7 @@ def test_fixture_exercises_every_mechanism(run: History) -> None:
     kinds: set[str] = set()
     for t in range(len(run)):
         kinds.update(o.shown.value for o in r.render(run, t).origins)
-    assert {"stub", "note", "restored", "received", "prefix"} <= kinds
+    assert {"stub", "trimmed", "note", "restored", "received", "prefix"} <= kinds
 
 
 def test_decoded_prompts_are_exactly_the_rendered_ones(run: History, data: dict[str, Any]) -> None:
@@ -152,6 +153,21 @@ def test_every_text_is_stored_once_and_labels_wrap_the_recorded_text(run: Histor
     assert strings.count(calc) == 1
     assert not any(calc in s and s != calc for s in strings)  # "[step 2]\n" + calc is not stored whole
     assert data["format"] == VIEW_FORMAT
+
+
+def test_trimmed_outputs_and_repeats_are_stored_as_references() -> None:
+    recorded = "\n".join(f"line {i}: some recorded output that is long enough" for i in range(40)) + "\n"
+    trimmed = "[step 7]\n" + "".join(split_lines(recorded)[:10]) + "[context-manager] 20 lines omitted\n" + "".join(split_lines(recorded)[30:])
+    summary = "[context-manager] Summary (SIMULATED)." + " summary" * 500
+    odd = "tabs\tand\r\nCRLF\u2028 and \x0c form feeds\n" * 20
+    t = TextTable()
+    t.ref(recorded)
+    for text in (trimmed, summary, odd, recorded[:-1], "\n\n" + recorded):
+        ref = t.ref(text, [recorded])
+        assert decode(t.strings, ref) == text
+    assert isinstance(t.ref(trimmed, [recorded]), list)
+    assert sum(len(s) for s in t.strings) < len(recorded) + len(odd) + 400  # no second copy of anything big
+    assert split_lines("a\nb\n") == ["a\n", "b\n"] and split_lines("a\r\nb") == ["a\r\n", "b"]
 
 
 def test_prompt_lists_are_delta_encoded(data: dict[str, Any]) -> None:

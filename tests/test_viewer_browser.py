@@ -5,6 +5,8 @@ Skipped only when /usr/bin/chromium is missing (CI installs it with ``apt-get in
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from refold.history import History
 from refold.render import Renderer
 from refold.replay.policies import refold_policy
 from refold.viewer import build_report
+from refold.viewer.encode import decode
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -26,7 +29,7 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
 ]
-CALL = 12  # by call 12 the boundary (k=3) is at 9: step 5 is a stub of step 2, steps 1, 3, 4 folded
+CALL = 12  # by call 12 the boundary (k=3) is at 6: step 5 is a stub of step 2, steps 1, 3, 4 folded
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,8 @@ def run() -> History:
 @pytest.fixture(scope="module")
 def report(run: History, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("view") / "report.html"
-    path.write_text(build_report(run, variants=["refold", "masking"], tokenizer="chars4"), encoding="utf-8")
+    page = build_report(run, variants=["refold", "masking", "compact"], tokenizer="chars4", budget=1024)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
@@ -98,6 +102,16 @@ def test_opens_offline_at_the_first_call(page: Page, run: History) -> None:
     assert page.text("#call-label") == f"call 1 / {len(run)}"
     assert page.rows("prompt").count() == 2  # system prompt and task
     assert page.page.eval_on_selector("#policy", "e => e.value") == "refold"
+
+
+def test_every_piece_decodes_as_in_python(page: Page, report: Path) -> None:
+    raw = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', report.read_text("utf-8"), re.S)
+    assert raw is not None
+    data = json.loads(raw.group(1))
+    kinds = {seg[0] for p in data["pieces"] if isinstance(p[1], list) for seg in p[1] if isinstance(seg, list)}
+    assert kinds == {"L", "R"}  # trimmed outputs and simulated summaries are references
+    expected = [decode(data["strings"], p[1]) for p in data["pieces"]]
+    assert page.page.evaluate("P.map((_, i) => pieceText(i))") == expected
 
 
 def test_jump_to_a_call_shows_history_and_prompt(page: Page, run: History) -> None:

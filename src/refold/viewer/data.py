@@ -1,7 +1,7 @@
 """The data embedded in a viewer report (format ``refold-view-1``), built so it grows linearly.
 
-* ``strings``: every distinct text once. A rendered message that wraps a recorded text (the
-  ``[step N]`` label, a reminder, the system-prompt section) is stored as a list of string ids,
+* ``strings``: every distinct text once. A rendered message built from a recorded text (the
+  ``[step N]`` label, a reminder, a trimmed output) is stored as references into it (``encode``),
   so an output shown as received costs a few integers, not a second copy.
 * ``pieces``: every distinct (role, text, step, part, shown, covers, tokens) tuple once.
 * ``history``: the recorded run, as pieces (prefix; per step reply and outputs, plus PROGRESS/STALE).
@@ -24,13 +24,13 @@ from ..render import clean
 from ..replay import Projector, Prompt, measure, with_stale
 from ..tokens import Tokenizer, message_tokens
 from ..types import Message, Origin, Shown, Step, content_text
+from .encode import TextTable
 from .variants import SWITCHES, Variant
 
 VIEW_FORMAT = "refold-view-1"
 SHOWN_CODES: tuple[str, ...] = tuple(s.value for s in Shown)
 PART_CODES: tuple[str, ...] = ("system", "task", "reply", "output", "note", "notice")
 ROLE_CODES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-_MIN_WRAP = 24  # shortest recorded text worth referencing inside a rendered one
 
 
 def display_text(message: Message) -> str:
@@ -51,41 +51,11 @@ class _Tables:
 
     def __init__(self, tok: Tokenizer) -> None:
         self.tok = tok
-        self.strings: list[str] = []
-        self._string_ids: dict[str, int] = {}
+        self.texts = TextTable()
         self.pieces: list[list[Any]] = []
         self._piece_ids: dict[tuple[Any, ...], int] = {}
-        self._text_refs: dict[str, int | list[int]] = {}
         self._by_message: dict[tuple[int, int], tuple[int, Message, Origin]] = {}
         self.candidates: dict[int | None, list[str]] = {}  # step (None = prefix) -> recorded texts
-
-    def string(self, text: str) -> int:
-        sid = self._string_ids.get(text)
-        if sid is None:
-            sid = self._string_ids[text] = len(self.strings)
-            self.strings.append(text)
-        return sid
-
-    def text_ref(self, text: str, step: int | None) -> int | list[int]:
-        """A string id, or string ids whose concatenation is ``text`` when it wraps a recorded text."""
-        ref = self._text_refs.get(text)
-        if ref is not None:
-            return ref
-        if text in self._string_ids:
-            ref = self._string_ids[text]
-        else:
-            ref = self.string(text)
-            best = ""
-            for cand in self.candidates.get(step, ()):
-                if _MIN_WRAP <= len(cand) < len(text) and len(cand) > len(best) and cand in text:
-                    best = cand
-            if best:
-                self.strings.pop()
-                del self._string_ids[text]
-                pre, _, post = text.partition(best)
-                ref = [self.string(s) for s in (pre, best, post) if s]
-        self._text_refs[text] = ref
-        return ref
 
     def piece(self, message: Message, origin: Origin) -> int:
         key = (id(message), id(origin))
@@ -94,11 +64,11 @@ class _Tables:
             return hit[0]
         role = str(message.get("role", "user"))
         text = display_text(message)
-        ref = self.text_ref(text, origin.step)
+        ref = self.texts.ref(text, self.candidates.get(origin.step, ()))
         tokens = len(message_tokens(clean(message), self.tok))
         row = (
             ROLE_CODES.index(role) if role in ROLE_CODES else 1,
-            tuple(ref) if isinstance(ref, list) else ref,
+            repr(ref) if isinstance(ref, list) else ref,
             origin.step or 0,
             PART_CODES.index(origin.part) if origin.part in PART_CODES else 5,
             SHOWN_CODES.index(origin.shown.value),
@@ -250,7 +220,7 @@ def build_data(
         "switch_names": SWITCHES,
         "default": default if default in ids else ids[0],
         "base": "base" if "base" in ids else ids[0],
-        "strings": tables.strings,
+        "strings": tables.texts.strings,
         "pieces": tables.pieces,
         "history": hist,
         "variants": out_variants,

@@ -35,12 +35,33 @@ function promptsOf(v) { // every call's piece list, rebuilt from the deltas once
   return out;
 }
 
+const lineCache = new Map();
+function linesOf(sid) { // lines keep their "\n"; only "\n" ends a line (as encode.split_lines)
+  let lines = lineCache.get(sid);
+  if (!lines) {
+    const parts = S[sid].split("\n");
+    lines = parts.slice(0, -1).map((p) => p + "\n");
+    if (parts[parts.length - 1]) lines.push(parts[parts.length - 1]);
+    lineCache.set(sid, lines);
+  }
+  return lines;
+}
+
+function decodeRef(ref) { // a string id, or segments: id | ["L", id, a, b] | ["R", id, n]
+  if (typeof ref === "number") return S[ref];
+  return ref.map((seg) => {
+    if (typeof seg === "number") return S[seg];
+    if (seg[0] === "L") return linesOf(seg[1]).slice(seg[2], seg[3]).join("");
+    if (seg[0] === "R") return S[seg[1]].repeat(seg[2]);
+    throw new Error("unknown text segment " + JSON.stringify(seg));
+  }).join("");
+}
+
 const texts = new Map();
 function pieceText(pid) {
   let t = texts.get(pid);
   if (t === undefined) {
-    const ref = P[pid][1];
-    t = typeof ref === "number" ? S[ref] : ref.map((i) => S[i]).join("");
+    t = decodeRef(P[pid][1]);
     texts.set(pid, t);
   }
   return t;
