@@ -87,6 +87,7 @@ class Renderer:
         self._blocks: dict[str, str] = {}
         self._last: list[Message] = []
         self._last_chars = 0
+        self._last_t = -1
         self.fold_costs = {}
         self._reset_behind()
 
@@ -116,8 +117,10 @@ class Renderer:
         if id(history) != self._history_id or t < self._t:
             self._reset(history)
             self._build_prefix(history)
-        if self.ledger_policy.budget_tokens and len(self._received) < t - 1:
-            for u in range(len(self._received) + 1, t):  # each budget line is computed at its own call
+        if self.ledger_policy.budget_tokens and len(self._received) < t:
+            if self._last_t != len(self._received):  # each budget line is computed at its own call
+                self.render(history, len(self._received))
+            for u in range(len(self._received) + 1, t):
                 self.render(history, u)
         for s in history.steps_between(len(self._received), t):
             self._spans.observe(s)
@@ -231,7 +234,7 @@ class Renderer:
                 kept += 1
             chars = sum(len(content_text(m.get("content"))) for m in messages[kept:])
             self.fold_costs[span.id] = FoldCost(span.id, t, span.begin, kept, len(messages) - kept, chars)
-        self._last = messages
+        self._last, self._last_t = messages, t
         if self.ledger_policy.budget_tokens:
             self._last_chars = sum(len(content_text(m.get("content"))) for m in messages)
 
@@ -454,11 +457,11 @@ def _with_content(message: Message, text: str) -> Message:
     return out
 
 
-def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT) -> str:
+def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS) -> str:
     """The answer to ``restore``: each step's reply and outputs byte-exact as first shown."""
     if not policy.reversible:
         return f"{CM} restore is switched off: omitted content cannot be brought back; re-run the command instead."
-    r = Renderer(policy)
+    r = Renderer(policy, spans=spans)
     parts = []
     for s in steps:
         msgs = r.received(history, s)

@@ -93,7 +93,7 @@ def objects_of(step: Step) -> list[LedgerObject]:
         else:
             info = analyze(command, action.tool)
             path = (info.writes or info.reads or (None,))[0]
-            kind = {"read": "file"}.get(info.kind, info.kind)
+            kind = "command" if "git commit" in command else {"read": "file"}.get(info.kind, info.kind)
             if kind not in ("edit", "test") and _ERROR.search(body):
                 kind = "error"
             lines = _line_range(command, body) if kind == "file" else None
@@ -214,7 +214,7 @@ class LedgerBook:
 
 def hidden_text(obj: LedgerObject, kind: str, *, reversible: bool = True) -> str:
     """What replaces a folded or dropped output."""
-    hint = f" `expand {obj.id}` shows it." if reversible else ""
+    hint = f" `expand {obj.id}` (or `restore {obj.step}`) shows it." if reversible else ""
     if kind == "drop":
         return f"[step {obj.step}]\n{CM} Output {obj.id} dropped.{hint}"
     return f"[step {obj.step}]\n{CM} Output {obj.id} folded: {summary(obj)}.{hint}"
@@ -237,7 +237,7 @@ def last_touched(steps: list[Step], obj: LedgerObject) -> int:
                 if any(step == obj.step for step, _ in parse_ids(cmd.argument)):
                     last = s.index
                 continue
-            if obj.path:
+            if obj.path and obj.path not in (".", "/"):
                 info = analyze(a.command, a.tool)
                 if any(paths_overlap(obj.path, p) for p in (*info.reads, *info.writes)):
                     last = s.index

@@ -277,7 +277,7 @@ def _created(cmd: str, tool: str) -> set[str]:
 
 
 def _strip_tags(text: str) -> str:
-    return re.sub(r"</?(returncode|output|stdout|stderr)>", "", text)
+    return re.sub(r"<returncode>.*?</returncode>|</?(output|stdout|stderr)>", "", text)
 
 
 def _first_line(text: str, limit: int = 80) -> str:

@@ -1,0 +1,295 @@
+"""Span folding (seed 001) on scripted sessions, and the invariants with spans and ledger operations."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from builders import SYSTEM, TASK, numbered
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from refold.context_commands import answer_command, command_from_tool_call, intercept
+from refold.history import History
+from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
+from refold.mechanisms.spans import DEFAULT_SPANS, SpanPolicy
+from refold.policy import Policy
+from refold.protocol import CM
+from refold.render import Renderer, restore_text
+from refold.types import Rendered, Shown, content_text
+
+GOOD = "add used subtraction at calc.py:3, so the test failed; fixed it there"
+
+
+def out(body: str) -> str:
+    return f"<returncode>0</returncode>\n<output>\n{body}\n</output>"
+
+
+class Session:
+    """Drives a history the way an integration does: context commands are answered from it."""
+
+    def __init__(
+        self,
+        *,
+        tools: bool = False,
+        policy: Policy | None = None,
+        spans: SpanPolicy = DEFAULT_SPANS,
+        ledger: LedgerPolicy = DEFAULT_LEDGER,
+    ) -> None:
+        self.h = History([SYSTEM, TASK])
+        self.tools = tools
+        self.policy = policy or Policy()
+        self.spans, self.ledger = spans, ledger
+        self.answers: list[str] = []
+
+    def renderer(self) -> Renderer:
+        return Renderer(self.policy, spans=self.spans, ledger=self.ledger)
+
+    def step(self, command: str, output: str = "", *, progress: str | None = None, stale: str = "-") -> str:
+        i = len(self.h) + 1
+        head = f"PROGRESS: {progress or f'step {i}'}\nSTALE: {stale}\n"
+        name, _, arg = command.partition(" ")
+        if self.tools:
+            cmd = command_from_tool_call(name, json.dumps({"arg": arg.strip('"')}))
+            fn = {"name": name, "arguments": json.dumps({"arg": arg.strip('"')})} if cmd else {
+                "name": "bash",
+                "arguments": json.dumps({"command": command}),
+            }
+            reply: dict[str, Any] = {"role": "assistant", "content": head, "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}]}
+        else:
+            cmd = intercept(command)
+            reply = {"role": "assistant", "content": f"{head}Working.\n```bash\n{command}\n```"}
+        obs: dict[str, Any] = {"role": "tool", "tool_call_id": f"c{i}"} if self.tools else {"role": "user"}
+        if cmd is not None:
+            answer = answer_command(self.h, cmd, self.policy, spans=self.spans, ledger=self.ledger)
+            obs |= {"content": answer.text, "extra": dict(answer.meta)}
+            self.answers.append(answer.text)
+        else:
+            obs["content"] = out(output)
+        self.h.extend_from_messages([*self.h.messages(), reply, obs])
+        return str(obs["content"])
+
+
+def investigation(s: Session) -> None:
+    s.step("ls", "calc.py\ntest_calc.py")  # 1
+    s.step('begin_span "why does add fail?"')  # 2
+    s.step("grep -n add calc.py", "3:    return a - b")  # 3
+    s.step('begin_span "is sub used anywhere?"')  # 4
+    s.step("grep -rn 'sub(' .", "")  # 5
+    s.step('fold_span "no"')  # 6: refused, too short
+    s.step('fold_span "sub() is never called by anything at all"')  # 7: refused, no why
+    s.step('fold_span "sub() is unused because grep -rn finds no callers"')  # 8
+    s.step("sed -i 's/a - b/a + b/' calc.py")  # 9
+    s.step("cat > test_add.py <<'EOF'\ndef test_add():\n    assert add(1, 2) == 3\nEOF")  # 10
+    s.step("python -m pytest -q", "1 passed in 0.01s")  # 11
+    s.step("git commit -am 'fix add'", "[main 1a2b3c4] fix add\n 1 file changed")  # 12
+    s.step(f'fold_span "{GOOD}"')  # 13
+
+
+def blocks(p: Rendered) -> list[tuple[str, tuple[int, ...]]]:
+    return [(m["content"], o.covers) for m, o in zip(p.messages, p.origins, strict=True) if o.part == "span"]
+
+
+def test_nested_spans_fold_in_place_with_artefacts() -> None:
+    s = Session()
+    investigation(s)
+    assert "stays open" in s.answers[2] and "too short" in s.answers[2]
+    assert "stays open" in s.answers[3] and "why" in s.answers[3]
+    r = s.renderer()
+    p8 = r.render(s.h, 8)  # the inner span folds at once, while the outer stays open
+    (inner, covers), = blocks(p8)
+    assert covers == (4, 5, 6, 7, 8) and "Span S2" in inner and "grep -rn finds no callers" in inner
+    p = r.render(s.h, 13)
+    (block, covers), = blocks(p)
+    assert covers == tuple(range(2, 14))
+    assert block.startswith(CM) and "Question: why does add fail?" in block and GOOD in block
+    assert "Inner span S2 (steps 4-8): is sub used anywhere? -> sub() is unused" in block
+    assert "edited calc.py" in block and "s/a - b/a + b/" in block
+    assert "created test_add.py" in block and "commit 1a2b3c4" in block and "1 passed" in block
+    assert "grep -n add" not in block  # the search folded away
+    assert all(o.step is None or o.step < 2 or o.part == "span" for o in p.origins)
+    for i in range(2, 14):  # everything stays restorable
+        for m in r.received(s.h, i):
+            assert content_text(m.get("content")) in restore_text(s.h, [i])
+
+
+def test_expand_shows_one_level() -> None:
+    s = Session()
+    investigation(s)
+    text = s.step("expand S1")
+    assert "Span S2 folded" in text and "Inner" not in text.split("Span S2 folded")[0]
+    assert "Step 3 restored" in text and "Step 5 restored" not in text  # inner steps stay folded
+    assert "Step 9 restored" in text
+    assert s.h.step(14).restore_of == (2, 3, 9, 10, 11, 12, 13)
+    inner = s.step("expand S2")
+    assert "Step 5 restored" in inner
+    assert CM in s.step("expand S9") and "not a folded span" in s.answers[-1]
+
+
+def test_fold_cost_is_the_tail_after_the_span_start() -> None:
+    s = Session()
+    for i in range(1, 8):
+        s.step(f"cat f{i}.py", "x = 1\n" * 40)
+    s.step('begin_span "where is x set?"')  # 8
+    s.step("grep -rn x .", "f1.py:1: x = 1")  # 9
+    s.step('fold_span "x is set in f1.py:1 because it is the module default"')  # 10
+    r = s.renderer()
+    before = r.render(s.h, 9)
+    after = r.render(s.h, 10)
+    assert before.stats.boundary == after.stats.boundary == 6
+    start = next(i for i, o in enumerate(after.origins) if o.part == "span")
+    assert after.messages[:start] == before.messages[:start]  # the cached prefix before the span stays
+    cost = r.fold_costs["S1"]
+    assert cost.kept_messages == start and cost.recomputed_messages == 1
+    assert cost.recomputed_chars == len(after.messages[start]["content"])
+
+
+def test_span_straddling_the_boundary_and_later_moves_keep_one_block() -> None:
+    s = Session()
+    s.step('begin_span "what does the suite say?"')  # 1
+    for i in range(2, 9):
+        s.step(f"cat f{i}.py", f"line {i}\n" * 30)
+    s.step('fold_span "the suite passes since f2.py..f8.py are consistent"')  # 9
+    for i in range(10, 16):
+        s.step(f"echo {i}", str(i))
+    r = s.renderer()
+    for t in range(9, 16):
+        p = r.render(s.h, t)
+        assert [c for _, c in blocks(p)] == [tuple(range(1, 10))]
+        assert not any(o.step is not None and 1 <= o.step <= 9 and o.part != "span" for o in p.origins)
+
+
+def test_unclosed_spans_remind_and_stay_unfolded() -> None:
+    s = Session(spans=SpanPolicy(remind_after=3))
+    s.step('begin_span "outer question"')  # 1
+    s.step('begin_span "inner question"')  # 2: nests
+    texts = [s.step(f"echo {i}", str(i)) for i in range(3, 9)]
+    p = s.renderer().render(s.h)
+    assert not blocks(p)
+    shown = [content_text(m.get("content")) for m in p.messages]
+    assert sum("Span S2" in x and "open for 3 steps" in x for x in shown) == 1  # step 5
+    assert sum("open for 6 steps" in x for x in shown) == 1  # step 8
+    assert "inside span S1" in s.answers[1]
+    assert not any("open for" in x for x in texts)  # the history is not edited
+
+
+def test_refusal_rules_are_configurable_and_recorded_results_win() -> None:
+    lax = SpanPolicy(min_chars=2, require_rationale=False)
+    s = Session(spans=lax)
+    s.step('begin_span "q"')
+    assert "folded" in s.step('fold_span "ok"')
+    assert s.h.step(2).meta["refold_result"] == [{"name": "fold_span", "ok": True, "target": "S1"}]
+    # replayed under the strict default policy, the recorded outcome still decides
+    assert blocks(Renderer().render(s.h))
+    s2 = Session()
+    s2.step('fold_span "nothing is open, so this is refused"')
+    assert "no span is open" in s2.answers[0]
+    assert CM in s2.step('begin_span ""') and "needs a question" in s2.answers[-1]
+
+
+def test_tool_call_mode_spans() -> None:
+    s = Session(tools=True)
+    investigation(s)
+    p = s.renderer().render(s.h)
+    (_, covers), = blocks(p)
+    assert covers == tuple(range(2, 14))
+    roles = [m["role"] for m in p.messages]
+    for i, m in enumerate(p.messages):  # every tool message still follows its call
+        if m["role"] == "tool":
+            assert roles[i - 1] in ("assistant", "tool")
+
+
+# ---- invariants with spans and ledger operations ------------------------------------------------
+
+FILE = [f"line_{n} = value({n}, 'padding to make the lines long enough')" for n in range(1, 60)]
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> Session:
+    budget = draw(st.sampled_from([None, 2000]))
+    policy = draw(st.sampled_from([Policy(), Policy(k=1), Policy(chunk=False), Policy(k=2, dedup_min_chars=40)]))
+    s = Session(tools=draw(st.booleans()), policy=policy, ledger=LedgerPolicy(budget_tokens=budget), spans=SpanPolicy(remind_after=2))
+    for i in range(1, draw(st.integers(1, 18)) + 1):
+        kind = draw(st.sampled_from(["read", "read", "run", "begin", "fold_span", "fold_span", "fold", "drop", "expand", "search", "restore"]))
+        stale = draw(st.sampled_from(["-", str(max(1, i - 1)), f"{max(1, i - 2)}, {max(1, i - 1)}"]))
+        if kind == "read":
+            lo = draw(st.integers(1, 40))
+            s.step(f"nl -ba a.py | sed -n '{lo},{lo + 15}p'", numbered(FILE[lo - 1 : lo + 15], lo), stale=stale)
+        elif kind == "run":
+            s.step("python run.py", draw(st.sampled_from(["ok", "FAILED x\n" * 12])), stale=stale)
+        elif kind == "begin":
+            s.step(f'begin_span "question {i}"', stale=stale)
+        elif kind == "fold_span":
+            s.step(draw(st.sampled_from(['fold_span "short"', f'fold_span "{GOOD}"'])), stale=stale)
+        elif kind in ("fold", "drop", "expand", "restore") and i > 1:
+            s.step(f"{kind} {draw(st.integers(1, i - 1))}", stale=stale)
+        else:
+            s.step('search_ledger "value padding"', stale=stale)
+    return s
+
+
+def check(s: Session) -> None:
+    h = s.h
+    before = copy.deepcopy(h.messages())
+    inc = s.renderer()
+    prev, prev_b = "", -1
+    for t in range(len(h) + 1):
+        p = inc.render(h, t)
+        fresh = s.renderer().render(h, t)
+        assert p.messages == fresh.messages and p.origins == fresh.origins
+        serial = p.serialized()
+        folded_now = any(sp.end == t for sp in inc.span_book.closed)
+        if p.stats.boundary == prev_b and not folded_now:
+            assert serial.startswith(prev), f"prefix changed at t={t} without a boundary move or a fold"
+        prev, prev_b = serial, p.stats.boundary
+        nothing_lost(s, p, t)
+    assert h.messages() == before
+
+
+def nothing_lost(s: Session, p: Rendered, t: int) -> None:
+    h = s.h
+    pairs = list(zip(p.messages, p.origins, strict=True))
+    in_span = {c: m for m, o in pairs if o.part == "span" for c in o.covers}
+    in_note = {c: m for m, o in pairs if o.part == "note" for c in o.covers}
+    hidden = {o.step for _, o in pairs if o.part == "output" and o.shown is Shown.NOTE}
+    r = s.renderer()
+    for i in range(1, t + 1):
+        received = r.received(h, i)
+        text = restore_text(h, [i], s.policy, spans=s.spans)
+        for m in received:
+            assert content_text(m.get("content")) in text  # restore returns the exact bytes
+        if i in in_span:
+            assert f"steps {min(c for c in in_span if in_span[c] is in_span[i])}-" in in_span[i]["content"]
+            continue
+        if i in in_note:
+            assert f"[step {i}]" in in_note[i]["content"]
+            continue
+        outs = [(m, o) for m, o in pairs if o.step == i and o.part == "output"]
+        assert len(outs) == len(received) - 1
+        for (m, o), orig in zip(outs, received[1:], strict=True):
+            shown = content_text(m.get("content"))
+            if o.shown in (Shown.RECEIVED, Shown.RESTORED):
+                assert shown.startswith(content_text(orig.get("content")))  # plus a budget line
+                continue
+            assert CM in shown and f"restore {i}" in shown
+            for src in o.covers[1:]:
+                assert src < i and src not in in_span and src not in in_note and src not in hidden
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=sessions())
+def test_invariants_with_spans_and_ledger(s: Session) -> None:
+    check(s)
+
+
+def test_invariants_scripted() -> None:
+    for tools in (False, True):
+        s = Session(tools=tools, ledger=LedgerPolicy(budget_tokens=4000))
+        investigation(s)
+        s.step("fold 1")
+        s.step("drop 3")
+        s.step("expand S1")
+        for i in range(5):
+            s.step(f"echo {i}", str(i))
+        check(s)
