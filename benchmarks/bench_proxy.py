@@ -64,7 +64,8 @@ async def session(
             headers=headers,
         )
         lat.append((time.perf_counter() - t0) * 1000)
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise RuntimeError(f"session {sid} turn {turn}: HTTP {r.status_code}: {r.text[:300]}")
         if "x-refold-added-ms" in r.headers:
             added.append(float(r.headers["x-refold-added-ms"]))
         msg = r.json()["choices"][0]["message"]

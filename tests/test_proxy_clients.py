@@ -288,3 +288,13 @@ def test_litellm_client(env: Env) -> None:
     ).json()
     assert [s["actions"] for s in view["steps"]] == [["echo turn-1"], ["echo turn-2"], ["echo turn-3"]]
     assert not any(s["internal"] for s in view["steps"])
+
+
+def test_session_html_view(env: Env) -> None:
+    run_tool_agent(env.client(), "view task", 4, session="v")
+    r = httpx.get(f"{env.url}/sessions/v/view", headers={"Authorization": "Bearer sk-a"}, timeout=120)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "<html" in r.text.lower() and "echo turn-2" in r.text
+    assert (
+        httpx.get(f"{env.url}/sessions/v/view", headers={"Authorization": "Bearer sk-b"}).status_code == 404
+    )

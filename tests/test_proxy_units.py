@@ -197,3 +197,18 @@ def test_session_names() -> None:
     assert session_name("my-run.1", msgs, "o1") == "my-run.1"
     with pytest.raises(ProxyError):
         session_name("../etc", msgs, "o1")
+
+
+def test_store_urls(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from refold.proxy.errors import ConfigError
+    from refold.proxy.store import SQLiteStore, open_store
+
+    base = Path(str(tmp_path))
+    assert isinstance(open_store(str(base / "a.db")), SQLiteStore)
+    assert isinstance(open_store(f"sqlite:///{base / 'b.db'}?sync=full"), SQLiteStore)
+    with pytest.raises(ConfigError, match="unknown option"):
+        open_store(f"sqlite:///{base / 'c.db'}?fast=1")
+    with pytest.raises(ConfigError, match="names no file"):
+        open_store("sqlite:///")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from collections.abc import AsyncIterator
@@ -11,6 +12,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from ..errors import RefoldError
+from ..history import History
+from ..tokens import TOKENIZER_NAMES
 from .chat import ChatService, sse
 from .config import ProxyConfig
 from .errors import ProxyError, error_body
@@ -169,14 +173,24 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
     async def session_view(request: Request, name: str) -> Response:
         s = await find(request, name)
         try:
-            from ..viewer import build_report  # type: ignore[attr-defined,unused-ignore]
+            from ..viewer import build_report
         except ImportError:
             raise ProxyError(
                 404, "the HTML viewer (refold.viewer) is not installed in this build", code="viewer_missing"
             ) from None
         async with s.lock:
-            history = s.view(s.head or "", cfg.policy).history
-        return HTMLResponse(str(build_report(history)))
+            current = s.view(s.head or "", cfg.policy).history
+            snapshot = History(current.prefix, source=current.source)
+            for st in current.steps:
+                snapshot.append(st.reply, st.observations, meta=st.meta)
+        tokenizer = cfg.tokenizer if cfg.tokenizer in TOKENIZER_NAMES else "chars4"
+        try:
+            page = await asyncio.to_thread(
+                build_report, snapshot, title=f"refold session {name}", tokenizer=tokenizer
+            )
+        except RefoldError as e:
+            raise ProxyError(409, f"cannot show session '{name}': {e}", code="session_not_viewable") from None
+        return HTMLResponse(page)
 
     return app
 

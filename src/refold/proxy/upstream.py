@@ -83,6 +83,13 @@ class Upstream:
         return r.status_code, _json(r.content)
 
     async def chat(self, body: dict[str, Any], headers: dict[str, str]) -> Result:
+        """One completion; a pooled connection the server closed before answering is retried once."""
+        try:
+            return await self._chat(body, headers)
+        except _Stale:
+            return await self._chat(body, headers, retry=False)
+
+    async def _chat(self, body: dict[str, Any], headers: dict[str, str], retry: bool = True) -> Result:
         stream = bool(body.get("stream"))
         try:
             if not stream:
@@ -118,6 +125,15 @@ class Upstream:
                 type="upstream_error",
                 code="upstream_timeout",
             ) from None
+        except (httpx.RemoteProtocolError, httpx.ConnectError) as e:
+            if retry:
+                raise _Stale from e
+            raise ProxyError(
+                502,
+                f"upstream request failed: {type(e).__name__}: {e}",
+                type="upstream_error",
+                code="upstream_unreachable",
+            ) from None
         except httpx.HTTPError as e:
             raise ProxyError(
                 502,
@@ -128,6 +144,10 @@ class Upstream:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+class _Stale(Exception):
+    """The connection failed before a response arrived (keep-alive race or refused connect)."""
 
 
 def aggregate(events: list[str]) -> dict[str, Any]:
