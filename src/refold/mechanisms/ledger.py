@@ -137,8 +137,12 @@ def _outline_names(obj: LedgerObject) -> list[str]:
         return []
     from .. import outline as ol  # lazy: tree-sitter loads only when a file object is summarized
 
-    entries = ol.outline(obj.body, path=obj.path)
-    names = [e.signature.split("(")[0].strip() for e in entries if e.depth == 0]
+    body = re.sub(r"<returncode>.*?</returncode>\n?|</?(output|stdout|stderr)>\n?", "", obj.body)
+    names = []
+    for e in ol.outline(body, path=obj.path):
+        m = re.search(r"\b(?:class|def|function|func|fn|interface|struct)\s+([\w$]+)", e.signature)
+        if e.depth == 0 and m:
+            names.append(m.group(1))
     return names[:6]
 
 
