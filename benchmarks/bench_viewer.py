@@ -14,7 +14,9 @@ Run:  PYTHONPATH=src python benchmarks/bench_viewer.py [TRAJ ...] [--out benchma
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import os
 import platform
 import random
 import statistics
@@ -29,8 +31,13 @@ from refold.viewer import build_report
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
 ]
 DEMO = "django__django-11477.traj.json.gz"
 
@@ -38,10 +45,24 @@ DEMO = "django__django-11477.traj.json.gz"
 def synthetic_trajectory(calls: int = 150, seed: int = 7) -> dict[str, Any]:
     """A mini-swe-agent-1 trajectory: file reads (some repeated), greps, test runs, big logs."""
     rng = random.Random(seed)
-    files = {f"src/pkg/module_{i}.py": [f"    line_{i}_{j} = compute({j}, '{'x' * rng.randrange(10, 60)}')" for j in range(rng.randrange(200, 700))] for i in range(12)}
+    files = {
+        f"src/pkg/module_{i}.py": [
+            f"    line_{i}_{j} = compute({j}, '{'x' * rng.randrange(10, 60)}')"
+            for j in range(rng.randrange(200, 700))
+        ]
+        for i in range(12)
+    }
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell. " * 20},
-        {"role": "user", "content": "<pr_description>\n" + "The parser drops the last token. " * 40 + "\n</pr_description>"},
+        {
+            "role": "system",
+            "content": "You are a helpful assistant that can interact with a computer shell. " * 20,
+        },
+        {
+            "role": "user",
+            "content": "<pr_description>\n"
+            + "The parser drops the last token. " * 40
+            + "\n</pr_description>",
+        },
     ]
     for step in range(1, calls + 1):
         kind = rng.random()
@@ -55,28 +76,52 @@ def synthetic_trajectory(calls: int = 150, seed: int = 7) -> dict[str, Any]:
         elif kind < 0.7:
             n = rng.randrange(20, 120)
             command = f"grep -rn compute src | head -{n}"
-            out = "\n".join(f"{rng.choice(list(files))}:{rng.randrange(1, 700)}:    compute({i})" for i in range(n))
+            out = "\n".join(
+                f"{rng.choice(list(files))}:{rng.randrange(1, 700)}:    compute({i})" for i in range(n)
+            )
         elif kind < 0.87:
             command = "python -m pytest -q tests"
-            out = "\n".join(f"tests/test_{i}.py::test_case_{j} {'PASSED' if rng.random() < 0.9 else 'FAILED'}" for i in range(8) for j in range(rng.randrange(3, 12)))
+            out = "\n".join(
+                f"tests/test_{i}.py::test_case_{j} {'PASSED' if rng.random() < 0.9 else 'FAILED'}"
+                for i in range(8)
+                for j in range(rng.randrange(3, 12))
+            )
         elif kind < 0.9:  # a big log
             command = "python -m pytest tests -vv 2>&1"
-            out = "\n".join(f"DEBUG worker-{i % 4} {rng.random():.6f} computing {'y' * rng.randrange(20, 90)}" for i in range(300))
+            out = "\n".join(
+                f"DEBUG worker-{i % 4} {rng.random():.6f} computing {'y' * rng.randrange(20, 90)}"
+                for i in range(300)
+            )
         else:
             command = f"sed -i 's/compute/compute_fixed/' {name}"
             out = ""
         window = [s for s in range(max(1, step - 3), step) if rng.random() < 0.3]
         stale = ", ".join(map(str, window)) or "-"
-        content = f"PROGRESS: step {step}: {command[:40]}\nSTALE: {stale}\nTHOUGHT: " + "Reasoning. " * rng.randrange(5, 60) + f"\n\n```bash\n{command}\n```"
+        content = (
+            f"PROGRESS: step {step}: {command[:40]}\nSTALE: {stale}\nTHOUGHT: "
+            + "Reasoning. " * rng.randrange(5, 60)
+            + f"\n\n```bash\n{command}\n```"
+        )
         messages.append({"role": "assistant", "content": content})
-        messages.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{out}\n</output>"})
-    return {"trajectory_format": "mini-swe-agent-1", "instance_id": f"synthetic-{calls}-calls", "messages": messages}
+        messages.append(
+            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{out}\n</output>"}
+        )
+    return {
+        "trajectory_format": "mini-swe-agent-1",
+        "instance_id": f"synthetic-{calls}-calls",
+        "messages": messages,
+    }
 
 
-def open_times(path: Path, repeats: int = 5) -> tuple[float, float]:
+SCRUB_JS = """() => { const out = []; for (let c = 1; c <= N; c++) { const t = performance.now(); setCall(c);
+  out.push(performance.now() - t); } out.sort((a, b) => a - b); return out[Math.floor(out.length / 2)]; }"""
+
+
+def open_times(path: Path, repeats: int = 5) -> tuple[float, float, float]:
+    """Median ms: navigation start to ready, jump from call 1 to the last, one scrub step."""
     from playwright.sync_api import sync_playwright
 
-    ready, jump = [], []
+    ready, jump, scrub = [], [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for _ in range(repeats):
@@ -88,9 +133,10 @@ def open_times(path: Path, repeats: int = 5) -> tuple[float, float]:
             t0 = page.evaluate("performance.now()")
             page.evaluate(f"setCall({n})")
             jump.append(page.evaluate("performance.now()") - t0)
+            scrub.append(page.evaluate(SCRUB_JS))
             page.close()
         browser.close()
-    return statistics.median(ready), statistics.median(jump)
+    return statistics.median(ready), statistics.median(jump), statistics.median(scrub)
 
 
 def bench(path: Path, label: str, tmp: Path) -> str:
@@ -100,31 +146,34 @@ def bench(path: Path, label: str, tmp: Path) -> str:
     build_s = time.perf_counter() - t0
     out = tmp / (path.name + ".html")
     out.write_text(page, encoding="utf-8")
-    traj = path.stat().st_size
+    raw = path.read_bytes()
+    traj = len(gzip.decompress(raw)) if raw[:2] == b"\x1f\x8b" else len(raw)
     html = out.stat().st_size
-    ready_ms, jump_ms = open_times(out)
+    ready_ms, jump_ms, scrub_ms = open_times(out)
     return (
-        f"{label:<44} calls {len(history):>4}  traj {traj / 1024:>7,.0f} KiB  html {html / 1024:>7,.0f} KiB "
-        f"({html / traj:4.2f}x)  build {build_s:5.1f} s  open {ready_ms:6.0f} ms  jump-to-last {jump_ms:5.0f} ms"
+        f"{label:<40} calls {len(history):>4}  json {traj / 1024:>5,.0f} KiB  html {html / 1024:>5,.0f} KiB "
+        f"({html / traj:4.2f}x)  build {build_s:5.1f} s  open {ready_ms:4.0f} ms  "
+        f"jump-to-last {jump_ms:4.0f} ms  scrub step {scrub_ms:4.0f} ms"
     )
 
 
 def screenshot(out: Path) -> None:
-    """docs/viewer.png: the packaged demo run with simulated (hindsight) STALE marks, a stub open."""
+    """docs/viewer.png: the packaged demo run with simulated (hindsight) STALE marks, a note open."""
     from playwright.sync_api import sync_playwright
 
     demo = Path(str(resources.files("refold") / "data" / DEMO))
     with tempfile.TemporaryDirectory() as d:
         html = Path(d) / "demo.html"
-        html.write_text(build_report(load(demo), stale="hindsight"), encoding="utf-8")
+        html.write_text(build_report(load(demo), stale="hindsight-aggressive"), encoding="utf-8")
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(viewport={"width": 1440, "height": 1100}, device_scale_factor=1)
-            page.goto(html.as_uri() + "#call=22&policy=refold")
+            page = browser.new_page(viewport={"width": 1440, "height": 860}, device_scale_factor=1)
+            page.goto(html.as_uri() + "#call=24&policy=refold")
             page.wait_for_selector("body[data-ready='1']")
-            special = page.locator("#prompt .row[data-shown='stub'], #prompt .row[data-shown='trimmed'], #prompt .row[data-shown='note']")
-            if special.count():
-                special.first.click()
+            notes = page.locator("#prompt .row[data-shown='note']")
+            if notes.count():
+                notes.last.click()
+                page.locator("#prompt").evaluate("e => { e.scrollTop = 0; }")
             page.screenshot(path=str(out), full_page=True)
             browser.close()
     print(f"wrote {out}")
@@ -139,13 +188,21 @@ def main() -> None:
     if args.screenshot:
         screenshot(args.screenshot)
         return
-    lines = [f"refold view benchmark  ({platform.python_version()}, {platform.machine()}, headless Chromium, median of 5 opens)"]
+    lines = [
+        f"refold view benchmark (Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        "headless Chromium, median of 5 opens; all 8 replay policies + 16 switch combinations, qwen3.6 tokenizer)",
+        "json = trajectory JSON uncompressed; open = navigation start to first call drawn; "
+        "scrub step = median setCall(c) over c = 1..N",
+    ]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         synth = tmp / "synthetic-150.traj.json"
         synth.write_text(json.dumps(synthetic_trajectory()), encoding="utf-8")
-        cases = [(synth, "synthetic, 150 calls, large outputs"), (Path(str(resources.files("refold") / "data" / DEMO)), "demo " + DEMO)]
-        cases += [(p, p.name[:44]) for p in args.paths]
+        cases = [
+            (synth, "synthetic, 150 calls, large outputs"),
+            (Path(str(resources.files("refold") / "data" / DEMO)), "demo " + DEMO),
+        ]
+        cases += [(p, p.name[:40]) for p in args.paths]
         for path, label in cases:
             line = bench(path, label, tmp)
             print(line, flush=True)

@@ -46,7 +46,10 @@ def _nl(lines: list[str], start: int = 1) -> str:
 
 
 def _reply(progress: str, stale: str, command: str, thought: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"PROGRESS: {progress}\nSTALE: {stale}\nTHOUGHT: {thought}\n\n```bash\n{command}\n```"}
+    return {
+        "role": "assistant",
+        "content": f"PROGRESS: {progress}\nSTALE: {stale}\nTHOUGHT: {thought}\n\n```bash\n{command}\n```",
+    }
 
 
 def _out(text: str, rc: int = 0) -> dict[str, Any]:
@@ -59,42 +62,81 @@ def synthetic_run(steps: int = 24) -> History:
     calc = _nl(_calc_lines())
     h = History(
         [
-            {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
-            {"role": "user", "content": "<pr_description>\ndivide() crashes on zero; make it raise ValueError.\n</pr_description>"},
+            {
+                "role": "system",
+                "content": "You are a helpful assistant that can interact with a computer shell.",
+            },
+            {
+                "role": "user",
+                "content": "<pr_description>\ndivide() crashes on zero; make it raise ValueError.\n</pr_description>",
+            },
         ],
         source="synthetic",
         meta={"instance_id": "synthetic__calc-1"},
     )
-    h.append(_reply("list the repository", "-", "ls -R", "Look around first."), [_out("README.md\nsrc\nsrc/calc.py\ntests\ntests/test_calc.py")])
+    h.append(
+        _reply("list the repository", "-", "ls -R", "Look around first."),
+        [_out("README.md\nsrc\nsrc/calc.py\ntests\ntests/test_calc.py")],
+    )
     h.append(_reply("read calc.py", "-", "nl -ba src/calc.py", "Read the module."), [_out(calc)])
     h.append(
         _reply("search for divide", "1", "grep -rn divide src tests", "Where is divide used?"),
-        [_out("\n".join(f"src/calc.py:{i}:    divide(a, b)  # call site {i} of divide in the module" for i in range(8)))],
+        [
+            _out(
+                "\n".join(
+                    f"src/calc.py:{i}:    divide(a, b)  # call site {i} of divide in the module"
+                    for i in range(8)
+                )
+            )
+        ],
     )
     h.append(
         _reply("run the tests", "-", "python -m pytest -q tests", "Baseline."),
-        [_out("\n".join(f"tests/test_calc.py::test_case_{i} PASSED   [{i * 5:3d}%]" for i in range(20)) + f"\n{HOSTILE}")],
+        [
+            _out(
+                "\n".join(f"tests/test_calc.py::test_case_{i} PASSED   [{i * 5:3d}%]" for i in range(20))
+                + f"\n{HOSTILE}"
+            )
+        ],
     )
-    h.append(_reply("re-read calc.py", "3, 4", "nl -ba src/calc.py", "Read it again before editing."), [_out(calc)])
     h.append(
-        _reply("fix divide", "-", "sed -i 's/left \\/ right/left \\/ right if right else raise_zero()/' src/calc.py", "Edit."),
+        _reply("re-read calc.py", "3, 4", "nl -ba src/calc.py", "Read it again before editing."), [_out(calc)]
+    )
+    h.append(
+        _reply(
+            "fix divide",
+            "-",
+            "sed -i 's/left \\/ right/left \\/ right if right else raise_zero()/' src/calc.py",
+            "Edit.",
+        ),
         [_out("")],
     )
     util = _calc_lines(90)
-    h.append(_reply("read util.py head", "-", "nl -ba src/util.py | sed -n '1,40p'", "Helpers."), [_out(_nl(util[:40]))])
+    h.append(
+        _reply("read util.py head", "-", "nl -ba src/util.py | sed -n '1,40p'", "Helpers."),
+        [_out(_nl(util[:40]))],
+    )
     h.append(_reply("read all of util.py", "-", "nl -ba src/util.py", "All of it."), [_out(_nl(util))])
     while len(h) < steps - 2:
         step = len(h) + 1
-        lines = "\n".join(f"check {step}.{i}: ok, nothing unusual in this part of the module" for i in range(12))
+        lines = "\n".join(
+            f"check {step}.{i}: ok, nothing unusual in this part of the module" for i in range(12)
+        )
         stale = str(step - 2) if step % 3 == 0 and step > 10 else "-"
-        h.append(_reply(f"check part {step}", stale, f"python check.py --part {step}", f"Check part {step}."), [_out(lines)])
+        h.append(
+            _reply(f"check part {step}", stale, f"python check.py --part {step}", f"Check part {step}."),
+            [_out(lines)],
+        )
     restore = h.append(
         _reply("bring back the grep", "-", "restore 3", "I need the call sites again."),
         [{"role": "user", "content": restore_text(h, [3], Policy()), "extra": {"restore_of": [3]}}],
         meta={"restore_of": [3]},
     )
     assert restore.restore_of == (3,)
-    h.append(_reply("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", "Done."), [_out("diff --git a/src/calc.py b/src/calc.py")])
+    h.append(
+        _reply("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", "Done."),
+        [_out("diff --git a/src/calc.py b/src/calc.py")],
+    )
     return h
 
 
@@ -136,17 +178,25 @@ def test_fixture_exercises_every_mechanism(run: History) -> None:
 
 
 def test_decoded_prompts_are_exactly_the_rendered_ones(run: History, data: dict[str, Any]) -> None:
-    for vid, policy in (("refold", None), ("m0111", Policy(dedup=False, reminders=False)), ("m1011", Policy(fold=False, reminders=False))):
+    for vid, policy in (
+        ("refold", None),
+        ("m0111", Policy(dedup=False, reminders=False)),
+        ("m1011", Policy(fold=False, reminders=False)),
+    ):
         r = Renderer(policy or Policy(reminders=False))
         prompts = _decode(data, vid)
         assert len(prompts) == len(run)
         for t, ids in enumerate(prompts):
             rendered = r.render(run, t)
             assert [_text(data, i) for i in ids] == [display_text(m) for m in rendered.messages]
-            assert [data["codes"]["shown"][data["pieces"][i][4]] for i in ids] == [o.shown.value for o in rendered.origins]
+            assert [data["codes"]["shown"][data["pieces"][i][4]] for i in ids] == [
+                o.shown.value for o in rendered.origins
+            ]
 
 
-def test_every_text_is_stored_once_and_labels_wrap_the_recorded_text(run: History, data: dict[str, Any]) -> None:
+def test_every_text_is_stored_once_and_labels_wrap_the_recorded_text(
+    run: History, data: dict[str, Any]
+) -> None:
     strings = data["strings"]
     assert len(strings) == len(set(strings))
     calc = run.step(2).output_texts[0]
@@ -157,7 +207,12 @@ def test_every_text_is_stored_once_and_labels_wrap_the_recorded_text(run: Histor
 
 def test_trimmed_outputs_and_repeats_are_stored_as_references() -> None:
     recorded = "\n".join(f"line {i}: some recorded output that is long enough" for i in range(40)) + "\n"
-    trimmed = "[step 7]\n" + "".join(split_lines(recorded)[:10]) + "[context-manager] 20 lines omitted\n" + "".join(split_lines(recorded)[30:])
+    trimmed = (
+        "[step 7]\n"
+        + "".join(split_lines(recorded)[:10])
+        + "[context-manager] 20 lines omitted\n"
+        + "".join(split_lines(recorded)[30:])
+    )
     summary = "[context-manager] Summary (SIMULATED)." + " summary" * 500
     odd = "tabs\tand\r\nCRLF\u2028 and \x0c form feeds\n" * 20
     t = TextTable()
@@ -229,16 +284,23 @@ def test_page_is_self_contained_and_escapes_data(run: History) -> None:
 def test_report_size_is_a_small_multiple_of_the_trajectory(tmp_path: Path) -> None:
     h = synthetic_run(40)
     traj = tmp_path / "run.traj.json"
-    traj.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": h.messages()}), encoding="utf-8")
+    traj.write_text(
+        json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": h.messages()}), encoding="utf-8"
+    )
     out = write_report(traj, tmp_path / "r.html", tokenizer="chars4")
     assert out.stat().st_size < 3 * traj.stat().st_size + 200_000
 
 
 def test_view_command_writes_the_report(tmp_path: Path) -> None:
     traj = tmp_path / "run.traj.json"
-    traj.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": synthetic_run(10).messages()}), encoding="utf-8")
+    traj.write_text(
+        json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": synthetic_run(10).messages()}),
+        encoding="utf-8",
+    )
     out = tmp_path / "report.html"
-    result = CliRunner().invoke(app, ["view", str(traj), "-o", str(out), "--tokenizer", "chars4", "--policy", "refold,masking"])
+    result = CliRunner().invoke(
+        app, ["view", str(traj), "-o", str(out), "--tokenizer", "chars4", "--policy", "refold,masking"]
+    )
     assert result.exit_code == 0, result.output
     assert "wrote" in result.output and out.exists()
     assert '"refold-view-1"' in out.read_text(encoding="utf-8")

@@ -12,22 +12,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_viewer import HOSTILE, MARKER, synthetic_run
 
 from refold.history import History
 from refold.render import Renderer
 from refold.replay.policies import refold_policy
 from refold.viewer import build_report
 from refold.viewer.encode import decode
+from test_viewer import HOSTILE, MARKER, synthetic_run
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
 ]
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"
+    ),
 ]
 CALL = 12  # by call 12 the boundary (k=3) is at 6: step 5 is a stub of step 2, steps 1, 3, 4 folded
 
@@ -105,10 +112,14 @@ def test_opens_offline_at_the_first_call(page: Page, run: History) -> None:
 
 
 def test_every_piece_decodes_as_in_python(page: Page, report: Path) -> None:
-    raw = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', report.read_text("utf-8"), re.S)
+    raw = re.search(
+        r'<script type="application/json" id="refold-data">(.*?)</script>', report.read_text("utf-8"), re.S
+    )
     assert raw is not None
     data = json.loads(raw.group(1))
-    kinds = {seg[0] for p in data["pieces"] if isinstance(p[1], list) for seg in p[1] if isinstance(seg, list)}
+    kinds = {
+        seg[0] for p in data["pieces"] if isinstance(p[1], list) for seg in p[1] if isinstance(seg, list)
+    }
     assert kinds == {"L", "R"}  # trimmed outputs and simulated summaries are references
     expected = [decode(data["strings"], p[1]) for p in data["pieces"]]
     assert page.page.evaluate("P.map((_, i) => pieceText(i))") == expected

@@ -19,7 +19,8 @@ def view(
         typer.Argument(help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz)."),
     ],
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Where to write the HTML (default: RUN name + .html).")
+        Path | None,
+        typer.Option("--output", "-o", help="Where to write the HTML (default: RUN name + .html)."),
     ] = None,
     policy: Annotated[
         str,
@@ -29,10 +30,14 @@ def view(
         ),
     ] = ",".join(POLICIES),
     mechanisms: Annotated[
-        bool, typer.Option(help="Also precompute refold with each combination of dedup, fold, chunk, reversible.")
+        bool,
+        typer.Option(help="Also precompute refold with each combination of dedup, fold, chunk, reversible."),
     ] = True,
     stale: Annotated[
-        str, typer.Option(help=f"Where STALE marks come from: {', '.join(STALE_SOURCES)} (all but recorded are simulated).")
+        str,
+        typer.Option(
+            help=f"Where STALE marks come from: {', '.join(STALE_SOURCES)} (all but recorded are simulated)."
+        ),
     ] = "recorded",
     tokenizer: Annotated[str, typer.Option(help="qwen3.6 (default), o200k, cl100k or chars4.")] = "qwen3.6",
     budget: Annotated[int, typer.Option(help="Context budget of the compact policies (tokens).")] = 32_768,
@@ -54,11 +59,20 @@ def view(
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
     start = time.perf_counter()
     written = write_report(
-        run, out, variants=[n for n in names if n != MECHANISMS], title=title, tokenizer=tokenizer,
-        stale=stale, mechanisms=mechanisms or MECHANISMS in names, budget=budget, mask_after=mask_after,
+        run,
+        out,
+        variants=[n for n in names if n != MECHANISMS],
+        title=title,
+        tokenizer=tokenizer,
+        stale=stale,
+        mechanisms=mechanisms or MECHANISMS in names,
+        budget=budget,
+        mask_after=mask_after,
     )
     size = written.stat().st_size
-    typer.echo(f"wrote {written} ({size / 1024:,.0f} KiB, {time.perf_counter() - start:.1f} s); open it in any browser, it works offline")
+    typer.echo(
+        f"wrote {written} ({size / 1024:,.0f} KiB, {time.perf_counter() - start:.1f} s); open it in any browser, it works offline"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -91,8 +91,14 @@ def write_report(
     """Load a recorded run (any format ``refold.history.load`` reads) and write its report."""
     history = load(path_in)
     page = build_report(
-        history, variants=variants, title=title, tokenizer=tokenizer, stale=stale, mechanisms=mechanisms,
-        budget=budget, mask_after=mask_after,
+        history,
+        variants=variants,
+        title=title,
+        tokenizer=tokenizer,
+        stale=stale,
+        mechanisms=mechanisms,
+        budget=budget,
+        mask_after=mask_after,
     )
     out = Path(path_out)
     try:

@@ -101,7 +101,9 @@ def _history_data(history: History, tables: _Tables, k: int, *, original: Histor
 def _step_data(step: Step, tables: _Tables, k: int) -> dict[str, Any]:
     reply = tables.piece(step.reply, Origin(step.index, "reply", Shown.RECEIVED))
     shown = Shown.RESTORED if step.restore_of else Shown.RECEIVED
-    outputs = [tables.piece(o, Origin(step.index, "output", shown, step.restore_of)) for o in step.observations]
+    outputs = [
+        tables.piece(o, Origin(step.index, "output", shown, step.restore_of)) for o in step.observations
+    ]
     usage = step.meta.get("usage") if isinstance(step.meta.get("usage"), dict) else None
     return {
         "reply": reply,
@@ -198,7 +200,9 @@ def build_data(
         key = recorded.key()
         if key in seen:  # same prompts: same figures, no need to simulate the cache again
             same = {"id": v.id, "label": v.label, "kind": v.kind, "switches": v.switches}
-            out_variants.append({**same, "settings": v.settings, "uses_stale": v.uses_stale, "same_as": seen[key]})
+            out_variants.append(
+                {**same, "settings": v.settings, "uses_stale": v.uses_stale, "same_as": seen[key]}
+            )
             continue
         seen[key] = v.id
         out_variants.append(_variant_data(v, recorded, h, tables))

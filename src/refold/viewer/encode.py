@@ -76,7 +76,12 @@ class TextTable:
         if text in self._ids or len(text) < MIN_LINES_TEXT:
             ref = self.string(text)
         else:
-            ref = self._wrap(text, candidates) or self._repeat(text) or self._lines(text, candidates) or self.string(text)
+            ref = (
+                self._wrap(text, candidates)
+                or self._repeat(text)
+                or self._lines(text, candidates)
+                or self.string(text)
+            )
         self._refs[text] = ref
         return ref
 
@@ -116,7 +121,11 @@ class TextTable:
 
     def _lines(self, text: str, candidates: Sequence[str]) -> list[Segment] | None:
         """Runs of lines shared with a recorded text (a trimmed output keeps most of its lines)."""
-        sources = [(self.string(c), *self._lines_of(self.string(c))) for c in candidates if len(c) >= MIN_LINES_TEXT and c != text]
+        sources = [
+            (self.string(c), *self._lines_of(self.string(c)))
+            for c in candidates
+            if len(c) >= MIN_LINES_TEXT and c != text
+        ]
         if not sources:
             return None
         lines = split_lines(text)

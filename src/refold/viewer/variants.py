@@ -58,9 +58,7 @@ def _named(name: str, opts: Options) -> Variant:
     return Variant(name, name, "policy", projector, name in STALE_POLICIES, switches, settings)
 
 
-def build_variants(
-    names: Sequence[str] | None, opts: Options, *, mechanisms: bool = True
-) -> list[Variant]:
+def build_variants(names: Sequence[str] | None, opts: Options, *, mechanisms: bool = True) -> list[Variant]:
     """Variants for the named policies (default: all of ``refold replay``'s), base always included.
 
     ``mechanisms`` adds the 16 switch combinations; ``names`` may also contain ``"mechanisms"``.
@@ -83,5 +81,15 @@ def build_variants(
             label = "refold" if not off else "refold without " + ", ".join(off)
             policy = refold_policy(**{**switches, **opts.policy_overrides})
             vid = mechanism_id(switches)
-            out.append(Variant(vid, label, "mechanism", RendererProjector(vid, policy), True, switches, policy.model_dump()))
+            out.append(
+                Variant(
+                    vid,
+                    label,
+                    "mechanism",
+                    RendererProjector(vid, policy),
+                    True,
+                    switches,
+                    policy.model_dump(),
+                )
+            )
     return out
