@@ -173,7 +173,6 @@ def screenshot(out: Path) -> None:
             notes = page.locator("#prompt .row[data-shown='note']")
             if notes.count():
                 notes.last.click()
-                page.locator("#prompt").evaluate("e => { e.scrollTop = 0; }")
             page.screenshot(path=str(out), full_page=True)
             browser.close()
     print(f"wrote {out}")

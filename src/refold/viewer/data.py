@@ -211,7 +211,7 @@ def build_data(
     return {
         "format": VIEW_FORMAT,
         "title": title or str(history.meta.get("instance_id") or Path(history.source).name or "agent run"),
-        "source": history.source,
+        "source": Path(history.source).name if history.source else "",
         "meta": meta,
         "calls": len(history),
         "k": k,

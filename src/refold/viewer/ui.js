@@ -53,8 +53,29 @@ function renderPanes() {
   hist.forEach((r, i) => { histTokens += tokensOf(r.pid); fh.appendChild(makeRow("history", i, r.pid, place(r).shown, maxTok)); });
   $("prompt").replaceChildren(fp);
   $("history").replaceChildren(fh);
+  follow();
   $("prompt-tokens").textContent = `${fmt(v.tokens[c - 1])} tokens · ${fmt(cached)} cached (simulated)`;
   $("history-tokens").textContent = `≈ ${fmt(histTokens)} tokens · ${c - 1} steps`;
+}
+
+/* Keep the newest step in view on the left and the first recomputed row on the right, scrolling
+   only the panes (never the page). */
+function reveal(pane, idx, where) {
+  const box = $(pane), row = box.children[idx];
+  if (!row) return;
+  const top = row.offsetTop, bottom = top + row.offsetHeight;
+  if (where === "nearest") {
+    if (top < box.scrollTop) box.scrollTop = top - 8;
+    else if (bottom > box.scrollTop + box.clientHeight) box.scrollTop = bottom - box.clientHeight + 8;
+  } else box.scrollTop = Math.max(0, top - box.clientHeight / 3);
+}
+
+function follow() {
+  $("history").scrollTop = $("history").scrollHeight;
+  const rows = $("prompt").children;
+  let first = rows.length - 1;
+  for (let i = 0; i < rows.length; i++) if (rows[i].classList.contains("rc")) { first = i; break; }
+  reveal("prompt", first, "third");
 }
 
 function linkedRows(pane, idx) {
@@ -79,7 +100,7 @@ function select(pane, idx) {
     const lr = rowAt(p, i);
     if (!lr) return;
     lr.classList.add("linked");
-    if (n === 0) lr.scrollIntoView({ block: "nearest" });
+    if (n === 0) reveal(p, i, "nearest");
   });
   showDetail(pane, idx);
 }
@@ -153,7 +174,7 @@ function showDetail(pane, idx) {
   } else if (shown === "note" || shown === "restored") {
     const steps = shown === "note" ? cov : cov.filter((s) => s !== step);
     box.appendChild(el("h3", {}, shown === "note" ? `The ${steps.length} folded step${steps.length > 1 ? "s" : ""}, as recorded` : `Restores step ${span(steps)}, as recorded`));
-    steps.slice(0, 400).forEach((s, i) => box.appendChild(stepDetails(s, i < 3)));
+    steps.slice(0, 400).forEach((s, i) => box.appendChild(stepDetails(s, i < 1)));
     if (steps.length > 400) box.appendChild(el("p", { class: "hint" }, `… and ${steps.length - 400} more steps.`));
   }
 }
