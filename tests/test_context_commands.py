@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from test_spans import Session
-
 from refold.context_commands import (
     TOOL_SCHEMAS,
     Answer,
@@ -18,6 +16,7 @@ from refold.context_commands import (
 from refold.history import History
 from refold.policy import Policy
 from refold.protocol import CM, COMMAND_NAMES, ContextCommand
+from test_spans import Session
 
 
 def three_steps() -> Session:

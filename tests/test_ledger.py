@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from builders import file_lines, numbered
-from test_spans import Session, out
-
 from refold.mechanisms.ledger import LedgerPolicy, bm25, objects_of, parse_ids, summary
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer
 from refold.types import Shown, content_text
+from test_spans import Session, out
+
+from builders import file_lines, numbered
 
 
 def session(**kw: object) -> Session:

@@ -6,7 +6,6 @@ import copy
 import json
 from typing import Any
 
-from builders import SYSTEM, TASK, numbered
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,8 @@ from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer, restore_text
 from refold.types import Rendered, Shown, content_text
+
+from builders import SYSTEM, TASK, numbered
 
 GOOD = "add used subtraction at calc.py:3, so the test failed; fixed it there"
 

@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from .history import History
 from .mechanisms.dedup import DedupIndex
 from .mechanisms.fold import note_text, valid_marks
-from .mechanisms.ledger import DEFAULT_LEDGER, LedgerBook, LedgerPolicy, budget_line, hidden_text, objects_of
-from .mechanisms.spans import DEFAULT_SPANS, Span, SpanBook, SpanPolicy, block_text, cover_map
+from .mechanisms.ledger import DEFAULT_LEDGER, LedgerBook, LedgerPolicy, budget_line, hidden_outputs
+from .mechanisms.spans import (
+    DEFAULT_SPANS,
+    FoldCost,
+    Span,
+    SpanBook,
+    SpanPolicy,
+    block_text,
+    cover_map,
+    fold_cost,
+)
 from .policy import DEFAULT, Policy
 from .protocol import CM, ledger_section, reminder, span_section, system_section
 from .shell import analyze
@@ -47,17 +56,6 @@ def with_text(message: Message, text: str) -> Message:
 
 def label(step: int, body: str) -> str:
     return f"[step {step}]\n{body}"
-
-
-class FoldCost(NamedTuple):
-    """What a span fold cost the prefix cache: the prompt after its common prefix with the last one."""
-
-    span: str
-    step: int  # the render (t) at which the fold applied
-    begin: int  # the span's first step
-    kept_messages: int
-    recomputed_messages: int
-    recomputed_chars: int
 
 
 class Renderer:
@@ -85,6 +83,7 @@ class Renderer:
         self._ledger = LedgerBook(self.ledger_policy)
         self._reminders: list[str | None] = []  # span reminder shown with each step
         self._blocks: dict[str, str] = {}
+        self._hidden_texts: dict[tuple[int, int, str], str] = {}
         self._last: list[Message] = []
         self._last_chars = 0
         self._last_t = -1
@@ -155,27 +154,12 @@ class Renderer:
             self._behind_key = key
         messages = self._prefix + self._behind
         origins = self._prefix_origins + self._behind_origins
-        tail = [s for s in spans if s.end is not None and s.end > b]
-        if not tail:
-            for i in range(b, t):
-                msgs, origs = self._received[i]
-                messages += msgs
-                origins += origs
-        else:
-            self._tail_with_spans(history, b, t, tail, messages, origins)
+        self._tail(history, b, t, [s for s in spans if (s.end or 0) > b], messages, origins)
         self._note_fold_costs(t, messages)
         restores = bisect.bisect_right(self._restored_upto, t)
         c = self._counts
-        stats = RenderStats(
-            t=t,
-            boundary=b,
-            stubs=c["stubs"],
-            trimmed=c["trimmed"],
-            folded_steps=c["folded"],
-            notes=c["notes"],
-            restores=restores,
-            render_ms=(time.perf_counter() - start) * 1000,
-        )
+        ms = (time.perf_counter() - start) * 1000
+        stats = RenderStats(t, b, c["stubs"], c["trimmed"], c["folded"], c["notes"], restores, ms)
         return Rendered(messages, origins, stats)
 
     def received(self, history: History, index: int) -> list[Message]:
@@ -183,13 +167,8 @@ class Renderer:
         step = history.step(index)
         if id(history) == self._history_id and index <= len(self._reminders):
             note = self._reminders[index - 1]
-        elif self.span_policy.enabled and _mentions(history, index, "begin_span"):
-            book = SpanBook(self.span_policy)
-            for s in history.steps_between(0, index):
-                book.observe(s)
-            note = book.reminder(index)
         else:
-            note = None
+            note = SpanBook.replay(history.steps_between(0, index), self.span_policy).reminder(index)
         return self._received_form(step, note)[0]
 
     @property
@@ -206,34 +185,24 @@ class Renderer:
             text = self._blocks[span.id] = block_text(span, steps, self._spans, reversible=self.policy.reversible)
         return {"role": "user", "content": text}, Origin(span.begin, "span", Shown.NOTE, span.covers)
 
-    def _tail_with_spans(
-        self, history: History, b: int, t: int, spans: list[Span], messages: list[Message], origins: list[Origin]
-    ) -> None:
-        cover = cover_map(spans)
+    def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
+        """Steps b+1..t as received, except closed spans: one block at their first step."""
+        cover = cover_map(spans) if spans else {}
         for i in range(b + 1, t + 1):
             span = cover.get(i)
             if span is None:
-                msgs, origs = self._received[i - 1]
-                messages += msgs
-                origins += origs
+                msgs += self._received[i - 1][0]
+                origins += self._received[i - 1][1]
             elif i == span.begin:  # a span straddling the boundary has its block behind it
-                msg, origin = self._block(history, span)
-                messages.append(msg)
+                msg, origin = self._block(h, span)
+                msgs.append(msg)
                 origins.append(origin)
 
     def _note_fold_costs(self, t: int, messages: list[Message]) -> None:
         for span in reversed(self._spans.closed):
             if span.end != t:
                 break
-            if span.id in self.fold_costs:
-                continue
-            kept = 0
-            for old, new in zip(self._last, messages, strict=False):
-                if old is not new and old != new:
-                    break
-                kept += 1
-            chars = sum(len(content_text(m.get("content"))) for m in messages[kept:])
-            self.fold_costs[span.id] = FoldCost(span.id, t, span.begin, kept, len(messages) - kept, chars)
+            self.fold_costs.setdefault(span.id, fold_cost(span, t, self._last, messages))
         self._last, self._last_t = messages, t
         if self.ledger_policy.budget_tokens:
             self._last_chars = sum(len(content_text(m.get("content"))) for m in messages)
@@ -407,12 +376,9 @@ class Renderer:
                 shown, shown_origins = self._received[i - 1]
             if i in gone_steps:
                 shown, shown_origins = list(shown), list(shown_origins)
-                for obj in objects_of(step):
-                    kind = gone.get((i, obj.sub))
-                    if kind is not None and 1 + obj.sub < len(shown):
-                        text = hidden_text(obj, kind, reversible=p.reversible)
-                        shown[1 + obj.sub] = _with_content(step.observations[obj.sub], text)
-                        shown_origins[1 + obj.sub] = Origin(i, "output", Shown.NOTE, (i,))
+                for j, text in hidden_outputs(step, gone, self._hidden_texts, reversible=p.reversible):
+                    shown[1 + j] = _with_content(step.observations[j], text)
+                    shown_origins[1 + j] = Origin(i, "output", Shown.NOTE, (i,))
             msgs += shown
             origins += shown_origins
             for o in shown_origins[1:]:
@@ -433,10 +399,6 @@ class _Form:
         self.msgs = msgs
         self.origins = origins
         self.sources = sources
-
-
-def _mentions(history: History, upto: int, word: str) -> bool:
-    return any(word in a.command or a.tool == word for s in history.steps_between(0, upto) for a in s.actions)
 
 
 def mask_text(step: Step, *, reversible: bool) -> str:

@@ -224,6 +224,22 @@ def hidden_text(obj: LedgerObject, kind: str, *, reversible: bool = True) -> str
     return f"[step {obj.step}]\n{CM} Output {obj.id} folded: {summary(obj)}.{hint}"
 
 
+def hidden_outputs(
+    step: Step, gone: dict[tuple[int, int], str], cache: dict[tuple[int, int, str], str], *, reversible: bool
+) -> list[tuple[int, str]]:
+    """(output index, text) for the outputs of ``step`` folded or dropped in ``gone``; texts cached."""
+    out = []
+    for obj in objects_of(step):
+        kind = gone.get((step.index, obj.sub))
+        if kind is None:
+            continue
+        key = (step.index, obj.sub, kind)
+        if key not in cache:
+            cache[key] = hidden_text(obj, kind, reversible=reversible)
+        out.append((obj.sub, cache[key]))
+    return out
+
+
 def budget_line(chars: int, policy: LedgerPolicy) -> str:
     budget = policy.budget_tokens or 1
     tokens = chars / policy.chars_per_token

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..protocol import CM, ContextCommand, command_of, span_reminder
 from ..shell import analyze
-from ..types import Step
+from ..types import Message, Step, content_text
 
 SPAN_COMMANDS = ("begin_span", "fold_span")
 RATIONALE = (
@@ -117,6 +117,17 @@ class SpanBook:
 
     # ---- replay -----------------------------------------------------------------------------
 
+    @classmethod
+    def replay(cls, steps: list[Step], policy: SpanPolicy = DEFAULT_SPANS) -> SpanBook:
+        """The book after ``steps`` (cheap when none of them mentions a span)."""
+        book = cls(policy)
+        if policy.enabled and any("begin_span" in a.command or a.tool == "begin_span" for s in steps for a in s.actions):
+            for s in steps:
+                book.observe(s)
+        elif steps:
+            book.t = steps[-1].index
+        return book
+
     def observe(self, step: Step) -> None:
         if self.policy.enabled:
             records = recorded_results(step)
@@ -206,6 +217,27 @@ class SpanBook:
     def get(self, ident: str) -> Span | None:
         n = parse_span_id(ident)
         return self.spans.get(f"S{n}") if n is not None else None
+
+
+class FoldCost(NamedTuple):
+    """What a span fold cost the prefix cache: the prompt after its common prefix with the last one."""
+
+    span: str
+    step: int  # the render (t) at which the fold applied
+    begin: int  # the span's first step
+    kept_messages: int
+    recomputed_messages: int
+    recomputed_chars: int
+
+
+def fold_cost(span: Span, t: int, last: list[Message], messages: list[Message]) -> FoldCost:
+    kept = 0
+    for old, new in zip(last, messages, strict=False):
+        if old is not new and old != new:
+            break
+        kept += 1
+    chars = sum(len(content_text(m.get("content"))) for m in messages[kept:])
+    return FoldCost(span.id, t, span.begin, kept, len(messages) - kept, chars)
 
 
 def cover_map(spans: list[Span]) -> dict[int, Span]:
