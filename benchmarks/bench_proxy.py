@@ -40,6 +40,7 @@ TOOLS = [
         },
     }
 ]
+RETRIES: list[int] = []
 FILE = "".join(f"    line {i}: value = compute({i}, flag=True)  # some source text\n" for i in range(60))
 
 
@@ -58,11 +59,18 @@ async def session(
     headers = {"Authorization": "Bearer bench", "X-Refold-Session": f"bench-{sid}"}
     for turn in range(1, turns + 1):
         t0 = time.perf_counter()
-        r = await client.post(
-            f"{url}/chat/completions",
-            json={"model": "m", "messages": messages, "tools": TOOLS},
-            headers=headers,
-        )
+        for attempt in range(3):  # a dropped keep-alive connection is retried (the proxy dedups resent turns)
+            try:
+                r = await client.post(
+                    f"{url}/chat/completions",
+                    json={"model": "m", "messages": messages, "tools": TOOLS},
+                    headers=headers,
+                )
+                break
+            except httpx.TransportError:
+                RETRIES.append(sid)
+                if attempt == 2:
+                    raise
         lat.append((time.perf_counter() - t0) * 1000)
         if r.status_code != 200:
             raise RuntimeError(f"session {sid} turn {turn}: HTTP {r.status_code}: {r.text[:300]}")
@@ -127,7 +135,7 @@ def main() -> None:
     up = spawn(
         [
             f"import sys, uvicorn; sys.path.insert(0, {str(ROOT / 'tests')!r}); from fake_upstream import FakeUpstream; "
-            f"uvicorn.run(FakeUpstream().app, host='127.0.0.1', port={up_port}, log_level='warning')"
+            f"uvicorn.run(FakeUpstream().app, host='127.0.0.1', port={up_port}, log_level='warning', timeout_keep_alive=75)"
         ]
     )
     lines = [
@@ -190,6 +198,7 @@ def run_proxy(name: str, store: str, up_port: int, a: argparse.Namespace, base_l
     try:
         url = f"http://127.0.0.1:{port}"
         wait_http(f"{url}/healthz")
+        RETRIES.clear()
         lat, added, convs, wall = asyncio.run(load(f"{url}/v1", a.sessions, a.turns))
         expected, found = verify(url, convs, a.turns)
         metrics = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer bench"}).text
@@ -207,7 +216,7 @@ def run_proxy(name: str, store: str, up_port: int, a: argparse.Namespace, base_l
             f"{pct(added, 50):>11.2f}{pct(added, 99):>11.2f}{expected - found:>12}"
         )
         extra = (
-            f"{'':<26}turns checked {found}/{expected}; e2e p50 vs direct {pct(lat, 50) - pct(base_lat, 50):+.2f} ms; "
+            f"{'':<26}turns checked {found}/{expected}; client retries {len(RETRIES)}; e2e p50 vs direct {pct(lat, 50) - pct(base_lat, 50):+.2f} ms; "
             f"added mean {statistics.fmean(added):.2f} ms; prompt tokens {rendered:,.0f} sent vs {full:,.0f} full "
             f"({(1 - rendered / full) * 100 if full else 0:.1f}% saved)"
         )

@@ -93,4 +93,11 @@ def serve(
     from ..proxy.app import create_app
 
     typer.echo(f"refold serve: http://{host}:{port}/v1 -> {upstream} (store {store})", err=True)
-    uvicorn.run(create_app(cfg), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    uvicorn.run(
+        create_app(cfg),
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=75,
+    )
