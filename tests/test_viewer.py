@@ -329,3 +329,27 @@ def test_view_command_names_a_bad_file(tmp_path: Path) -> None:
     assert isinstance(result.exception, TrajectoryError)
     missing = CliRunner().invoke(app, ["view", str(tmp_path / "missing.json")])
     assert isinstance(missing.exception, PolicyError)
+
+
+def test_agent_chosen_spans_are_shown_as_folded_steps() -> None:
+    h = synthetic_run(8)
+    span = History(h.prefix)
+    conclusion = "divide is only called from calc.py:30, because the tests import it there"
+    script = [
+        ('begin_span "where is divide called"', "[context-manager] span S1 opened"),
+        ("grep -rn divide src", "src/calc.py:30: divide(a, b)"),
+        ("grep -rn divide tests", "tests/test_calc.py:3: from calc import divide"),
+        (f'fold_span "{conclusion}"', "[context-manager] span S1 folded"),
+        ("ls", "README.md"),
+        ("ls src", "calc.py"),
+    ]
+    for cmd, output in script:
+        span.append(_reply("span work", "-", cmd, "Spans."), [_out(output)])
+    tok = get_tokenizer("chars4")
+    from refold.replay import Options
+
+    d = build_data(span, build_variants(["refold"], Options(tokenizer=tok)), tok)
+    parts = {d["codes"]["part"][p[3]] for p in d["pieces"]}
+    assert "span" in parts
+    piece = next(p for p in d["pieces"] if d["codes"]["part"][p[3]] == "span")
+    assert piece[5] and conclusion in decode(d["strings"], piece[1])

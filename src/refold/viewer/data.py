@@ -29,7 +29,7 @@ from .variants import SWITCHES, Variant
 
 VIEW_FORMAT = "refold-view-1"
 SHOWN_CODES: tuple[str, ...] = tuple(s.value for s in Shown)
-PART_CODES: tuple[str, ...] = ("system", "task", "reply", "output", "note", "notice")
+PART_CODES: tuple[str, ...] = ("system", "task", "reply", "output", "note", "notice", "span")
 ROLE_CODES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 

@@ -110,7 +110,10 @@ function label(pid, inPrompt) {
   const part = partOf(pid), step = stepOf(pid), shown = shownOf(pid), cov = coversOf(pid);
   if (part === "system") return "system prompt";
   if (part === "task") return "task";
-  if (part === "note") return cov.length ? `${cov.length > 1 ? "steps" : "step"} ${span(cov)} · note` : "note";
+  if (part === "note" || part === "span") {
+    const kind = part === "span" ? "folded span" : "note";
+    return cov.length ? `${cov.length > 1 ? "steps" : "step"} ${span(cov)} · ${kind}` : kind;
+  }
   let s = `step ${step} · ${part}`;
   if (inPrompt && (shown === "stub" || shown === "trimmed" || shown === "note")) s += ` · ${shown}`;
   if (shown === "restored") s += ` · restores ${span(cov)}`;
@@ -139,7 +142,7 @@ function placement(prompt) {
       const j = counts.get(step) || 0;
       counts.set(step, j + 1);
       out.set(`${step}:${j}`, row);
-    } else if (part === "note") for (const s of coversOf(pid)) note.set(s, row);
+    } else if (part !== "system" && part !== "task") for (const s of coversOf(pid)) note.set(s, row); // note, span
   });
   const pre = [];
   prompt.forEach((pid, row) => { if (!stepOf(pid) && (partOf(pid) === "system" || partOf(pid) === "task")) pre.push(row); });
