@@ -1,0 +1,107 @@
+"""Token prices and per-request cost.
+
+Prices change often: the defaults below are configuration, not facts.  Multipliers follow
+cache_spec.md §3.1 (OpenAI GPT-5.x reads 0.1x, free writes; Anthropic reads 0.1x, 5-minute writes
+1.25x; DeepSeek V4-Flash reads ~0.02x, free writes); base prices are public list prices as
+remembered, or placeholders where marked.  Load your own table with :func:`load_prices`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DEFAULT_PRICES", "Price", "cost_usd", "load_prices"]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens. ``cache_write_per_mtok=None``: writes bill as ordinary input."""
+
+    input_per_mtok: float
+    cached_input_per_mtok: float
+    cache_write_per_mtok: float | None
+    output_per_mtok: float
+
+
+DEFAULT_PRICES: dict[str, Price] = {
+    # PLACEHOLDER for a self-hosted vLLM Qwen3.6-27B: a GPU-hour amortised guess, cached tokens ~free.
+    "qwen3.6-27b-vllm": Price(0.20, 0.02, None, 0.80),
+    "gpt-5-mini": Price(0.25, 0.025, None, 2.00),  # reads 0.1x, writes free
+    "claude-sonnet-4.5": Price(3.00, 0.30, 3.75, 15.00),  # reads 0.1x, 5m writes 1.25x
+    # [UNVERIFIED] base prices are placeholders; read ratio ~0.02x (V4-Flash), writes free.
+    "deepseek-v4": Price(0.30, 0.006, None, 0.50),
+}
+
+
+def cost_usd(
+    price: Price, prompt_tokens: int, cached_tokens: int, written_tokens: int, output_tokens: int
+) -> float:
+    """Cost of one request; ``prompt_tokens`` includes cached and written tokens."""
+    if min(prompt_tokens, cached_tokens, written_tokens, output_tokens) < 0:
+        raise ValueError("token counts must be >= 0")
+    if cached_tokens + written_tokens > prompt_tokens:
+        raise ValueError(
+            f"cached ({cached_tokens}) + written ({written_tokens}) exceeds prompt ({prompt_tokens})"
+        )
+    if price.cache_write_per_mtok is None:
+        written_cost = written_tokens * price.input_per_mtok
+    else:
+        written_cost = written_tokens * price.cache_write_per_mtok
+    plain = prompt_tokens - cached_tokens - written_tokens
+    total = (
+        plain * price.input_per_mtok
+        + cached_tokens * price.cached_input_per_mtok
+        + written_cost
+        + output_tokens * price.output_per_mtok
+    )
+    return total / 1_000_000
+
+
+_REQUIRED = ("input_per_mtok", "cached_input_per_mtok", "output_per_mtok")
+
+
+def _number(path: Path, name: str, field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(
+            f"{path}: price {name!r} field {field!r} must be a non-negative number, got {value!r}"
+        )
+    return float(value)
+
+
+def load_prices(path: str | Path) -> dict[str, Price]:
+    """Read ``{name: {input_per_mtok, cached_input_per_mtok, output_per_mtok, [cache_write_per_mtok]}}``
+    from a ``.json`` or ``.toml`` file (TOML: ``[name]`` tables; omit ``cache_write_per_mtok`` for
+    free writes).  Errors are one-line ValueErrors naming the file and the bad field.
+    """
+    p = Path(path)
+    try:
+        if p.suffix.lower() == ".toml":
+            data: object = tomllib.loads(p.read_text(encoding="utf-8"))
+        else:
+            data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{p}: cannot read price table: {' '.join(str(e).split())}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: price table must map names to price objects")
+    out: dict[str, Price] = {}
+    for name, fields in data.items():
+        if not isinstance(fields, dict):
+            raise ValueError(f"{p}: price {name!r} must be an object with {', '.join(_REQUIRED)}")
+        unknown = set(fields) - {*_REQUIRED, "cache_write_per_mtok"}
+        if unknown:
+            raise ValueError(f"{p}: price {name!r} has unknown field {sorted(unknown)[0]!r}")
+        for f in _REQUIRED:
+            if f not in fields:
+                raise ValueError(f"{p}: price {name!r} is missing field {f!r}")
+        write = fields.get("cache_write_per_mtok")
+        out[str(name)] = Price(
+            _number(p, name, "input_per_mtok", fields["input_per_mtok"]),
+            _number(p, name, "cached_input_per_mtok", fields["cached_input_per_mtok"]),
+            None if write is None else _number(p, name, "cache_write_per_mtok", write),
+            _number(p, name, "output_per_mtok", fields["output_per_mtok"]),
+        )
+    return out
