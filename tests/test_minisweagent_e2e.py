@@ -248,8 +248,11 @@ def test_mini_with_refold_end_to_end(style: str, tmp_path: Path, monkeypatch: py
         original = content_text(saved.step(target).observations[0]["content"])
         assert f"[step {target}]\n{original}" in content_text(obs[0]["content"])
         assert saved.step(step).restore_of == (target,)
-        # the model saw the restore answer (labeled) on its next call
-        assert outputs_of(llm.prompts[step], step) == [f"[step {step}]\n" + content_text(obs[0]["content"])]
+        # the model saw the restore answer (labeled, then the budget line) on its next call
+        (seen,) = outputs_of(llm.prompts[step], step)
+        answer, budget = seen.rsplit("\n", 1)
+        assert answer == f"[step {step}]\n" + content_text(obs[0]["content"])
+        assert budget.startswith(f"{CM} context: ") and budget.endswith("% of 128k tokens")
     bad = content_text(saved.step(31).observations[0]["content"])
     assert bad.startswith(CM) and "no step 99" in bad
     if style == "tool":

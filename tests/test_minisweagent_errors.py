@@ -10,8 +10,8 @@ import pytest
 from minisweagent.agents.default import DefaultAgent
 
 from refold.history import load
+from refold.integrations.saved import renderer_for
 from refold.policy import Policy
-from refold.render import Renderer
 from test_minisweagent_e2e import FakeLLM, Turn, run_mini, scenario
 
 
@@ -36,10 +36,15 @@ def test_unparseable_reply_is_recorded_and_rendering_recovers(
     # the next call shows the format error to the model, and every prompt equals the replay
     history = load(traj)
     assert len(history) == 9  # the unparseable reply is not a step (mini does not keep it)
-    renderer = Renderer(Policy(k=3))
+    renderer = renderer_for(data)  # the shipped config's policies, spans, ledger and budget line
+    assert renderer.policy == Policy(k=3) and renderer.ledger_policy.budget_tokens == 128000
     live = [p for i, p in enumerate(llm.prompts) if i != 5]
     assert [renderer.render(history, t).messages for t in range(len(history))] == live
-    assert llm.prompts[6] == llm.prompts[5] + [llm.prompts[6][-1]]
+    # the format error is appended to step 5; the budget line moves to it (the last output of the step)
+    before, after = llm.prompts[5], llm.prompts[6]
+    assert after[:-2] == before[:-1] and len(after) == len(before) + 1
+    assert after[-2]["content"] == before[-1]["content"].rsplit("\n", 1)[0]
+    assert "% of 128k tokens" in before[-1]["content"] and "% of 128k tokens" in after[-1]["content"]
     assert "[step 5]" in str(llm.prompts[6][-1]["content"])
 
 

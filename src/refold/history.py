@@ -178,7 +178,14 @@ def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
 
 
 def extract_actions(reply: Message) -> list[Action]:
-    """The commands of a reply: tool calls, mini's ``extra.actions``, SWE-agent's ``action``, or a ```bash block."""
+    """The commands of a reply: tool calls, mini's ``extra.actions``, SWE-agent's ``action``, or a ```bash block.
+
+    refold's mini wrapper keeps the actions as issued in ``extra.refold.actions`` when it takes
+    context commands out of ``extra.actions``; those win (``tool`` names a function tool).
+    """
+    kept = _refold_actions(reply)
+    if kept is not None:
+        return kept
     calls = reply.get("tool_calls") or []
     if calls:
         out = []
@@ -203,6 +210,19 @@ def extract_actions(reply: Message) -> list[Action]:
         return [Action(reply["action"].strip(), "bash")]
     text = content_text(reply.get("content"))
     return [Action(m.strip(), "bash") for m in _BASH_BLOCK.findall(text)[:1]]
+
+
+def _refold_actions(reply: Message) -> list[Action] | None:
+    extra = reply.get("extra")
+    info = extra.get("refold") if isinstance(extra, dict) else None
+    actions = info.get("actions") if isinstance(info, dict) else None
+    if not isinstance(actions, list) or not actions:
+        return None
+    return [
+        Action(str(a.get("command", "")), str(a.get("tool") or "bash"), a.get("tool_call_id"))
+        for a in actions
+        if isinstance(a, dict)
+    ]
 
 
 # ---- loading files ------------------------------------------------------------------------

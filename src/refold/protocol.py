@@ -131,8 +131,12 @@ def response_format_lines(k: int) -> str:
     )
 
 
-def system_section(k: int, *, reversible: bool = True) -> str:
-    """Appended to the system prompt when refold renders the agent's context."""
+def system_section(k: int, *, reversible: bool = True, include_format: bool = True) -> str:
+    """Appended to the system prompt when refold renders the agent's context.
+
+    ``include_format=False`` leaves out the PROGRESS/STALE instructions, for agents whose own
+    prompt already carries them (``response_format_lines``), so they appear only once.
+    """
     restore = (
         "The command `restore <step>` (also `restore 3 5` or `restore 3-5`) shows the reply, command "
         "and output of a step again, byte for byte as first shown, without running anything; "
@@ -146,8 +150,8 @@ def system_section(k: int, *, reversible: bool = True) -> str:
         "repeats what an earlier step still shows is replaced by a pointer to that step, and steps you "
         f"marked STALE are folded into a one-line note. This happens only every {k} steps and only to "
         f"older steps. Each omission is marked by a `{CM}` line, which is NOT an error from your "
-        "commands: it says what was omitted and where the same content still is. " + restore + "\n\n"
-        + response_format_lines(k)
+        "commands: it says what was omitted and where the same content still is. " + restore
+        + ("\n\n" + response_format_lines(k) if include_format else "")
     )
 
 

@@ -62,9 +62,16 @@ class Renderer:
     """Renders prompts for one history at a time; caches what can no longer change."""
 
     def __init__(
-        self, policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS, ledger: LedgerPolicy = DEFAULT_LEDGER
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        spans: SpanPolicy = DEFAULT_SPANS,
+        ledger: LedgerPolicy = DEFAULT_LEDGER,
+        format_in_system: bool = True,
     ) -> None:
         self.policy = policy
+        self.format_in_system = format_in_system
+        """Put the PROGRESS/STALE format lines in the system section (off: the agent's prompt has them)."""
         self.span_policy = spans
         self.ledger_policy = ledger
         self.fold_costs: dict[str, FoldCost] = {}
@@ -221,7 +228,7 @@ class Renderer:
         prefix = [clean(m) for m in history.prefix]
         origins = [Origin(None, "system" if m.get("role") == "system" else "task", Shown.PREFIX) for m in prefix]
         if self.policy.protocol:
-            section = system_section(self.policy.k, reversible=self.policy.reversible)
+            section = system_section(self.policy.k, reversible=self.policy.reversible, include_format=self.format_in_system)
             if self.span_policy.prompt:
                 section += span_section(min_chars=self.span_policy.min_chars)
             if self.ledger_policy.prompt:

@@ -1,15 +1,18 @@
 """Context commands answered from the history instead of the environment.
 
-A reply's action that parses as a context command (``refold.protocol.parse_command``) and has a
-registered handler never reaches the environment: the handler answers it from the history.
-``restore`` is built in; the other commands (begin_span, fold_span, fold, drop, expand,
-search_ledger) get a handler when someone registers one, either in code::
+A reply's action that is a context command (``refold.context_commands.intercept`` for a shell
+command, or a call of one of the ``TOOL_SCHEMAS`` function tools) and has a registered handler
+never reaches the environment: the handler answers it from the history. Every context command
+(restore, begin_span, fold_span, fold, drop, expand, search_ledger) is registered by default with
+``dispatch``, which answers through ``refold.context_commands.answer_command`` with the span and
+ledger policies of the wrapper, so answers and rendering agree. Handlers can be replaced in code::
 
     from refold.integrations.commands import register
     register("fold_span", my_handler)
 
-or by configuration (``refold_commands: {fold_span: my.module.handler}`` in the model config).
-A name without a handler is an ordinary shell command (``expand`` is also a coreutils tool).
+or by configuration (``refold_commands: {fold_span: my.module.handler}`` in the model config;
+``null`` switches one off: that name is then an ordinary shell command). ``fold -w 80 f`` and
+``expand -t 4 f`` (coreutils, arguments that are not ids) always run in the shell.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..context_commands import answer_command, command_from_tool_call, intercept
 from ..errors import PolicyError
 from ..history import History
+from ..mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
+from ..mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from ..policy import Policy
-from ..protocol import ContextCommand, parse_command, parse_restore_args
+from ..protocol import COMMAND_NAMES, ContextCommand, parse_restore_args
 from ..render import restore_text
 
 
@@ -33,6 +39,8 @@ class CommandContext:
     history: History
     policy: Policy
     step: int  # the step issuing the command (len(history) + 1)
+    spans: SpanPolicy = DEFAULT_SPANS
+    ledger: LedgerPolicy = DEFAULT_LEDGER
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +66,13 @@ def restore(command: ContextCommand, ctx: CommandContext) -> CommandResult:
     return CommandResult(text, extra)
 
 
-_REGISTRY: dict[str, Handler] = {"restore": restore}
+def dispatch(command: ContextCommand, ctx: CommandContext) -> CommandResult:
+    """Any context command, answered by ``refold.context_commands`` with the context's policies."""
+    answer = answer_command(ctx.history, command, ctx.policy, spans=ctx.spans, ledger=ctx.ledger, t=ctx.step - 1)
+    return CommandResult(answer.text, {"refold_command": command.name, **answer.meta})
+
+
+_REGISTRY: dict[str, Handler] = dict.fromkeys(COMMAND_NAMES, dispatch)
 
 
 def register(name: str, handler: Handler) -> None:
@@ -93,9 +107,13 @@ def _import(name: str, path: str) -> Handler:
     return handler
 
 
-def match(command: str, handlers: Mapping[str, Handler]) -> ContextCommand | None:
-    """The context command an action is, if a handler answers it; else None (run it in the shell)."""
-    parsed = parse_command(command)
+def match(command: str, handlers: Mapping[str, Handler], tool: str = "bash") -> ContextCommand | None:
+    """The context command an action is, if a handler answers it; else None (run it in the shell).
+
+    ``tool`` is the function the model called: a context tool (``fold_span``) with its JSON
+    arguments, or the shell, where coreutils ``fold``/``expand`` with file arguments pass through.
+    """
+    parsed = command_from_tool_call(tool, command) if tool in COMMAND_NAMES else intercept(command)
     if parsed is None or parsed.name not in handlers:
         return None
     return parsed

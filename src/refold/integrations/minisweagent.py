@@ -2,10 +2,12 @@
 
 ``RefoldModel`` wraps any mini model class. Before each query it renders the agent's full
 message list (which mini keeps and saves untouched) through a ``Renderer`` and sends the
-rendered prompt instead. Actions that are context commands with a handler (``restore`` and
-whatever ``refold.integrations.commands`` registers) are taken out of ``extra.actions`` so the
-environment never runs them, and ``format_observation_messages`` answers them from the
-history. It composes with every agent class (default, interactive, swebench's) because agents
+rendered prompt instead. Actions that are context commands (restore, begin_span, fold_span,
+fold, drop, expand, search_ledger; handlers in ``refold.integrations.commands``) are taken out of
+``extra.actions`` so the environment never runs them (the actions as issued stay in
+``extra.refold.actions``), and ``format_observation_messages`` answers them from the history
+with the same span and ledger policies the renderer uses. With ``refold_context_tools`` a
+tool-call model is also offered the context commands as function tools (``context_tools``). It composes with every agent class (default, interactive, swebench's) because agents
 only talk to the model through ``query`` / ``format_observation_messages``; an environment
 wrapper would not work for ``mini-extra swebench``, which picks the image by environment class.
 
@@ -17,28 +19,43 @@ Model config keys (everything else goes to the inner model)::
       refold: {k: 3, dedup: true}       # Policy fields; `enabled: false` sends the full history
       refold_tokenizer: qwen3.6         # counts rendered/base prompt tokens per call; null = off
       refold_commands: {}               # context command name -> handler dotted path (null = off)
+      refold_spans: {prompt: true}      # SpanPolicy fields (begin_span / fold_span)
+      refold_ledger: {prompt: true, budget_tokens: 128000}  # LedgerPolicy fields; budget line
+      refold_context_tools: true        # offer the context commands as function tools (tool calls)
+      refold_format_in_system: false    # the agent's templates carry {{ refold_response_format }}
       set_cache_control: default_end    # Anthropic breakpoints, placed by refold (mini sets it for claude)
+
+``refold_format_in_system`` (default: automatic) says whether refold's system section repeats the
+PROGRESS/STALE format lines; automatic leaves them out when the task or system prompt has them.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from minisweagent.exceptions import FormatError
 from minisweagent.models import get_model_class
 from minisweagent.utils.serialize import recursive_merge
+from pydantic import BaseModel, ValidationError
 
 from ..errors import PolicyError
 from ..history import CHAT_ROLES, History
+from ..mechanisms.ledger import LedgerPolicy
+from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
-from ..protocol import CM, response_format_lines, system_section
+from ..protocol import CM, ContextCommand, response_format_lines, system_section
 from ..render import Renderer, clean
-from ..types import Message, Rendered
+from ..types import Message, Rendered, content_text
 from .cache_control import breakpoints, place_cache_control
 from .commands import CommandContext, CommandResult, Handler, match, resolve_handlers
+from .context_tools import with_context_tools
+
+logger = logging.getLogger("refold")
+_M = TypeVar("_M", bound=BaseModel)
 
 FORMAT = "refold-mini-1"
 """Version of the ``extra.refold`` record added to each assistant message."""
@@ -54,12 +71,19 @@ class RefoldModel:
         refold: Mapping[str, Any] | None = None,
         refold_tokenizer: str | None = "qwen3.6",
         refold_commands: Mapping[str, str | None] | None = None,
+        refold_spans: Mapping[str, Any] | None = None,
+        refold_ledger: Mapping[str, Any] | None = None,
+        refold_context_tools: bool = False,
+        refold_format_in_system: bool | None = None,
         set_cache_control: str | None = None,
         **kwargs: Any,
     ) -> None:
         options = dict(refold or {})
         self.enabled = bool(options.pop("enabled", True))
         self.policy = Policy.parse(**options)
+        self.spans = _parse(SpanPolicy, "refold_spans", refold_spans)
+        self.ledger = _parse(LedgerPolicy, "refold_ledger", refold_ledger)
+        self.format_in_system = refold_format_in_system
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
         self.cache_control = set_cache_control is not None
@@ -73,9 +97,20 @@ class RefoldModel:
         if inner_class is RefoldModel:
             raise PolicyError("inner_model_class must name the model to wrap, not RefoldModel itself")
         self.inner_model_class = f"{inner_class.__module__}.{inner_class.__name__}"
+        self.context_tools = False
+        if refold_context_tools and self.enabled:
+            offering = with_context_tools(inner_class)
+            if offering is None:
+                logger.warning(
+                    "refold_context_tools: %s is not a litellm tool-call model; the agent can still "
+                    "issue context commands through the bash tool",
+                    self.inner_model_class,
+                )
+            else:
+                inner_class, self.context_tools = offering, True
         self.inner = inner_class(**kwargs)
         self._history: History | None = None
-        self._renderer = Renderer(self.policy)
+        self._renderer = self._new_renderer(None)
 
     # ---- the Model protocol ---------------------------------------------------------------
 
@@ -147,7 +182,9 @@ class RefoldModel:
                 "refold_enabled": self.enabled,
                 "refold_k": k,
                 "refold_response_format": response_format_lines(k) if self.enabled else "",
-                "refold_system_section": system_section(k, reversible=self.policy.reversible)
+                "refold_system_section": system_section(
+                    k, reversible=self.policy.reversible, include_format=self.format_in_system is not False
+                )
                 if self.enabled
                 else "",
             },
@@ -164,6 +201,10 @@ class RefoldModel:
                             "format": FORMAT,
                             "enabled": self.enabled,
                             "policy": self.policy.model_dump(mode="json"),
+                            "spans": self.spans.model_dump(mode="json"),
+                            "ledger": self.ledger.model_dump(mode="json"),
+                            "context_tools": self.context_tools,
+                            "format_in_system": self._renderer.format_in_system,
                             "inner_model_type": self.inner_model_class,
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,
@@ -203,8 +244,16 @@ class RefoldModel:
                 pass
         h = History.from_messages(chat, source="mini-swe-agent")
         self._history = h
-        self._renderer = Renderer(self.policy)  # a fresh cache: the old one is keyed by id(history)
+        self._renderer = self._new_renderer(h)  # a fresh cache: the old one is keyed by id(history)
         return h
+
+    def _new_renderer(self, history: History | None) -> Renderer:
+        in_system = self.format_in_system
+        if in_system is None:  # automatic: only when the agent's own prompt lacks the format lines
+            lines = response_format_lines(self.policy.k)
+            prefix = history.prefix if history is not None else ()
+            in_system = not any(lines in content_text(m.get("content")) for m in prefix)
+        return Renderer(self.policy, spans=self.spans, ledger=self.ledger, format_in_system=in_system)
 
     def _call_info(
         self, history: History, rendered: Rendered | None, sent: list[Message], chat: list[Message]
@@ -250,13 +299,16 @@ class RefoldModel:
     def _intercept(self, extra: dict[str, Any], info: dict[str, Any]) -> None:
         """Take context commands out of the actions the agent will hand to the environment."""
         actions = extra.get("actions")
-        if not self.handlers or not isinstance(actions, list):
+        if not isinstance(actions, list):
             return
         context = []
         for i, action in enumerate(actions):
-            parsed = (
-                match(str(action.get("command", "")), self.handlers) if isinstance(action, dict) else None
-            )
+            if not isinstance(action, dict):
+                continue
+            tool = str(action.get("tool") or "bash")
+            parsed = match(str(action.get("command", "")), self.handlers, tool)
+            if parsed is None and tool != "bash":  # a context tool call never reaches the shell
+                parsed = ContextCommand(tool, "")
             if parsed is not None:
                 context.append({"index": i, "name": parsed.name, "argument": parsed.argument})
         if context:
@@ -267,14 +319,16 @@ class RefoldModel:
 
     def _answer(self, action: dict[str, Any], command: dict[str, Any]) -> dict[str, Any]:
         history = self._history if self._history is not None else History([])
-        handler = self.handlers[command["name"]]
-        from ..protocol import ContextCommand
-
-        ctx = CommandContext(history=history, policy=self.policy, step=len(history) + 1)
+        name = command["name"]
+        ctx = CommandContext(history, self.policy, len(history) + 1, self.spans, self.ledger)
+        handler = self.handlers.get(name)
         try:
-            result = handler(ContextCommand(command["name"], command["argument"]), ctx)
+            if handler is None:
+                result = CommandResult(f"{CM} {name} is switched off in this run.", {"refold_error": True})
+            else:
+                result = handler(ContextCommand(name, command["argument"]), ctx)
         except PolicyError as e:
-            result = CommandResult(f"{CM} {command['name']}: {e}", {"refold_error": True})
+            result = CommandResult(f"{CM} {name}: {e}", {"refold_error": True})
         msg: dict[str, Any] = {
             "role": "user",
             "content": result.text,
@@ -283,7 +337,7 @@ class RefoldModel:
                 "returncode": 0,
                 "timestamp": time.time(),
                 "exception_info": "",
-                "refold_command": command["name"],
+                "refold_command": name,
                 **result.extra,
             },
         }
@@ -291,6 +345,16 @@ class RefoldModel:
             msg["role"] = "tool"
             msg["tool_call_id"] = action["tool_call_id"]
         return msg
+
+
+def _parse(cls: type[_M], key: str, values: Mapping[str, Any] | None) -> _M:
+    """A SpanPolicy / LedgerPolicy from config, or a one-line PolicyError naming the bad field."""
+    try:
+        return cls.model_validate(dict(values or {}))
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err.get("loc", ()))
+        raise PolicyError(f"invalid {key} field '{field}': {err.get('msg')}") from None
 
 
 def _extends(history: History, chat: Sequence[Message]) -> bool:

@@ -1,0 +1,83 @@
+"""Offer the context commands as function tools next to mini's ``bash`` tool (tool-call mode).
+
+mini's ``LitellmModel`` sends exactly one tool (``bash``) and refuses a call of any other tool as
+a format error. ``with_context_tools(cls)`` returns a subclass of such a model class that sends
+``[BASH_TOOL, *TOOL_SCHEMAS]`` and turns a call of a context tool into an action
+``{"command": <JSON arguments>, "tool_call_id": ..., "tool": <name>}``; ``RefoldModel`` takes
+those out of the actions before the environment sees them and answers them from the history.
+Every other tool call is parsed by mini's own ``parse_toolcall_actions`` (same errors as before).
+
+Only chat-completions tool-call classes that keep LitellmModel's ``_query``/``_parse_actions``
+are supported; for any other class ``with_context_tools`` returns None and the agent issues
+context commands through the bash tool instead (``fold_span "..."``), which works everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context_commands import TOOL_SCHEMAS
+from ..protocol import COMMAND_NAMES
+
+
+def with_context_tools(cls: type) -> type | None:
+    """A subclass of mini model class ``cls`` offering the context tools, or None if unsupported."""
+    try:
+        from minisweagent.models.litellm_model import LitellmModel
+    except ImportError:  # pragma: no cover - mini is installed whenever this module is used
+        return None
+    if not (
+        isinstance(cls, type)
+        and issubclass(cls, LitellmModel)
+        and cls._query is LitellmModel._query
+        and cls._parse_actions is LitellmModel._parse_actions
+    ):
+        return None
+    sub = type(cls.__name__, (cls,), {"_query": _query, "_parse_actions": _parse_actions})
+    sub.__module__, sub.__qualname__ = cls.__module__, cls.__qualname__  # mini's model_type stays the same
+    return sub
+
+
+def _query(self: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+    """LitellmModel._query with the context tools added to ``bash``."""
+    import litellm
+    from minisweagent.models.utils.actions_toolcall import BASH_TOOL
+
+    try:
+        return litellm.completion(
+            model=self.config.model_name,
+            messages=messages,
+            tools=[BASH_TOOL, *TOOL_SCHEMAS],
+            **(self.config.model_kwargs | kwargs),
+        )
+    except litellm.exceptions.AuthenticationError as e:
+        e.message += " You can permanently set your API key with `mini-extra config set KEY VALUE`."
+        raise e
+
+
+def _parse_actions(self: Any, response: Any) -> list[dict[str, Any]]:
+    """Context tool calls become actions naming their tool; the rest are parsed as mini does."""
+    from minisweagent.models.litellm_model import LitellmModel
+    from minisweagent.models.utils.actions_toolcall import parse_toolcall_actions
+
+    calls = list(response.choices[0].message.tool_calls or [])
+    if not any(c.function.name in COMMAND_NAMES for c in calls):
+        out: list[dict[str, Any]] = LitellmModel._parse_actions(self, response)
+        return out
+    bash = [c for c in calls if c.function.name not in COMMAND_NAMES]
+    parsed = iter(
+        parse_toolcall_actions(
+            bash,
+            format_error_template=self.config.format_error_template,
+            template_kwargs={"finish_reason": response.choices[0].finish_reason},
+        )
+        if bash
+        else []
+    )
+    actions = []
+    for c in calls:
+        if c.function.name in COMMAND_NAMES:
+            actions.append({"command": c.function.arguments or "", "tool_call_id": c.id, "tool": c.function.name})
+        else:
+            actions.append(next(parsed))
+    return actions
