@@ -195,6 +195,8 @@ class SessionManager:
             base, new, branched = message_digest(prefix), steps, s.head is not None
             s.prefixes.setdefault(base, copy.deepcopy(prefix))
             new_prefix: tuple[str, list[Message]] | None = (base, prefix)
+        elif not m.new:  # a retry, or an earlier point of a branch resent: nothing new to record
+            return Turn(s, s.view(m.base, self.policy), 0, False, tail)
         else:
             base, new, branched, new_prefix = m.base, m.new, not m.full, None
         digest = await self.commit(s, base, [(r, o, {}) for r, o in new], new_prefix)
