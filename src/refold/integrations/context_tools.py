@@ -77,7 +77,9 @@ def _parse_actions(self: Any, response: Any) -> list[dict[str, Any]]:
     actions = []
     for c in calls:
         if c.function.name in COMMAND_NAMES:
-            actions.append({"command": c.function.arguments or "", "tool_call_id": c.id, "tool": c.function.name})
+            actions.append(
+                {"command": c.function.arguments or "", "tool_call_id": c.id, "tool": c.function.name}
+            )
         else:
             actions.append(next(parsed))
     return actions
