@@ -1,0 +1,159 @@
+"""Units of the mini integration: command matching, handlers, wrapper options, saved config."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+pytest.importorskip("minisweagent")
+
+from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
+from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel  # noqa: E402
+from minisweagent.models.test_models import DeterministicModel  # noqa: E402
+
+from refold.errors import PolicyError  # noqa: E402
+from refold.history import History, extract_actions  # noqa: E402
+from refold.integrations.commands import CommandContext, dispatch, match, registered, resolve_handlers  # noqa: E402
+from refold.integrations.context_tools import with_context_tools  # noqa: E402
+from refold.integrations.minisweagent import RefoldModel  # noqa: E402
+from refold.integrations.saved import renderer_for  # noqa: E402
+from refold.mechanisms.spans import SpanPolicy  # noqa: E402
+from refold.policy import Policy  # noqa: E402
+from refold.protocol import CM, COMMAND_NAMES, ContextCommand, response_format_lines, system_section  # noqa: E402
+from refold.render import Renderer  # noqa: E402
+from refold.types import content_text  # noqa: E402
+
+
+def test_every_context_command_has_a_handler() -> None:
+    assert set(registered()) == set(COMMAND_NAMES)
+    assert "fold_span" not in resolve_handlers({"fold_span": None})
+
+
+@pytest.mark.parametrize(
+    ("command", "tool", "expected"),
+    [
+        ("fold -w 80 notes.txt", "bash", None),
+        ("expand -t 4 f.py", "bash", None),
+        ("fold 7", "bash", ("fold", "7")),
+        ("drop 7.2", "bash", ("drop", "7.2")),
+        ("expand S1", "bash", ("expand", "S1")),
+        ('begin_span "why?"', "bash", ("begin_span", "why?")),
+        ("restore 3-5", "bash", ("restore", "3-5")),
+        ('{"conclusion": "x because y"}', "fold_span", ("fold_span", "x because y")),
+        ('{"id": "S1"}', "expand", ("expand", "S1")),
+        ("ls -la", "bash", None),
+    ],
+)
+def test_match(command: str, tool: str, expected: tuple[str, str] | None) -> None:
+    parsed = match(command, registered(), tool)
+    assert (None if parsed is None else (parsed.name, parsed.argument)) == expected
+
+
+def test_a_switched_off_command_runs_in_the_shell() -> None:
+    assert match('fold_span "x"', resolve_handlers({"fold_span": None})) is None
+
+
+def test_dispatch_uses_the_contexts_span_policy() -> None:
+    h = History([{"role": "user", "content": "task"}])
+    h.append({"role": "assistant", "content": "", "extra": {"actions": [{"command": 'begin_span "q"'}]}}, [])
+    short = ContextCommand("fold_span", "done since x")
+    strict = dispatch(short, CommandContext(h, Policy(), 2))
+    lenient = dispatch(short, CommandContext(h, Policy(), 2, spans=SpanPolicy(min_chars=5)))
+    assert "refused" in strict.text and strict.extra["refold_result"]["ok"] is False
+    assert "Span S1 folded" in lenient.text and lenient.extra["refold_result"]["ok"] is True
+
+
+def test_system_section_without_format_lines() -> None:
+    assert response_format_lines(3) in system_section(3)
+    without = system_section(3, include_format=False)
+    assert response_format_lines(3) not in without and "## Context management" in without
+    assert system_section(3).startswith(without)
+    h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
+    prompt = Renderer(Policy(), format_in_system=False).render(h).messages
+    assert content_text(prompt[0]["content"]) == "sys" + without
+
+
+def test_extract_actions_prefers_the_wrappers_record() -> None:
+    kept = [{"command": '{"question": "q"}', "tool_call_id": "c1", "tool": "begin_span"}, {"command": "ls"}]
+    reply: dict[str, Any] = {
+        "role": "assistant",
+        "content": "```mswea_bash_command\nls\n```",
+        "extra": {"actions": [{"command": "ls"}], "refold": {"actions": kept}},
+    }
+    actions = extract_actions(reply)
+    assert [(a.command, a.tool, a.tool_call_id) for a in actions] == [
+        ('{"question": "q"}', "begin_span", "c1"),
+        ("ls", "bash", None),
+    ]
+    del reply["extra"]["refold"]
+    assert [a.command for a in extract_actions(reply)] == ["ls"]  # unchanged without the record
+
+
+def test_context_tools_only_for_litellm_tool_call_models() -> None:
+    sub = with_context_tools(LitellmModel)
+    assert sub is not None and issubclass(sub, LitellmModel)
+    assert (sub.__module__, sub.__name__) == (LitellmModel.__module__, LitellmModel.__name__)
+    assert (
+        with_context_tools(LitellmTextbasedModel) is None and with_context_tools(DeterministicModel) is None
+    )
+
+
+def model(**options: Any) -> RefoldModel:
+    return RefoldModel(
+        inner_model_class="minisweagent.models.test_models.DeterministicModel",
+        model_name="deterministic",
+        outputs=[],
+        refold_tokenizer=None,
+        **options,
+    )
+
+
+def test_wrapper_options() -> None:
+    m = model(
+        refold_spans={"min_chars": 10}, refold_ledger={"budget_tokens": 1000}, refold_context_tools=True
+    )
+    assert m.spans.min_chars == 10 and m.ledger.budget_tokens == 1000
+    assert m.context_tools is False  # DeterministicModel has no tools to add to: bash commands instead
+    saved = m.serialize()["info"]["config"]["refold"]
+    assert saved["spans"]["min_chars"] == 10 and saved["ledger"]["budget_tokens"] == 1000
+    with pytest.raises(PolicyError, match="invalid refold_ledger field 'budget_tokens'"):
+        model(refold_ledger={"budget_tokens": 0})
+    with pytest.raises(PolicyError, match="invalid refold_spans field 'nope'"):
+        model(refold_spans={"nope": 1})
+
+
+@pytest.mark.parametrize(
+    ("option", "task", "expected"), [(None, "x", True), (None, "FORMAT", False), (True, "FORMAT", True)]
+)
+def test_format_lines_appear_once(option: bool | None, task: str, expected: bool) -> None:
+    m = model(refold_format_in_system=option)
+    lines = response_format_lines(3)
+    prefix = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": task.replace("FORMAT", lines)},
+    ]
+    history = m._sync(prefix)
+    assert m._renderer.format_in_system is expected
+    assert renderer_for(m.serialize()).format_in_system is expected
+    text = "".join(content_text(x.get("content")) for x in m._renderer.render(history).messages)
+    assert text.count(lines) == int(expected) + int(task == "FORMAT")  # once unless forced
+
+
+def test_a_context_tool_without_handler_is_answered_not_run() -> None:
+    m = model(refold_commands={"search_ledger": None})
+    extra: dict[str, Any] = {
+        "actions": [
+            {"command": '{"query": "x"}', "tool_call_id": "c1", "tool": "search_ledger"},
+            {"command": "ls"},
+        ]
+    }
+    info: dict[str, Any] = {}
+    m._intercept(extra, info)
+    assert extra["actions"] == [{"command": "ls"}] and info["context_actions"][0]["name"] == "search_ledger"
+    msg = m._answer(info["actions"][0], info["context_actions"][0])
+    assert msg["role"] == "tool" and msg["tool_call_id"] == "c1"
+    assert msg["content"] == f"{CM} search_ledger is switched off in this run."
