@@ -262,17 +262,18 @@ class VllmPrefixCache:
             return [], 0
         if n > len(self._free):
             raise KVCapacityError(f"need {n} KV blocks, {len(self._free)} free")
-        free, key_of, ref = self._free, self._key_of, self._ref
-        out: list[int] = []
-        evicted = 0
-        for _ in range(n):
-            x, _none = free.popitem(last=False)
-            k = key_of.pop(x, None)
-            if k is not None:
-                self._drop(k, x)
-                evicted += 1
-            ref[x] = 1
-            out.append(x)
+        pop = self._free.popitem
+        out = [pop(last=False)[0] for _ in range(n)]  # from the queue head
+        keys = list(map(self._key_of.pop, out, repeat(None)))
+        evicted = n - keys.count(None)
+        if evicted:  # EVICTION: the reused blocks lose their hashes
+            if self._dups:
+                for x, k in zip(out, keys, strict=True):
+                    if k is not None:
+                        self._drop(k, x)
+            else:  # every hash has exactly one copy, held by this block
+                deque(map(self._map.__delitem__, [k for k in keys if k is not None]), maxlen=0)
+        self._ref.update(zip(out, repeat(1)))
         self.evicted_blocks += evicted
         return out, evicted
 
@@ -289,10 +290,13 @@ class VllmPrefixCache:
             del self._dups[k]
 
     def _register(self, ids: list[int], keys: list[int]) -> None:
-        m, key_of = self._map, self._key_of
+        m = self._map
+        self._key_of.update(zip(ids, keys, strict=True))
+        if m.keys().isdisjoint(keys):
+            m.update(zip(keys, ids, strict=True))
+            return
         for x, k in zip(ids, keys, strict=True):
-            key_of[x] = k
-            if k in m:
+            if k in m:  # no de-duplication: a second copy under the same hash
                 self._dups.setdefault(k, []).append(x)
             else:
                 m[k] = x
