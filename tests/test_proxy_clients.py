@@ -106,7 +106,18 @@ def test_openai_sdk_tool_loop_records_every_turn(env: Env) -> None:
     # the protocol section was added to the system prompt, outputs are labeled
     assert "## Context management" in last["messages"][0]["content"]
     assert any(str(m.get("content", "")).startswith("[step 5]") for m in last["messages"])
-    assert {t["function"]["name"] for t in last["tools"]} == {"bash", "restore"}
+    assert [t["function"]["name"] for t in last["tools"]] == [
+        "bash",
+        "restore",
+        "begin_span",
+        "fold_span",
+        "fold",
+        "drop",
+        "expand",
+        "search_ledger",
+    ]
+    assert "## Folding an investigation" in last["messages"][0]["content"]
+    assert "## The ledger of outputs" in last["messages"][0]["content"]
     view = httpx.get(f"{env.url}/sessions/s1", headers={"Authorization": "Bearer sk-a"}).json()
     assert len(view["steps"]) == 5  # the 6th reply has no outputs yet
     assert view["steps"][0]["actions"] == ["echo turn-1"]
@@ -164,7 +175,7 @@ def test_restore_as_shell_command_without_advertised_tool(tmp_path: Path) -> Non
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
         cfg = ProxyConfig(
-            upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), advertise_restore=False, tokenizer="off"
+            upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), context_tools=False, tokenizer="off"
         )
         with ServerThread(create_app(cfg)) as px:
             client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="k", max_retries=0)

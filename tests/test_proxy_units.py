@@ -8,7 +8,9 @@ import pytest
 
 from refold.history import History
 from refold.policy import Policy
-from refold.proxy.commands import RESTORE_TOOL, context_calls, observations
+from refold.mechanisms.ledger import LedgerPolicy
+from refold.mechanisms.spans import SpanPolicy
+from refold.proxy.commands import context_calls, observations, plan
 from refold.proxy.errors import ProxyError
 from refold.proxy.mapping import match, normalize, split
 from refold.proxy.metrics import Metrics
@@ -116,14 +118,45 @@ def test_observations_answer_every_call() -> None:
     }
     calls = context_calls(reply)
     assert calls is not None
-    obs, restored = observations(h, Policy(), reply, calls)
-    assert restored == [1] and [o["tool_call_id"] for o in obs] == ["a", "b"]
+    stored, obs, meta = observations(h, reply, calls, Policy(), SpanPolicy(), LedgerPolicy())
+    assert meta["restore_of"] == [1] and [o["tool_call_id"] for o in obs] == ["a", "b"]
     assert "Not run" in obs[0]["content"] and "out-1" in obs[1]["content"]
+    assert obs[1]["extra"]["restore_of"] == [1] and meta["refold_result"][0]["ok"] is True
+    # the stored reply records its actions as answered (History reads them back)
+    assert [a["tool"] for a in stored["extra"]["refold"]["actions"]] == ["bash", "restore"]
     bad = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": "9"})]})
     assert bad is not None
-    obs, restored = observations(h, Policy(), reply, bad)
-    assert restored == [] and "no step 9" in obs[0]["content"]
-    assert RESTORE_TOOL["function"]["name"] == "restore"
+    _, obs, meta = observations(h, reply, bad, Policy(), SpanPolicy(), LedgerPolicy())
+    assert "restore_of" not in meta and "no step 9" in obs[0]["content"]
+
+
+def test_plan_offers_context_tools_the_client_lacks() -> None:
+    bash = {"type": "function", "function": {"name": "bash"}}
+    mine = {"type": "function", "function": {"name": "expand"}}
+    added, rec = plan([bash, mine], Policy(), SpanPolicy(), LedgerPolicy(), offer=True)
+    names = [t["function"]["name"] for t in added]
+    assert names == ["restore", "begin_span", "fold_span", "fold", "drop", "search_ledger"]
+    assert rec.possible and "expand" not in rec.functions  # the client's own tool stays the client's
+    reply = {"role": "assistant", "tool_calls": [call("expand", {"x": "3"})]}
+    assert context_calls(reply, rec) is None
+    added, rec = plan([bash], Policy(), SpanPolicy(enabled=False), LedgerPolicy(enabled=False), offer=True)
+    assert [t["function"]["name"] for t in added] == ["restore", "expand"]
+    shell_span = {"role": "assistant", "tool_calls": [call("bash", {"command": 'begin_span "q"'})]}
+    assert context_calls(shell_span, rec) is None  # spans off: an ordinary shell command
+    # coreutils fold/expand with file arguments run in the shell
+    for cmd in ("fold -w 80 notes.txt", "expand -t 4 a.py"):
+        assert context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": cmd})]}) is None
+    # no shell tool and no context tools offered: no reply can be internal (streams relay live)
+    _, rec = plan(
+        [{"type": "function", "function": {"name": "edit"}}],
+        Policy(),
+        SpanPolicy(),
+        LedgerPolicy(),
+        offer=False,
+    )
+    assert not rec.possible
+    _, rec = plan(None, Policy(), SpanPolicy(), LedgerPolicy(), offer=True)
+    assert rec.possible and rec.text
 
 
 def test_aggregate_stream() -> None:

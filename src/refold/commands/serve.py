@@ -11,7 +11,11 @@ import os
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
+from ..errors import PolicyError
+from ..mechanisms.ledger import LedgerPolicy
+from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
 
@@ -49,10 +53,22 @@ def serve(
         bool, typer.Option(help="Remind the model when a reply lacks PROGRESS/STALE.")
     ] = True,
     mask_after: Annotated[int | None, typer.Option(help="Mask outputs older than this many steps.")] = None,
-    max_rounds: Annotated[int, typer.Option(help="Context-command rounds answered per request.")] = 3,
-    advertise_restore: Annotated[
-        bool, typer.Option(help="Add a 'restore' function tool when requests carry tools.")
+    spans: Annotated[bool, typer.Option(help="Span folding: begin_span / fold_span.")] = True,
+    ledger: Annotated[
+        bool, typer.Option(help="The object ledger: fold / drop / expand / search_ledger.")
     ] = True,
+    span_prompt: Annotated[bool, typer.Option(help="Add the span section to the system prompt.")] = True,
+    ledger_prompt: Annotated[bool, typer.Option(help="Add the ledger section to the system prompt.")] = True,
+    budget_tokens: Annotated[
+        int | None, typer.Option(help="Show a 'context: N% of <budget>' line with new outputs.")
+    ] = None,
+    max_rounds: Annotated[int, typer.Option(help="Context-command rounds answered per request.")] = 3,
+    context_tools: Annotated[
+        bool, typer.Option(help="Offer the context commands as function tools when requests carry tools.")
+    ] = True,
+    advertise_restore: Annotated[
+        bool | None, typer.Option(hidden=True, help="Deprecated: --context-tools/--no-context-tools.")
+    ] = None,
     max_body: Annotated[int, typer.Option(help="Largest accepted request body, bytes.")] = DEFAULT_MAX_BODY,
     timeout: Annotated[float, typer.Option(help="Upstream timeout, seconds.")] = 600.0,
     tokenizer: Annotated[
@@ -74,6 +90,14 @@ def serve(
         reminders=reminders,
         mask_after=mask_after,
     )
+    try:
+        span_policy = SpanPolicy(enabled=spans, prompt=spans and span_prompt)
+        ledger_policy = LedgerPolicy(
+            enabled=ledger, prompt=ledger and ledger_prompt, budget_tokens=budget_tokens
+        )
+    except ValidationError as e:  # e.g. --budget-tokens 0
+        err = e.errors()[0]
+        raise PolicyError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
     cfg = ProxyConfig(
         upstream=upstream,
         store=store,
@@ -82,8 +106,10 @@ def serve(
         tokens=tokens,
         upstream_key=upstream_key,
         policy=policy,
+        spans=span_policy,
+        ledger=ledger_policy,
         max_rounds=max_rounds,
-        advertise_restore=advertise_restore,
+        context_tools=context_tools if advertise_restore is None else advertise_restore,
         max_body=max_body,
         timeout=timeout,
         tokenizer=tokenizer,

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from ..errors import RefoldError
 from ..history import History
 from ..tokens import TOKENIZER_NAMES
-from .chat import ChatService, sse
+from .chat import ChatService
 from .config import ProxyConfig
 from .errors import ProxyError, error_body
 from .mapping import INTERNAL
@@ -36,7 +36,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         st = store or open_store(cfg.store)
         upstream = Upstream(cfg.upstream, api_key=cfg.upstream_key, timeout=cfg.timeout)
-        manager = SessionManager(st, cfg.policy)
+        manager = SessionManager(st, cfg.renderer)
         state.update(
             store=st, upstream=upstream, manager=manager, chat=ChatService(cfg, manager, upstream, metrics)
         )
@@ -125,7 +125,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             "X-Refold-Added-Ms": f"{out.added_ms:.3f}",
         }
         if out.stream:
-            return StreamingResponse(sse(out), media_type="text/event-stream", headers=headers)
+            return StreamingResponse(chat.sse(out), media_type="text/event-stream", headers=headers)
         return JSONResponse(out.result.body, headers=headers)
 
     @app.get("/v1/models")
@@ -179,7 +179,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
                 404, "the HTML viewer (refold.viewer) is not installed in this build", code="viewer_missing"
             ) from None
         async with s.lock:
-            current = s.view(s.head or "", cfg.policy).history
+            current = s.view(s.head or "", cfg.renderer).history
             snapshot = History(current.prefix, source=current.source)
             for st in current.steps:
                 snapshot.append(st.reply, st.observations, meta=st.meta)
@@ -198,7 +198,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
 def describe(s: Session, cfg: ProxyConfig) -> dict[str, Any]:
     """A session as JSON: its current branch step by step, the rendered prompt's stats, other branches."""
     assert s.head is not None
-    view = s.view(s.head, cfg.policy)
+    view = s.view(s.head, cfg.renderer)
     h = view.history
     stats = view.renderer.render(h).stats
     return {

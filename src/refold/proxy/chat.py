@@ -1,4 +1,15 @@
-"""One chat completion through the proxy: record, render, call upstream, answer context commands."""
+"""One chat completion through the proxy: record, render, call upstream, answer context commands.
+
+Streaming: a round that may turn out to be an internal context-command round is read to its end
+before anything is relayed, because OpenAI-style streams send a reply's text before its tool calls,
+so only the end of the round tells whether the text belongs to a round the client must never see
+(relaying it would also make the client echo back an assistant message the session never stored,
+forking the branch before the internal step and losing e.g. a span fold). A round that cannot be
+internal is relayed event by event as it arrives: no context command is recognizable in the
+request (tools without a shell tool while no context tools are offered), the request's rounds are
+used up (``max_rounds``; 0 makes the proxy a plain streaming pass-through), the request ends with
+an assistant message (prefill), or it asks for several choices.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +22,13 @@ from typing import Any
 
 from ..render import clean
 from ..types import Message
-from .commands import RESTORE_TOOL, context_calls, observations
+from .commands import context_calls, observations, plan
 from .config import ProxyConfig
 from .errors import ProxyError
 from .mapping import INTERNAL, validate
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
-from .upstream import Result, Upstream
+from .upstream import Live, Result, Upstream
 
 
 @dataclass
@@ -28,6 +39,8 @@ class Outcome:
     stream: bool
     include_usage: bool
     added_ms: float
+    live: Live | None = None
+    """The final round, still streaming from upstream (``result`` is then filled in at its end)."""
 
 
 class ChatService:
@@ -53,7 +66,7 @@ class ChatService:
         tools = body.get("tools")
         if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
             raise ProxyError(400, "'tools' must be an array of objects", code="invalid_tools")
-        policy = self.cfg.policy
+        cfg = self.cfg
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), messages, owner))
         async with s.lock:
             turn = await self.manager.turn(s, messages)
@@ -66,21 +79,30 @@ class ChatService:
         req = {k: v for k, v in body.items() if k != "messages"}
         if stream:
             req["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
-        names = {((t.get("function") or {}).get("name")) for t in tools or []}
-        if tools and self.cfg.advertise_restore and policy.reversible and "restore" not in names:
-            req["tools"] = [*tools, RESTORE_TOOL]
+        added, rec = plan(tools, cfg.policy, cfg.spans, cfg.ledger, offer=cfg.context_tools)
+        if added:
+            req["tools"] = [*(tools or []), *added]
+        single = body.get("n") in (None, 1)
         up_headers = self.upstream.headers(client_key, dict(headers))
         upstream_ms = 0.0
         rounds = 0
         while True:
+            final = not rec.possible or rounds >= cfg.max_rounds or turn.tail is not None or not single
             self._count_tokens(messages, messages_out)
             t0 = time.perf_counter()
+            if stream and final:
+                live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
+                upstream_ms += (time.perf_counter() - t0) * 1000
+                added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
+                self.metrics.observe("refold_added_latency_ms", added_ms)
+                self.metrics.inc("refold_streams_relayed_live_total")
+                return Outcome(Result({}), s, steps, stream, include_usage, added_ms, live)
             result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self._usage(result)
             n_choices = len(result.body.get("choices") or [])
-            calls = context_calls(result.message) if rounds < self.cfg.max_rounds and n_choices == 1 else None
-            if calls is None or turn.tail is not None:
+            calls = context_calls(result.message, rec) if not final and n_choices == 1 else None
+            if calls is None:
                 break
             rounds += 1
             self.metrics.inc("refold_internal_rounds_total")
@@ -88,14 +110,16 @@ class ChatService:
             if reply.get("content") is None:
                 reply["content"] = ""
             async with s.lock:
-                view = s.view(base, policy)
-                obs, restored = observations(view.history, policy, reply, calls)
-                meta: dict[str, Any] = {INTERNAL: True}
-                if restored:
-                    meta["restore_of"] = restored
-                tip = await self.manager.commit(s, base, [(reply, obs, meta)])
-                base, steps, messages_out = self._render(s.view(tip, policy), None)
-            self.metrics.inc("refold_restores_total", len(restored))
+                view = s.view(base, cfg.renderer)
+                stored, obs, meta = observations(
+                    view.history, reply, calls, cfg.policy, cfg.spans, cfg.ledger
+                )
+                tip = await self.manager.commit(s, base, [(stored, obs, {INTERNAL: True, **meta})])
+                base, steps, messages_out = self._render(s.view(tip, cfg.renderer), None)
+            self.metrics.inc("refold_restores_total", len(meta.get("restore_of") or []))
+            for c in calls:
+                if c.command is not None:
+                    self.metrics.inc("refold_context_commands_total", command=c.command.name)
             self.metrics.inc("refold_turns_recorded_total")
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
@@ -148,16 +172,31 @@ class ChatService:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
+    async def sse(self, outcome: Outcome) -> AsyncIterator[bytes]:
+        """The final round's events, as the upstream sent them (minus a usage chunk nobody asked
+        for): replayed from the buffered round, or relayed as they arrive from a live one."""
+        live = outcome.live
+        try:
+            events = live.iter() if live is not None else _replay(outcome.result.events)
+            async for raw in events:
+                if outcome.include_usage or not _usage_only(raw):
+                    yield f"data: {raw}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+        finally:
+            if live is not None:
+                await live.aclose()
+                outcome.result = live.result()
+                self._usage(outcome.result)
 
-async def sse(outcome: Outcome) -> AsyncIterator[bytes]:
-    """The final round's events, as the upstream sent them (minus a usage chunk nobody asked for)."""
-    for raw in outcome.result.events:
-        if not outcome.include_usage:
-            try:
-                chunk = json.loads(raw)
-            except ValueError:
-                chunk = None
-            if isinstance(chunk, dict) and not chunk.get("choices") and chunk.get("usage"):
-                continue
-        yield f"data: {raw}\n\n".encode()
-    yield b"data: [DONE]\n\n"
+
+async def _replay(events: list[str]) -> AsyncIterator[str]:
+    for raw in events:
+        yield raw
+
+
+def _usage_only(raw: str) -> bool:
+    try:
+        chunk = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(chunk, dict) and not chunk.get("choices") and bool(chunk.get("usage"))

@@ -5,7 +5,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from ..mechanisms.ledger import LedgerPolicy
+from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
+from ..render import Renderer
 from .errors import ConfigError
 
 DEFAULT_PORT = 8077
@@ -23,10 +26,14 @@ class ProxyConfig:
     upstream_key: str | None = None
     """Sent upstream; without it the client's own bearer is forwarded (only when ``tokens`` is empty)."""
     policy: Policy = field(default_factory=Policy)
+    spans: SpanPolicy = field(default_factory=lambda: SpanPolicy(prompt=True))
+    """Span folding (begin_span/fold_span), its system-prompt section on by default."""
+    ledger: LedgerPolicy = field(default_factory=lambda: LedgerPolicy(prompt=True))
+    """The object ledger (fold/drop/expand/search_ledger); the budget line needs ``budget_tokens``."""
     max_rounds: int = 3
     """Context-command rounds the proxy answers itself per request before handing a reply back."""
-    advertise_restore: bool = True
-    """Add a ``restore`` function tool to requests that carry tools."""
+    context_tools: bool = True
+    """Offer the context commands as function tools next to the client's tools (requests with tools)."""
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
     tokenizer: str = "qwen3.6"
@@ -42,6 +49,10 @@ class ProxyConfig:
         if any(not t.strip() for t in self.tokens):
             raise ConfigError("an empty --token is not allowed")
         check_bind(self.host, self.tokens)
+
+    def renderer(self) -> Renderer:
+        """A renderer with the proxy's policies (one per session view)."""
+        return Renderer(self.policy, spans=self.spans, ledger=self.ledger)
 
 
 def is_loopback(host: str) -> bool:

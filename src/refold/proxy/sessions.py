@@ -14,12 +14,11 @@ import copy
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..history import History
-from ..policy import Policy
 from ..render import Renderer
 from ..types import Message, message_digest
 from .errors import ProxyError, StoreConflict
@@ -108,7 +107,8 @@ class Session:
             n = self.norms[s.digest] = (normalize(s.reply), tuple(normalize(o) for o in s.observations))
         return n
 
-    def view(self, digest: str, policy: Policy) -> View:
+    def view(self, digest: str, renderer: Callable[[], Renderer]) -> View:
+        """The history up to ``digest`` (replayed with each step's stored meta) and its renderer."""
         v = self.views.get(digest)
         if v is None:
             p, steps = self.chain(digest)
@@ -119,7 +119,7 @@ class Session:
                     raise ProxyError(
                         500, f"session {self.name}: step {s.digest} fails verification", type="server_error"
                     )
-            v = self.views[digest] = View(h, Renderer(policy))
+            v = self.views[digest] = View(h, renderer())
             while len(self.views) > _MAX_VIEWS:
                 self.views.popitem(last=False)
         self.views.move_to_end(digest)
@@ -147,9 +147,9 @@ class Turn:
 
 
 class SessionManager:
-    def __init__(self, store: Store, policy: Policy, *, max_sessions: int = 2000) -> None:
+    def __init__(self, store: Store, renderer: Callable[[], Renderer], *, max_sessions: int = 2000) -> None:
         self.store = store
-        self.policy = policy
+        self.renderer = renderer
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._max = max_sessions
         self.branches = 0
@@ -196,12 +196,12 @@ class SessionManager:
             s.prefixes.setdefault(base, copy.deepcopy(prefix))
             new_prefix: tuple[str, list[Message]] | None = (base, prefix)
         elif not m.new:  # a retry, or an earlier point of a branch resent: nothing new to record
-            return Turn(s, s.view(m.base, self.policy), 0, False, tail)
+            return Turn(s, s.view(m.base, self.renderer), 0, False, tail)
         else:
             base, new, branched, new_prefix = m.base, m.new, not m.full, None
         digest = await self.commit(s, base, [(r, o, {}) for r, o in new], new_prefix)
         self.branches += int(branched)
-        return Turn(s, s.view(digest, self.policy), len(new), branched, tail)
+        return Turn(s, s.view(digest, self.renderer), len(new), branched, tail)
 
     async def commit(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +143,78 @@ class Upstream:
                 code="upstream_unreachable",
             ) from None
 
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str]) -> Live:
+        """A streamed completion whose status is checked (errors raise here, before any event is
+        relayed) and whose events are read as they arrive (``Live.events``)."""
+        for retry in (True, False):
+            req = self._client.build_request(
+                "POST", f"{self.base_url}/chat/completions", json=body, headers=headers
+            )
+            try:
+                r = await self._client.send(req, stream=True)
+            except httpx.TimeoutException:
+                raise ProxyError(
+                    504,
+                    f"upstream timed out after {self.timeout:g}s",
+                    type="upstream_error",
+                    code="upstream_timeout",
+                ) from None
+            except httpx.HTTPError as e:
+                if retry and isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError):
+                    continue
+                raise ProxyError(
+                    502,
+                    f"upstream request failed: {type(e).__name__}: {e}",
+                    type="upstream_error",
+                    code="upstream_unreachable",
+                ) from None
+            if r.status_code >= 400:
+                try:
+                    raw = await r.aread()
+                finally:
+                    await r.aclose()
+                raise _error_from(r.status_code, raw)
+            return Live(r)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def close(self) -> None:
         await self._client.aclose()
+
+
+class Live:
+    """An upstream stream relayed as it arrives; ``result()`` aggregates what was read."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._r = response
+        self.events: list[str] = []
+        self.error: str | None = None
+
+    async def iter(self) -> AsyncIterator[str]:
+        """The ``data:`` payloads until [DONE]; a failure mid-stream ends it with an error event."""
+        try:
+            async for line in self._r.aiter_lines():
+                if line.startswith("data:"):
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    self.events.append(payload)
+                    yield payload
+        except httpx.HTTPError as e:
+            self.error = f"upstream stream failed: {type(e).__name__}: {e}"
+            yield json.dumps(
+                {"error": {"message": self.error, "type": "upstream_error", "code": "upstream_error"}}
+            )
+        finally:
+            await self.aclose()
+
+    def result(self) -> Result:
+        try:
+            return Result(aggregate(self.events), self.events)
+        except ProxyError:
+            return Result({"choices": []}, self.events)
+
+    async def aclose(self) -> None:
+        await self._r.aclose()
 
 
 class _Stale(Exception):
