@@ -309,6 +309,9 @@ def load(path: str | Path) -> History:
             stats = info.get("model_stats") or {}
             meta["api_calls"] = stats.get("api_calls") if isinstance(stats, dict) else None
         meta["instance_id"] = data.get("instance_id")
+        config = info.get("config") if isinstance(info, dict) else None
+        if isinstance(config, dict) and isinstance(config.get("refold"), dict):
+            meta["refold_config"] = config["refold"]  # how a refold run rendered (replay reuses it)
     history = History.from_messages(messages, source=name, meta=meta)
     if not history.prefix and not len(history):
         raise TrajectoryError(name, "trajectory has no messages")

@@ -22,7 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..errors import PolicyError
 from ..history import History
+from ..mechanisms.ledger import LedgerPolicy
+from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..protocol import CM
 from ..render import Renderer, clean
@@ -104,7 +107,7 @@ class RendererProjector:
         self.policy = policy
 
     def prompts(self, history: History) -> Iterator[Prompt]:
-        r = Renderer(self.policy)
+        r = self._renderer(history)
         reversible = self.policy.reversible and (
             self.policy.dedup or self.policy.fold or bool(self.policy.mask_after)
         )
@@ -118,6 +121,23 @@ class RendererProjector:
                 out.stats,
                 reversible=reversible,
             )
+
+
+    def _renderer(self, history: History) -> Renderer:
+        """A refold run saved how it rendered (spans, ledger, where the format lines were): keep
+        that, so replaying it shows what its model saw; the named policy decides the rest."""
+        saved = history.meta.get("refold_config")
+        if not isinstance(saved, dict) or not (self.policy.protocol or self.policy.dedup):
+            return Renderer(self.policy)
+        try:
+            return Renderer(
+                self.policy,
+                spans=SpanPolicy.model_validate(saved.get("spans") or {}),
+                ledger=LedgerPolicy.model_validate(saved.get("ledger") or {}),
+                format_in_system=bool(saved.get("format_in_system", True)),
+            )
+        except ValueError as e:
+            raise PolicyError(f"saved refold config: {str(e).splitlines()[0]}") from None
 
 
 BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False)
