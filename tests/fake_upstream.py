@@ -9,12 +9,19 @@ proxy processes can share it:
   tool if present, else ``restore <n>`` as a shell command), once; a ``[context-manager] Step``
   answer in the last message ends that;
 * ``FAIL:<status>`` answers with an OpenAI-style error, ``SLOW:<seconds>`` sleeps first;
+* ``script(...)`` queues tool calls (one per upstream request, in order) that win over the rules
+  above: span and ledger commands through the proxy's function tools or a shell command;
+* ``HOLD`` in the last message makes a stream pause after its first content delta until
+  ``release`` is set (shows whether the proxy relays deltas as they arrive); a scripted
+  ``("__hold__", {})`` makes the next request wait for ``release`` before answering (``holding``
+  is set meanwhile), e.g. to kill the proxy during that request;
 * usage reports ``cached_tokens`` as the character prefix shared with the previous request / 4.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import re
 import shutil
@@ -49,7 +56,21 @@ class FakeUpstream:
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._last = ""
+        self._script: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self._scripted = 0
+        self.release = threading.Event()
+        self.holding = threading.Event()
         self.app = self._build()
+
+    def script(self, *calls: tuple[str, dict[str, Any]]) -> None:
+        """Answer the next requests with these tool calls, one each: ``("fold_span", {"conclusion":
+        ...})`` calls the function tool, ``("bash", {"command": ...})`` the shell."""
+        with self._lock:
+            self._script.extend(calls)
+
+    def scripted_left(self) -> int:
+        with self._lock:
+            return len(self._script)
 
     def _build(self) -> FastAPI:
         app = FastAPI()
@@ -63,6 +84,13 @@ class FakeUpstream:
             body = await request.json()
             with self._lock:
                 self.requests.append({"body": body, "auth": request.headers.get("authorization")})
+            with self._lock:
+                hold = bool(self._script) and self._script[0][0] == "__hold__"
+                if hold:
+                    self._script.popleft()
+            if hold:
+                self.holding.set()
+                await asyncio.to_thread(self.release.wait, 60)
             last = _text(body["messages"][-1].get("content"))
             if m := re.search(r"SLOW:(\d+(?:\.\d+)?)", last):
                 await asyncio.sleep(float(m.group(1)))
@@ -95,6 +123,14 @@ class FakeUpstream:
         return app
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            item = self._script.popleft() if self._script else None
+            self._scripted += item is not None
+            k = self._scripted
+        if item is not None:
+            message = _call(f"PROGRESS: {item[0]} {k}\nSTALE: -", item[0], item[1], k)
+            message["tool_calls"][0]["id"] = f"call_s{k}"
+            return message
         msgs = body["messages"]
         n = sum(1 for m in msgs if m.get("role") == "assistant") + 1
         last = _text(msgs[-1].get("content"))
@@ -142,8 +178,11 @@ class FakeUpstream:
 
         yield chunk({"role": "assistant", "content": ""})
         content = message.get("content") or ""
+        hold = "HOLD" in _text(body["messages"][-1].get("content"))
         for i in range(0, len(content), 7):
             yield chunk({"content": content[i : i + 7]})
+            if hold and i == 0:
+                await asyncio.to_thread(self.release.wait, 60)
         for i, call in enumerate(message.get("tool_calls") or []):
             fn = call["function"]
             yield chunk(

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from refold.history import History
-from refold.policy import Policy
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
+from refold.policy import Policy
 from refold.proxy.commands import context_calls, observations, plan
 from refold.proxy.errors import ProxyError
 from refold.proxy.mapping import match, normalize, split
