@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -245,3 +246,23 @@ def test_store_urls(tmp_path: object) -> None:
         open_store(f"sqlite:///{base / 'c.db'}?fast=1")
     with pytest.raises(ConfigError, match="names no file"):
         open_store("sqlite:///")
+
+
+def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    import refold.proxy.app
+    from refold.commands.serve import serve
+
+    seen: list[Any] = []
+    monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: seen.append(cfg) or object())
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
+    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "mask_after": None}
+    serve(**common)  # type: ignore[arg-type]
+    serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
+    default, custom = seen
+    assert default.spans.enabled and default.spans.prompt and default.ledger.prompt
+    assert default.ledger.budget_tokens is None and default.context_tools
+    assert not custom.spans.enabled and not custom.spans.prompt
+    assert custom.ledger.enabled and not custom.ledger.prompt and custom.ledger.budget_tokens == 16000
+    assert not custom.context_tools
