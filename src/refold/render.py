@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Any
 
 from .history import History
 from .mechanisms.dedup import DedupIndex
@@ -33,29 +32,15 @@ from .mechanisms.spans import (
     cover_map,
     fold_cost,
 )
+from .messages import clean as clean  # re-exported: callers import it from here
+from .messages import label, mask_text, with_text
+from .messages import with_content as _with_content
 from .policy import DEFAULT, Policy
 from .protocol import CM, ledger_section, reminder, span_section, system_section
 from .shell import analyze
 from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
 
 _Hidden = tuple[tuple[int, int, str], ...]
-
-_API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
-
-
-def clean(message: Message) -> Message:
-    """The message as an API receives it (drops recorder fields such as mini's ``extra``)."""
-    return {k: message[k] for k in _API_KEYS if k in message}
-
-
-def with_text(message: Message, text: str) -> Message:
-    out = clean(message)
-    out["content"] = text
-    return out
-
-
-def label(step: int, body: str) -> str:
-    return f"[step {step}]\n{body}"
 
 
 class Renderer:
@@ -406,24 +391,6 @@ class _Form:
         self.msgs = msgs
         self.origins = origins
         self.sources = sources
-
-
-def mask_text(step: Step, *, reversible: bool) -> str:
-    lines = sum(t.count("\n") + 1 for t in step.output_texts)
-    hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."
-    return f"[step {step.index}]\n{CM} Output of step {step.index} ({lines} lines) hidden to save context.{hint}"
-
-
-def _with_content(message: Message, text: str) -> Message:
-    out = clean(message)
-    if isinstance(message.get("content"), list):
-        # keep non-text parts (images) after the text
-        parts: list[Any] = [{"type": "text", "text": text}]
-        parts += [p for p in message["content"] if isinstance(p, dict) and p.get("type") != "text"]
-        out["content"] = parts
-    else:
-        out["content"] = text
-    return out
 
 
 def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS) -> str:
