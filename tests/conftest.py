@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -20,3 +21,15 @@ def real_trajectories() -> list[Path]:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI a skipped test is a failure: CI installs chromium and redis-server, so a skip there
+    means a check silently did not run."""
+    if not os.environ.get("CI"):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped and exitstatus == 0:
+        reporter.write_line(f"CI: {len(skipped)} test(s) skipped; failing the run (see -rs for reasons)", red=True)
+        session.exitstatus = 1
