@@ -7,6 +7,7 @@ never show a traceback.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 
@@ -22,7 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ("demo", "replay", "view", "run", "serve")
+COMMAND_MODULES = ("demo", "replay", "view", "run", "serve", "simulate")
 
 
 def _register() -> None:
@@ -38,13 +39,38 @@ def _register() -> None:
 
 _register()
 
+# The click that typer uses (typer >= 0.25 vendors its own copy): its usage-error classes.
+_click = sys.modules[typer.BadParameter.__module__]
+_NO_ARGS_IS_HELP: tuple[type[BaseException], ...] = tuple(
+    c for c in (getattr(_click, "NoArgsIsHelpError", None),) if c is not None
+)
+
 
 def main() -> None:
     try:
-        app()
+        rv = app(standalone_mode=False)
     except RefoldError as e:
-        typer.echo(f"refold: error: {e}", err=True)
+        _fail(str(e), 2)
+    except _NO_ARGS_IS_HELP as e:  # bare ``refold``: the help, as before
+        ctx = getattr(e, "ctx", None)
+        typer.echo(ctx.get_help() if ctx else str(e))
         sys.exit(2)
-    except KeyboardInterrupt:
-        typer.echo("refold: interrupted", err=True)
-        sys.exit(130)
+    except _click.UsageError as e:  # bad option values, missing arguments, unknown commands
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+        _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
+    except _click.ClickException as e:
+        _fail(" ".join(e.format_message().split()), e.exit_code)
+    except (KeyboardInterrupt, _click.Abort, typer.Abort):
+        _fail("interrupted", 130)
+    except OSError as e:
+        if e.errno != errno.EPIPE:
+            raise
+        sys.exit(1)  # the reader of our output went away (``refold replay ... | head``)
+    if rv == 130:  # typer turns Ctrl-C into Exit(130)
+        _fail("interrupted", 130)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo(f"refold: error: {message}" if code != 130 else f"refold: {message}", err=True)
+    sys.exit(code)
