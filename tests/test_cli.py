@@ -51,3 +51,26 @@ def test_bad_trajectory_in_view_names_the_file(tmp_path: Path) -> None:
     r = refold("view", str(bad), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert str(bad) in r.stderr and "invalid JSON" in r.stderr
+
+
+BLOCK_EXTRAS = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split('.')[0] in ('fastapi', 'uvicorn', 'minisweagent', 'redis'):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Block())
+sys.argv = ['refold', *sys.argv[1:]]
+from refold.cli import main
+main()
+"""
+
+
+def test_core_install_without_extras(tmp_path: Path) -> None:
+    """`pip install .` has no serve/mini extras: the core commands work, the others say what to install."""
+    run = lambda *a: subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, *a], capture_output=True, text=True, timeout=600)  # noqa: E731
+    demo = run("demo", "--no-report", "--tokenizer", "chars4")
+    assert demo.returncode == 0, demo.stderr
+    serve = run("serve", "--upstream", "http://127.0.0.1:9/v1")
+    assert serve.returncode == 2 and "Traceback" not in serve.stderr
+    assert serve.stderr.strip() == "refold: error: 'refold serve' needs fastapi: pip install 'refold[serve]'"

@@ -24,6 +24,8 @@ app = typer.Typer(
 )
 
 COMMAND_MODULES = ("demo", "replay", "view", "run", "serve", "simulate")
+EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "httpx": "serve", "redis": "serve", "minisweagent": "mini"}
+"""Optional dependencies -> the extra that installs them (``pip install 'refold[serve]'``)."""
 
 
 def _register() -> None:
@@ -32,9 +34,27 @@ def _register() -> None:
             module = importlib.import_module(f"refold.commands.{name}")
         except ModuleNotFoundError as e:
             if e.name == f"refold.commands.{name}":
-                continue  # not built yet in this checkout
-            raise
+                continue  # TEMPORARY while the command is being written
+            missing = (e.name or "").split(".")[0]
+            if missing not in EXTRAS:
+                raise
+            _register_missing(name, missing, EXTRAS[missing])
+            continue
         module.register(app)
+
+
+def _register_missing(command: str, package: str, extra: str) -> None:
+    """A command whose optional dependencies are not installed explains how to get them."""
+
+    def unavailable() -> None:
+        raise RefoldError(f"'refold {command}' needs {package}: pip install 'refold[{extra}]'")
+
+    app.command(
+        command,
+        help=f"Not installed: needs the '{extra}' extra.",
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )(unavailable)
 
 
 _register()
@@ -43,6 +63,9 @@ _register()
 _click = sys.modules[typer.BadParameter.__module__]
 _NO_ARGS_IS_HELP: tuple[type[BaseException], ...] = tuple(
     c for c in (getattr(_click, "NoArgsIsHelpError", None),) if c is not None
+)
+_ABORT: tuple[type[BaseException], ...] = tuple(
+    {KeyboardInterrupt, typer.Abort, getattr(_click, "Abort", typer.Abort)}
 )
 
 
@@ -60,7 +83,7 @@ def main() -> None:
         _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
     except _click.ClickException as e:
         _fail(" ".join(e.format_message().split()), e.exit_code)
-    except (KeyboardInterrupt, _click.Abort, typer.Abort):
+    except _ABORT:
         _fail("interrupted", 130)
     except OSError as e:
         if e.errno != errno.EPIPE:
