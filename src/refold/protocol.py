@@ -12,9 +12,13 @@ from dataclasses import dataclass
 CM = "[context-manager]"
 
 _HEAD_LINES = 4  # the two lines must open the reply; we allow a little slack before them
-_MARKUP = re.compile(r"^[\s>#*_`\-+]*")
+_MARKUP = re.compile(r"^[\s>#*_`\-+]*(?:\d{1,2}[.)]\s+)?[\s>#*_`\-+]*")  # bullets, headings, "1. "
 _LINE = re.compile(r"^(PROGRESS|STALE)\s*[*_`]*\s*[:：\-–]\s*[*_`]*\s*(.*)$", re.IGNORECASE)
-_RANGE = re.compile(r"(\d+)\s*(?:-|–|\.\.|to)\s*(\d+)")
+_DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"  # hyphen, en/em dashes, minus sign
+_RANGE = re.compile(r"(\d+)\s*(?:[" + _DASHES + r"]|\.\.|to|through|thru)\s*(\d+)", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:except|but|not|keep|keeping|excluding|still)\b", re.IGNORECASE)  # '4, but not 2'
+_THINK = re.compile(r"^\s*<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_MAX_DIGITS = 9  # longer numbers are no step (and int() of thousands of digits raises)
 _NONE_WORDS = {"", "-", "none", "n/a", "na", "nothing", "no", "nil", "[]", "—", "–"}
 _MAX_RANGE = 64
 
@@ -31,6 +35,7 @@ def parse_head(reply: str) -> Head:
     progress: str | None = None
     stale: tuple[int, ...] | None = None
     seen = 0
+    reply = _THINK.sub("", reply, count=1)  # reasoning models may open with a <think> block
     for raw in reply.splitlines():
         if not raw.strip():
             continue
@@ -54,15 +59,19 @@ def parse_head(reply: str) -> Head:
 def parse_step_list(text: str) -> tuple[int, ...]:
     """'3, 4' / '3-5' / '[step 3] and 7' / '-' / 'none (all needed)' -> sorted step numbers."""
     text = re.sub(r"\([^)]*\)", " ", text)  # asides like '(lines 1-100)' are not steps
+    text = _NEGATION.split(text, maxsplit=1)[0]  # '4, but not 2': only what comes before is stale
     if text.strip().lower().rstrip(".") in _NONE_WORDS:
         return ()
     found: set[int] = set()
     for a, b in _RANGE.findall(text):
+        if len(a) > _MAX_DIGITS or len(b) > _MAX_DIGITS:
+            continue
         lo, hi = int(a), int(b)
         if lo <= hi and hi - lo <= _MAX_RANGE:
             found.update(range(lo, hi + 1))
     for n in re.findall(r"\d+", _RANGE.sub(" ", text)):
-        found.add(int(n))
+        if len(n) <= _MAX_DIGITS:
+            found.add(int(n))
     return tuple(sorted(found))
 
 
@@ -93,14 +102,17 @@ def parse_command(command: str) -> ContextCommand | None:
 
 def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | None]:
     """Steps named by ``restore`` arguments, or an error sentence for the agent."""
-    text = re.sub(r"(?i)\[?\bsteps?\b\]?|\]", " ", argument).replace(",", " ")
+    text = re.sub(r"(?i)\[?\bsteps?\b\]?|\]|(?<!\S)#", " ", argument).replace(",", " ")
+    text = re.sub(r"(?<=\d)\s*[" + _DASHES + r"]\s*(?=\d)", "-", text)  # '3–5', '3 - 5'
+    text = re.sub(r"(?<=\d)\s*\.\.\s*(?=\d)", "-", text)  # '3..5'
     if not text.strip():
         return [], f"{CM} restore needs a step number, e.g. `restore 3`, `restore 3 5` or `restore 3-5`."
     steps: list[int] = []
     for word in text.split():
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", word)
+        m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9}))?", word)  # _MAX_DIGITS
         if not m:
-            return [], f"{CM} restore: '{word}' is not a step number; use e.g. `restore 3` or `restore 3-5`."
+            shown = word if len(word) <= 40 else word[:39] + "…"
+            return [], f"{CM} restore: '{shown}' is not a step number; use e.g. `restore 3` or `restore 3-5`."
         lo = int(m.group(1))
         hi = int(m.group(2) or lo)
         if hi < lo or hi - lo > _MAX_RANGE:

@@ -23,7 +23,7 @@ from ..types import Step
 from .spans import Outcome, recorded_results, take_recorded
 
 LEDGER_OPS = ("fold", "drop")
-_ID = re.compile(r"^\[?(?:step\s*)?(\d+)(?:\.(\d+))?\]?$", re.IGNORECASE)
+_ID = re.compile(r"^\[?(?:step\s*)?(\d{1,9})(?:\.(\d{1,9}))?\]?$", re.IGNORECASE)  # bounded: no int() of 5000 digits
 _RANGE = re.compile(r"(\d+)\s*,\s*(\d+)\s*p|view_range\D*(\d+)\D+(\d+)")
 _HEAD = re.compile(r"\bhead\s+(?:-n\s*)?-?(\d+)")
 _ERROR = re.compile(r"<returncode>\s*[1-9]\d*\s*</returncode>|Traceback \(most recent call last\)|command not found|No such file or directory")

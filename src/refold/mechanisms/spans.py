@@ -26,7 +26,7 @@ RATIONALE = (
     r"\b(because|since|so|therefore|due to|hence|thus|as a result|caused by|which means|in order to)\b"
     r"|[\w./-]+\.\w{1,8}:\d+|\blines? \d+"
 )
-_SPAN_ID = re.compile(r"^\s*\[?(?:span\s*)?[Ss](\d+)\]?\s*$")
+_SPAN_ID = re.compile(r"^\s*\[?(?:span\s*)?[Ss](\d{1,9})\]?\s*$")
 _COMMIT = re.compile(r"\[[^\]\s]+(?: \([^)]*\))? ([0-9a-f]{7,40})\]\s*(.*)")
 _CREATE = re.compile(r"(?:^|[;&|]\s*)(?:cat|printf|echo)\b[^>\n]*(?<!>)>\s*([^\s;&|<>]+)")
 
