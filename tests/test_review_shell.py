@@ -49,3 +49,24 @@ def test_help_still_works(tmp_path: Path) -> None:
     assert r.returncode == 0 and "--policy" in r.stdout
     r = refold(cwd=tmp_path)  # bare refold prints the help
     assert "replay" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_replay_unknown_kv_model_is_a_usage_error(tmp_path: Path) -> None:
+    one_line_error(refold("replay", str(SWE), "--policy", "base", "--kv-model", "nope", cwd=tmp_path), "nope")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv"])
+def test_replay_unwritable_output_fails_before_replaying(tmp_path: Path, flag: str) -> None:
+    bad = tmp_path / "no" / "such" / "dir" / "out"
+    r = refold("replay", str(SWE), "--policy", "base", flag, str(bad), cwd=tmp_path)
+    one_line_error(r, str(bad))
+    assert "refold replay:" not in r.stdout  # nothing was replayed
+    r = refold("replay", str(SWE), "--policy", "base", flag, str(tmp_path), cwd=tmp_path)
+    one_line_error(r, "folder")
+
+
+def test_demo_unwritable_report_fails_before_the_table(tmp_path: Path) -> None:
+    bad = tmp_path / "missing" / "demo.html"
+    r = refold("demo", "--tokenizer", "chars4", "-o", str(bad), cwd=tmp_path)
+    one_line_error(r, str(bad))
+    assert "total" not in r.stdout

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..errors import RefoldError
 from ..history import load
+from . import check_output
 
 DEMO_FILE = "django__django-11477.traj.json.gz"
 
@@ -57,6 +58,8 @@ def demo(
     from ..replay import Settings
 
     Settings(policies=("base",), tokenizer=tokenizer, cache=cache).check()  # usage errors first
+    if not no_report:
+        check_output(output, "--output")
     console = Console()
     path = demo_path()
     history = load(path)

@@ -27,6 +27,7 @@ from ..replay import (
     replay_paths,
     write_csv,
 )
+from . import check_output, write_output
 
 
 def _table(report: dict[str, Any]) -> Table:
@@ -138,6 +139,9 @@ def replay(
     settings.check()
     if mask_after is not None and mask_after < 1:
         raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
+    for flag, target in (("--json", json_out), ("--csv", csv_out)):
+        if target is not None:
+            check_output(target, flag)
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
@@ -166,9 +170,12 @@ def replay(
     out.print(_table(report))
     out.print(f"{len(files)} files in {seconds:.1f} s with {jobs} job(s). {report['simulated']}")
     if json_out:
-        json_out.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        write_output(json_out, json.dumps(report, indent=1, sort_keys=False) + "\n")
     if csv_out:
-        write_csv(results, csv_out)
+        try:
+            write_csv(results, csv_out)
+        except OSError as e:
+            raise PolicyError(f"cannot write {csv_out}: {e.strerror or e}") from None
     failed = [r for r in results if r.error is not None]
     for r in failed:
         typer.echo(f"refold: failed: {r.file}: {r.error}", err=True)

@@ -11,6 +11,7 @@ import typer
 from ..errors import PolicyError
 from ..replay import POLICIES, STALE_SOURCES
 from ..viewer import MECHANISMS, write_report
+from . import check_output
 
 
 def view(
@@ -57,6 +58,7 @@ def view(
     out = output or Path(run.name.removesuffix(".gz").removesuffix(".json") + ".html")
     if out.is_dir():
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
+    check_output(out, "--output")
     start = time.perf_counter()
     written = write_report(
         run,

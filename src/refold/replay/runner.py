@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, load_prices
+from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, kv_spec, load_prices
 from ..errors import PolicyError, RefoldError, TrajectoryError
 from ..history import History, load
 from ..tokens import TOKENIZER_NAMES, get_tokenizer
@@ -56,6 +56,10 @@ class Settings:
             raise PolicyError(f"unknown cache {self.cache!r}; valid choices: {', '.join(CACHE_NAMES)}")
         if self.budget < 1024:
             raise PolicyError(f"--budget must be at least 1024 tokens, got {self.budget}")
+        try:
+            kv_spec(self.kv_model)
+        except ValueError as e:
+            raise PolicyError(f"--kv-model: {e}") from None
         self.price_table()
 
     def price_name(self) -> str:
