@@ -1,0 +1,168 @@
+"""Sessions for the server simulator: recorded runs re-rendered under a policy, as token ids.
+
+A :class:`Trace` is one recorded run under one policy: for every model call, the full token
+sequence the engine will hold (prompt ids through the chat template, then the output) and the
+chained block hashes of that sequence.  Output of call ``t``:
+
+* length ``out_len`` = the recorded ``Step.meta["usage"]["completion_tokens"]`` when present
+  (it includes hidden reasoning for thinking models), else the reply's length under the
+  tokenizer, or a fixed ``output_tokens`` when given;
+* ids: when ``out_len`` <= the reply's length, the first ``out_len`` reply ids as the next prompt
+  shows them (so the next turn can hit them in the prefix cache, as with a full-attention model);
+  otherwise ``out_len - len(reply)`` unique placeholder ids (reasoning the template drops from
+  the next prompt) followed by the reply, so the next turn's hit stops at that reply.
+
+A compaction (``compact`` policies) is one extra request before the call: the summarization prompt
+and ``summary_tokens`` placeholder output, sent with no tool delay before the call after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..history import History
+from ..render import clean
+from ..replay import iter_prompts
+from ..tokens import Tokenizer, get_tokenizer, message_tokens, prompt_token_ids
+
+__all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
+
+_ROOT = 0x766C6C6D2D6E6F6E  # stands in for vLLM's NONE_HASH
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    prompt_len: int
+    out_len: int
+    hashes: list[int]  # chained hashes of the full blocks of prompt + output
+    after_tool: bool = True  # False: sent right after the previous request (a compaction's call)
+
+
+@dataclass(slots=True)
+class Trace:
+    source: str
+    policy: str
+    turns: list[Turn]
+    first_prompt: list[int]
+    system_tokens: int = 0  # tokens of the first prompt's system message (0 if none)
+    shared_blocks: int = 0  # leading blocks other runs may share (system prompt etc.)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_len for t in self.turns)
+
+    @property
+    def max_kv_tokens(self) -> int:
+        return max((t.prompt_len + t.out_len - 1 for t in self.turns), default=0)
+
+
+def block_hashes(
+    ids: Sequence[int], block_size: int, prev: tuple[list[int], list[int]] | None = None
+) -> list[int]:
+    """Chained hashes ``h_i = H(h_{i-1}, block_i)`` of the full blocks of ``ids``.
+
+    ``prev`` = (ids, hashes) of an earlier sequence: blocks of the common prefix are reused.
+    """
+    ids = list(ids)
+    n_full = len(ids) // block_size
+    out: list[int] = []
+    if prev is not None:
+        pids, phash = prev
+        same = 0
+        n = min(len(pids), len(ids))
+        step = 4096
+        while same + step <= n and pids[same : same + step] == ids[same : same + step]:
+            same += step
+        while same < n and pids[same] == ids[same]:
+            same += 1
+        out = phash[: min(same // block_size, n_full)]
+    parent = out[-1] if out else _ROOT
+    for i in range(len(out), n_full):
+        parent = hash((parent, tuple(ids[i * block_size : (i + 1) * block_size])))
+        out.append(parent)
+    return out
+
+
+def salted(hashes: list[int], start: int, salt: int) -> list[int]:
+    """Hashes from block ``start`` on made distinct for another copy of the same run."""
+    if salt == 0:
+        return hashes
+    return hashes[:start] + [hash((h, "copy", salt)) for h in hashes[start:]]
+
+
+def _completion_tokens(history: History, t: int) -> int | None:
+    usage = history.step(t + 1).meta.get("usage") or {}
+    v = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return v if isinstance(v, int) and v > 0 else None
+
+
+def build_trace(
+    history: History,
+    policy: str,
+    *,
+    stale: str = "recorded",
+    tokenizer: str = "qwen3.6",
+    block_size: int = 16,
+    output_tokens: int | None = None,
+    mask_after: int | None = None,
+) -> Trace:
+    """Render every call of ``history`` under ``policy`` and hash it (see the module docstring)."""
+    tok: Tokenizer = get_tokenizer(tokenizer)
+    priming = prompt_token_ids([], tok)
+    turns: list[Turn] = []
+    prev: tuple[list[int], list[int]] | None = None
+    first: list[int] = []
+    system_tokens = 0
+    placeholder = 0
+
+    def add(prompt: list[int], out_ids: list[int], after_tool: bool) -> None:
+        nonlocal prev
+        seq = prompt + out_ids
+        hashes = block_hashes(seq, block_size, prev)
+        prev = (seq, hashes)
+        turns.append(Turn(len(prompt), len(out_ids), hashes, after_tool))
+
+    def placeholders(n: int) -> list[int]:
+        nonlocal placeholder
+        out = list(range(-placeholder - 1, -placeholder - n - 1, -1))
+        placeholder += n
+        return out
+
+    for p in iter_prompts(history, policy, stale, tokenizer=tokenizer, mask_after=mask_after):
+        compacted = p.compaction is not None
+        if p.compaction is not None:
+            cids = prompt_token_ids(p.compaction.input_messages, tok)
+            add(cids, placeholders(max(1, p.compaction.summary_tokens)), True)
+        ids = prompt_token_ids(p.messages, tok)
+        if not first:
+            first = ids
+            if p.messages and p.messages[0].get("role") == "system":
+                system_tokens = len(message_tokens(p.messages[0], tok))
+        reply = message_tokens(clean(history.step(p.t + 1).reply), tok)
+        if reply[: len(priming)] == priming:
+            reply = reply[len(priming) :]
+        n_out = output_tokens or _completion_tokens(history, p.t) or max(1, len(reply))
+        out_ids = reply[:n_out] if n_out <= len(reply) else placeholders(n_out - len(reply)) + reply
+        add(ids, out_ids, not compacted)
+    return Trace(history.source, policy, turns, first, system_tokens)
+
+
+def set_shared_prefixes(traces: Sequence[Trace], block_size: int) -> None:
+    """Set each trace's ``shared_blocks``: its longest first-prompt prefix common with another run.
+
+    Copies of one run (when sessions outnumber files) are salted from there on, so they share
+    with each other exactly what different runs share.  With a single distinct run, its system
+    message is taken as the shared part.
+    """
+    firsts = [t.first_prompt for t in traces]
+    for i, t in enumerate(traces):
+        best = 0
+        others = [f for j, f in enumerate(firsts) if j != i and f != firsts[i]]
+        for f in others:
+            n = min(len(f), len(t.first_prompt))
+            k = 0
+            while k < n and f[k] == t.first_prompt[k]:
+                k += 1
+            best = max(best, k)
+        t.shared_blocks = (best if others else t.system_tokens) // block_size
