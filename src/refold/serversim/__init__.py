@@ -13,7 +13,7 @@ pluggable step-time model turns each engine step into seconds (:mod:`.steptime`)
 from __future__ import annotations
 
 from .engine import BlockPool, Engine, Request, StepPlan
-from .sim import ServerConfig, ServerSimError, SimResult, find_max_sessions, simulate
+from .sim import ServerConfig, ServerSimError, SimResult, check_fits, find_max_sessions, simulate
 from .steptime import (
     GPUS,
     MODELS,
@@ -42,6 +42,7 @@ __all__ = [
     "Turn",
     "block_hashes",
     "build_trace",
+    "check_fits",
     "capacity_blocks_for",
     "dynamo_step",
     "find_max_sessions",

@@ -21,7 +21,7 @@ from .engine import Engine, Request
 from .steptime import StepTime
 from .workload import Trace, salted
 
-__all__ = ["ServerConfig", "ServerSimError", "SimResult", "find_max_sessions", "simulate"]
+__all__ = ["ServerConfig", "ServerSimError", "SimResult", "check_fits", "find_max_sessions", "simulate"]
 
 
 class ServerSimError(RefoldError):
@@ -93,7 +93,8 @@ class SimResult:
         return d
 
 
-def _check_fits(traces: Sequence[Trace], cfg: ServerConfig) -> None:
+def check_fits(traces: Sequence[Trace], cfg: ServerConfig) -> None:
+    """Raise ServerSimError if some request could never fit in the pool alone."""
     b = cfg.block_size
     for t in traces:
         need = -(-t.max_kv_tokens // b)
@@ -104,14 +105,24 @@ def _check_fits(traces: Sequence[Trace], cfg: ServerConfig) -> None:
             )
 
 
-def simulate(traces: Sequence[Trace], sessions: int, cfg: ServerConfig, step_time: StepTime) -> SimResult:
-    """Run ``sessions`` concurrent sessions over ``traces`` (one policy) to completion."""
+def simulate(
+    traces: Sequence[Trace],
+    sessions: int,
+    cfg: ServerConfig,
+    step_time: StepTime,
+    *,
+    on_step: Callable[[Engine], None] | None = None,
+) -> SimResult:
+    """Run ``sessions`` concurrent sessions over ``traces`` (one policy) to completion.
+
+    ``on_step(engine)`` (for tests) is called after every schedule and every finished step.
+    """
     cfg.check()
     if not traces:
         raise ServerSimError("no recorded runs to simulate")
     if sessions < 1:
         raise ServerSimError(f"sessions must be >= 1, got {sessions}")
-    _check_fits(traces, cfg)
+    check_fits(traces, cfg)
     n = len(traces)
     session_trace = [traces[i % n] for i in range(sessions)]
     copy = [i // n for i in range(sessions)]
@@ -149,13 +160,18 @@ def simulate(traces: Sequence[Trace], sessions: int, cfg: ServerConfig, step_tim
                 raise ServerSimError("the engine cannot schedule anything (simulator bug)")
             continue
         stalls = 0
+        if on_step is not None:
+            on_step(engine)
         dt = step_time(plan)
         pinned = engine.pool.pinned
         peak = max(peak, pinned)
         area += pinned * dt
         clock += dt
         steps += 1
-        for req in engine.finish_step(plan, clock):
+        finished = engine.finish_step(plan, clock)
+        if on_step is not None:
+            on_step(engine)
+        for req in finished:
             done_reqs.append(req)
             turns = session_trace[req.session].turns
             nxt = req.turn + 1

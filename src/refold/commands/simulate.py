@@ -1,0 +1,285 @@
+"""``refold simulate PATH...``: w agent sessions sharing one vLLM server, per policy (SIMULATED).
+
+Exit codes: 0 done, 2 usage errors (RefoldError, printed as one line by the cli).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..cache import kv_spec
+from ..errors import PolicyError
+from ..history import load
+from ..replay import POLICIES, STALE_SOURCES, collect_paths
+from ..serversim import (
+    GPUS,
+    MODELS,
+    STEP_MODELS,
+    ServerConfig,
+    SimResult,
+    Trace,
+    build_trace,
+    capacity_blocks_for,
+    check_fits,
+    find_max_sessions,
+    make_step_time,
+    set_shared_prefixes,
+    simulate,
+)
+from ..serversim.steptime import gpu as gpu_spec
+from ..tokens import TOKENIZER_NAMES
+from . import check_output, write_output
+
+FORMAT = "refold-serversim-1"
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise PolicyError(f"{flag} takes comma-separated integers, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise PolicyError(f"{flag} needs integers >= 1, got {text!r}")
+    return sorted(set(out))
+
+
+def _table(results: list[SimResult], title: str) -> Table:
+    t = Table(title=title)
+    cols: tuple[str, ...] = (
+        "policy",
+        "w",
+        "requests",
+        "wait mean",
+        "wait p50",
+        "wait p99",
+        "TTFT mean",
+        "TTFT p99",
+    )
+    cols += ("preempt", "hit", "KV peak", "KV mean", "prefilled", "makespan", "out tok/s")
+    for c in cols:
+        t.add_column(c, justify="left" if c == "policy" else "right", no_wrap=True)
+    for r in results:
+        cap = r.capacity_blocks
+        t.add_row(
+            r.policy,
+            str(r.sessions),
+            f"{r.requests:,}",
+            f"{r.wait_mean:.2f}s",
+            f"{r.wait_p50:.2f}s",
+            f"{r.wait_p99:.2f}s",
+            f"{r.ttft_mean:.2f}s",
+            f"{r.ttft_p99:.2f}s",
+            f"{r.preemptions:,}",
+            f"{r.hit_rate:.0%}",
+            f"{r.peak_blocks / cap:.0%}",
+            f"{r.mean_blocks / cap:.0%}",
+            f"{r.prefilled_tokens:,}",
+            f"{r.makespan:,.0f}s",
+            f"{r.throughput:,.0f}",
+        )
+    return t
+
+
+def _max_from_sweep(results: list[SimResult], ok: Any) -> int:
+    best = 0
+    for r in sorted(results, key=lambda r: r.sessions):
+        if not ok(r):
+            break
+        best = r.sessions
+    return best
+
+
+def simulate_cmd(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Trajectory files or folders (as refold replay reads).")
+    ],
+    policy: Annotated[
+        str, typer.Option("--policy", help=f"Comma-separated policies: {', '.join(POLICIES)}.")
+    ] = "base,refold-best",
+    sessions: Annotated[
+        str, typer.Option("--sessions", help="Comma-separated session counts w.")
+    ] = "8,16,32,48",
+    stale: Annotated[
+        str, typer.Option(help=f"Where STALE marks come from: {', '.join(STALE_SOURCES)}.")
+    ] = "recorded",
+    tokenizer: Annotated[
+        str, typer.Option(help="qwen3.6 (default), o200k, cl100k or chars4 (fast).")
+    ] = "qwen3.6",
+    kv_tokens: Annotated[
+        int | None, typer.Option("--kv-tokens", help="KV pool size in tokens (else derived from the GPU).")
+    ] = None,
+    gpu_gib: Annotated[
+        float | None, typer.Option("--gpu-gib", help="GPU memory in GiB (default: the --gpu's).")
+    ] = None,
+    model: Annotated[
+        str, typer.Option(help=f"Model for KV sizing and the roofline: {', '.join(MODELS)}.")
+    ] = ("qwen3.6-27b"),
+    gpu: Annotated[str, typer.Option(help=f"GPU for the roofline and memory: {', '.join(GPUS)}.")] = "h100",
+    step_model: Annotated[
+        str, typer.Option("--step-model", help=f"Step-time model: {', '.join(STEP_MODELS)}.")
+    ] = "roofline",
+    block_size: Annotated[int, typer.Option(help="KV block size in tokens.")] = 16,
+    max_batched_tokens: Annotated[int, typer.Option(help="max_num_batched_tokens per step.")] = 8192,
+    tool_delay: Annotated[float, typer.Option(help="Seconds between a reply and the next request.")] = 2.0,
+    stagger: Annotated[float, typer.Option(help="Session i starts at i * stagger seconds.")] = 1.0,
+    output_tokens: Annotated[
+        int | None, typer.Option(help="Fixed output length (default: recorded completion tokens).")
+    ] = None,
+    wait_threshold: Annotated[
+        float, typer.Option(help="Max w 'fits' while the mean queue wait is at most this (s).")
+    ] = 1.0,
+    find_max: Annotated[
+        bool, typer.Option("--find-max", help="Bisect 1..max(--sessions) for the max w per policy.")
+    ] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+) -> None:
+    """Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED)."""
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    for p in names:
+        if p not in POLICIES:
+            raise PolicyError(f"unknown policy {p!r}; valid choices: {', '.join(POLICIES)}")
+    if not names:
+        raise PolicyError("no policy selected")
+    ws = _ints(sessions, "--sessions")
+    if stale not in STALE_SOURCES:
+        raise PolicyError(f"unknown --stale {stale!r}; valid choices: {', '.join(STALE_SOURCES)}")
+    if tokenizer not in TOKENIZER_NAMES:
+        raise PolicyError(f"unknown tokenizer {tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}")
+    if kv_tokens is not None and gpu_gib is not None:
+        raise PolicyError("give --kv-tokens or --gpu-gib, not both")
+    if output_tokens is not None and output_tokens < 1:
+        raise PolicyError(f"--output-tokens must be >= 1, got {output_tokens}")
+    if block_size < 1:
+        raise PolicyError(f"--block-size must be >= 1, got {block_size}")
+    gpu_spec(gpu)
+    step_time = make_step_time(step_model, model, gpu)
+    try:
+        kv_spec(model)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
+    if kv_tokens is not None:
+        if kv_tokens < block_size:
+            raise PolicyError(f"--kv-tokens must be at least one block ({block_size}), got {kv_tokens}")
+        capacity = kv_tokens // block_size
+    else:
+        capacity = capacity_blocks_for(
+            model, gpu_gib if gpu_gib is not None else gpu_spec(gpu).memory_gib, block_size=block_size
+        )
+    cfg = ServerConfig(capacity, block_size, max_batched_tokens, tool_delay=tool_delay, stagger=stagger)
+    cfg.check()
+    if json_out is not None:
+        check_output(json_out, "--json")
+    files = collect_paths([str(p) for p in paths])
+    if not files:
+        raise PolicyError("no trajectory files found in the given paths")
+    err = Console(stderr=True)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=max(out.width, 170))
+    start = time.perf_counter()
+    histories = [load(f) for f in files]
+    traces: dict[str, list[Trace]] = {}
+    for name in names:
+        with err.status(f"rendering {len(files)} runs under {name}"):
+            traces[name] = [
+                build_trace(
+                    h,
+                    name,
+                    stale=stale,
+                    tokenizer=tokenizer,
+                    block_size=block_size,
+                    output_tokens=output_tokens,
+                )
+                for h in histories
+            ]
+        set_shared_prefixes(traces[name], block_size)
+        check_fits(traces[name], cfg)
+    results: list[SimResult] = []
+    extra: dict[str, dict[int, SimResult]] = {}
+    maxima: dict[str, dict[str, int]] = {}
+
+    def no_preempt(r: SimResult) -> bool:
+        return r.preemptions == 0
+
+    def wait_ok(r: SimResult) -> bool:
+        return r.wait_mean <= wait_threshold
+
+    for name in names:
+        for w in ws:
+            with err.status(f"simulating {name} w={w}"):
+                results.append(simulate(traces[name], w, cfg, step_time))
+        mine = [r for r in results if r.policy == name]
+        maxima[name] = {
+            "no_preemption": _max_from_sweep(mine, no_preempt),
+            "wait": _max_from_sweep(mine, wait_ok),
+        }
+        if find_max:
+            tr = traces[name]
+            known = {r.sessions: r for r in mine}
+
+            def run(w: int, tr: list[Trace] = tr, known: dict[int, SimResult] = known) -> SimResult:
+                if w not in known:
+                    known[w] = simulate(tr, w, cfg, step_time)
+                return known[w]
+
+            hi = max(ws)
+            maxima[name] = {
+                "no_preemption": find_max_sessions(run, no_preempt, hi)[0],
+                "wait": find_max_sessions(run, wait_ok, hi)[0],
+            }
+            extra[name] = known
+    seconds = time.perf_counter() - start
+    kv_gib = capacity * block_size * kv_spec(model).bytes_per_token() / (1 << 30)
+    title = (
+        f"refold simulate (SIMULATED): {len(files)} runs, KV pool {capacity * block_size:,} tokens "
+        f"({kv_gib:.1f} GiB {model}), step time {step_model}"
+        + (f" {model} on {gpu}" if step_model == "roofline" else "")
+        + f", tool delay {tool_delay:g}s, stale {stale}, tokenizer {tokenizer}"
+    )
+    out.print(_table(results, title))
+    how = "bisection over 1.." + str(max(ws)) if find_max else "largest tested w"
+    for name, m in maxima.items():
+        out.print(
+            f"{name}: max w without preemption {m['no_preemption']}, with mean queue wait <= "
+            f"{wait_threshold:g}s {m['wait']} ({how}; SIMULATED)",
+            highlight=False,
+        )
+    out.print(f"{len(files)} files in {seconds:.1f} s. Every figure is SIMULATED (no GPU).", highlight=False)
+    if json_out is not None:
+        report = {
+            "format": FORMAT,
+            "simulated": True,
+            "files": files,
+            "settings": {
+                "policies": names,
+                "sessions": ws,
+                "stale": stale,
+                "tokenizer": tokenizer,
+                "model": model,
+                "gpu": gpu,
+                "step_model": step_model,
+                "capacity_blocks": capacity,
+                "block_size": block_size,
+                "kv_tokens": capacity * block_size,
+                "max_num_batched_tokens": max_batched_tokens,
+                "tool_delay": tool_delay,
+                "stagger": stagger,
+                "output_tokens": output_tokens,
+                "wait_threshold": wait_threshold,
+            },
+            "results": [r.to_dict() for r in results],
+            "max_sessions": maxima,
+            "bisection": {k: sorted(v) for k, v in extra.items()},
+        }
+        write_output(json_out, json.dumps(report, indent=1) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_cmd)
