@@ -70,3 +70,33 @@ def test_demo_unwritable_report_fails_before_the_table(tmp_path: Path) -> None:
     r = refold("demo", "--tokenizer", "chars4", "-o", str(bad), cwd=tmp_path)
     one_line_error(r, str(bad))
     assert "total" not in r.stdout
+
+
+UP = "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--log-level", "loud"], "--log-level"),
+        (["--tokenizer", "nope"], "tokenizer"),
+        (["--timeout", "0"], "--timeout"),
+        (["--port", "99999"], "--port"),
+        (["--store", "/proc/refold-nope/x.db"], "store"),
+        (["--store", "redis://127.0.0.1:1/0"], "redis://127.0.0.1:1/0"),
+    ],
+)
+def test_serve_bad_settings_fail_before_listening(tmp_path: Path, args: list[str], words: str) -> None:
+    r = refold("serve", "--upstream", UP, "--port", "0", *args, cwd=tmp_path, timeout=60)
+    one_line_error(r, words)
+
+
+def test_serve_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = refold("serve", "--upstream", UP, "--port", str(port), cwd=tmp_path, timeout=60)
+    one_line_error(r, str(port))

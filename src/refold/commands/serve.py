@@ -19,6 +19,8 @@ from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
 
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
@@ -114,16 +116,22 @@ def serve(
         timeout=timeout,
         tokenizer=tokenizer,
     )
+    if log_level.lower() not in LOG_LEVELS:
+        raise PolicyError(f"unknown --log-level {log_level!r}; valid choices: {', '.join(LOG_LEVELS)}")
     import uvicorn
 
     from ..proxy.app import create_app
+    from ..proxy.config import check_port
+    from ..proxy.store import check_store
 
+    check_port(host, port)
+    check_store(store)
     typer.echo(f"refold serve: http://{host}:{port}/v1 -> {upstream} (store {store})", err=True)
     uvicorn.run(
         create_app(cfg),
         host=host,
         port=port,
-        log_level=log_level,
+        log_level=log_level.lower(),
         timeout_graceful_shutdown=5,
         timeout_keep_alive=75,
     )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass, field
 
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..render import Renderer
+from ..tokens import TOKENIZER_NAMES
 from .errors import ConfigError
 
 DEFAULT_PORT = 8077
@@ -46,6 +48,14 @@ class ProxyConfig:
             raise ConfigError("--max-rounds must be >= 0")
         if self.max_body < 1024:
             raise ConfigError("--max-body must be at least 1024 bytes")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
+        if not self.timeout > 0:
+            raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
+        if self.tokenizer not in (*TOKENIZER_NAMES, "off", ""):
+            raise ConfigError(
+                f"unknown --tokenizer {self.tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}, off"
+            )
         if any(not t.strip() for t in self.tokens):
             raise ConfigError("an empty --token is not allowed")
         check_bind(self.host, self.tokens)
@@ -62,6 +72,22 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` once and let it go: an address in use or a host that does not resolve
+    is a ConfigError before the server starts (uvicorn would log it and exit without a reason)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
 
 def check_bind(host: str, tokens: tuple[str, ...]) -> None:

@@ -12,6 +12,7 @@ Backends: SQLite in WAL mode (default, ``sqlite:///path`` or a plain path) and R
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
@@ -115,6 +116,27 @@ def open_store(url: str) -> Store:
     return SQLiteStore(path, sync=sync)
 
 
+def check_store(url: str) -> None:
+    """Open the store and read from it once (``refold serve`` startup): a path that cannot be
+    opened or an unreachable Redis is a ConfigError before the server starts listening."""
+
+    async def probe() -> None:
+        st = open_store(url)
+        try:
+            await st.head("refold-startup-check")
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001 - sqlite3 / redis / OS errors alike
+            raise ConfigError(
+                f"cannot use store {url}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            ) from None
+        finally:
+            with contextlib.suppress(Exception):  # closing a store that never opened
+                await st.close()
+
+    asyncio.run(probe())
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     sid TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, head TEXT NOT NULL,
@@ -140,15 +162,19 @@ class SQLiteStore:
     def __init__(self, path: str, *, sync: str = "normal") -> None:
         self.url = f"sqlite:///{path}"
         if path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = str(Path(path).expanduser())
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ConfigError(f"cannot open store {path}: {e.strerror or e}") from None
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+            self._db.executescript(_SCHEMA)
         except sqlite3.Error as e:
             raise ConfigError(f"cannot open store {path}: {e}") from None
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
-        self._db.executescript(_SCHEMA)
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(self._locked, fn, *args)
