@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import TrajectoryError
 from .protocol import parse_head
-from .types import Action, Message, Step, content_text, message_digest
+from .types import Action, Message, Step, content_text, message_digest, step_numbers
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 _BASH_BLOCK = re.compile(r"```(?:bash|sh|shell)?\s*\n(.*?)\n```", re.DOTALL)
@@ -103,9 +103,11 @@ class History:
             if not isinstance(m, dict):
                 raise TrajectoryError(source or "<messages>", f"message {i} is not an object")
             role = m.get("role")
-            if role not in CHAT_ROLES:
+            if not isinstance(role, str) or role not in CHAT_ROLES:
                 continue  # e.g. mini's final {"role": "exit"} record is not sent to the model
-            if role == "assistant":
+            if pending is None and m.get("is_demo"):
+                prefix.append(m)  # SWE-agent demonstrations: part of the prompt, not model calls
+            elif role == "assistant":
                 if pending:
                     steps.append(pending)
                 pending = (m, [])
@@ -127,7 +129,7 @@ class History:
         step is only appended once an assistant message follows it or the list ends with observations.
         """
         known = len(self._prefix) + sum(1 + len(s.observations) for s in self._steps)
-        chat = [m for m in messages if m.get("role") in CHAT_ROLES]
+        chat = [m for m in messages if isinstance(m, dict) and m.get("role") in CHAT_ROLES]
         tail = chat[known:]
         if not tail:
             return 0
@@ -156,11 +158,11 @@ class History:
 
 def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
     meta: dict[str, Any] = {}
-    extra = reply.get("extra") or {}
+    extra = _dict(reply.get("extra"))
     for key in ("refold", "restore_of"):
         if key in extra:
             meta[key] = extra[key]
-    usage = (extra.get("response") or {}).get("usage") if isinstance(extra.get("response"), dict) else None
+    usage = _dict(extra.get("response")).get("usage")
     if isinstance(usage, dict):
         details = usage.get("prompt_tokens_details") or {}
         meta["usage"] = {
@@ -169,12 +171,18 @@ def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
             "completion_tokens": usage.get("completion_tokens"),
         }
     for o in obs:
-        ox = o.get("extra") or {}
+        ox = _dict(o.get("extra"))
         if "restore_of" in ox:
             meta["restore_of"] = ox["restore_of"]
         if isinstance(ox.get("refold_result"), dict):
             meta.setdefault("refold_result", []).append(ox["refold_result"])
+    if "restore_of" in meta:
+        meta["restore_of"] = step_numbers(meta["restore_of"])
     return meta
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def extract_actions(reply: Message) -> list[Action]:
@@ -186,26 +194,30 @@ def extract_actions(reply: Message) -> list[Action]:
     kept = _refold_actions(reply)
     if kept is not None:
         return kept
-    calls = reply.get("tool_calls") or []
+    calls = reply.get("tool_calls")
+    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
     if calls:
         out = []
         for c in calls:
-            fn = (c or {}).get("function") or {}
+            fn = _dict(c.get("function"))
             args = fn.get("arguments") or ""
-            name = fn.get("name") or "bash"
-            command = args
+            name = fn["name"] if isinstance(fn.get("name"), str) and fn["name"] else "bash"
+            command = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
             try:
                 parsed = json.loads(args) if isinstance(args, str) else args
                 if isinstance(parsed, dict) and isinstance(parsed.get("command"), str) and name in ("bash", "shell"):
                     command = parsed["command"]
             except (ValueError, TypeError):
                 pass
-            out.append(Action(str(command), name, c.get("id")))
+            out.append(Action(str(command), name, _call_id(c.get("id"))))
         return out
-    extra = reply.get("extra") or {}
-    actions = extra.get("actions") if isinstance(extra, dict) else None
+    actions = _dict(reply.get("extra")).get("actions")
     if isinstance(actions, list) and actions:
-        return [Action(str(a.get("command", "")), "bash", a.get("tool_call_id")) for a in actions if isinstance(a, dict)]
+        return [
+            Action(str(a.get("command", "")), "bash", _call_id(a.get("tool_call_id")))
+            for a in actions
+            if isinstance(a, dict)
+        ]
     if isinstance(reply.get("action"), str) and reply["action"].strip():
         return [Action(reply["action"].strip(), "bash")]
     text = content_text(reply.get("content"))
@@ -213,16 +225,18 @@ def extract_actions(reply: Message) -> list[Action]:
 
 
 def _refold_actions(reply: Message) -> list[Action] | None:
-    extra = reply.get("extra")
-    info = extra.get("refold") if isinstance(extra, dict) else None
-    actions = info.get("actions") if isinstance(info, dict) else None
+    actions = _dict(_dict(reply.get("extra")).get("refold")).get("actions")
     if not isinstance(actions, list) or not actions:
         return None
     return [
-        Action(str(a.get("command", "")), str(a.get("tool") or "bash"), a.get("tool_call_id"))
+        Action(str(a.get("command", "")), str(a.get("tool") or "bash"), _call_id(a.get("tool_call_id")))
         for a in actions
         if isinstance(a, dict)
     ]
+
+
+def _call_id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None if value is None else str(value)
 
 
 # ---- loading files ------------------------------------------------------------------------
@@ -247,13 +261,15 @@ def read_json(path: str | Path) -> Any:
     if not raw.strip():
         raise TrajectoryError(name, "file is empty")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not an error
     except UnicodeDecodeError as e:
         raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         return _json_lines(text, name, e)
+    except RecursionError:
+        raise TrajectoryError(name, "JSON nested too deeply to be a trajectory") from None
 
 
 def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
@@ -261,7 +277,7 @@ def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
     if len(lines) > 1:
         try:
             return [json.loads(ln) for ln in lines]
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
     raise TrajectoryError(name, f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}")
 
@@ -281,6 +297,8 @@ def detect_format(data: Any) -> str:
         return "swe-agent"
     if "messages" in data:
         return "messages"
+    if isinstance(data.get("history"), list) or isinstance(data.get("trajectory"), list):
+        return "swe-agent"  # SWE-agent .traj; some keep only one of history and trajectory
     raise ValueError(
         "unknown trajectory format: expected mini-swe-agent ('trajectory_format', 'messages'), "
         "SWE-agent ('history', 'trajectory') or a list of chat messages"
@@ -312,7 +330,11 @@ def load(path: str | Path) -> History:
         config = info.get("config") if isinstance(info, dict) else None
         if isinstance(config, dict) and isinstance(config.get("refold"), dict):
             meta["refold_config"] = config["refold"]  # how a refold run rendered (replay reuses it)
-    history = History.from_messages(messages, source=name, meta=meta)
+    try:
+        history = History.from_messages(messages, source=name, meta=meta)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as e:
+        reason = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        raise TrajectoryError(name, f"malformed trajectory ({reason})") from None
     if not history.prefix and not len(history):
         raise TrajectoryError(name, "trajectory has no messages")
     if not len(history):
@@ -322,22 +344,60 @@ def load(path: str | Path) -> History:
 
 def _sweagent_messages(data: dict[str, Any], name: str) -> list[Message]:
     history = data.get("history")
+    if history is None and isinstance(data.get("trajectory"), list):
+        return _sweagent_from_trajectory(data["trajectory"], name)
     if not isinstance(history, list):
         raise TrajectoryError(name, "field 'history' is not a list")
     out: list[Message] = []
     for i, m in enumerate(history):
-        if not isinstance(m, dict) or "role" not in m:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise TrajectoryError(name, f"history[{i}] has no 'role'")
-        if m.get("is_demo"):
-            # demonstrations are part of the prompt prefix as one user message
-            pass
         msg: Message = {"role": m["role"], "content": m.get("content", "")}
+        if m.get("is_demo"):
+            msg["is_demo"] = True  # a demonstration: prompt prefix, not a model call
         if m.get("tool_calls"):
             msg["tool_calls"] = m["tool_calls"]
         if m["role"] == "tool":
-            ids = m.get("tool_call_ids") or []
+            ids = m.get("tool_call_ids")
+            ids = ids if isinstance(ids, list) else [ids] if ids else []
             msg["tool_call_id"] = m.get("tool_call_id") or (ids[0] if ids else None)
         if m["role"] == "assistant" and isinstance(m.get("action"), str) and not m.get("tool_calls"):
             msg["action"] = m["action"]
         out.append(msg)
+    return out
+
+
+def _sweagent_from_trajectory(trajectory: list[Any], name: str) -> list[Message]:
+    """A .traj without ``history``: the prompt before the first call (``query``) and one step per entry."""
+    out: list[Message] = []
+    for i, entry in enumerate(trajectory):
+        if not isinstance(entry, dict):
+            raise TrajectoryError(name, f"trajectory[{i}] is not an object")
+        query = entry.get("query")
+        if i == 0 and isinstance(query, list):
+            for m in query:
+                if not isinstance(m, dict) or m.get("role") == "assistant":
+                    break
+                out.append({"role": m.get("role"), "content": m.get("content", "")})
+        response = entry.get("response")
+        action = entry.get("action")
+        if not isinstance(response, str) or not response.strip():
+            thought = entry.get("thought") if isinstance(entry.get("thought"), str) else ""
+            response = (
+                f"{thought}\n\n```\n{action}\n```" if isinstance(action, str) and action.strip() else thought
+            )
+        reply: Message = {"role": "assistant", "content": response}
+        if isinstance(action, str) and action.strip():
+            reply["action"] = action
+        out.append(reply)
+        observation = entry.get("observation")
+        if observation is not None:
+            out.append(
+                {
+                    "role": "user",
+                    "content": observation
+                    if isinstance(observation, str)
+                    else json.dumps(observation, default=str),
+                }
+            )
     return out

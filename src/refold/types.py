@@ -61,8 +61,21 @@ class Step:
     @property
     def restore_of(self) -> tuple[int, ...]:
         """Steps this step restored (set by whoever answered the restore)."""
-        value = self.meta.get("restore_of", ())
-        return tuple(int(v) for v in value)
+        return tuple(step_numbers(self.meta.get("restore_of", ())))
+
+
+def step_numbers(value: Any) -> list[int]:
+    """Step numbers from a recorded ``restore_of`` (a list, or one number); junk entries are skipped."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for v in items:
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int):
+            out.append(v)
+        elif isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 9:
+            out.append(int(v))
+    return out
 
 
 def content_text(content: Any) -> str:

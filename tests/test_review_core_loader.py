@@ -1,0 +1,189 @@
+"""Loader robustness: mutated real trajectories load or fail with a one-line TrajectoryError naming the file."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from refold.errors import TrajectoryError
+from refold.history import History, load
+from refold.mechanisms.ledger import LedgerPolicy
+from refold.policy import Policy
+from refold.render import Renderer
+
+from conftest import real_trajectories
+
+REAL = {p.name: json.loads(gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes()) for p in real_trajectories()}
+
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.just("9" * 5000),
+    st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=5)), max_size=3),
+    st.dictionaries(st.sampled_from(["role", "content", "text", "type", "function", "id", "extra"]), st.one_of(st.none(), st.integers(), st.text(max_size=5)), max_size=3),
+    st.just({"role": "assistant", "content": None, "tool_calls": [{"id": 1, "function": {"name": 2, "arguments": {"command": 3}}}]}),
+    st.just([{"type": "text", "text": "part"}, {"type": "image_url", "image_url": {"url": "data:,"}}]),
+    st.just({"restore_of": ["x", {"a": 1}, 3]}),
+)
+
+
+def _paths(node: Any, path: tuple[Any, ...] = (), depth: int = 0) -> list[tuple[Any, ...]]:
+    out = [path]
+    if depth > 6:
+        return out
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*path, k), depth + 1)
+    elif isinstance(node, list):
+        for i, v in enumerate(node[:40]):
+            out += _paths(v, (*path, i), depth + 1)
+    return out
+
+
+PATHS = {name: _paths(data) for name, data in REAL.items()}
+
+
+def _mutate(data: Any, path: tuple[Any, ...], op: str, junk: Any) -> Any:
+    if not path:
+        return junk
+    parent = data
+    for key in path[:-1]:
+        parent = parent[key]
+    last = path[-1]
+    if op == "delete":
+        del parent[last]
+    elif op == "duplicate" and isinstance(parent, list):
+        parent.insert(last, json.loads(json.dumps(parent[last])))
+    else:
+        parent[last] = junk
+    return data
+
+
+def _check(path: Path) -> None:
+    try:
+        h = load(path)
+    except TrajectoryError as e:
+        text = str(e)
+        assert "\n" not in text and str(path) in text and len(text) < 600, text
+        return
+    for policy in (Policy(), Policy(mask_after=2, k=2)):
+        r = Renderer(policy, ledger=LedgerPolicy(budget_tokens=50_000))
+        for t in range(len(h) + 1):
+            r.render(h, t)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_real_files(tmp_path: Path, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(REAL)))
+    doc = json.loads(json.dumps(REAL[name]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        paths = _paths(doc) if _ else PATHS[name]
+        where = data.draw(st.sampled_from(paths))
+        op = data.draw(st.sampled_from(["replace", "replace", "delete", "duplicate"]))
+        with contextlib.suppress(KeyError, IndexError, TypeError):
+            doc = _mutate(doc, where, op, data.draw(JUNK))
+    raw = json.dumps(doc, allow_nan=True).encode()
+    encoding = data.draw(st.sampled_from(["plain", "bom", "gzip", "jsonl", "truncated"]))
+    if encoding == "bom":
+        raw = b"\xef\xbb\xbf" + raw
+    elif encoding == "gzip":
+        raw = gzip.compress(raw)
+    elif encoding == "jsonl" and isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        raw = "\n".join(json.dumps(m) for m in doc["messages"]).encode()
+    elif encoding == "truncated":
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    path = tmp_path / f"mutated-{encoding}.traj.json"
+    path.write_bytes(raw)
+    _check(path)
+
+
+@pytest.mark.parametrize(
+    ("raw", "steps"),
+    [
+        (b"\xef\xbb\xbf" + json.dumps([{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]).encode(), 1),
+        (("[" * 100_000 + "]" * 100_000).encode(), None),
+        (('{"messages": [' + "[" * 5000 + "]" * 5000 + "]}").encode(), None),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": "x"}]}).encode(), 1),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "tool_calls": "xx"}]}).encode(), 1),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "tool_calls": ["xx", {"function": "f"}]}]}).encode(), 1),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": {"restore_of": 3}}]}).encode(), 1),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": {"restore_of": ["a", {"b": 1}]}}]}).encode(), 1),
+        (json.dumps({"history": [{"role": 1, "content": "x"}], "trajectory": []}).encode(), None),
+    ],
+    ids=["bom", "deep", "deep-inside", "extra-str", "tool-calls-str", "tool-calls-junk", "restore-of-int", "restore-of-junk", "role-int"],
+)
+def test_malformed_files(tmp_path: Path, raw: bytes, steps: int | None) -> None:
+    path = tmp_path / "run.traj.json"
+    path.write_bytes(raw)
+    if steps is None:
+        with pytest.raises(TrajectoryError, match=str(path)):
+            load(path)
+        return
+    h = load(path)
+    assert len(h) == steps
+    Renderer().render(h)
+
+
+def test_sweagent_demonstrations_are_prefix_not_steps(tmp_path: Path) -> None:
+    history = [
+        {"role": "system", "content": "You are SWE-agent."},
+        {"role": "user", "content": "demo task", "is_demo": True},
+        {"role": "assistant", "content": "demo reply", "action": "ls", "is_demo": True},
+        {"role": "user", "content": "demo output", "is_demo": True},
+        {"role": "user", "content": "the real task"},
+        {"role": "assistant", "content": "real reply", "action": "ls", "tool_call_ids": None},
+        {"role": "user", "content": "real output"},
+    ]
+    path = tmp_path / "demo.traj"
+    path.write_text(json.dumps({"history": history, "trajectory": [{"action": "ls"}]}))
+    h = load(path)
+    assert len(h) == 1 and h.step(1).reply_text == "real reply"
+    assert [m["content"] for m in h.prefix] == ["You are SWE-agent.", "demo task", "demo reply", "demo output", "the real task"]
+    assert all("is_demo" not in m for m in Renderer().render(h).messages)
+
+
+def test_sweagent_trajectory_without_history(tmp_path: Path) -> None:
+    query = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    trajectory = [
+        {"thought": "look", "action": "ls", "observation": "a.py", "response": "look\n```\nls\n```", "query": query},
+        {"thought": "read", "action": "cat a.py", "observation": "x = 1"},
+    ]
+    path = tmp_path / "t.traj"
+    path.write_text(json.dumps({"trajectory": trajectory, "info": {"exit_status": "submitted"}}))
+    h = load(path)
+    assert [m["content"] for m in h.prefix] == ["sys", "task"]
+    assert len(h) == 2 and [a.command for s in h.steps for a in s.actions] == ["ls", "cat a.py"]
+    assert h.step(2).output_texts == ("x = 1",)
+
+
+def test_mini2_format_error_and_exit_messages() -> None:
+    """mini 2.x: a format error adds only a user message (no assistant), the run ends with role exit."""
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "user", "content": "No tool calls found.", "extra": {"interrupt_type": "FormatError"}},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+            {"id": "b", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
+        ], "extra": {"actions": [{"command": "ls", "tool_call_id": "a"}, {"command": "pwd", "tool_call_id": "b"}]}},
+        {"role": "tool", "tool_call_id": "a", "content": [{"type": "text", "text": "a.py"}]},
+        {"role": "tool", "tool_call_id": "b", "content": "/repo"},
+        {"role": "user", "content": "No tool calls found.", "extra": {"interrupt_type": "FormatError"}},
+        {"role": "exit", "content": "Submitted", "extra": {"exit_status": "Submitted"}},
+    ]
+    h = History.from_messages(msgs)
+    assert len(h) == 1 and len(h.prefix) == 3
+    assert [a.command for a in h.step(1).actions] == ["ls", "pwd"]
+    p = Renderer().render(h)
+    assert [m["role"] for m in p.messages] == ["system", "user", "user", "assistant", "tool", "tool", "user"]
