@@ -33,6 +33,7 @@ class Run:
     end: int  # exclusive
     source_step: int
     source_first: int  # 1-based line in the source step's output
+    source: int = -1  # index of the source in the DedupIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +95,10 @@ class DedupIndex:
         covered = sum(r.end - r.start for r in runs)
         new_chars = sum(len(lines[i]) + 1 for i in _uncovered(runs, len(lines)))
         sources = tuple(dict.fromkeys(r.source_step for r in runs))
-        if new_chars <= _WHOLE_SLACK:
-            return DedupResult(self._stub_text(step, list(sources), body, info, 0, len(lines)), "stub", sources, covered)
+        if new_chars <= _WHOLE_SLACK and self._repeats_only(lines, runs):
+            return DedupResult(
+                self._stub_text(step, list(sources), body, info, 0, len(lines)), "stub", sources, covered
+            )
         out: list[str] = []
         kept: list[str] = []
         kept_no: list[int] = []
@@ -114,6 +117,21 @@ class DedupIndex:
         self._index(step, kept, kept_no, info)
         return DedupResult("\n".join(out), "trimmed", sources, covered)
 
+    def _repeats_only(self, lines: list[str], runs: list[Run]) -> bool:
+        """Every line outside the runs is blank or shown by a source step too, so "it repeats" is true.
+
+        A rerun whose only new line is ``9 passed`` (``1 failed`` before) must not be stubbed as a repeat.
+        """
+        shown: set[str] | None = None
+        for i in _uncovered(runs, len(lines)):
+            if not lines[i].strip():
+                continue
+            if shown is None:
+                shown = {ln for si in {r.source for r in runs} for ln in self._sources[si].lines}
+            if lines[i] not in shown:
+                return False
+        return True
+
     # ---- matching ---------------------------------------------------------------------------
 
     def _find_runs(self, lines: list[str]) -> list[Run]:
@@ -126,19 +144,22 @@ class DedupIndex:
             if cands:
                 for si, q in reversed(cands):
                     src = self._sources[si]
-                    if not self._valid(src):
+                    sl = src.lines
+                    if (
+                        not self._valid(src) or sl[q : q + _W] != lines[p : p + _W]
+                    ):  # a hash collision is no match
                         continue
                     length = _W
-                    sl = src.lines
                     while p + length < n and q + length < len(sl) and lines[p + length] == sl[q + length]:
                         length += 1
                     if length > best_len:
-                        best_len, best = length, (src, q)
+                        best_len, best = length, (si, q)
             if best is not None and best_len >= self.min_lines:
                 chars = sum(len(x) + 1 for x in lines[p : p + best_len])
                 if chars >= self.min_chars:
-                    src, q = best
-                    runs.append(Run(p, p + best_len, src.step, src.first_line[q]))
+                    si, q = best
+                    src = self._sources[si]
+                    runs.append(Run(p, p + best_len, src.step, src.first_line[q], si))
                     p += best_len
                     continue
             p += 1
