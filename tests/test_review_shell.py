@@ -100,3 +100,40 @@ def test_serve_port_in_use_is_one_line(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         r = refold("serve", "--upstream", UP, "--port", str(port), cwd=tmp_path, timeout=60)
     one_line_error(r, str(port))
+
+
+def _malformed(tmp_path: Path) -> Path:
+    """Valid JSON the loader accepts, but with a tool call that is a string."""
+    import json
+
+    bad = tmp_path / "bad_calls.json"
+    bad.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": "zz"},
+                {"role": "tool", "content": "x"},
+            ]
+        )
+    )
+    return bad
+
+
+def test_replay_odd_file_is_named_and_the_rest_go_on(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(SWE, tmp_path / SWE.name)
+    bad = _malformed(tmp_path)
+    r = refold("replay", str(tmp_path), "--policy", "base,refold", "--json", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert f"refold: failed: {bad}" in r.stderr
+    import json
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["summary"]["all"]["tasks"] == 1 and len(report["failed"]) == 1
+
+
+def test_view_odd_file_is_one_line(tmp_path: Path) -> None:
+    bad = _malformed(tmp_path)
+    one_line_error(refold("view", str(bad), "-o", str(tmp_path / "r.html"), cwd=tmp_path), str(bad))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import PolicyError
+from ..errors import PolicyError, RefoldError
 from ..replay import POLICIES, STALE_SOURCES
 from ..viewer import MECHANISMS, write_report
 from . import check_output
@@ -60,17 +60,22 @@ def view(
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
     check_output(out, "--output")
     start = time.perf_counter()
-    written = write_report(
-        run,
-        out,
-        variants=[n for n in names if n != MECHANISMS],
-        title=title,
-        tokenizer=tokenizer,
-        stale=stale,
-        mechanisms=mechanisms or MECHANISMS in names,
-        budget=budget,
-        mask_after=mask_after,
-    )
+    try:
+        written = write_report(
+            run,
+            out,
+            variants=[n for n in names if n != MECHANISMS],
+            title=title,
+            tokenizer=tokenizer,
+            stale=stale,
+            mechanisms=mechanisms or MECHANISMS in names,
+            budget=budget,
+            mask_after=mask_after,
+        )
+    except RefoldError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a malformed file the loader let through: name it, no traceback
+        raise RefoldError(f"{run}: cannot render this trajectory ({type(e).__name__}: {e})") from None
     size = written.stat().st_size
     typer.echo(
         f"wrote {written} ({size / 1024:,.0f} KiB, {time.perf_counter() - start:.1f} s); open it in any browser, it works offline"

@@ -158,8 +158,8 @@ def replay_file(path: str, settings: Settings) -> TaskResult:
         replay_history(history, settings, result)
     except TrajectoryError as e:
         result.error = e.reason
-    except (RefoldError, ValueError, KeyError, TypeError, RecursionError) as e:
-        result.error = f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - one odd file must not end the whole replay
+        result.error = f"{type(e).__name__}: {e}" if isinstance(e, RefoldError) or str(e) else type(e).__name__
     result.seconds = time.perf_counter() - start
     return result
 
