@@ -137,3 +137,14 @@ def test_replay_odd_file_is_named_and_the_rest_go_on(tmp_path: Path) -> None:
 def test_view_odd_file_is_one_line(tmp_path: Path) -> None:
     bad = _malformed(tmp_path)
     one_line_error(refold("view", str(bad), "-o", str(tmp_path / "r.html"), cwd=tmp_path), str(bad))
+
+
+def test_base_vs_itself_is_exactly_zero() -> None:
+    from refold.replay import Settings, build_report
+    from refold.replay.runner import replay_file
+
+    settings = Settings(policies=("base", "clear-tool-uses"), tokenizer="chars4", validate=False)
+    report = build_report([replay_file(str(SWE), settings)], settings)
+    for name in ("base", "clear-tool-uses"):
+        e = report["summary"]["all"]["policies"][name]
+        assert e["cost_vs_base"] == 0.0 and str(e["cost_vs_base"]) == "0.0", e["cost_vs_base"]

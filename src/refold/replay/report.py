@@ -86,9 +86,11 @@ def summarize(results: Sequence[TaskResult], policies: Sequence[str]) -> dict[st
             base = [r.policies["base"] for r in rs if "base" in r.policies and p in r.policies]
             if base and len(base) == len(rows):
                 bt = sum(b["prompt_tokens"] for b in base)
-                entry["prompt_tokens_vs_base"] = _num(entry["total_prompt_tokens"] / bt - 1 if bt else 0.0)
+                pt = sum(row["prompt_tokens"] for row in rows)
+                entry["prompt_tokens_vs_base"] = _num(pt / bt - 1 if bt else 0.0)
                 bc = sum(b["cost_usd"] for b in base)
-                entry["cost_vs_base"] = _num(entry["total_cost_usd"] / bc - 1 if bc else 0.0)
+                pc = sum(row["cost_usd"] for row in rows)  # unrounded: base vs itself is exactly 0
+                entry["cost_vs_base"] = _num(pc / bc - 1 if bc else 0.0)
                 ratios = [
                     row["peak_kv_tokens"] / b["peak_kv_tokens"] - 1
                     for row, b in zip(rows, base, strict=True)
