@@ -29,6 +29,7 @@ from ..tokens import Tokenizer, get_tokenizer, message_tokens, prompt_token_ids
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
 
 _ROOT = 0x766C6C6D2D6E6F6E  # stands in for vLLM's NONE_HASH
+_COPY = 0x636F7079  # salt tag (an int: str hashes vary between processes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,7 @@ def salted(hashes: list[int], start: int, salt: int) -> list[int]:
     """Hashes from block ``start`` on made distinct for another copy of the same run."""
     if salt == 0:
         return hashes
-    return hashes[:start] + [hash((h, "copy", salt)) for h in hashes[start:]]
+    return hashes[:start] + [hash((h, _COPY, salt)) for h in hashes[start:]]
 
 
 def _completion_tokens(history: History, t: int) -> int | None:
