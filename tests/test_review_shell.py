@@ -148,3 +148,10 @@ def test_base_vs_itself_is_exactly_zero() -> None:
     for name in ("base", "clear-tool-uses"):
         e = report["summary"]["all"]["policies"][name]
         assert e["cost_vs_base"] == 0.0 and str(e["cost_vs_base"]) == "0.0", e["cost_vs_base"]
+
+
+def test_report_records_mask_after() -> None:
+    from refold.replay import BEST_MASK_AFTER, Settings, build_report
+
+    assert build_report([], Settings(tokenizer="chars4"))["mask_after"] == BEST_MASK_AFTER
+    assert build_report([], Settings(tokenizer="chars4", mask_after=5))["mask_after"] == 5

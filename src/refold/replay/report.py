@@ -141,6 +141,7 @@ def build_report(
         "price": settings.price_name(),
         "kv_model": settings.kv_model,
         "budget": settings.budget,
+        "mask_after": settings.options().mask_after,
         "policies": list(settings.policies),
         "simulated": SIMULATED_NOTE,
         "tasks": [r.to_dict() for r in results],
