@@ -155,3 +155,13 @@ def test_report_records_mask_after() -> None:
 
     assert build_report([], Settings(tokenizer="chars4"))["mask_after"] == BEST_MASK_AFTER
     assert build_report([], Settings(tokenizer="chars4", mask_after=5))["mask_after"] == 5
+
+
+def test_proxy_config_accepts_tokenizer_aliases() -> None:
+    from refold.proxy import ProxyConfig
+    from refold.proxy.errors import ConfigError
+
+    for name in ("qwen3.6", "o200k_base", "QWEN", "chars4", "off"):
+        ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer=name)
+    with pytest.raises(ConfigError, match="tokenizer"):
+        ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer="nope")

@@ -27,6 +27,7 @@ __all__ = [
     "get_tokenizer",
     "message_tokens",
     "prompt_token_ids",
+    "tokenizer_name",
 ]
 
 
@@ -135,10 +136,16 @@ _instances: dict[str, Tokenizer] = {}
 _instances_lock = threading.Lock()
 
 
+def tokenizer_name(name: str) -> str | None:
+    """The canonical name ``get_tokenizer`` would use for ``name`` (aliases too), or None."""
+    key = _ALIASES.get(name.lower(), name.lower())
+    return key if key in TOKENIZER_NAMES else None
+
+
 def get_tokenizer(name: str = "qwen3.6") -> Tokenizer:
     """Return a cached tokenizer instance by name (see ``TOKENIZER_NAMES``)."""
-    key = _ALIASES.get(name.lower(), name.lower())
-    if key not in TOKENIZER_NAMES:
+    key = tokenizer_name(name)
+    if key is None:
         raise ValueError(f"unknown tokenizer {name!r}; valid choices: {', '.join(TOKENIZER_NAMES)}")
     with _instances_lock:
         tok = _instances.get(key)

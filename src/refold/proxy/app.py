@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 
 from ..errors import RefoldError
 from ..history import History
-from ..tokens import TOKENIZER_NAMES
+from ..tokens import tokenizer_name
 from .chat import ChatService
 from .config import ProxyConfig
 from .errors import ProxyError, error_body
@@ -183,7 +183,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             snapshot = History(current.prefix, source=current.source)
             for st in current.steps:
                 snapshot.append(st.reply, st.observations, meta=st.meta)
-        tokenizer = cfg.tokenizer if cfg.tokenizer in TOKENIZER_NAMES else "chars4"
+        tokenizer = tokenizer_name(cfg.tokenizer) or "chars4"
         try:
             page = await asyncio.to_thread(
                 build_report, snapshot, title=f"refold session {name}", tokenizer=tokenizer

@@ -10,7 +10,7 @@ from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..render import Renderer
-from ..tokens import TOKENIZER_NAMES
+from ..tokens import TOKENIZER_NAMES, tokenizer_name
 from .errors import ConfigError
 
 DEFAULT_PORT = 8077
@@ -52,7 +52,7 @@ class ProxyConfig:
             raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
         if not self.timeout > 0:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
-        if self.tokenizer not in (*TOKENIZER_NAMES, "off", ""):
+        if self.tokenizer not in ("off", "") and tokenizer_name(self.tokenizer) is None:
             raise ConfigError(
                 f"unknown --tokenizer {self.tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}, off"
             )
