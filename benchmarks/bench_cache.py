@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import random
 import time
-from itertools import chain
+from itertools import accumulate, chain
 
 from refold.cache import PrefixCacheSim, make_cache
 
 SESSIONS, POLICIES, TURNS = 21, 8, 100
 
 
-def session_prompts(seed: int, policy: int) -> list[tuple[list[int], list[int]]]:
+def session_prompts(seed: int, policy: int) -> list[tuple[list[int], list[int], list[int]]]:
     rng = random.Random(seed)
     msgs: list[list[int]] = [[rng.randrange(150_000) for _ in range(3000)]]  # system + task
-    out: list[tuple[list[int], list[int]]] = []
+    out: list[tuple[list[int], list[int], list[int]]] = []
     for turn in range(TURNS):
         prompt = list(chain.from_iterable(msgs))
         gen = [rng.randrange(150_000) for _ in range(rng.randrange(50, 400))]
-        out.append((prompt, gen))
+        bounds = list(accumulate(len(m) for m in msgs))  # message ends (Anthropic lookback unit)
+        out.append((prompt, gen, bounds))
         msgs.append(gen)
         msgs.append([rng.randrange(150_000) for _ in range(rng.randrange(100, 1000))])
         if policy and turn % (4 + policy) == 0 and len(msgs) > 6:  # fold one old message
@@ -35,14 +36,16 @@ def session_prompts(seed: int, policy: int) -> list[tuple[list[int], list[int]]]
     return out
 
 
-def run(name: str, sessions: list[list[tuple[list[int], list[int]]]], **opts: int) -> tuple[float, int, int]:
+def run(
+    name: str, sessions: list[list[tuple[list[int], list[int], list[int]]]], **opts: int
+) -> tuple[float, int, int]:
     sim: PrefixCacheSim = make_cache(name, **opts)
     prompt = cached = 0
     t0 = time.perf_counter()
     for turn in range(TURNS):  # interleave sessions like one server would see them
         for s, reqs in enumerate(sessions):
-            toks, gen = reqs[turn]
-            r = sim.request(toks, generated=gen, session=s)
+            toks, gen, bounds = reqs[turn]
+            r = sim.request(toks, generated=gen, session=s, boundaries=bounds)
             prompt += r.prompt_tokens
             cached += r.cached_tokens
     return time.perf_counter() - t0, prompt, cached
@@ -53,16 +56,15 @@ def main() -> None:
     data = [[session_prompts(s, p) for s in range(SESSIONS)] for p in range(POLICIES)]
     build = time.perf_counter() - t0
     n_req = SESSIONS * POLICIES * TURNS
-    total_tokens = sum(len(t) for pol in data for ses in pol for t, _ in ses)
-    max_prompt = max(len(t) for pol in data for ses in pol for t, _ in ses)
+    total_tokens = sum(len(t) for pol in data for ses in pol for t, _, _ in ses)
+    max_prompt = max(len(t) for pol in data for ses in pol for t, _, _ in ses)
     print(f"workload: {SESSIONS} sessions x {POLICIES} policies x {TURNS} turns = {n_req} requests")
     print(f"prompt tokens total {total_tokens / 1e6:.1f}M, max prompt {max_prompt}, build {build:.1f}s")
     configs: list[tuple[str, dict[str, int]]] = [
         ("vllm", {}),
-        ("vllm", {"capacity_blocks": 60_000}),  # ~960k tokens: fits a few policies' sessions
-        ("vllm", {"capacity_blocks": 15_000}),  # ~240k tokens (Qwen3-32B on one H200): evicts
+        ("vllm", {"capacity_blocks": 60_000}),  # ~960k tokens < the 21 sessions working set: evicts
         ("sglang", {}),
-        ("sglang", {"capacity_tokens": 240_000}),
+        ("sglang", {"capacity_tokens": 240_000}),  # ~Qwen3-32B KV pool on one H200
         ("openai", {}),
         ("anthropic", {}),
         ("deepseek", {}),
