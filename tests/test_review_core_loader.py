@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import gzip
 import json
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_mutated_real_files(tmp_path: Path, data: st.DataObject) -> None:
         where = data.draw(st.sampled_from(paths))
         op = data.draw(st.sampled_from(["replace", "replace", "delete", "duplicate"]))
         with contextlib.suppress(KeyError, IndexError, TypeError):
-            doc = _mutate(doc, where, op, data.draw(JUNK))
+            doc = _mutate(doc, where, op, copy.deepcopy(data.draw(JUNK)))  # st.just objects are shared
     raw = json.dumps(doc, allow_nan=True).encode()
     encoding = data.draw(st.sampled_from(["plain", "bom", "gzip", "jsonl", "truncated"]))
     if encoding == "bom":
