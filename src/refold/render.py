@@ -76,6 +76,8 @@ class Renderer:
         self._reminders: list[str | None] = []  # span reminder shown with each step
         self._blocks: dict[str, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
+        self._note_lines: dict[int, str] = {}  # folded step -> its line in a note
+        self._notes: dict[tuple[int, int], str] = {}  # (first, last) folded step -> the note
         self._last: list[Message] = []
         self._last_chars = 0
         self._last_t = -1
@@ -336,7 +338,11 @@ class Renderer:
         def flush() -> None:
             if group:
                 covers = tuple(s.index for s in group)
-                msgs.append({"role": "user", "content": note_text(group, reversible=p.reversible)})
+                key = (covers[0], covers[-1])  # a run of adjacent steps: its ends name it
+                text = self._notes.get(key)
+                if text is None:
+                    text = self._notes[key] = note_text(group, reversible=p.reversible, lines_cache=self._note_lines)
+                msgs.append({"role": "user", "content": text})
                 origins.append(Origin(covers[0], "note", Shown.NOTE, covers))
                 counts["notes"] += 1
                 group.clear()

@@ -25,12 +25,18 @@ def one_line(step: Step, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def note_text(steps: list[Step], *, reversible: bool, reason: str = "marked STALE") -> str:
-    """One note for adjacent folded steps, one line each."""
+def note_text(steps: list[Step], *, reversible: bool, reason: str = "marked STALE", lines_cache: dict[int, str] | None = None) -> str:
+    """One note for adjacent folded steps, one line each (``lines_cache``: step -> its line, reused)."""
     a, b = steps[0].index, steps[-1].index
     span = f"Step {a}" if a == b else f"Steps {a}-{b}"
     lines = [f"{CM} {span} folded ({reason}); reply and output omitted:"]
-    lines += [f"[step {s.index}] {one_line(s)}" for s in steps]
+    for s in steps:
+        line = lines_cache.get(s.index) if lines_cache is not None else None
+        if line is None:
+            line = f"[step {s.index}] {one_line(s)}"
+            if lines_cache is not None:
+                lines_cache[s.index] = line
+        lines.append(line)
     if reversible:
         lines.append("`restore <step>` shows any of them again.")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ object again as first shown and ``search_ledger`` ranks all of them (BM25, no de
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
@@ -162,6 +163,7 @@ class LedgerBook:
         self.ops: list[Op] = []
         self.outputs: list[int] = []  # observations per step
         self.t = 0
+        self._hidden: tuple[tuple[int, int], tuple[tuple[int, int, str], ...]] | None = None  # last answer
 
     def observe(self, step: Step) -> None:
         if self.policy.enabled:
@@ -206,14 +208,19 @@ class LedgerBook:
 
     def hidden(self, b: int, limit: int) -> tuple[tuple[int, int, str], ...]:
         """(step, output, fold|drop) in effect: issued at a step <= ``limit``, on steps <= ``b``."""
+        issued = bisect.bisect_right(self.ops, limit, key=lambda op: op.at)  # ops come in step order
+        if self._hidden is not None and self._hidden[0] == (b, issued):
+            return self._hidden[1]  # asked at every render: only recomputed when the answer can change
         state: dict[tuple[int, int], str] = {}
-        for op in self.ops:
-            if op.at > limit or op.step > b:
+        for op in self.ops[:issued]:
+            if op.step > b:
                 continue
             subs = range(self.outputs[op.step - 1]) if op.sub is None else (op.sub,)
             for j in subs:
                 state[(op.step, j)] = op.kind
-        return tuple(sorted((s, j, k) for (s, j), k in state.items()))
+        result = tuple(sorted((s, j, k) for (s, j), k in state.items()))
+        self._hidden = ((b, issued), result)
+        return result
 
 
 def hidden_text(obj: LedgerObject, kind: str, *, reversible: bool = True) -> str:
