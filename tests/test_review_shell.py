@@ -165,3 +165,16 @@ def test_proxy_config_accepts_tokenizer_aliases() -> None:
         ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer=name)
     with pytest.raises(ConfigError, match="tokenizer"):
         ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer="nope")
+
+
+def test_view_title_with_a_template_marker() -> None:
+    import json
+    import re
+
+    from refold.viewer.page import render_page
+
+    page = render_page({"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}, version="1")
+    m = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    assert json.loads(m.group(1)) == {"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}
+    assert "<title>__DATA__ /*__JS__*/ __VERSION__ · refold view</title>" in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -34,9 +35,9 @@ def render_page(data: dict[str, Any], *, version: str = "") -> str:
         "__DATA__": embed_json(data),
     }
     page = _asset("template.html")
-    for marker, value in parts.items():
-        head, sep, tail = page.partition(marker)
-        if not sep:
+    for marker in parts:
+        if marker not in page:
             raise RuntimeError(f"viewer template lacks {marker}")
-        page = head + value + tail
-    return page
+    # one pass, so a title (or data) that contains a marker is never substituted again
+    pattern = re.compile("|".join(re.escape(m) for m in parts))
+    return pattern.sub(lambda m: parts[m.group(0)], page, count=len(parts))
