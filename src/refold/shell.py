@@ -17,6 +17,8 @@ _TESTS = ("pytest", "tox", "unittest", "runtests", "manage.py test", "npm test",
 _PATH_RE = re.compile(r"^[\w./~+-]*[\w-]+\.[A-Za-z0-9]{1,8}$|^[\w.~+-]*/[\w./+-]*$")
 _REDIRECT_RE = re.compile(r"(?<![0-9&])>{1,2}\s*([^\s;&|<>]+)")
 _SPLIT_RE = re.compile(r"&&|\|\||;|\|")
+_INTERPRETER_RE = re.compile(r"\b(python[0-9.]*|perl|ruby|node)\b")
+_SCRIPT_WRITE_RE = re.compile(r"open\([^)]*['\"][wax]b?\+?['\"]|write_text|write_bytes|os\.replace|shutil\.|\.unlink\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +70,14 @@ def analyze(command: str, tool: str = "bash") -> CommandInfo:
         return _analyze_tool(tool, command)
     text = command.strip()
     heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", text)
+    writes_anything = False
     if heredoc:  # the heredoc body is data, not commands
-        text = text.split("\n", 1)[0]
+        first, _, body = text.partition("\n")
+        # ... unless an interpreter runs it and it writes files (python - <<EOF ... open(f, "w"))
+        writes_anything = bool(_INTERPRETER_RE.search(first) and _SCRIPT_WRITE_RE.search(body))
+        text = first
     reads: list[str] = []
     writes: list[str] = []
-    writes_anything = False
     kinds: list[str] = []
     for target in _REDIRECT_RE.findall(text):
         if not target.startswith("/dev/"):
