@@ -201,3 +201,13 @@ def test_render_rejects_bad_t() -> None:
     h = text_history(stale_run({}, 2))
     with pytest.raises(ValueError, match="outside"):
         Renderer().render(h, 5)
+
+
+def test_protocol_joins_a_developer_message() -> None:
+    from refold.history import History
+
+    h = History([{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "task"}])
+    h.append({"role": "assistant", "content": "PROGRESS: a\nSTALE: -\n```bash\nls\n```"}, [{"role": "user", "content": "x"}])
+    msgs = Renderer().render(h).messages
+    assert [m["role"] for m in msgs[:2]] == ["developer", "user"]
+    assert msgs[0]["content"].startswith("Be brief.") and "PROGRESS:" in msgs[0]["content"]

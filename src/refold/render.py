@@ -40,6 +40,7 @@ from .protocol import CM, ledger_section, reminder, span_section, system_section
 from .shell import analyze
 from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
 
+_SYSTEM_ROLES = ("system", "developer")
 _Hidden = tuple[tuple[int, int, str], ...]
 
 
@@ -213,7 +214,7 @@ class Renderer:
 
     def _build_prefix(self, history: History) -> None:
         prefix = [clean(m) for m in history.prefix]
-        origins = [Origin(None, "system" if m.get("role") == "system" else "task", Shown.PREFIX) for m in prefix]
+        origins = [Origin(None, "system" if m.get("role") in _SYSTEM_ROLES else "task", Shown.PREFIX) for m in prefix]
         if self.policy.protocol:
             section = system_section(self.policy.k, reversible=self.policy.reversible, include_format=self.format_in_system)
             if self.span_policy.prompt:
@@ -221,7 +222,7 @@ class Renderer:
             if self.ledger_policy.prompt:
                 budget = self.ledger_policy.budget_tokens
                 section += ledger_section(budget_line(0, self.ledger_policy).rsplit(" of ", 1)[1] if budget else None)
-            if prefix and prefix[0].get("role") == "system":
+            if prefix and prefix[0].get("role") in _SYSTEM_ROLES:  # OpenAI's newer models say "developer"
                 prefix[0] = with_text(prefix[0], content_text(prefix[0].get("content")) + section)
             else:
                 prefix.insert(0, {"role": "system", "content": section.lstrip()})
