@@ -33,8 +33,6 @@ def _register() -> None:
         try:
             module = importlib.import_module(f"refold.commands.{name}")
         except ModuleNotFoundError as e:
-            if e.name == f"refold.commands.{name}":
-                continue  # TEMPORARY while the command is being written
             missing = (e.name or "").split(".")[0]
             if missing not in EXTRAS:
                 raise
