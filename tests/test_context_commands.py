@@ -97,3 +97,16 @@ def test_ledger_view_lists_objects_and_spans() -> None:
     assert view.startswith(CM)
     assert "1 [folded] 1/4:" in view and "3 [shown] 3/3: file a.py" in view
     assert "S1 [open since step 2]: where is the bug?" in view
+
+
+def test_search_ledger_star_is_the_ledger_view() -> None:
+    from builders import reply, text_history
+
+    from refold.context_commands import answer_command
+    from refold.protocol import ContextCommand
+
+    h = text_history([(reply("read", "-", "cat calc.py"), "def add(a, b):\n    return a - b\n")])
+    for arg in ("*", ""):
+        text = answer_command(h, ContextCommand("search_ledger", arg)).text
+        assert text.startswith("[context-manager] Ledger after step 1")
+        assert "1 [" in text and "cat calc.py" in text

@@ -89,7 +89,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     _tool("fold", "Replace an output by its one-line summary from the next context refresh.", "id", "output id, e.g. '7' or '7.2'"),
     _tool("drop", "Remove an output (a marker stays; expand brings it back).", "id", "output id, e.g. '7' or '7.2'"),
     _tool("expand", "Show an output or a folded span again as first shown (one level deep).", "id", "output id ('7', '7.2') or span id ('S1')"),
-    _tool("search_ledger", "Search every output and span, folded or not; lists matching ids.", "query", "words to look for"),
+    _tool("search_ledger", "Search every output and span, folded or not; lists matching ids ('*' lists the whole ledger).", "query", "words to look for, or * for the whole ledger"),
 ]
 
 
@@ -256,9 +256,12 @@ def _books(history: History, t: int, spans: SpanPolicy, ledger: LedgerPolicy) ->
 
 
 def search_text(history: History, query: str, t: int, spans: SpanPolicy = DEFAULT_SPANS, ledger: LedgerPolicy = DEFAULT_LEDGER) -> str:
-    """``search_ledger``: BM25 over every output's summary and body and every span, folded or not."""
-    if not query.strip():
-        return f'{CM} search_ledger needs words to look for, e.g. `search_ledger "parse_date timezone"`.'
+    """``search_ledger``: BM25 over every output's summary and body and every span, folded or not.
+
+    ``search_ledger *`` (or an empty query) answers with the whole ledger view instead.
+    """
+    if query.strip() in ("", "*"):
+        return ledger_view(history, t, spans, ledger)
     steps, sbook, lbook = _books(history, t, spans, ledger)
     cover = {i: s for s in sbook.closed for i in s.covers}
     objs = [o for s in steps for o in objects_of(s) if o.kind != "context"]

@@ -216,7 +216,8 @@ def ledger_section(budget: str | None = None) -> str:
         "Every tool output is an object with the id of its step (`7`, or `7.2` for the second output "
         "of step 7). `fold <id>` replaces an output by a one-line summary, `drop <id>` removes it "
         "(both take effect at the next context refresh); `expand <id>` shows it again as first shown; "
-        '`search_ledger "<words>"` searches every output, folded or not, and lists matching ids. '
+        '`search_ledger "<words>"` searches every output, folded or not, and lists matching ids; '
+        "`search_ledger *` lists the whole ledger. "
         "Nothing runs again for any of these."
     )
     if budget:
