@@ -100,10 +100,10 @@ def test_ledger_view_lists_objects_and_spans() -> None:
 
 
 def test_search_ledger_star_is_the_ledger_view() -> None:
-    from builders import reply, text_history
-
     from refold.context_commands import answer_command
     from refold.protocol import ContextCommand
+
+    from builders import reply, text_history
 
     h = text_history([(reply("read", "-", "cat calc.py"), "def add(a, b):\n    return a - b\n")])
     for arg in ("*", ""):
