@@ -156,3 +156,17 @@ def test_huge_output_is_handled(tmp_path: Path) -> None:
     p.write_text(json.dumps(msgs))
     h = load(p)
     assert len(Renderer().render(h).messages) == 4
+
+
+@pytest.mark.parametrize(
+    ("content", "command"),
+    [
+        ("THOUGHT: x\n\n```bash\nls -la\n```", "ls -la"),
+        ("THOUGHT: x\n\n```mswea_bash_command\ncat a.py\n```", "cat a.py"),
+        ("THOUGHT: x <mswea_bash_command>grep -n foo b.py</mswea_bash_command>", "grep -n foo b.py"),
+    ],
+)
+def test_text_actions_of_mini_1_and_2(content: str, command: str) -> None:
+    from refold.history import extract_actions
+
+    assert [a.command for a in extract_actions({"role": "assistant", "content": content})] == [command]
