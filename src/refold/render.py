@@ -22,6 +22,7 @@ from .history import History
 from .mechanisms.dedup import DedupIndex
 from .mechanisms.fold import note_text, valid_marks
 from .mechanisms.ledger import DEFAULT_LEDGER, LedgerBook, LedgerPolicy, budget_line, hidden_outputs
+from .mechanisms.masking import newly_masked
 from .mechanisms.spans import (
     DEFAULT_SPANS,
     FoldCost,
@@ -296,33 +297,25 @@ class Renderer:
         return [*range((lo // k + 1) * k, hi, k), hi]
 
     def _apply_masking(self, b: int) -> None:
-        """Automatic masking (``mask_after``): old outputs behind the boundary become notes.
-
-        Keyed to the boundary, not to t, so the prompt still changes only when the boundary moves.
-        Steps whose stubs point at a masked step are masked too: nothing may point at hidden content.
-        """
         n = self.policy.mask_after
         if n is None:
             return
-        queue = []
-        for i in range(self._mask_scanned + 1, max(0, b - n) + 1):
+
+        def size_of(i: int) -> int | None:
             form = self._forms[i - 1]
-            if form is None or i in self._masked:
-                continue
-            size = sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
-            if size >= self.policy.mask_min_chars:
-                queue.append(i)
-        self._mask_scanned = max(self._mask_scanned, b - n)
-        while queue:
-            i = queue.pop()
-            if i in self._masked:
-                continue
+            return None if form is None else sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
+
+        def sources_of(j: int) -> set[int] | None:
+            form = self._forms[j - 1]
+            return None if form is None else form.sources
+
+        for i in newly_masked(
+            b=b, n=n, scanned=self._mask_scanned, masked=self._masked,
+            size_of=size_of, sources_of=sources_of, min_chars=self.policy.mask_min_chars,
+        ):
             self._masked.add(i)
             self._dedup.retire(i)
-            for j in range(i + 1, b + 1):
-                other = self._forms[j - 1]
-                if other is not None and i in other.sources and j not in self._masked:
-                    queue.append(j)
+        self._mask_scanned = max(self._mask_scanned, b - n)
 
     def _assemble_behind(self, history: History, b: int, spans: list[Span], hidden: _Hidden) -> None:
         """Lay out steps 1..b: spans are blocks, folded runs share one note, masked and ledger-hidden
