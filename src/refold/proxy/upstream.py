@@ -62,23 +62,18 @@ class Upstream:
             h["authorization"] = f"Bearer {key}"
         return h
 
+    def _timed_out(self) -> ProxyError:
+        return ProxyError(
+            504, f"upstream timed out after {self.timeout:g}s", type="upstream_error", code="upstream_timeout"
+        )
+
     async def models(self, headers: dict[str, str]) -> tuple[int, Any]:
         try:
             r = await self._client.get(f"{self.base_url}/models", headers=headers)
         except httpx.TimeoutException:
-            raise ProxyError(
-                504,
-                f"upstream timed out after {self.timeout:g}s",
-                type="upstream_error",
-                code="upstream_timeout",
-            ) from None
+            raise self._timed_out() from None
         except httpx.HTTPError as e:
-            raise ProxyError(
-                502,
-                f"upstream unreachable: {type(e).__name__}: {e}",
-                type="upstream_error",
-                code="upstream_unreachable",
-            ) from None
+            raise _unreachable(e, "unreachable") from None
         if r.status_code >= 400:
             raise _error_from(r.status_code, r.content)
         return r.status_code, _json(r.content)
@@ -120,28 +115,13 @@ class Upstream:
                         events.append(payload)
                 return Result(aggregate(events), events)
         except httpx.TimeoutException:
-            raise ProxyError(
-                504,
-                f"upstream timed out after {self.timeout:g}s",
-                type="upstream_error",
-                code="upstream_timeout",
-            ) from None
+            raise self._timed_out() from None
         except (httpx.RemoteProtocolError, httpx.ConnectError) as e:
             if retry:
                 raise _Stale from e
-            raise ProxyError(
-                502,
-                f"upstream request failed: {type(e).__name__}: {e}",
-                type="upstream_error",
-                code="upstream_unreachable",
-            ) from None
+            raise _unreachable(e, "request failed") from None
         except httpx.HTTPError as e:
-            raise ProxyError(
-                502,
-                f"upstream request failed: {type(e).__name__}: {e}",
-                type="upstream_error",
-                code="upstream_unreachable",
-            ) from None
+            raise _unreachable(e, "request failed") from None
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str]) -> Live:
         """A streamed completion whose status is checked (errors raise here, before any event is
@@ -153,21 +133,11 @@ class Upstream:
             try:
                 r = await self._client.send(req, stream=True)
             except httpx.TimeoutException:
-                raise ProxyError(
-                    504,
-                    f"upstream timed out after {self.timeout:g}s",
-                    type="upstream_error",
-                    code="upstream_timeout",
-                ) from None
+                raise self._timed_out() from None
             except httpx.HTTPError as e:
                 if retry and isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError):
                     continue
-                raise ProxyError(
-                    502,
-                    f"upstream request failed: {type(e).__name__}: {e}",
-                    type="upstream_error",
-                    code="upstream_unreachable",
-                ) from None
+                raise _unreachable(e, "request failed") from None
             if r.status_code >= 400:
                 try:
                     raw = await r.aread()
@@ -275,6 +245,13 @@ def aggregate(events: list[str]) -> dict[str, Any]:
     if usage is not None:
         body["usage"] = usage
     return body
+
+
+def _unreachable(e: Exception, what: str) -> ProxyError:
+    """A transport failure talking to the upstream, as an OpenAI-style 502."""
+    return ProxyError(
+        502, f"upstream {what}: {type(e).__name__}: {e}", type="upstream_error", code="upstream_unreachable"
+    )
 
 
 def _json(raw: bytes) -> Any:
