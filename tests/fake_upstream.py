@@ -314,3 +314,21 @@ def redis_server() -> Iterator[str]:
         finally:
             proc.terminate()
             proc.wait(timeout=20)
+
+
+def collect_stream(stream: Any) -> dict[str, Any]:
+    """The assistant message an openai SDK chat-completion stream adds up to."""
+    content, calls = "", {}
+    for ch in stream:
+        d = ch.choices[0].delta if ch.choices else None
+        if d is None:
+            continue
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            slot = calls.setdefault(
+                tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            slot["id"] = tc.id or slot["id"]
+            slot["function"]["name"] += tc.function.name or ""
+            slot["function"]["arguments"] += tc.function.arguments or ""
+    return {"role": "assistant", "content": content, "tool_calls": [calls[k] for k in sorted(calls)]}

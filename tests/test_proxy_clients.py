@@ -14,7 +14,7 @@ import pytest
 from refold.policy import Policy
 from refold.proxy import ProxyConfig, create_app
 
-from fake_upstream import FakeUpstream, ServerThread
+from fake_upstream import FakeUpstream, ServerThread, collect_stream
 
 TOOLS = [
     {
@@ -61,26 +61,11 @@ def run_tool_agent(
     headers = {"X-Refold-Session": session} if session else None
     for i in range(turns):
         if stream:
-            content, calls = "", {}
-            for ch in client.chat.completions.create(
-                model="m", messages=messages, tools=TOOLS, stream=True, extra_headers=headers
-            ):
-                d = ch.choices[0].delta if ch.choices else None
-                if d is None:
-                    continue
-                content += d.content or ""
-                for tc in d.tool_calls or []:
-                    slot = calls.setdefault(
-                        tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-                    )
-                    slot["id"] = tc.id or slot["id"]
-                    slot["function"]["name"] += tc.function.name or ""
-                    slot["function"]["arguments"] += tc.function.arguments or ""
-            msg: Any = {
-                "role": "assistant",
-                "content": content,
-                "tool_calls": [calls[k] for k in sorted(calls)],
-            }
+            msg: Any = collect_stream(
+                client.chat.completions.create(
+                    model="m", messages=messages, tools=TOOLS, stream=True, extra_headers=headers
+                )
+            )
         else:
             resp = client.chat.completions.create(
                 model="m", messages=messages, tools=TOOLS, extra_headers=headers

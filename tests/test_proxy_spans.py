@@ -24,7 +24,7 @@ from refold.proxy import ProxyConfig, create_app
 from refold.render import Renderer
 from test_proxy_clients import SYSTEM, TOOLS
 
-from fake_upstream import FakeUpstream, ServerThread
+from fake_upstream import FakeUpstream, ServerThread, collect_stream
 
 AUTH = {"Authorization": "Bearer sk-s"}
 CONTEXT = {"restore", "begin_span", "fold_span", "fold", "drop", "expand", "search_ledger"}
@@ -46,7 +46,7 @@ class Agent:
             self.messages.append({"role": "user", "content": note})
         headers = {"X-Refold-Session": self.session}
         if stream:
-            msg = _collect(
+            msg = collect_stream(
                 self.client.chat.completions.create(
                     model="m", messages=self.messages, tools=TOOLS, stream=True, extra_headers=headers
                 )
@@ -63,23 +63,6 @@ class Agent:
             out = f"output of {command}\n" + "".join(f"{command} detail {i}\n" for i in range(4))
             self.messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
         return msg
-
-
-def _collect(stream: Any) -> dict[str, Any]:
-    content, calls = "", {}
-    for ch in stream:
-        d = ch.choices[0].delta if ch.choices else None
-        if d is None:
-            continue
-        content += d.content or ""
-        for tc in d.tool_calls or []:
-            slot = calls.setdefault(
-                tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
-            )
-            slot["id"] = tc.id or slot["id"]
-            slot["function"]["name"] += tc.function.name or ""
-            slot["function"]["arguments"] += tc.function.arguments or ""
-    return {"role": "assistant", "content": content, "tool_calls": [calls[k] for k in sorted(calls)]}
 
 
 class Env:
