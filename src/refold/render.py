@@ -37,7 +37,7 @@ from .messages import clean as clean  # re-exported: callers import it from here
 from .messages import label, mask_text, with_text
 from .messages import with_content as _with_content
 from .policy import DEFAULT, Policy
-from .protocol import CM, ledger_section, reminder, span_section, system_section
+from .protocol import ledger_section, reminder, span_section, system_section
 from .shell import analyze
 from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
 
@@ -393,19 +393,6 @@ class _Form:
         self.sources = sources
 
 
-def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS) -> str:
-    """The answer to ``restore``: each step's reply and outputs byte-exact as first shown."""
-    if not policy.reversible:
-        return f"{CM} restore is switched off: omitted content cannot be brought back; re-run the command instead."
-    r = Renderer(policy, spans=spans)
-    parts = []
-    for s in steps:
-        msgs = r.received(history, s)
-        parts.append(f"{CM} Step {s} restored from history (nothing was run again). Its reply:")
-        parts.append(content_text(msgs[0].get("content")))
-        for call in msgs[0].get("tool_calls") or []:
-            fn = call.get("function") or {}
-            parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")
-        parts.append(f"{CM} Its output, as first shown:")
-        parts.extend(content_text(m.get("content")) for m in msgs[1:])
-    return "\n".join(parts)
+# ``restore`` lives in refold.restore; re-exported because callers import it from here
+# (imported last: it needs Renderer).
+from .restore import restore_text as restore_text  # noqa: E402

@@ -1,0 +1,28 @@
+"""The answer to ``restore <step>``: read from the history, byte-exact as first shown; nothing runs."""
+
+from __future__ import annotations
+
+from .history import History
+from .mechanisms.spans import DEFAULT_SPANS, SpanPolicy
+from .policy import DEFAULT, Policy
+from .protocol import CM
+from .render import Renderer
+from .types import content_text
+
+
+def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS) -> str:
+    """The answer to ``restore``: each step's reply and outputs byte-exact as first shown."""
+    if not policy.reversible:
+        return f"{CM} restore is switched off: omitted content cannot be brought back; re-run the command instead."
+    r = Renderer(policy, spans=spans)
+    parts = []
+    for s in steps:
+        msgs = r.received(history, s)
+        parts.append(f"{CM} Step {s} restored from history (nothing was run again). Its reply:")
+        parts.append(content_text(msgs[0].get("content")))
+        for call in msgs[0].get("tool_calls") or []:
+            fn = call.get("function") or {}
+            parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")
+        parts.append(f"{CM} Its output, as first shown:")
+        parts.extend(content_text(m.get("content")) for m in msgs[1:])
+    return "\n".join(parts)
