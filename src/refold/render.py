@@ -36,7 +36,6 @@ from .messages import clean as clean  # re-exported: callers import it from here
 from .messages import label, mask_text, with_text
 from .messages import with_content as _with_content
 from .protocol import ledger_section, reminder, span_section, system_section
-from .shell import analyze
 from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
 
 _SYSTEM_ROLES = ("system", "developer")
@@ -253,7 +252,7 @@ class Renderer:
 
     def _push_behind(self, step: Step) -> None:
         """Compute the final form of a step that just crossed the boundary."""
-        infos = [analyze(a.command, a.tool) for a in step.actions]
+        infos = [a.effects for a in step.actions]
         for info in infos:
             self._dedup.note_writes(step.index, info)
         closed = self._spans.closed
