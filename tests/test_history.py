@@ -167,6 +167,6 @@ def test_huge_output_is_handled(tmp_path: Path) -> None:
     ],
 )
 def test_text_actions_of_mini_1_and_2(content: str, command: str) -> None:
-    from refold.history import extract_actions
+    from refold.wire import read_actions
 
-    assert [a.command for a in extract_actions({"role": "assistant", "content": content})] == [command]
+    assert [a.command for a in read_actions({"role": "assistant", "content": content})] == [command]

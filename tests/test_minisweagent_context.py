@@ -276,7 +276,7 @@ def test_context_commands_end_to_end(style: str, tmp_path: Path, monkeypatch: py
             assert cmd is not None and (cmd.name, cmd.argument) == (turn.tool, turn.command)
             assert step.reply["extra"]["actions"] == []  # taken out before the environment saw them
             assert step.observations[0]["extra"]["refold_command"] == turn.tool
-    assert [r["ok"] for r in history.step(6).meta["refold_result"]] == [False]
+    assert [r.ok for r in history.step(6).outcomes] == [False]
     assert history.step(21).restore_of == (3,)
 
     # replaying the saved file renders exactly the prompts the model saw, call by call

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from refold.context_commands import answer_command, intercept
+from refold.context.answers import answer
+from refold.context.recognize import from_shell
 from refold.history import History
 from refold.protocol import parse_head, parse_restore_args
 
@@ -51,10 +52,10 @@ def test_a_reply_with_a_huge_number_can_be_appended() -> None:
 def test_context_commands_with_huge_numbers_answer_without_raising(command: str) -> None:
     h = History([SYSTEM, TASK])
     h.append({"role": "assistant", "content": "x"}, [{"role": "user", "content": "y"}])
-    cmd = intercept(command)
+    cmd = from_shell(command)
     if cmd is not None:  # fold/expand with a non-id argument pass through to the shell
-        answer = answer_command(h, cmd)
-        assert answer.text.startswith("[context-manager]") and len(answer.text) < 400
+        a = answer(h, cmd)
+        assert a.text.startswith("[context-manager]") and len(a.text) < 400
 
 
 @pytest.mark.parametrize("argument", ["3\u20135", "3..5", "#3 #4 #5", "3 - 5"])
