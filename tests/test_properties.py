@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
