@@ -265,3 +265,39 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     assert not custom.spans.enabled and not custom.spans.prompt
     assert custom.ledger.enabled and not custom.ledger.prompt and custom.ledger.budget_tokens == 16000
     assert not custom.context_tools
+
+
+def test_a_store_written_before_the_wire_codec_loads_and_verifies() -> None:
+    """Old proxy records: a context command in function-tool form without ``context_actions``, and
+    the outcomes repeated in the step's meta. The chained digests are unchanged."""
+    from refold.protocol import ContextCommand
+    from refold.proxy.mapping import INTERNAL
+    from refold.proxy.sessions import Session
+    from refold.render import Renderer
+    from refold.types import Outcome
+
+    prefix = [{"role": "user", "content": "task"}]
+    p = message_digest(prefix)
+    r1 = {"role": "assistant", "content": "r1", "tool_calls": [call("bash", {"command": "ls"}, "x")]}
+    o1 = [{"role": "tool", "tool_call_id": "x", "content": "out-1"}]
+    d1 = message_digest([r1, *o1], parent=p)
+    r2 = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("restore", {"steps": "1"}, "b")],
+        "extra": {"refold": {"actions": [{"command": json.dumps({"argument": "1"}), "tool": "restore", "tool_call_id": "b"}]}},
+    }
+    result = {"name": "restore", "ok": True, "target": "1"}
+    o2 = [{"role": "tool", "tool_call_id": "b", "content": "[context-manager] Step 1 restored", "extra": {"refold_command": "restore", "refold_result": result, "restore_of": [1]}}]
+    d2 = message_digest([r2, *o2], parent=d1)
+    s = Session("sid", "old", "owner", head=d2, prefixes={p: prefix})
+    s.steps = {
+        d1: StoredStep(d1, p, r1, tuple(o1), {}),
+        d2: StoredStep(d2, d1, r2, tuple(o2), {INTERNAL: True, "refold_result": [result], "restore_of": [1]}),
+    }
+    h = s.view(d2, Renderer).history  # raises if a digest fails verification
+    assert h.digest == d2
+    step = h.step(2)
+    assert step.restore_of == (1,) and step.outcomes == (Outcome("restore", True, "1"),)
+    assert step.actions[0].context == ContextCommand("restore", "1")
+    assert step.meta == {INTERNAL: True}  # the repeated facts are not kept as meta
