@@ -15,8 +15,9 @@ from ..config import Config
 from ..history import History
 from ..mechanisms.fold import note_text
 from ..mechanisms.ledger import hidden_outputs
+from ..mechanisms.masking import condensed_reply
 from ..mechanisms.spans import Span, cover_map
-from ..messages import mask_text, with_content
+from ..messages import mask_text, with_content, with_text
 from ..types import Message, Origin, Shown, Step
 from .behind import Behind
 from .received import Received, message_chars
@@ -51,6 +52,9 @@ def first_change(prev: Layout | None, b: int, spans: list[Span], hidden: Hidden,
     if prev is None:
         return 1
     start = prev.b + 1
+    n = behind.config.policy.mask_after
+    if n is not None and behind.config.policy.mask_replies:
+        start = min(start, prev.b - n + 1)  # replies that became old enough to condense
     for i in behind.mask_order[prev.masked_upto :]:
         start = min(start, i)
     if hidden != prev.hidden:
@@ -77,10 +81,13 @@ def lay_out(
     notes: dict[tuple[int, int], str],
     note_lines: dict[int, str],
     hidden_texts: dict[tuple[int, int, str], str],
+    reply_texts: dict[int, str | None],
     prev: Layout | None,
 ) -> Layout:
     """The layout of steps 1..b, reusing ``prev`` up to its first change."""
     reversible = config.policy.reversible
+    n = config.policy.mask_after
+    old_replies = b - n if n is not None and config.policy.mask_replies else 0
     start = first_change(prev, b, spans, hidden, behind)
     out = Layout(b, tuple(s.id for s in spans), hidden, len(behind.mask_order))
     if prev is not None and start > 1:
@@ -142,8 +149,15 @@ def lay_out(
             group.append(step)
             folded += 1
             continue
+        reply, reply_origin = form.msgs[0], form.origins[0]
+        if i <= old_replies:
+            if i not in reply_texts:
+                reply_texts[i] = condensed_reply(step, reversible=reversible, min_chars=config.policy.mask_min_chars)
+            text = reply_texts[i]
+            if text:
+                reply, reply_origin = with_text(reply, text), Origin(i, "reply", Shown.NOTE, (i,))
         if i in behind.masked:
-            add(form.msgs[0], form.origins[0])
+            add(reply, reply_origin)
             for obs in step.observations:
                 add(with_content(obs, mask_text(step, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
             continue
@@ -155,6 +169,8 @@ def lay_out(
             for j, text in hidden_outputs(step, gone, hidden_texts, reversible=reversible):
                 shown[1 + j] = with_content(step.observations[j], text)
                 shown_origins[1 + j] = Origin(i, "output", Shown.NOTE, (i,))
+        if reply is not form.msgs[0]:
+            shown, shown_origins = [reply, *shown[1:]], [reply_origin, *shown_origins[1:]]
         for m, o in zip(shown, shown_origins, strict=True):
             add(m, o)
             if o.shown is Shown.STUB:

@@ -67,6 +67,7 @@ class Renderer:
         self._notes: dict[tuple[int, int], str] = {}
         self._note_lines: dict[int, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
+        self._reply_texts: dict[int, str | None] = {}
         self._t = -1  # the last call rendered
         self._last: list[Message] = []
         self._last_chars = 0
@@ -189,7 +190,8 @@ class Renderer:
                 return known
         layout = lay_out(
             history, self.config, b, spans, hidden, self._behind, self._received,
-            lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts, self._layout,
+            lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts,
+            self._reply_texts, self._layout,
         )
         self._candidate = layout
         return layout
