@@ -19,7 +19,8 @@ from ..history import History
 from ..mechanisms.ledger import LedgerBook, objects_of, parse_ids
 from ..mechanisms.spans import Span, SpanBook, block_text, parse_span_id
 from ..protocol import CM, ContextCommand, parse_restore_args
-from ..render import Renderer, restore_text
+from ..render import Renderer
+from ..restore import restore_text
 from ..types import Answer, Outcome, content_text
 from .search import ledger_view, search_text
 

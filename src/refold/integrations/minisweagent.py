@@ -52,9 +52,10 @@ from ..errors import PolicyError
 from ..history import CHAT_ROLES, History
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
+from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM, COMMAND_NAMES, response_format_lines, system_section
-from ..render import Renderer, clean
+from ..render import Renderer
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action
 from ..wire import actions_record, answer_record, read_actions
@@ -220,7 +221,7 @@ class RefoldModel:
                             "boundary": self.refold_config.boundary.model_dump(mode="json"),
                             "cache": self.refold_config.cache,
                             "context_tools": self.context_tools,
-                            "format_in_system": self._renderer.format_in_system,
+                            "format_in_system": self._renderer.config.prompt.format_in_system,
                             "inner_model_type": self.inner_model_class,
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context.tools import offer
-from ..render import clean
+from ..messages import clean
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
