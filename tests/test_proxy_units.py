@@ -301,3 +301,8 @@ def test_a_store_written_before_the_wire_codec_loads_and_verifies() -> None:
     assert step.restore_of == (1,) and step.outcomes == (Outcome("restore", True, "1"),)
     assert step.actions[0].context == ContextCommand("restore", "1")
     assert step.meta == {INTERNAL: True}  # the repeated facts are not kept as meta
+
+
+def test_a_clients_own_tool_is_never_a_context_command() -> None:
+    reply = {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "note", "arguments": "restore 3"}}]}
+    assert context_calls(reply, ANY) is None

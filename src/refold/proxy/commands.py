@@ -60,7 +60,8 @@ def _call(call: dict[str, Any], rec: Recognizer) -> Action:
         if isinstance(command, str):
             return action(command, name, cid, rec.command("bash", command))
         return action(text, name, cid)
-    return action(text, name, cid, rec.command(name, text))
+    # a call of a function tool the proxy offered, or else one of the client's own tools
+    return action(text, name, cid, rec.command(name, text) if name in rec.functions else None)
 
 
 def observations(
