@@ -492,7 +492,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         minus = sum(1 for ln in body.split("\n") if ln.startswith("-") and not ln.startswith("---"))
         return out("diff", f"diff of {_plural(len(files), 'file')}{_files(files)}: +{plus} -{minus} lines")
     if _LS.match(cmd) and "|" not in cmd:
-        entries = [ln for ln in lines if not ln.startswith("total ")]
+        entries = [ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")]  # ls -R headings
         names = ", ".join(e.split()[-1] for e in entries[:4])
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
