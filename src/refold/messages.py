@@ -10,7 +10,7 @@ from .types import Action, Message, Step
 
 _API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
-__all__ = ["clean", "label", "mask_note", "mask_text", "with_content", "with_text"]
+__all__ = ["action_of", "clean", "label", "mask_note", "mask_text", "with_content", "with_text"]
 
 
 def clean(message: Message) -> Message:
@@ -40,7 +40,7 @@ def label(step: int, body: str) -> str:
     return f"[step {step}]\n{body}"
 
 
-def _action_of(step: Step, j: int) -> Action | None:
+def action_of(step: Step, j: int) -> Action | None:
     """The action whose output is observation ``j``: by tool-call id, else by position."""
     obs = step.observations[j] if 0 <= j < len(step.observations) else {}
     call_id = obs.get("tool_call_id")
@@ -59,7 +59,7 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     """
     texts = step.output_texts
     text = texts[j] if 0 <= j < len(texts) else ""
-    action = _action_of(step, j)
+    action = action_of(step, j)
     command, tool = (action.command, action.tool) if action else ("", "bash")
     s = summarize(command, text, tool)
     which = f"Output of step {step.index}" if len(texts) <= 1 else f"Output {j + 1} of {len(texts)} of step {step.index}"

@@ -79,10 +79,31 @@ def unwrap(text: str) -> Unwrapped:
                 elided = int(em.group(1)) if em else None
             else:
                 body = _RC.sub("", _EXC.sub("", text))
+    if text.startswith("{") and '"returncode"' in text[:200]:
+        status, body, exception = _json_observation(text, status, body, exception)
     lines = body.rstrip().split("\n")
     while lines and (not lines[-1].strip() or _SWE_TRAILER.match(lines[-1].strip())):
         lines.pop()  # SWE-agent's state lines after every observation
     return Unwrapped("\n".join(lines), status, exception, elided)
+
+
+def _json_observation(
+    text: str, status: int | None, body: str, exception: str | None
+) -> tuple[int | None, str, str | None]:
+    """mini's tool-call observations as JSON: ``{"returncode": 0, "output": "..."}``."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return status, body, exception
+    if not isinstance(data, dict):
+        return status, body, exception
+    rc = data.get("returncode")
+    status = rc if isinstance(rc, int) and not isinstance(rc, bool) else status
+    output = data.get("output")
+    body = output if isinstance(output, str) else body
+    info = data.get("exception_info") or data.get("exception")
+    exception = " ".join(info.split()) if isinstance(info, str) and info.strip() else exception
+    return status, body, exception
 
 
 def exit_status(text: str) -> int | None:
@@ -115,9 +136,14 @@ def command_line(tool: str, command: str, limit: int = 80) -> str:
         except ValueError:
             args = None
         if isinstance(args, dict):
-            if isinstance(args.get("command"), str) and tool in ("str_replace_editor", "str_replace_based_edit_tool"):
+            if isinstance(args.get("command"), str) and tool in (
+                "str_replace_editor",
+                "str_replace_based_edit_tool",
+            ):
                 tool, args = f"{tool} {args.pop('command')}", args
-            values = [str(v) for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+            values = [
+                str(v) for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            ]
             text = " ".join([tool, *values])
         else:
             text = f"{tool} {text}"
@@ -132,17 +158,27 @@ def command_line(tool: str, command: str, limit: int = 80) -> str:
 
 # ---- error lines ------------------------------------------------------------------------------
 
-_EXC_LINE = re.compile(r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault))\b(?::.*)?$")
-_ERR_LINE = re.compile(
-    r"^(?:[-*]\s*)?(?:E\d{3}\s+\w+Error|(?:[\w./ -]{1,60}: )?(?:error|fatal|ERROR|FATAL|Error)\b[:\s]"
-    r"|.*(?:command not found|No such file or directory|No module named |Permission denied|cannot open|not found in |Could not find|Unable to )|.*\b(?:not found|does not exist)\.?$)"
+_EXC_LINE = re.compile(
+    r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault))\b(?::.*)?$"
 )
+_ERR_LINE = re.compile(
+    r"^(?:[-*]\s*)?(?:[EF]\d{3}\s+\S|(?:[\w./ -]{1,60}: )?(?:error|fatal|ERROR|FATAL|Error)\b[:\s]"
+    r"|.*(?:command not found|No such file or directory|No module named |Permission denied|cannot open))"
+)
+# Wordings that are errors only when the command failed or recorded no status (a script may print them).
+_WEAK_ERR_LINE = re.compile(r"^.*(?:\bnot found\.?$|\bdoes not exist\.?$|\bCould not find |\bUnable to )")
 
 
-def first_error(body: str) -> str | None:
-    """The line that says what went wrong: the exception of the last traceback, else an error line."""
+def first_error(body: str, *, weak: bool = True) -> str | None:
+    """The line that says what went wrong: the exception of the last traceback, else an error line.
+
+    ``weak=False`` ignores wordings a successful script may print ("x does not exist").
+    """
     lines = body.split("\n")
-    tb = max((i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")), default=-1)
+    tb = max(
+        (i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")),
+        default=-1,
+    )
     if tb >= 0:
         for ln in lines[tb + 1 :]:
             s = ln.strip()
@@ -152,6 +188,8 @@ def first_error(body: str) -> str | None:
         s = ln.strip()
         if s and (_EXC_LINE.match(s) or _ERR_LINE.match(s)):
             return s
+    if weak:
+        return next((ln.strip() for ln in lines if _WEAK_ERR_LINE.match(ln.strip())), None)
     return None
 
 
@@ -163,7 +201,7 @@ _TEST_CMD = re.compile(
 )
 _PYTEST_TOTAL = re.compile(
     r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+)"
-    r"\s+in\s+[\d.]+\s*s\b.*$|^=+ no tests ran in .*$",
+    r"\s+in\s+[\d.]+\s*(?:s|seconds)\b.*$|^=+ no tests ran in .*$",
     re.MULTILINE,
 )
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
@@ -198,17 +236,17 @@ def _test_summary(body: str, lines: list[str]) -> str | None:
         return f"tests: {counts or 'no tests ran'}{fail}"
     ran = next((i for i in range(len(lines) - 1, -1, -1) if _RAN.match(lines[i].strip())), None)
     if ran is not None:
-        n = _RAN.match(lines[ran].strip()).group(1)  # type: ignore[union-attr]
+        ran_n = lines[ran].strip().split()[1]
         end = next((m for ln in lines[ran + 1 : ran + 6] if (m := _UNITTEST_END.match(ln.strip()))), None)
         verdict = ""
         if end is not None:
             verdict = f", {end.group(1)}" + (f" {end.group(2)}" if end.group(2) else "")
-        return f"tests: {n} ran{verdict}{fail}"
+        return f"tests: {ran_n} ran{verdict}{fail}"
     dots = [ln.strip() for ln in lines if _DOTS.match(ln.strip()) and len(ln.strip()) > 3]
     if dots:
         marks = "".join(d.split("[")[0] for d in dots)
-        counts = [(marks.count("."), "passed"), (marks.count("F"), "failed"), (marks.count("E"), "errors")]
-        shown = ", ".join(f"{n} {w}" for n, w in counts if n) or "0 passed"
+        tally = [(marks.count("."), "passed"), (marks.count("F"), "failed"), (marks.count("E"), "errors")]
+        shown = ", ".join(f"{k} {w}" for k, w in tally if k) or "0 passed"
         return f"tests (no final line): {shown} so far{fail}"
     return None
 
@@ -221,7 +259,9 @@ _CAT_N_ON = re.compile(r"result of running `cat -n` on (?:a snippet of )?(\S+?):
 _SED_RANGE = re.compile(r"\bsed\s+-n\s+['\"]?(\d+)\s*,\s*(\d+)\s*p")
 _HEAD_N = re.compile(r"\bhead\s+(?:-n\s*|-)(\d+)")
 _VIEW_RANGE = re.compile(r'"view_range"\s*:\s*\[\s*(\d+)\s*,\s*(-?\d+)')
-_DEF_NAME = re.compile(r"\b(class|def|function|func|fn|interface|struct|enum|trait|impl|module|object)\s+([\w$.]+)")
+_DEF_NAME = re.compile(
+    r"\b(class|def|function|func|fn|interface|struct|enum|trait|impl|module|object)\s+([\w$.]+)"
+)
 _SWE_READERS = ("open", "goto", "scroll_up", "scroll_down", "view", "read_file")
 
 
@@ -242,7 +282,9 @@ def _outline_names(code: str, path: str | None, offset: int) -> list[str]:
     return names
 
 
-def _read_summary(command: str, tool: str, body: str, path: str | None, elided: int | None, limit: int) -> str | None:
+def _read_summary(
+    command: str, tool: str, body: str, path: str | None, elided: int | None, limit: int
+) -> str | None:
     from ..outline import strip_line_numbers
 
     header = _FILE_HEADER.search(body[:2000])
@@ -266,7 +308,11 @@ def _read_summary(command: str, tool: str, body: str, path: str | None, elided: 
             start = int(above.group(1)) + 1
         elif sed:
             start = int(sed.group(1))
-        elif (head or re.match(r"^\s*(?:cat|nl|bat)\b", command)) and "|" not in command and "tail" not in command:
+        elif (
+            (head or re.match(r"^\s*(?:cat|nl|bat)\b", command))
+            and "|" not in command
+            and "tail" not in command
+        ):
             start = 1
         end = (start + n - 1) if start is not None else 0
         if header and start is None and n:
@@ -334,7 +380,12 @@ def _swe_search(body: str) -> str | None:
         return f'"{_q(many.group(2), 40)}": more than {many.group(1)} files match in {many.group(3)} (not listed)'
     found = _SWE_FOUND.search(body)
     if found:
-        n, what, term, where = int(found.group(1)), found.group(2) or "matches", found.group(3), found.group(4)
+        n, what, term, where = (
+            int(found.group(1)),
+            found.group(2) or "matches",
+            found.group(3),
+            found.group(4),
+        )
         files = [m.group(1) for ln in body.split("\n") if (m := _DIR_LINE.match(ln.strip()))]
         if files:
             return f'"{_q(term, 40)}": {_plural(n, "hit")} in {_plural(len(files), "file")}{_files(files)}'
@@ -346,7 +397,11 @@ def _swe_search(body: str) -> str | None:
         return f'"{_q(term, 40)}": {_plural(n, "file")} found{_files(paths)}'
     none = _SWE_NONE.search(body)
     if none:
-        return f'"{_q(none.group(1), 40)}": no hits in {none.group(2)}' if none.group(1) is not None else _one_line(none.group(0), 100)
+        return (
+            f'"{_q(none.group(1), 40)}": no hits in {none.group(2)}'
+            if none.group(1) is not None
+            else _one_line(none.group(0), 100)
+        )
     return None
 
 
@@ -360,7 +415,12 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
         return f"{_plural(len(paths), 'path')} found{_files(paths)}"
     if any(w in ("-l", "--files-with-matches", "-rl", "-lr", "-Rl", "-lR", "-rli", "-ril") for w in words):
         return f"{_plural(len(lines), 'file')} match{_files(lines)}"
-    context = any(re.match(r"^-(?:[ABC]\d*|\w*[ABC])$|^--(?:after|before)?-?context", w) for w in words)
+    grep_at = next(
+        (i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in ("grep", "rg", "ag", "egrep")), len(words)
+    )
+    context = any(
+        re.match(r"^-(?:[ABC]\d*|\w*[ABC])$|^--(?:after|before)?-?context", w) for w in words[grep_at:]
+    )
     for ln in lines:
         if _BINARY.match(ln.strip()):
             binary += 1
@@ -374,7 +434,9 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
     if not files and hits and reads and reads != (".",):
         files = list(reads[:1]) if len(reads) == 1 else []
     if context and not any(_GREP_HIT.match(ln) for ln in lines):
-        return f"{_plural(hits, 'line')} with context" + (f" in {normalize_path(reads[0])}" if len(reads) == 1 and reads != (".",) else "")
+        return f"{_plural(hits, 'line')} with context" + (
+            f" in {normalize_path(reads[0])}" if len(reads) == 1 and reads != (".",) else ""
+        )
     nfiles = len(set(files))
     where = f" in {_plural(nfiles, 'file')}{_files(files)}" if nfiles else ""
     extra = f" (+{binary} binary)" if binary else ""
@@ -402,7 +464,10 @@ _EDIT_OK = re.compile(
     r"|The file (\S+) has been edited\.|New file created|Edit successful)",
     re.MULTILINE,
 )
-_EDIT_FAIL = re.compile(r"^(?:Your proposed edit has introduced new syntax error|Your changes have NOT been applied|No replacement was performed|Error: )", re.MULTILINE)
+_EDIT_FAIL = re.compile(
+    r"^(?:Your proposed edit has introduced new syntax error|Your changes have NOT been applied|No replacement was performed|Error: )",
+    re.MULTILINE,
+)
 _LS = re.compile(r"^\s*(?:ls|ll|tree|dir)\b")
 _DIFF = re.compile(r"^diff --git a/(\S+)", re.MULTILINE)
 
@@ -437,10 +502,20 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if command_of(tool, cmd) is not None:
         return out("context", f"answer of context command `{command_line(tool, cmd, 60)}`")
     if verb in _CONTROL:
-        return out("control", f"control action `{verb}`: {_one_line(lines[0], 100) if lines else 'no output'}")
+        return out(
+            "control",
+            f'control action `{verb}`: "{_one_line(lines[0], 90)}"'
+            if lines
+            else f"control action `{verb}`; no output",
+        )
     info = analyze(cmd, tool)
 
-    if _TEST_CMD.search(cmd) or info.kind == "test" or _PYTEST_TOTAL.search(body) or re.search(r"^Ran \d+ tests? in ", body, re.M):
+    if (
+        _TEST_CMD.search(cmd)
+        or info.kind == "test"
+        or _PYTEST_TOTAL.search(body)
+        or re.search(r"^Ran \d+ tests? in ", body, re.M)
+    ):
         t = _test_summary(body, body.split("\n"))
         if t:
             return out("test", t)
@@ -448,8 +523,13 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if (_TEST_CMD.search(cmd) or info.kind == "test") and err:
             return out("error", f"tests did not run: {err}")
     if not lines:
+        if info.kind == "search" and cmd_head in ("find", "fd", "locate"):
+            return out("search", "0 paths found")
+        if info.kind == "search" and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):
+            return out("search", "0 hits")
         if info.kind == "edit":
-            return out("edit", f"edit of {', '.join(info.writes[:2]) or 'files'}; no output")
+            verb_ = "removed" if cmd_head == "rm" else "edit of"
+            return out("edit", f"{verb_} {', '.join(info.writes[:3]) or 'files'}; no output")
         return out("empty", "no output")
     if lines[0].strip() == "Your command ran successfully and did not produce any output.":
         return out("empty", "no output")
@@ -457,24 +537,41 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     edit_fail = _EDIT_FAIL.search(body)
     edit_ok = _EDIT_OK.search(body)
     header = _FILE_HEADER.search(body[:4000])
-    if edit_fail and (verb in ("edit", "str_replace_editor", "str_replace_based_edit_tool", "insert", "str_replace") or header or "end_of_edit" in cmd):
+    if edit_fail and (
+        verb in ("edit", "str_replace_editor", "str_replace_based_edit_tool", "insert", "str_replace")
+        or header
+        or "end_of_edit" in cmd
+    ):
         err = first_error(body[edit_fail.start() :]) or lines[0]
         where = f" to {header.group(1)}" if header else ""
         return out("error", f"edit{where} NOT applied: {err.lstrip('- ')}")
     if edit_ok or (header and verb in ("edit", "insert", "create", "append", "str_replace")):
-        path = (header.group(1) if header else None) or (edit_ok.group(1) or edit_ok.group(2) if edit_ok else None)
+        path = (header.group(1) if header else None) or (
+            edit_ok.group(1) or edit_ok.group(2) if edit_ok else None
+        )
         path = path or (info.writes[0] if info.writes else None)
-        size = f" (now {header.group(2)} lines)" if header else ""
+        size = f" (now {_plural(int(header.group(2)), 'line')})" if header else ""
         what = "created" if verb == "create" else "edited"
         return out("edit", f"{what} {path or 'a file'}{size}")
 
-    err = first_error(body)
-    failed = status not in (None, 0) and not (status == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err)
-    if err and (failed or "Traceback (most recent call last)" in body or (len(lines) <= 2 and not header)):
-        if info.kind not in ("search",) or failed or len(lines) <= 2:
-            return out("error", f"error: {err}")
+    err = first_error(body, weak=status != 0)
+    failed = status not in (None, 0) and not (
+        status == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err
+    )
+    looks_read = bool(
+        header
+        or verb in _SWE_READERS
+        or info.kind == "read"
+        or _CAT_N_ON.search(body[:2000])
+        or _numbered(body)
+    )
+    short = len(lines) <= 2 and not header
+    # a traceback printed by a run; in a file read or a search hit it is just text
+    crashed = "Traceback (most recent call last)" in body and not looks_read and info.kind != "search"
+    if err and (failed or short or crashed):
+        return out("error", f"error: {err}")
 
-    if header or verb in _SWE_READERS or info.kind == "read" or _CAT_N_ON.search(body[:2000]) or _numbered(body):
+    if looks_read:
         path = info.reads[0] if info.reads else None
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
@@ -483,22 +580,35 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if r:
             return out("read", r)
 
-    swe = _swe_search(body) if verb in ("search_file", "search_dir", "find_file") or verb.startswith("rover_search") or body.startswith(("Found ", "No matches found", "More than ")) else None
+    swe = (
+        _swe_search(body)
+        if verb in ("search_file", "search_dir", "find_file")
+        or verb.startswith("rover_search")
+        or body.startswith(("Found ", "No matches found", "More than "))
+        else None
+    )
     if swe:
         return out("search", swe)
-    if cmd_head == "git" and _DIFF.search(body):
+    if _DIFF.search(body) and "git" in cmd:
         files = _DIFF.findall(body)
         plus = sum(1 for ln in body.split("\n") if ln.startswith("+") and not ln.startswith("+++"))
         minus = sum(1 for ln in body.split("\n") if ln.startswith("-") and not ln.startswith("---"))
         return out("diff", f"diff of {_plural(len(files), 'file')}{_files(files)}: +{plus} -{minus} lines")
     if _LS.match(cmd) and "|" not in cmd:
-        entries = [ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")]  # ls -R headings
+        entries = [
+            ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")
+        ]  # ls -R headings
         names = ", ".join(e.split()[-1] for e in entries[:4])
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
     if info.kind == "edit":
-        return out("edit", f"edit of {', '.join(info.writes[:2]) or 'files'}: {_q(lines[0], 90)}")
+        what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
+        return out(
+            "edit",
+            f'{what}; printed "{_q(lines[0], 80)}"'
+            + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""),
+        )
     if err and failed:
         return out("error", f"error: {err}")
     first = _q(lines[0].strip(), 90)
