@@ -481,3 +481,20 @@ def test_a_successful_script_may_print_error_words() -> None:
     s = summarize("python check.py", mini("set_antialiased does not exist\n"))
     assert s.kind == "output"
     assert summarize("python check.py", mini("set_antialiased does not exist\n", 1)).kind == "error"
+
+
+def test_commit_install_and_warnings() -> None:
+    commit = "[main 0a67cef828] Fix collation on FK columns\n 1 file changed, 2 insertions(+)\n"
+    assert summarize('git add -A && git commit -m "Fix"', mini(commit)).text == (
+        'committed 0a67cef828 on main: "Fix collation on FK columns"; 1 file changed, 2 insertions(+)'
+    )
+    pip = "Looking in indexes: https://pypi.org/simple\nCollecting antlr4\nSuccessfully installed antlr4-4.7.2\n"
+    assert summarize("pip install antlr4", mini(pip)).text == "pip: Successfully installed antlr4-4.7.2"
+    warned = (
+        "/x/basic.py:3: DeprecationWarning: Using ABCs\n  from collections import Mapping\nResult: 5\nDone\n"
+    )
+    assert summarize("python reproduce.py", mini(warned)).text == '"Result: 5" … "Done"'
+    assert (
+        summarize("ls -la tests | sed -n '1,40p'", mini("total 8\n-rw-r--r-- 1 r r 1 a.py\n")).kind
+        == "listing"
+    )

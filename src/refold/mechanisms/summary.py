@@ -24,7 +24,7 @@ _SCAN = 400_000  # characters of an output we look at (summaries of huge outputs
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    kind: str  # read | search | test | error | edit | listing | diff | empty | format | control | context | output
+    kind: str  # read | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | output
     text: str  # one line, at most the limit
     status: int | None  # the recorded exit status (mini's <returncode>); None when none was recorded
     informative: bool  # False: only the generic first/last-line fallback
@@ -468,6 +468,12 @@ _EDIT_FAIL = re.compile(
     r"^(?:Your proposed edit has introduced new syntax error|Your changes have NOT been applied|No replacement was performed|Error: )",
     re.MULTILINE,
 )
+_COMMIT = re.compile(r"^\[([\w./-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.*)$")
+_STAT = re.compile(r"^\d+ files? changed")
+_HANDOFF = (
+    "We're currently solving the following issue",
+    "Here is a demonstration of how to correctly",
+)  # CodeR role switch
 _LS = re.compile(r"^\s*(?:ls|ll|tree|dir)\b")
 _DIFF = re.compile(r"^diff --git a/(\S+)", re.MULTILINE)
 
@@ -594,7 +600,29 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         plus = sum(1 for ln in body.split("\n") if ln.startswith("+") and not ln.startswith("+++"))
         minus = sum(1 for ln in body.split("\n") if ln.startswith("-") and not ln.startswith("---"))
         return out("diff", f"diff of {_plural(len(files), 'file')}{_files(files)}: +{plus} -{minus} lines")
-    if _LS.match(cmd) and "|" not in cmd:
+    commit = _COMMIT.match(lines[0].strip())
+    if commit and "git" in cmd:
+        stat = next((ln.strip() for ln in lines[1:6] if _STAT.match(ln.strip())), "")
+        return out(
+            "vcs",
+            f'committed {commit.group(2)} on {commit.group(1)}: "{_q(commit.group(3), 60)}"'
+            + (f"; {stat}" if stat else ""),
+        )
+    if re.search(r"\bpip\d?(?:\.\d+)? install\b|\bpython\S* -m pip install\b", cmd):
+        done = next(
+            (ln.strip() for ln in reversed(lines) if ln.startswith(("Successfully installed", "ERROR:"))),
+            None,
+        )
+        if done is None and all(
+            "already satisfied" in ln or ln.startswith(("Looking in", "WARNING", "Requirement"))
+            for ln in lines
+        ):
+            done = "requirements already satisfied"
+        if done:
+            return out("install", f"pip: {_q(done, 120)}")
+    if body.startswith(_HANDOFF):
+        return out("control", f'instructions for the next agent: "{_q(lines[0], 80)}"')
+    if _LS.match(cmd) and all(re.match(r"\s*(?:sed|head|tail|sort)\b", seg) for seg in cmd.split("|")[1:]):
         entries = [
             ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")
         ]  # ls -R headings
@@ -611,6 +639,13 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         )
     if err and failed:
         return out("error", f"error: {err}")
+    # Python warnings lead many script outputs; the first line of the output proper says more
+    plain = [
+        ln
+        for i, ln in enumerate(lines)
+        if "Warning: " not in ln and not (i and "Warning: " in lines[i - 1] and ln[:1].isspace())
+    ]
+    lines = plain or lines
     first = _q(lines[0].strip(), 90)
     if len(lines) == 1:
         return out("output", f'"{first}"', False)
