@@ -4,7 +4,7 @@ For every tool output of every trajectory in each folder given (one folder = one
 summarizes the output (``refold.mechanisms.summary.summarize``) and reports the share of outputs
 per kind and how many got an informative summary (anything but the first/last-line fallback),
 over all outputs and over the outputs large enough to be masked (``Policy.mask_min_chars``). It
-also counts the outputs whose old mask note (one line count summed over the step's outputs) gave
+also compares the size of the new mask notes with the old ones, counts the outputs whose old mask note (one line count summed over the step's outputs) gave
 a wrong size, and times the summarizer. Prints figures only, never the outputs themselves, so the
 report may be committed for corpora that may not be copied.
 
@@ -28,8 +28,19 @@ from pathlib import Path
 from refold.errors import TrajectoryError
 from refold.history import load
 from refold.mechanisms.summary import MAX_CHARS, _summarize, command_line, summarize
-from refold.messages import action_of
+from refold.messages import action_of, mask_note
 from refold.policy import DEFAULT
+from refold.tokens import get_tokenizer
+from refold.types import Step
+
+
+def _old_mask_text(step: Step) -> str:
+    """The note before per-output notes (one line count summed over the step's outputs), for comparison."""
+    lines = sum(t.count("\n") + 1 for t in step.output_texts)
+    return (
+        f"[step {step.index}]\n[context-manager] Output of step {step.index} ({lines} lines) hidden to save "
+        f"context. `restore {step.index}` shows it."
+    )
 
 
 def files(folder: Path) -> list[Path]:
@@ -43,6 +54,10 @@ def corpus(folder: Path, sample: int, rng: random.Random) -> list[str]:
     big_informative = 0
     wrong_size = multi = 0
     times: list[float] = []
+    note_tokens: list[int] = []
+    old_tokens: list[int] = []
+    output_tokens: list[int] = []
+    tok = get_tokenizer()
     longest = 0
     runs = skipped = 0
     picked: list[str] = []
@@ -70,6 +85,10 @@ def corpus(folder: Path, sample: int, rng: random.Random) -> list[str]:
                 if len(text) >= DEFAULT.mask_min_chars:
                     big_kinds[s.kind] += 1
                     big_informative += s.informative
+                    note = mask_note(step, j, reversible=True)
+                    note_tokens.append(tok.count(note))
+                    old_tokens.append(tok.count(_old_mask_text(step)))
+                    output_tokens.append(tok.count(text))
                 if len(texts) > 1:
                     multi += 1
                 if summed != text.count("\n") + 1:
@@ -103,6 +122,12 @@ def corpus(folder: Path, sample: int, rng: random.Random) -> list[str]:
         f"  old mask note size wrong (summed over the step's outputs): {wrong_size}/{total}; "
         f"outputs in multi-output steps: {multi}"
     )
+    if note_tokens:
+        out.append(
+            f"  mask note tokens ({tok.name}) per maskable output: mean {statistics.mean(note_tokens):.1f} "
+            f"(old note without summary {statistics.mean(old_tokens):.1f}); hidden output mean "
+            f"{statistics.mean(output_tokens):.0f}; notes / outputs {sum(note_tokens) / sum(output_tokens):.3f}"
+        )
     times.sort()
     p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
     out.append(
