@@ -149,7 +149,11 @@ def main() -> None:
     )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    lines = [f"refold summary benchmark  python {platform.python_version()}  {platform.machine()}"]
+    lines = [
+        f"refold summary benchmark  python {platform.python_version()}  {platform.machine()}",
+        "folders: " + " ".join(str(f) for f in args.folders),
+        "multi-agent files (CodeR) load as one merged history: 'control' counts agent hand-offs",
+    ]
     for folder in args.folders:
         if not folder.exists():
             sys.exit(f"bench_summaries: {folder}: no such file or folder")
