@@ -119,7 +119,12 @@ def test_read_elided_cat() -> None:
         "</output_head>\n<elided_chars>\n5000 characters elided\n</elided_chars>\n<output_tail>\n    return x\n</output_tail>"
     )
     s = summarize("cat pkg/base.py", text)
-    assert s.kind == "read" and "head and tail (5,000 chars elided)" in s.text and "class Base" in s.text
+    # the head's last line may be cut mid-line: it is not counted; the tail's file lines are unknown
+    assert (
+        s.kind == "read"
+        and s.text == "pkg/base.py lines 1-3, then its tail (5,000 chars elided): class Base L3"
+    )
+    assert "L" not in summarize("cat a.py | tail -n +5", text).text.split(":", 1)[-1]
 
 
 def test_read_of_a_missing_file_is_an_error() -> None:
@@ -498,3 +503,29 @@ def test_commit_install_and_warnings() -> None:
         summarize("ls -la tests | sed -n '1,40p'", mini("total 8\n-rw-r--r-- 1 r r 1 a.py\n")).kind
         == "listing"
     )
+
+
+def test_elided_numbered_read_gives_both_ranges() -> None:
+    head = (
+        "".join(f"{n:6}\t{'class Session:' if n == 3 else 'x = 1'}\n" for n in range(1, 41)) + "    41\tpart"
+    )
+    tail = "ial line\n" + "".join(
+        f"{n:6}\t{'def session():' if n == 560 else '    pass'}\n" for n in range(530, 570)
+    )
+    text = (
+        "<returncode>0</returncode>\n<warning>\ntoo long\n</warning><output_head>\n"
+        + head
+        + "\n</output_head>\n"
+        "<elided_chars>\n9000 characters elided\n</elided_chars>\n<output_tail>\n" + tail + "</output_tail>"
+    )
+    s = summarize("nl -ba requests/sessions.py", text)
+    assert s.kind == "read"
+    assert (
+        s.text
+        == "requests/sessions.py lines 1-40 and 530-569 (9,000 chars elided): class Session L3, def session L560"
+    )
+
+
+def test_outline_without_known_file_lines_has_no_numbers() -> None:
+    s = summarize("tail -n 20 src/app.py", mini("x = 1\n\ndef late():\n    pass\n"))
+    assert s.kind == "read" and s.text == "src/app.py (4 lines): def late"

@@ -36,6 +36,7 @@ class Unwrapped:
     status: int | None
     exception: str | None  # mini 2.x <exception> (e.g. a timeout)
     elided: int | None  # characters mini elided between head and tail
+    head_chars: int | None = None  # body[:head_chars] is the head when elided, the rest the tail
 
 
 # ---- wrappers ---------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def _between(text: str, tag: str) -> str | None:
 
 def unwrap(text: str) -> Unwrapped:
     """The printed output and the exit status of a recorded observation."""
-    status = exception = elided = None
+    status = exception = elided = head_chars = None
     text = text.replace("\r\n", "\n")  # SWE-agent windows mix line ends
     body = text
     if _WRAPPED.match(text):
@@ -75,6 +76,7 @@ def unwrap(text: str) -> Unwrapped:
             head, tail = _between(text, "output_head"), _between(text, "output_tail")
             if head is not None or tail is not None:
                 body = (head or "") + "\n" + (tail or "")
+                head_chars = len(head or "")
                 em = _ELIDED.search(text)
                 elided = int(em.group(1)) if em else None
             else:
@@ -84,7 +86,7 @@ def unwrap(text: str) -> Unwrapped:
     lines = body.rstrip().split("\n")
     while lines and (not lines[-1].strip() or _SWE_TRAILER.match(lines[-1].strip())):
         lines.pop()  # SWE-agent's state lines after every observation
-    return Unwrapped("\n".join(lines), status, exception, elided)
+    return Unwrapped("\n".join(lines), status, exception, elided, head_chars)
 
 
 def _json_observation(
@@ -265,7 +267,8 @@ _DEF_NAME = re.compile(
 _SWE_READERS = ("open", "goto", "scroll_up", "scroll_down", "view", "read_file")
 
 
-def _outline_names(code: str, path: str | None, offset: int) -> list[str]:
+def _outline_names(code: str, path: str | None, offset: int | None) -> list[str]:
+    """``kind name Lnn`` of the top-level definitions; ``offset=None``: file lines unknown, no numbers."""
     try:
         from .. import outline as ol  # lazy: tree-sitter loads only when a read is summarized
 
@@ -278,14 +281,28 @@ def _outline_names(code: str, path: str | None, offset: int) -> list[str]:
         m = _DEF_NAME.search(e.signature)
         if m:
             kind = "def" if m.group(1) in ("def", "function", "func", "fn") else m.group(1)
-            names.append(f"{kind} {m.group(2)} L{e.line + offset}")
+            names.append(f"{kind} {m.group(2)}" + (f" L{e.line + offset}" if offset is not None else ""))
     return names
 
 
 def _read_summary(
-    command: str, tool: str, body: str, path: str | None, elided: int | None, limit: int
+    command: str,
+    tool: str,
+    body: str,
+    path: str | None,
+    elided: int | None,
+    limit: int,
+    head_chars: int | None = None,
 ) -> str | None:
     from ..outline import strip_line_numbers
+
+    if elided is not None and head_chars is not None:
+        shown = _elided_numbered(body, head_chars)
+        if shown:
+            (a, b, head_text), (c, d, tail_text) = shown
+            names = _outline_names(head_text, path, 0) + _outline_names(tail_text, path, 0)
+            text = f"{path or 'file'} lines {a}-{b} and {c}-{d} ({elided:,} chars elided)"
+            return _with_names(text, names, limit)
 
     header = _FILE_HEADER.search(body[:2000])
     total = int(header.group(2)) if header else None
@@ -303,13 +320,13 @@ def _read_summary(
     else:
         above = _ABOVE.search(body[:2000])
         sed = _SED_RANGE.search(command) or _VIEW_RANGE.search(command)
-        head = _HEAD_N.search(command)
+        head_n = _HEAD_N.search(command)
         if above:
             start = int(above.group(1)) + 1
         elif sed:
             start = int(sed.group(1))
         elif (
-            (head or re.match(r"^\s*(?:cat|nl|bat)\b", command))
+            (head_n or re.match(r"^\s*(?:cat|nl|bat)\b", command))
             and "|" not in command
             and "tail" not in command
         ):
@@ -324,23 +341,49 @@ def _read_summary(
         rng = f" lines {start}-{end}"
     elif elided is not None:
         rng = f" head and tail ({elided:,} chars elided)"
+        if head_chars is not None and start == 1:
+            # only the head's rows are file lines; the tail's position in the file is unknown
+            code = "\n".join(body[:head_chars].removesuffix("\n").split("\n")[:-1])
+            n = code.count("\n") + 1
+            rng = f" lines 1-{n}, then its tail ({elided:,} chars elided)"
+        else:
+            n = 0  # no outline: its line numbers would be guesses
     else:
         rng = f" ({n} lines)"
     of = f" of {total}" if total is not None and elided is None else ""
     # numbered text: outline maps its own line numbers to the file's; plain text is offset by hand
-    source, offset = (body, 0) if numbers else (code, (start - 1) if start else 0)
+    source, offset = (body, 0) if numbers else (code, (start - 1) if start else None)
     names = _outline_names(source, path, offset) if n >= 3 else []
-    text = f"{where}{rng}{of}"
-    if names:
-        text += ": "
-        room = limit - len(text)
-        shown: list[str] = []
-        for i, name in enumerate(names):
-            if len(", ".join([*shown, name])) + 10 > room:  # room for ", +N more"
-                return text + ", ".join([*shown, f"+{len(names) - i} more"])
-            shown.append(name)
-        text += ", ".join(shown)
-    return text
+    return _with_names(f"{where}{rng}{of}", names, limit)
+
+
+def _with_names(text: str, names: list[str], limit: int) -> str:
+    if not names:
+        return text
+    text += ": "
+    room = limit - len(text)
+    shown: list[str] = []
+    for i, name in enumerate(names):
+        if len(", ".join([*shown, name])) + 10 > room:  # room for ", +N more"
+            return text + ", ".join([*shown, f"+{len(names) - i} more"])
+        shown.append(name)
+    return text + ", ".join(shown)
+
+
+def _elided_numbered(body: str, head_chars: int) -> tuple[tuple[int, int, str], tuple[int, int, str]] | None:
+    """File line ranges of a numbered read whose middle mini elided (the cut lines are partial)."""
+    from ..outline import strip_line_numbers
+
+    parts = []
+    for part, drop in ((body[:head_chars].removesuffix("\n"), -1), (body[head_chars + 1 :], 0)):
+        lines = part.split("\n")
+        lines = lines[:-1] if drop < 0 else lines[1:]
+        text = "\n".join(lines)
+        _, numbers = strip_line_numbers(text)
+        if not numbers:
+            return None
+        parts.append((numbers[0], numbers[-1], text))
+    return parts[0], parts[1]
 
 
 # ---- searches ---------------------------------------------------------------------------------
@@ -570,6 +613,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         or info.kind == "read"
         or _CAT_N_ON.search(body[:2000])
         or _numbered(body)
+        or (u.head_chars is not None and _elided_numbered(body, u.head_chars))
     )
     short = len(lines) <= 2 and not header
     # a traceback printed by a run; in a file read or a search hit it is just text
@@ -582,7 +626,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
-        r = _read_summary(cmd, tool, body, path, u.elided, limit)
+        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars)
         if r:
             return out("read", r)
 
