@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from refold.messages import mask_note, mask_text
 from refold.policy import Policy
 from refold.protocol import CM, ledger_section, span_section, system_section
@@ -122,3 +125,19 @@ def test_span_and_ledger_sections_say_how_their_omissions_look() -> None:
     assert f"one `{CM}` block" in span_section()
     text = ledger_section("128k")
     assert "one-line summary" in text and "one-line marker" in text and f"`{CM} context: N% of 128k`" in text
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.text(max_size=60), st.text(max_size=300)), min_size=1, max_size=4),
+    reversible=st.booleans(),
+)
+def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], reversible: bool) -> None:
+    step = tool_history([("run", calls)]).step(1)
+    for j, (_, out) in enumerate(calls):
+        note = mask_note(step, j, reversible=reversible)
+        label, _, body = note.partition("\n")
+        assert label == "[step 1]" and body.startswith(f"{CM} Hidden output") and "\n" not in body
+        lines = out.count("\n") + 1 if out else 0
+        assert f"{lines:,} line{'' if lines == 1 else 's'}, {len(out):,} chars)" in body
+        assert ("`restore 1` shows it." in body) == reversible
