@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from refold.config import Config
 from refold.messages import mask_note, mask_text
-from refold.policy import Policy
 from refold.protocol import CM, ledger_section, span_section, system_section
 from refold.render import Renderer
 from refold.types import Shown
@@ -83,7 +83,7 @@ def test_rendered_mask_notes_carry_summaries() -> None:
         for i in range(1, 13)
     ]
     h = text_history(steps)
-    r = Renderer(Policy(mask_after=2)).render(h)
+    r = Renderer(Config.parse(mask_after=2)).render(h)
     notes = [m["content"] for m, o in zip(r.messages, r.origins, strict=True) if o.shown == Shown.NOTE]
     assert notes, "masking should have hidden some outputs"
     for text in notes:
