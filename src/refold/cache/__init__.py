@@ -11,7 +11,7 @@ from typing import Any
 
 from .base import CacheResult, KVCapacityError, NoCache, PrefixCacheSim, common_prefix_len
 from .kv import KV_MODELS, KvSpec, kv_bytes, kv_gib, kv_spec, session_peak_kv_bytes
-from .pricing import DEFAULT_PRICES, Price, cost_usd, load_prices
+from .pricing import DEFAULT_PRICES, MODEL_ALIASES, Price, cost_usd, load_prices, price_for_model
 from .providers import ANTHROPIC_MIN_CACHEABLE, AnthropicCache, DeepSeekCache, OpenAICache
 from .radix import RadixTree, SglangRadixCache
 from .vllm import VllmPrefixCache, VllmRunning
@@ -21,6 +21,7 @@ __all__ = [
     "CACHE_NAMES",
     "DEFAULT_PRICES",
     "KV_MODELS",
+    "MODEL_ALIASES",
     "AnthropicCache",
     "CacheResult",
     "DeepSeekCache",
@@ -41,6 +42,7 @@ __all__ = [
     "kv_spec",
     "load_prices",
     "make_cache",
+    "price_for_model",
     "session_peak_kv_bytes",
 ]
 
