@@ -106,7 +106,7 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
     rows = []
     for f in files:
         (h,) = load_all(f)
-        if not h.meta.get("tool_calls"):
+        if not h.meta.get("tool_calls") or not str(h.meta.get("format")).startswith("mini-swe-agent"):
             continue
         model = str(h.meta.get("model") or "")
         price_name = price_for_model(model) or "gpt-5-mini"
@@ -210,6 +210,10 @@ def openrouter(files: list[str]) -> dict[str, Any]:
     return {"runs": rows}
 
 
+def _p(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:+.{digits}%}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+", help="eval-only folder (and optionally dev/)")
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     c, t = result["coder_per_agent_cl100k"], result["mini2_toolcall_o200k"]
     print(f"CodeR per agent: {c['exact']} exact, {c['within_1pct']}/{len(c['runs'])} within 1% of tokens_sent")
     for r in c["runs"]:
-        print(f"  {r['run']:<55} {r['error']:+.4%}  calls {r['calls']}/{r['api_calls']}  cost {r['cost_error']:+.2%}")
+        print(f"  {r['run']:<55} {_p(r['error'], 4)}  calls {r['calls']}/{r['api_calls']}  cost {_p(r['cost_error'])}")
     if t["calls"]:
         print(
             f"mini 2.x tool calls: {t['exact_calls']}/{t['calls']} stored calls exact; per-call prompt error "
@@ -236,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {r['run']:<55} calls {r['replayed_calls']}/{r['api_calls']} (unreplied {r['unreplied_calls']}, "
             f"{r['unreplied_prompt_share']:.0%} of prompt tokens)  cost vs instance_cost: recorded cache "
-            f"{r['cost_error_recorded_cache']:+.2%}, simulated cache {r['cost_error_simulated_cache']:+.2%}"
+            f"{_p(r['cost_error_recorded_cache'])}, simulated cache {_p(r['cost_error_simulated_cache'])}"
         )
     for r in result["openrouter_o200k"]["runs"]:
         print(

@@ -42,10 +42,15 @@ AUTO_PRICE = "auto"
 def request_tools(history: History, policy: str) -> list[dict[str, Any]] | None:
     """The function schemas each request of ``history`` carried under ``policy``.
 
-    A run that made tool calls sent mini's ``bash`` tool (the one tool-call client refold
-    replays); refold's policies add their context tools, as refold's mini integration does.
+    A mini-swe-agent run that made tool calls sent mini's ``bash`` tool; refold's policies add
+    their context tools, as refold's mini integration does. Other clients' tools are unknown
+    (None: not counted).
     """
-    if not history.meta.get("tool_calls"):
+    fmt = str(history.meta.get("format") or "")
+    if not history.meta.get("tool_calls") or not fmt.startswith("mini-swe-agent"):
+        return None  # e.g. SWE-agent 1.x sends its own tool bundle, which the .traj does not hold
+    names = {a.tool for s in history.steps for a in s.actions}
+    if not names <= {"bash", *(str(t["function"]["name"]) for t in TOOL_SCHEMAS)}:
         return None
     tools: list[dict[str, Any]] = [MINI_BASH_TOOL]
     if policy in CONTEXT_TOOL_POLICIES:
