@@ -22,7 +22,9 @@ __all__ = [
     "percentile",
     "reasoning_tokens",
     "recorded_completion_tokens",
+    "unreplied_by_step",
     "unreplied_output_estimate",
+    "unreplied_prompt",
     "validate_cache",
 ]
 
@@ -173,7 +175,7 @@ class CallIds:
     step: int | None
 
 
-def _unreplied_by_step(history: History) -> dict[int, list[int]]:
+def unreplied_by_step(history: History) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {}
     for u in history.meta.get("unreplied") or []:
         if isinstance(u, dict) and isinstance(u.get("step"), int) and isinstance(u.get("observations"), int):
@@ -181,7 +183,7 @@ def _unreplied_by_step(history: History) -> dict[int, list[int]]:
     return out
 
 
-def _unreplied_messages(history: History, p: Prompt, seen: int) -> list[dict[str, Any]]:
+def unreplied_prompt(history: History, p: Prompt, seen: int) -> list[dict[str, Any]]:
     """The prompt of a call made after step ``p.t`` had shown ``seen`` of its messages: call
     ``p.t + 1``'s prompt without the later messages of that step (exact for ``base``; a policy
     that rewrote that step's tail is approximated by the same cut)."""
@@ -224,7 +226,7 @@ def measure(
     per_step: list[int] = []
     last: Prompt | None = None
     session = f"{history.source}:{projector.name}"
-    unreplied = _unreplied_by_step(history)
+    unreplied = unreplied_by_step(history)
     lost_out = unreplied_output_estimate(history) if unreplied else 0
 
     def call(ids: list[int], msgs: Sequence[dict[str, Any]], gen: list[int] | int, out_n: int, step: int) -> None:
@@ -261,7 +263,7 @@ def measure(
                 price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
             )
         for seen in unreplied.get(p.t, ()):
-            msgs = _unreplied_messages(history, p, seen)
+            msgs = unreplied_prompt(history, p, seen)
             call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += lost_out
