@@ -9,8 +9,9 @@ Compares the replay of recorded runs with the usage the runs store:
   ``instance_cost`` (which, like ``extra.cost``, covers stored calls only); the calls whose reply
   was not stored (format errors) are counted apart.
 * mini-swe-agent 1.x runs with OpenRouter usage (Gemini 3 Pro, dev/): cost against the recorded
-  ``usage.cost`` per call and ``instance_cost`` per run. No Gemini tokenizer is available offline,
-  so prompts are counted with o200k: the error shown is mostly the tokenizer's.
+  ``usage.cost`` per call and ``instance_cost`` per run, with the ``gemini-openrouter`` cache
+  profile. No Gemini tokenizer is available offline, so prompts are counted with Qwen3.6: most
+  of the error shown is the tokenizer's (the prompt column).
 
 Costs are computed twice: with the provider's recorded cached tokens (checks counting + price
 rows) and with the replay's simulated cache (the figure `refold replay` reports).
@@ -181,7 +182,7 @@ def openrouter(files: list[str]) -> dict[str, Any]:
         if price_name is None:
             continue
         price = DEFAULT_PRICES[price_name]
-        m = _replay(h, "o200k", price_name, "openai")
+        m = _replay(h, "qwen3.6", price_name, "gemini-openrouter")
         pc = m["per_call"]
         rec_tok_cost = 0.0
         for s in h.steps:
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "coder_per_agent_cl100k": coder(coder_files),
         "mini2_toolcall_o200k": mini_toolcall(json_files),
-        "openrouter_o200k": openrouter(json_files),
+        "openrouter_qwen3.6": openrouter(json_files),
     }
     c, t = result["coder_per_agent_cl100k"], result["mini2_toolcall_o200k"]
     print(f"CodeR per agent: {c['exact']} exact, {c['within_1pct']}/{len(c['runs'])} within 1% of tokens_sent")
@@ -242,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['unreplied_prompt_share']:.0%} of prompt tokens)  cost vs instance_cost: recorded cache "
             f"{_p(r['cost_error_recorded_cache'])}, simulated cache {_p(r['cost_error_simulated_cache'])}"
         )
-    for r in result["openrouter_o200k"]["runs"]:
+    for r in result["openrouter_qwen3.6"]["runs"]:
         print(
-            f"  {r['run']:<55} price row on recorded usage {r['price_row_error']:+.2%}; replayed (o200k) "
+            f"  {r['run']:<55} price row on recorded usage {r['price_row_error']:+.2%}; replayed (qwen3.6) "
             f"{r['replayed_cost_error']:+.2%}, prompt {r['replayed_prompt_vs_reported']:+.2%}"
         )
     out = Path(a.out)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..cache import DEFAULT_PRICES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
+from ..cache import DEFAULT_PRICES, ROUTED_CACHES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
 from ..history import History
 from ..render import clean
 from ..tokens import Tokenizer, message_tokens, prompt_token_ids
@@ -33,6 +33,8 @@ PRICE_FOR_CACHE = {
     "sglang": "qwen3.6-27b-vllm",
     "none": "qwen3.6-27b-vllm",
     "openai": "gpt-5-mini",
+    "openai-exact": "gpt-5-mini",
+    "gemini-openrouter": "gemini-3-pro",
     "anthropic": "claude-sonnet-4.5",
     "deepseek": "deepseek-v4",
 }
@@ -173,6 +175,17 @@ class CallIds:
     ids: list[int]
     generated: list[int] | int
     step: int | None
+    route: str | None = None
+
+
+def recorded_route(history: History, step: int) -> str | None:
+    """The endpoint that served a stored call (OpenRouter's ``response.provider``), if recorded."""
+    if not 1 <= step <= len(history):
+        return None
+    extra = history.step(step).reply.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    route = response.get("provider") if isinstance(response, dict) else None
+    return route if isinstance(route, str) and route else None
 
 
 def unreplied_by_step(history: History) -> dict[int, list[int]]:
@@ -229,8 +242,14 @@ def measure(
     unreplied = unreplied_by_step(history)
     lost_out = unreplied_output_estimate(history) if unreplied else 0
 
-    def call(ids: list[int], msgs: Sequence[dict[str, Any]], gen: list[int] | int, out_n: int, step: int) -> None:
-        cached, written = _request(cache, cache_name, ids, msgs, tok, gen, session)
+    routed = cache_name in ROUTED_CACHES
+
+    def call(
+        ids: list[int], msgs: Sequence[dict[str, Any]], gen: list[int] | int, out_n: int, step: int, route: str | None
+    ) -> None:
+        # a routed profile keeps one cache per recorded endpoint (every policy is routed alike)
+        where = f"{session}@{route}" if routed else session
+        cached, written = _request(cache, cache_name, ids, msgs, tok, gen, where)
         n = len(ids)
         m.calls += 1
         m.prompt_tokens += n
@@ -246,7 +265,7 @@ def measure(
         per_output.append(out_n)
         per_step.append(step)
         if keep_ids is not None:
-            keep_ids.append(CallIds(ids, gen, step or None))
+            keep_ids.append(CallIds(ids, gen, step or None, route))
 
     for p in projector.prompts(history):
         if p.compaction is not None:
@@ -262,9 +281,10 @@ def measure(
             m.cost_usd += cost_usd(
                 price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
             )
+        route = recorded_route(history, p.t + 1)
         for seen in unreplied.get(p.t, ()):
             msgs = unreplied_prompt(history, p, seen)
-            call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0)
+            call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0, route)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += lost_out
         ids = prompt_token_ids(p.messages, tok, tools=tools)
@@ -274,7 +294,7 @@ def measure(
         out_n = (gen if isinstance(gen, int) else len(gen)) + reasoning
         # reasoning comes before the visible reply: the generated sequence no longer matches
         # the next prompt, so the simulator gets only its length
-        call(ids, p.messages, out_n if reasoning else gen, out_n, p.t + 1)
+        call(ids, p.messages, out_n if reasoning else gen, out_n, p.t + 1, route)
         m.reasoning_tokens += reasoning
         ms.append(p.render_ms)
         if p.stats is not None:
@@ -323,7 +343,10 @@ def step_tokens(history: History, tok: Tokenizer) -> list[int]:
 
 
 def validate_cache(
-    history: History, calls: Sequence[CallIds], tok: Tokenizer, profiles: Sequence[str] = ("openai", "vllm")
+    history: History,
+    calls: Sequence[CallIds],
+    tok: Tokenizer,
+    profiles: Sequence[str] = ("openai", "gemini-openrouter", "openai-exact", "vllm"),
 ) -> dict[str, Any] | None:
     """Compare provider-reported cached tokens (Step.meta["usage"]) with simulators on ``base``.
 
@@ -347,7 +370,7 @@ def validate_cache(
         ref: list[float] = []
         cached_total = prompt_total = 0
         for c in calls:
-            res = cache.request(c.ids, generated=c.generated, session="v")
+            res = cache.request(c.ids, generated=c.generated, session=c.route if name in ROUTED_CACHES else "v")
             if c.step is None:
                 continue
             fracs.append(res.cached_tokens / max(1, len(c.ids)))
