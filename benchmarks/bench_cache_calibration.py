@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from refold.cache import CalibratedCache, make_cache
-from refold.history import History
 from refold.loaders import load_all
 from refold.replay.metrics import CallIds, measure
 from refold.replay.policies import Options, make_projector
