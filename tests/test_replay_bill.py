@@ -249,3 +249,14 @@ def test_unreplied_prompt_is_messages_before_interrupt(roles: list[str]) -> None
         assert nxt["extra"]["interrupt_type"] == "FormatError"
         assert [m["content"] for m in rebuilt] == [m["content"] for m in msgs[: len(rebuilt)]]
         assert msgs[len(rebuilt) - 1]["role"] != "assistant"
+
+
+def test_server_trace_has_every_call_with_tools() -> None:
+    from refold.serversim import build_trace
+
+    h = load(MINI2)
+    tr = build_trace(h, "base", tokenizer="o200k", block_size=16)
+    assert len(tr.turns) == 5  # 3 stored + 2 unreplied calls
+    stored = [tr.turns[i].prompt_len for i in (0, 3, 4)]
+    assert stored == [u["prompt_tokens"] for u in _usage(h)]  # tool schema and framing counted
+    assert tr.turns[3].out_len == _usage(h)[1]["completion_tokens"]  # reasoning included
