@@ -1,7 +1,8 @@
 """A replay that matches the provider's bill: one history per agent, every call (unreplied ones
 too), tool schemas and framing, reasoning tokens, price rows.
 
-Fixtures (written for these tests, same formats as real runs):
+Fixtures in tests/data/bill/ (written for these tests, same formats as real runs; kept out of
+tests/data itself, whose every file the loader and golden-prompt tests walk):
 * ``coder_multiagent.traj``: a CodeR-style SWE-agent .traj with two agents; its
   ``tokens_sent`` was computed with the OpenAI cookbook formula per agent (bpe_openai directly).
 * ``mini2_formaterror.traj.json``: a mini-swe-agent 2.x tool-call run with two format errors,
@@ -32,8 +33,8 @@ from refold.tokens import MINI_BASH_TOOL, count_messages, get_tokenizer, prompt_
 
 from conftest import DATA
 
-CODER = DATA / "coder_multiagent.traj"
-MINI2 = DATA / "mini2_formaterror.traj.json"
+CODER = DATA / "bill" / "coder_multiagent.traj"
+MINI2 = DATA / "bill" / "mini2_formaterror.traj.json"
 
 
 def _base(history: History, **kw: Any) -> dict[str, Any]:
@@ -260,3 +261,17 @@ def test_server_trace_has_every_call_with_tools() -> None:
     stored = [tr.turns[i].prompt_len for i in (0, 3, 4)]
     assert stored == [u["prompt_tokens"] for u in _usage(h)]  # tool schema and framing counted
     assert tr.turns[3].out_len == _usage(h)[1]["completion_tokens"]  # reasoning included
+
+
+def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
+    data = json.loads(CODER.read_text())
+    for i, m in enumerate(data["history"]):
+        m["agent"] = f"agent\n{i} " + "x" * 500
+    bad = tmp_path / "many.traj"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(TrajectoryError) as e:
+        load(bad)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 600 + len(str(bad))
+    with pytest.raises(TrajectoryError) as e:
+        load(f"{bad}#" + "y" * 1000)
+    assert len(str(e.value)) < 600 + len(str(bad))

@@ -89,10 +89,17 @@ def split_source(path: str | Path) -> tuple[str, str | None]:
     """``("run.traj", "Programmer")`` for ``run.traj#Programmer``; a path that exists as given is
     never split (a ``#`` may be part of a file name)."""
     name = str(path)
-    if AGENT_SEP not in name or Path(name).exists():
+    if AGENT_SEP not in name or _exists(name):
         return name, None
     file, _, agent = name.rpartition(AGENT_SEP)
     return (file, agent) if file and agent else (name, None)
+
+
+def _exists(name: str) -> bool:
+    try:
+        return Path(name).exists()
+    except OSError:  # e.g. a name too long for the file system
+        return False
 
 
 def agent_names(data: Any) -> list[str]:
@@ -124,13 +131,24 @@ def load(path: str | Path) -> History:
     if agent is None and names:
         raise TrajectoryError(
             file,
-            f"holds {len(names)} agents ({', '.join(names)}); load one as '{file}{AGENT_SEP}{names[0]}' "
+            f"holds {len(names)} agents ({_listed(names)}); load one as '{file}{AGENT_SEP}{_short(names[0])}' "
             "or all with refold.loaders.load_all",
         )
     if agent is not None and agent not in names:
-        known = ", ".join(names) if names else "none: it is a single-agent file"
-        raise TrajectoryError(file, f"no agent {agent!r} (agents: {known})")
+        known = _listed(names) if names else "none: it is a single-agent file"
+        raise TrajectoryError(file, f"no agent {_short(agent)!r} (agents: {known})")
     return _history(data, file, agent)
+
+
+def _short(name: str, limit: int = 40) -> str:
+    name = " ".join(name.split())
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
+def _listed(names: list[str], limit: int = 8) -> str:
+    """Agent names for a one-line error (a mangled file may hold thousands, or huge ones)."""
+    shown = ", ".join(_short(n) for n in names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 def load_all(path: str | Path) -> list[History]:

@@ -261,19 +261,33 @@ def _worker(args: tuple[str, Settings]) -> list[TaskResult]:
     return replay_sessions(*args)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except OSError:  # a name too long for the file system is no file
+        return False
+
+
 def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     """Files as given, and the trajectory files inside folders (recursively, sorted)."""
     out: list[str] = []
     for p in paths:
         path = Path(p)
-        if path.is_dir():
+        if _is_dir(path):
             found = sorted(
                 str(f)
                 for f in path.rglob("*")
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
             )
             out.extend(found)
-        elif path.exists() or Path(split_source(str(path))[0]).is_file():
+        elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
             out.append(str(path))  # FILE#Agent: one agent's session
         else:
             raise PolicyError(f"no such file or folder: {p}")
