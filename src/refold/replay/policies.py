@@ -24,9 +24,10 @@ from typing import Protocol
 
 from ..config import Config
 from ..history import History
+from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM
-from ..render import Renderer, clean
+from ..render import Renderer
 from ..tokens import Tokenizer, count_messages, message_tokens
 from ..types import Message, Origin, RenderStats, Shown, content_text
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..history import History
-from ..render import clean
+from ..messages import clean
 from ..replay import iter_prompts
 from ..replay.metrics import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
 from ..replay.runner import request_tools
