@@ -56,6 +56,9 @@ class PolicyMetrics:
     compaction_output_tokens: int = 0
     stubs: int = 0
     folded_steps: int = 0
+    hidden_needed_calls: int = 0
+    """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
+    hidden_needed_restore_tokens: int = 0
     per_call: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self, per_call: bool = True) -> dict[str, Any]:
