@@ -23,7 +23,7 @@ from refold.replay.runner import replay_history
 from refold.tokens import get_tokenizer, message_tokens
 from refold.types import Message, Origin, Shown
 
-from builders import SYSTEM, TASK, reply, text_history, tool_history
+from builders import SYSTEM, reply, text_history, tool_history
 
 TOK = get_tokenizer("chars4")
 
@@ -36,20 +36,19 @@ def _filler(i: int) -> str:
     return "\n".join(f"plain output line {i}.{j} with words only" for j in range(15))
 
 
-def _run(next_command: str, *, extra_task: str = "") -> History:
+def _run(next_command: str) -> History:
     """Step 1 greps (the path is only in its output), steps 2-7 do other things, step 8 runs
     ``next_command``."""
     steps = [(reply(None, None, "grep -rn compute_total src"), GREP_OUT)]
     steps += [(reply(None, None, f"echo {i}"), _filler(i)) for i in range(2, 8)]
     steps.append((reply(None, None, next_command), "done"))
-    h = text_history(steps)
-    if extra_task:
-        return History([SYSTEM, {"role": "user", "content": TASK["content"] + extra_task}], source="x")
-    return h
+    return text_history(steps)
 
 
 def _totals(h: History, policy: str) -> tuple[int, int, int]:
-    tot = hidden_then_needed(h, ((p.t, p.messages, p.origins) for p in iter_prompts(h, policy, tokenizer="chars4")), TOK)
+    tot = hidden_then_needed(
+        h, ((p.t, p.messages, p.origins) for p in iter_prompts(h, policy, tokenizer="chars4")), TOK
+    )
     return tot.calls, tot.needed_calls, tot.restore_tokens
 
 
@@ -68,7 +67,10 @@ def test_identifiers_need_eight_chars_and_an_underscore_or_a_case_change() -> No
     keys = reply_keys("call compute_total on QuerySet and DJANGO_SETTINGS_MODULE, camelCase2")
     assert keys == {"compute_total", "QuerySet", "DJANGO_SETTINGS_MODULE", "camelCase2"}
     # plain words, short names, numbers, dunders, builtins and TestCase methods are never keys
-    assert reply_keys("Traceback something important a_b Foo 12345678 __init__ NotImplementedError") == frozenset()
+    assert (
+        reply_keys("Traceback something important a_b Foo 12345678 __init__ NotImplementedError")
+        == frozenset()
+    )
     assert reply_keys("self.assertEqual(x, 1); isinstance(y, int)") == frozenset()
     assert reply_keys("https://github.com/org/repo and/or v1.2.3 3.14.") == frozenset()
 
@@ -101,7 +103,12 @@ def _prompt(h: History, output_1: tuple[Shown, str]) -> tuple[list[Message], lis
     msgs: list[Message] = [clean(m) for m in h.prefix]
     origins = [Origin(None, "system", Shown.PREFIX), Origin(None, "task", Shown.PREFIX)]
     s1, s2 = h.step(1), h.step(2)
-    msgs += [clean(s1.reply), {"role": "user", "content": output_1[1]}, clean(s2.reply), clean(s2.observations[0])]
+    msgs += [
+        clean(s1.reply),
+        {"role": "user", "content": output_1[1]},
+        clean(s2.reply),
+        clean(s2.observations[0]),
+    ]
     origins += [
         Origin(1, "reply", Shown.RECEIVED),
         Origin(1, "output", output_1[0], (1,)),
@@ -168,7 +175,11 @@ def test_a_folded_reply_counts_as_hidden_content() -> None:
         ]
     )
     msgs = [clean(m) for m in h.prefix] + [{"role": "user", "content": "[context-manager] step 1 folded"}]
-    origins = [Origin(None, "system", Shown.PREFIX), Origin(None, "task", Shown.PREFIX), Origin(1, "note", Shown.NOTE, (1,))]
+    origins = [
+        Origin(None, "system", Shown.PREFIX),
+        Origin(None, "task", Shown.PREFIX),
+        Origin(1, "note", Shown.NOTE, (1,)),
+    ]
     msgs += [clean(h.step(2).reply), clean(h.step(2).observations[0])]
     origins += [Origin(2, "reply", Shown.RECEIVED), Origin(2, "output", Shown.RECEIVED)]
     found = NeededIndex(h, TOK).check(2, msgs, origins)
@@ -188,14 +199,11 @@ def test_swe_agent_masking_counts_the_call_base_never_does() -> None:
 
 def test_refold_masking_is_counted_and_its_notes_are_read() -> None:
     h = _run("sed -n 1,40p src/pkg/billing_engine.py")
-    opts = Options(tokenizer=TOK, mask_after=1)
-    prompts = list(make_projector("refold-best", opts).prompts(h))
-    hidden = [p.t for p in prompts if any(o.step == 1 and o.part == "output" and o.shown is Shown.NOTE for o in p.origins)]
+    prompts = list(make_projector("refold-best", Options(tokenizer=TOK, mask_after=2)).prompts(h))
+    masked = [p.t for p in prompts if Origin(1, "output", Shown.NOTE, (1,)) in p.origins]
+    assert masked == [6, 7]  # the boundary moved at call 7 (k=3)
     tot = hidden_then_needed(h, ((p.t, p.messages, p.origins) for p in prompts), TOK, keep_examples=5)
-    if 7 in hidden:
-        assert tot.needed_calls == 1 and tot.examples[0].t == 7
-    else:
-        assert tot.needed_calls == 0
+    assert tot.needed_calls == 1 and tot.examples[0].t == 7
 
 
 def test_a_shown_path_under_masking_is_not_counted() -> None:
@@ -224,5 +232,6 @@ def test_replay_reports_recomputed_and_hidden_needed_per_policy(tmp_path: Path) 
     assert summary["base"]["hidden_needed_rate"] == 0.0
     json.dumps(summary)
     write_csv([result], tmp_path / "r.csv")
-    rows = list(csv.DictReader(open(tmp_path / "r.csv", encoding="utf-8")))
+    with open(tmp_path / "r.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
     assert [r["hidden_needed_calls"] for r in rows] == ["0", "1"]

@@ -49,7 +49,7 @@ def _table(report: dict[str, Any]) -> Table:
         "rm lost",
         "recomputed",
         "needed",
-        "restore tok",
+        "restore",
         "compact",
         "ms p50",
     ):
@@ -154,7 +154,7 @@ def replay(
     err = Console(stderr=True)
     out = Console()
     if not out.is_terminal:
-        out = Console(width=max(out.width, 150))  # files and pipes get the whole table
+        out = Console(width=max(out.width, 180))  # files and pipes get the whole table
     start = time.perf_counter()
     with Progress(
         TextColumn("replay"),

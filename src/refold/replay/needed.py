@@ -85,19 +85,33 @@ ERROR_CHARS = 40
 
 # Only runs holding a "/" or a ".": the candidates for paths (most words are neither).
 _PATHISH = re.compile(r"(?<![A-Za-z0-9_.+/-])[A-Za-z0-9_.+/-]*[/.][A-Za-z0-9_.+/-]*")
-_LONG_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]{%d,}" % (MIN_IDENT - 1))
+_LONG_WORD = re.compile(rf"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]{{{MIN_IDENT - 1},}}")
 _TEST_ID = re.compile(r"([A-Za-z0-9_./-]+\.py)::([A-Za-z0-9_:.\[\]-]+)")
 _ERROR = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception)): ([^\n`]{4,})")
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 _SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _SOURCE_EXT = frozenset(
-    "py pyi pyx js jsx ts tsx go rs java kt c h cc cpp hpp cs rb php swift scala sh toml yaml yml "
-    "json cfg ini txt md rst html css sql xml lock".split()
+    re.findall(
+        r"\w+",
+        "py pyi pyx js jsx ts tsx go rs java kt c h cc cpp hpp cs rb php swift scala sh toml yaml yml "
+        "json cfg ini txt md rst html css sql xml lock",
+    )
 )
 GENERIC_BASENAMES = frozenset(
-    {"__init__.py", "__main__.py", "setup.py", "setup.cfg", "conftest.py", "README.md", "README.rst",
-     "pyproject.toml", "requirements.txt", "package.json", "Makefile"}
+    {
+        "__init__.py",
+        "__main__.py",
+        "setup.py",
+        "setup.cfg",
+        "conftest.py",
+        "README.md",
+        "README.rst",
+        "pyproject.toml",
+        "requirements.txt",
+        "package.json",
+        "Makefile",
+    }
 )
 KNOWN_NAMES = (
     frozenset(dir(builtins))
@@ -106,7 +120,6 @@ KNOWN_NAMES = (
     | {"NoneType"}
 )
 """Identifiers any model knows without being shown them: never keys."""
-
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -309,7 +322,9 @@ class NeededIndex:
 _VERBATIM = frozenset({Shown.RECEIVED, Shown.RESTORED})
 
 
-def _split(messages: Sequence[Message], origins: Sequence[Origin]) -> tuple[set[tuple[int, int]], list[Message]]:
+def _split(
+    messages: Sequence[Message], origins: Sequence[Origin]
+) -> tuple[set[tuple[int, int]], list[Message]]:
     """(recorded pieces shown verbatim, as ``(step, j)``; every other message of the prompt).
 
     A verbatim piece is the recorded text plus protocol lines (``[step N]``, reminders), so it
