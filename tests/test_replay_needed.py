@@ -166,6 +166,21 @@ def test_a_piece_is_paid_once_per_call_however_many_keys_it_holds() -> None:
     assert found.restore_tokens == len(message_tokens(clean(h.step(1).observations[0]), TOK))
 
 
+def test_only_the_latest_step_holding_a_key_is_paid_for() -> None:
+    h = text_history(
+        [
+            (reply(None, None, "grep -rn compute_total src"), GREP_OUT),
+            (reply(None, None, "grep -rn compute_total src | head -1"), GREP_OUT.splitlines()[0]),
+            (reply(None, None, "sed -n 1,40p src/pkg/billing_engine.py"), "ok"),
+        ]
+    )
+    msgs, origins = _prompt(h, (Shown.NOTE, "masked"))
+    msgs[-1], origins[-1] = {"role": "user", "content": "masked too"}, Origin(2, "output", Shown.NOTE, (2,))
+    found = NeededIndex(h, TOK).check(2, msgs, origins)
+    assert found is not None and found.pieces == ((2, 1),)
+    assert found.restore_tokens == len(message_tokens(clean(h.step(2).observations[0]), TOK))
+
+
 def test_a_folded_reply_counts_as_hidden_content() -> None:
     h = text_history(
         [

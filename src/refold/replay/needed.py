@@ -12,8 +12,9 @@ For the prompt of call ``t + 1`` (rendered from steps ``1..t``) the *recorded re
 So its only occurrences before the call are in content the policy did not show (stubbed, trimmed,
 folded, masked, cleared, summarized): an agent working from that prompt would have had to
 ``restore`` it (or guess). The *restore cost* of such a call is the size, in the replay's
-tokenizer, of the recorded pieces (a step's reply or one of its outputs) that contain a needed key,
-each piece counted once per call however many keys it holds.
+tokenizer, of the recorded pieces (a step's reply or one of its outputs) that contain a needed key
+in the latest step that held it (one ``restore`` of that step suffices), each piece counted once
+per call however many keys it holds.
 
 Keys are extracted by one function, :func:`keys_of`, applied in the same way to replies, outputs
 and rendered messages (for tool calls: the string values of the JSON arguments, not the
@@ -223,9 +224,6 @@ def reply_keys(text: str) -> frozenset[str]:
     return frozenset(_scan(text)[1])
 
 
-HIDING = frozenset({Shown.STUB, Shown.TRIMMED, Shown.NOTE, Shown.HIDDEN})
-
-
 @dataclass(frozen=True, slots=True)
 class NeededCall:
     """One hidden-then-needed call: the keys, and the recorded pieces ``(step, j)`` holding them
@@ -297,8 +295,8 @@ class NeededIndex:
 
     def check(self, t: int, messages: Sequence[Message], origins: Sequence[Origin]) -> NeededCall | None:
         """The hidden-then-needed finding of the prompt of call ``t + 1``, or None."""
-        if t >= len(self._replies) or not any(o.shown in HIDING for o in origins):
-            return None  # no recorded reply to check, or nothing hidden
+        if t >= len(self._replies):
+            return None  # no recorded reply to check
         shown: set[tuple[int, int]] | None = None
         other: list[Message] = []
         needed: list[str] = []
@@ -312,7 +310,8 @@ class NeededIndex:
             if any(p in shown for p in before) or any(key in self._keys_of_message(m) for m in other):
                 continue
             needed.append(key)
-            pieces.update(before)
+            latest = before[-1][0]  # one restore, of the latest step that held it, suffices
+            pieces.update(p for p in before if p[0] == latest)
         if not needed:
             return None
         ordered = tuple(sorted(pieces))
