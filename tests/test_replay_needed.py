@@ -71,7 +71,7 @@ def test_identifiers_need_eight_chars_and_an_underscore_or_a_case_change() -> No
         reply_keys("Traceback something important a_b Foo 12345678 __init__ NotImplementedError")
         == frozenset()
     )
-    assert reply_keys("self.assertEqual(x, 1); isinstance(y, int)") == frozenset()
+    assert reply_keys("self.assertEqual(x, 1); isinstance(y, int); io.TextIOWrapper") == frozenset()
     assert reply_keys("https://github.com/org/repo and/or v1.2.3 3.14.") == frozenset()
 
 

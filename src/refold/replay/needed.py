@@ -33,7 +33,8 @@ argument names):
   ``camelCase``), read anywhere, also inside paths and dotted names (``billing_engine`` in
   ``pkg/billing_engine.py``, ``QuerySet`` in ``models.QuerySet.filter``). Not keys: dunders, Python
   keywords and builtins (``NotImplementedError``), ``unittest.TestCase`` attributes
-  (``assertEqual``) -- names any model knows without being shown them. Plain words and numbers
+  (``assertEqual``), public names of a few everyday stdlib modules (``io``, ``os``, ``typing``,
+  ``subprocess``, ...: ``TextIOWrapper``) -- names any model knows without being shown them. Plain words and numbers
   never qualify (no underscore, no case change, or no letter).
 * **test ids**: ``path.py::Name::test[param]``, keyed by the basename and the rest
   (``test_query.py::QueryTests::test_filter``).
@@ -48,9 +49,20 @@ few set lookups per key of the reply.
 from __future__ import annotations
 
 import builtins
+import collections
+import datetime
+import functools
+import io
+import itertools
 import json
 import keyword
+import logging
+import os
+import pathlib
 import re
+import subprocess
+import sys
+import typing
 import unittest
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,10 +126,27 @@ GENERIC_BASENAMES = frozenset(
         "Makefile",
     }
 )
+_STDLIB = (
+    collections,
+    datetime,
+    functools,
+    io,
+    itertools,
+    json,
+    logging,
+    os,
+    os.path,
+    pathlib,
+    re,
+    subprocess,
+    sys,
+    typing,
+)
 KNOWN_NAMES = (
     frozenset(dir(builtins))
     | frozenset(keyword.kwlist)
     | frozenset(n for n in dir(unittest.TestCase) if not n.startswith("_"))
+    | frozenset(n for m in _STDLIB for n in dir(m) if not n.startswith("_"))
     | {"NoneType"}
 )
 """Identifiers any model knows without being shown them: never keys."""
