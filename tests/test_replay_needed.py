@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from hypothesis import given
@@ -250,3 +252,20 @@ def test_replay_reports_recomputed_and_hidden_needed_per_policy(tmp_path: Path) 
     with open(tmp_path / "r.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [r["hidden_needed_calls"] for r in rows] == ["0", "1"]
+
+
+def test_cli_table_and_json_carry_the_new_columns(tmp_path: Path) -> None:
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(_run("sed -n 1,40p src/pkg/billing_engine.py").messages()))
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-c", "from refold.cli import main; main()", "replay", str(run)]
+    cmd += ["--policy", "base,masking", "--tokenizer", "chars4", "--json", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    header = next(line for line in res.stdout.splitlines() if "policy" in line)
+    assert "recomputed" in header and "needed" in header and "restore" in header
+    masking = next(line for line in res.stdout.splitlines() if "masking" in line)
+    assert "12.5%" in masking  # 1 of 8 calls
+    report = json.loads(out.read_text())
+    assert report["tasks"][0]["policies"]["masking"]["hidden_needed_calls"] == 1
+    assert report["summary"]["all"]["policies"]["masking"]["hidden_needed_rate"] == 0.125
