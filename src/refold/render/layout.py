@@ -41,6 +41,7 @@ class Layout:
     counts_at: list[Counts] = field(default_factory=list)
     group_of: list[int] = field(default_factory=list)  # first step of the unit (note/span) holding step i
     counts: Counts = (0, 0, 0, 0)
+    reused: int = 0  # leading messages taken unchanged from the previous layout
 
     @property
     def total_chars(self) -> int:
@@ -99,6 +100,7 @@ def lay_out(
         out.counts_at = prev.counts_at[: start - 1]
         out.group_of = prev.group_of[: start - 1]
         stubs, trimmed, folded, n_notes = prev.counts_at[start - 1] if start - 1 < len(prev.counts_at) else prev.counts
+        out.reused = cut
     else:
         start = 1
         stubs = trimmed = folded = n_notes = 0

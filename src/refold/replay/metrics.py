@@ -105,15 +105,12 @@ def _request(
     tok: Tokenizer,
     generated: list[int] | int,
     session: str,
+    marks: Sequence[int] | None = None,
 ) -> tuple[int, int]:
     if cache_name in ("anthropic", "deepseek"):
-        res = cache.request(
-            ids,
-            generated=generated,
-            session=session,
-            breakpoints=[len(ids)],
-            boundaries=_boundaries(msgs, tok, len(ids)),
-        )
+        bounds = _boundaries(msgs, tok, len(ids))
+        points = [len(ids)] if marks is None or cache_name != "anthropic" else sorted({bounds[i] for i in marks if bounds[i] > 0})
+        res = cache.request(ids, generated=generated, session=session, breakpoints=points or [len(ids)], boundaries=bounds)
     else:
         res = cache.request(ids, generated=generated, session=session)
     return res.cached_tokens, res.written_tokens
@@ -161,7 +158,7 @@ def measure(
         ids = prompt_token_ids(p.messages, tok)
         gen = _generated(history, p.t, tok, priming)
         out_n = gen if isinstance(gen, int) else len(gen)
-        cached, written = _request(cache, cache_name, ids, p.messages, tok, gen, session)
+        cached, written = _request(cache, cache_name, ids, p.messages, tok, gen, session, p.breakpoints)
         n = len(ids)
         m.calls += 1
         m.prompt_tokens += n
