@@ -49,7 +49,10 @@ def newly_masked(
     return out
 
 
-_CODE = re.compile(r"```[^\n]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL)
+# the blocks a reply's command is read from (refold.history); other fenced code is quoted reasoning
+_CODE = re.compile(
+    r"```(?:bash|sh|shell|mswea_bash_command)[ \t]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL
+)
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
 
 

@@ -17,7 +17,7 @@ from ..mechanisms.fold import note_text
 from ..mechanisms.ledger import hidden_outputs
 from ..mechanisms.masking import condensed_reply
 from ..mechanisms.spans import Span, cover_map
-from ..messages import mask_text, with_content, with_text
+from ..messages import mask_note, with_content, with_text
 from ..types import Message, Origin, Shown, Step
 from .behind import Behind
 from .received import Received, message_chars
@@ -160,8 +160,8 @@ def lay_out(
                 reply, reply_origin = with_text(reply, text), Origin(i, "reply", Shown.NOTE, (i,))
         if i in behind.masked:
             add(reply, reply_origin)
-            for obs in step.observations:
-                add(with_content(obs, mask_text(step, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
+            for j, obs in enumerate(step.observations):
+                add(with_content(obs, mask_note(step, j, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
             continue
         shown, shown_origins = form.msgs, form.origins
         if form.sources & gone_steps:  # its stubs would point at what is no longer shown
