@@ -21,7 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load_all
 from refold.replay.needed import NeededIndex, hidden_then_needed
 from refold.replay.runner import Settings, TaskResult, collect_paths, iter_prompts, replay_history
 from refold.tokens import Tokenizer
@@ -56,24 +57,26 @@ def main() -> None:
     files = collect_paths(args.paths)
     total_replay = total_needed = 0.0
     calls = 0
+    sessions = 0
     for f in files:
         try:
-            h = load(f)
+            histories = load_all(f)  # one session per agent of a multi-agent file
         except Exception as e:  # noqa: BLE001 - a benchmark skips what replay would report
             print(f"skip {f}: {e}", file=sys.stderr)
             continue
-        prompts = {
-            p: [(x.t, x.messages, x.origins) for x in iter_prompts(h, p, tokenizer=args.tokenizer)]
-            for p in policies
-        }
-        calls += len(h)
-
-        total_replay += _cpu(partial(replay_history, h, settings, TaskResult(file=f)), args.repeat)
-        total_needed += _cpu(partial(_needed_only, h, tok, prompts), args.repeat)
+        for h in histories:
+            sessions += 1
+            prompts = {
+                p: [(x.t, x.messages, x.origins) for x in iter_prompts(h, p, tokenizer=args.tokenizer)]
+                for p in policies
+            }
+            calls += len(h)
+            total_replay += _cpu(partial(replay_history, h, settings, TaskResult(file=f)), args.repeat)
+            total_needed += _cpu(partial(_needed_only, h, tok, prompts), args.repeat)
     rest = total_replay - total_needed
     print(f"refold hidden-then-needed benchmark  python {platform.python_version()}  {platform.machine()}")
     print(
-        f"runs: {len(files)} from {', '.join(Path(p).name for p in args.paths)}   calls: {calls}   "
+        f"runs: {len(files)} ({sessions} sessions) from {', '.join(Path(p).name for p in args.paths)}   calls: {calls}   "
         f"policies: {','.join(policies)}   repeat: {args.repeat} (best kept, CPU time)"
     )
     print(
