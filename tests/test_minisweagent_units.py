@@ -30,6 +30,8 @@ from refold.render import Renderer  # noqa: E402
 from refold.types import content_text  # noqa: E402
 from refold.wire import read_actions  # noqa: E402
 
+from builders import seed_config
+
 
 def test_refold_commands_switch_off_or_replace_answers() -> None:
     assert resolve_handlers({"fold_span": None}) == ({}, frozenset({"fold_span"}))
@@ -78,7 +80,7 @@ def test_system_section_without_format_lines() -> None:
     assert response_format_lines(3) not in without and "## Context management" in without
     assert system_section(3).startswith(without)
     h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
-    prompt = Renderer(Config(policy=Policy(), prompt=PromptConfig(format_in_system=False))).render(h).messages
+    prompt = Renderer(seed_config(Policy(), prompt=PromptConfig(format_in_system=False))).render(h).messages
     assert content_text(prompt[0]["content"]) == "sys" + without
 
 

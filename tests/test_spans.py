@@ -22,7 +22,7 @@ from refold.restore import restore_text
 from refold.types import Outcome, Rendered, Shown, content_text
 from refold.wire import answer_record
 
-from builders import SYSTEM, TASK, numbered
+from builders import SYSTEM, TASK, numbered, seed_config
 
 GOOD = "add used subtraction at calc.py:3, so the test failed; fixed it there"
 
@@ -49,7 +49,7 @@ class Session:
         self.answers: list[str] = []
 
     def renderer(self) -> Renderer:
-        return Renderer(Config(policy=self.policy, spans=self.spans, ledger=self.ledger))
+        return Renderer(seed_config(self.policy, spans=self.spans, ledger=self.ledger))
 
     def step(self, command: str, output: str = "", *, progress: str | None = None, stale: str = "-") -> str:
         i = len(self.h) + 1
@@ -186,7 +186,7 @@ def test_refusal_rules_are_configurable_and_recorded_results_win() -> None:
     assert "folded" in s.step('fold_span "ok"')
     assert s.h.step(2).outcomes == (Outcome("fold_span", True, "S1"),)
     # replayed under the strict default policy, the recorded outcome still decides
-    assert blocks(Renderer().render(s.h))
+    assert blocks(Renderer(seed_config()).render(s.h))
     s2 = Session()
     s2.step('fold_span "nothing is open, so this is refused"')
     assert "no span is open" in s2.answers[0]
