@@ -11,7 +11,7 @@ import pytest
 
 def refold(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from refold.cli import main; main()", *args],
+        [sys.executable, "-c", "import sys; from refold.cli import main; sys.exit(main())", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -62,7 +62,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 sys.argv = ['refold', *sys.argv[1:]]
 from refold.cli import main
-main()
+sys.exit(main())
 """
 
 

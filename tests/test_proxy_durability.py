@@ -28,7 +28,7 @@ AUTH = {"Authorization": "Bearer sk-d"}
 
 
 def start_proxy(upstream: str, store: str, port: int) -> subprocess.Popen[bytes]:
-    code = "import sys; from refold.cli import main; sys.argv[0] = 'refold'; main()"
+    code = "import sys; from refold.cli import main; sys.exit(main())"
     args = [
         sys.executable,
         "-c",

@@ -252,7 +252,7 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     import uvicorn
 
     import refold.proxy.app
-    from refold.commands.serve import serve
+    from refold.cli.serve import serve
 
     seen: list[Any] = []
     monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: seen.append(cfg) or object())

@@ -236,7 +236,7 @@ def test_removed_tokens_split_refold_restorable() -> None:
 
 # The real entry point (refold.cli.main: RefoldError -> one line, exit 2), with a group callback so
 # ``replay`` stays a subcommand however many commands this checkout registers.
-_MAIN = "import refold.cli as c; c.app.callback()(lambda: None); c.main()"
+_MAIN = "import refold.cli as c; c.app.callback()(lambda: None); raise SystemExit(c.main())"
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ SWE = DATA / "sweagent__6e44b9__sweagenttestrepo-1c2844.traj.gz"
 
 def refold(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from refold.cli import main; main()", *args],
+        [sys.executable, "-c", "import sys; from refold.cli import main; sys.exit(main())", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -232,7 +232,7 @@ def test_build_trace_from_a_recorded_run() -> None:
 
 # ---- CLI ----------------------------------------------------------------------------------------
 
-_MAIN = "import refold.cli as c; c.app.callback()(lambda: None); c.main()"
+_MAIN = "import refold.cli as c; c.app.callback()(lambda: None); raise SystemExit(c.main())"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

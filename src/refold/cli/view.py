@@ -11,7 +11,7 @@ import typer
 from ..errors import PolicyError, RefoldError
 from ..replay import POLICIES, STALE_SOURCES
 from ..viewer import MECHANISMS, write_report
-from . import check_output
+from ._output import check_output
 
 
 def view(
