@@ -13,7 +13,6 @@ from refold.cache import (
     AnthropicCache,
     CacheResult,
     DeepSeekCache,
-    KVCapacityError,
     NoCache,
     OpenAICache,
     PrefixCacheSim,
@@ -28,6 +27,7 @@ from refold.cache import (
     make_cache,
     session_peak_kv_bytes,
 )
+from refold.errors import KVCapacityError
 
 KIB = 1024
 MIB = 1024 * 1024

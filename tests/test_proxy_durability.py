@@ -17,9 +17,9 @@ import httpx
 import openai
 import pytest
 
+from refold.errors import StoreConflict
 from refold.proxy import ProxyConfig, create_app, open_store
-from refold.proxy.errors import StoreConflict
-from refold.proxy.store import Commit, Store, StoredStep
+from refold.proxy.records import Commit, Store, StoredStep
 from test_proxy_clients import SYSTEM, TOOLS, run_tool_agent
 
 from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
+from refold.errors import ProxyError
 from refold.history import History
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
 from refold.policy import Policy
 from refold.proxy.commands import context_calls, observations, plan
-from refold.proxy.errors import ProxyError
 from refold.proxy.mapping import match, normalize, split
 from refold.proxy.metrics import Metrics
+from refold.proxy.records import StoredStep
 from refold.proxy.sessions import session_name
-from refold.proxy.store import StoredStep
 from refold.proxy.upstream import aggregate
 from refold.types import message_digest
 
@@ -236,7 +236,7 @@ def test_session_names() -> None:
 def test_store_urls(tmp_path: object) -> None:
     from pathlib import Path
 
-    from refold.proxy.errors import ConfigError
+    from refold.errors import ConfigError
     from refold.proxy.store import SQLiteStore, open_store
 
     base = Path(str(tmp_path))

@@ -158,8 +158,8 @@ def test_report_records_mask_after() -> None:
 
 
 def test_proxy_config_accepts_tokenizer_aliases() -> None:
+    from refold.errors import ConfigError
     from refold.proxy import ProxyConfig
-    from refold.proxy.errors import ConfigError
 
     for name in ("qwen3.6", "o200k_base", "QWEN", "chars4", "off"):
         ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer=name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import CacheResult, KVCapacityError, NoCache, PrefixCacheSim, common_prefix_len
+from .base import CacheResult, NoCache, PrefixCacheSim, common_prefix_len
 from .kv import KV_MODELS, KvSpec, kv_bytes, kv_gib, kv_spec, session_peak_kv_bytes
 from .pricing import DEFAULT_PRICES, Price, cost_usd, load_prices
 from .providers import ANTHROPIC_MIN_CACHEABLE, AnthropicCache, DeepSeekCache, OpenAICache
@@ -24,7 +24,6 @@ __all__ = [
     "AnthropicCache",
     "CacheResult",
     "DeepSeekCache",
-    "KVCapacityError",
     "KvSpec",
     "NoCache",
     "OpenAICache",

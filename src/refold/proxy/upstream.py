@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from .errors import ProxyError
+from ..errors import ProxyError
 
 _HOP_HEADERS = {
     "host",
