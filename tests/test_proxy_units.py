@@ -266,3 +266,13 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     assert not custom.spans.enabled and not custom.spans.prompt
     assert custom.ledger.enabled and not custom.ledger.prompt and custom.ledger.budget_tokens == 16000
     assert not custom.context_tools
+
+
+def test_proxy_config_accepts_tokenizer_aliases() -> None:
+    from refold.errors import ConfigError
+    from refold.proxy import ProxyConfig
+
+    for name in ("qwen3.6", "o200k_base", "QWEN", "chars4", "off"):
+        ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer=name)
+    with pytest.raises(ConfigError, match="tokenizer"):
+        ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer="nope")
