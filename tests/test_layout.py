@@ -5,6 +5,7 @@ except one fresh interpreter for the import check."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -28,6 +29,11 @@ def module_name(path: Path) -> str:
 
 
 MODULES: dict[str, Path] = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@functools.cache
+def parsed(module: str) -> ast.Module:
+    return ast.parse(MODULES[module].read_text(encoding="utf-8"))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -69,9 +75,8 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
 def imports_of(module: str, *, lazy: bool = False) -> set[str]:
     """The refold modules ``module`` imports at import time. ``from pkg import name`` is an edge to
     ``pkg.name`` when that is a module, else to ``pkg`` itself."""
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     out: set[str] = set()
-    for node in import_statements(tree.body, lazy=lazy):
+    for node in import_statements(parsed(module).body, lazy=lazy):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         else:
@@ -160,8 +165,8 @@ def test_known_cycle_is_gone(cycle: frozenset[str]) -> None:
 def reexports() -> list[str]:
     """``from x import y as y`` / ``import x as x``: the idiom that keeps an old import path alive."""
     found = []
-    for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for module in MODULES:
+        for node in ast.walk(parsed(module)):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for a in node.names:
                     if a.asname is not None and a.asname == a.name.rpartition(".")[2]:
@@ -196,10 +201,10 @@ def test_every_exception_lives_in_errors() -> None:
     """Public exception classes are defined in refold/errors.py only (private control-flow signals,
     ``_Name``, may stay next to the code that raises and catches them)."""
     elsewhere = []
-    for module, path in MODULES.items():
+    for module in MODULES:
         if module == "refold.errors":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(module)):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 bases = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases}
                 if any(b.endswith(("Error", "Exception", "Conflict")) for b in bases):
