@@ -18,17 +18,16 @@ from __future__ import annotations
 import bisect
 import time
 
+from .config import DEFAULT, Config
 from .history import History
 from .mechanisms.dedup import DedupIndex
 from .mechanisms.fold import note_text, valid_marks
-from .mechanisms.ledger import DEFAULT_LEDGER, LedgerBook, LedgerPolicy, budget_line, hidden_outputs
+from .mechanisms.ledger import LedgerBook, budget_line, hidden_outputs
 from .mechanisms.masking import newly_masked
 from .mechanisms.spans import (
-    DEFAULT_SPANS,
     FoldCost,
     Span,
     SpanBook,
-    SpanPolicy,
     block_text,
     cover_map,
     fold_cost,
@@ -36,7 +35,6 @@ from .mechanisms.spans import (
 from .messages import clean as clean  # re-exported: callers import it from here
 from .messages import label, mask_text, with_text
 from .messages import with_content as _with_content
-from .policy import DEFAULT, Policy
 from .protocol import ledger_section, reminder, span_section, system_section
 from .shell import analyze
 from .types import Message, Origin, Rendered, RenderStats, Shown, Step, content_text
@@ -48,25 +46,18 @@ _Hidden = tuple[tuple[int, int, str], ...]
 class Renderer:
     """Renders prompts for one history at a time; caches what can no longer change."""
 
-    def __init__(
-        self,
-        policy: Policy = DEFAULT,
-        *,
-        spans: SpanPolicy = DEFAULT_SPANS,
-        ledger: LedgerPolicy = DEFAULT_LEDGER,
-        format_in_system: bool = True,
-    ) -> None:
-        self.policy = policy
-        self.format_in_system = format_in_system
-        """Put the PROGRESS/STALE format lines in the system section (off: the agent's prompt has them)."""
-        self.span_policy = spans
-        self.ledger_policy = ledger
+    def __init__(self, config: Config = DEFAULT) -> None:
+        self.config = config
+        self.policy = config.policy
+        self.format_in_system = config.prompt.format_in_system
+        self.span_policy = config.spans
+        self.ledger_policy = config.ledger
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
-        self._history_id = id(history) if history is not None else None
+        self._seen = _seen_key(history, 0) if history is not None else None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
         self._received: list[tuple[list[Message], list[Origin]]] = []  # per step, index i-1
@@ -109,7 +100,7 @@ class Renderer:
         t = n if t is None else t
         if not 0 <= t <= n:
             raise ValueError(f"t={t} is outside 0..{n}")
-        if id(history) != self._history_id or t < self._t:
+        if self._seen is None or _seen_key(history, self._seen[0]) != self._seen or t < self._t:
             self._reset(history)
             self._build_prefix(history)
         if self.ledger_policy.budget_tokens and len(self._received) < t:
@@ -126,6 +117,7 @@ class Renderer:
                 self._add_budget_line(s)
             if s.restore_of:
                 self._restored_upto.append(s.index)
+        self._seen = _seen_key(history, len(self._received))
         self._advance_marks(history, t)
         b = self.policy.boundary(t)
         if b < self._frontier or (
@@ -161,7 +153,7 @@ class Renderer:
     def received(self, history: History, index: int) -> list[Message]:
         """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
         step = history.step(index)
-        if id(history) == self._history_id and index <= len(self._reminders):
+        if self._seen is not None and index <= len(self._reminders) and _seen_key(history, self._seen[0]) == self._seen:
             note = self._reminders[index - 1]
         else:
             note = SpanBook.replay(history.steps_between(0, index), self.span_policy).reminder(index)
@@ -380,6 +372,13 @@ class Renderer:
                     counts["trimmed"] += 1
         flush()
         self._behind, self._behind_origins, self._counts = msgs, origins, counts
+
+
+def _seen_key(history: History, n: int) -> tuple[int, str] | None:
+    """What identifies the first ``n`` steps of a history by content (digests chain the prefix)."""
+    if n > len(history):
+        return None
+    return n, history.step(n).digest if n else history.digest
 
 
 class _Form:

@@ -22,10 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..errors import PolicyError
+from ..config import Config
 from ..history import History
-from ..mechanisms.ledger import LedgerPolicy
-from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..protocol import CM
 from ..render import Renderer, clean
@@ -128,16 +126,9 @@ class RendererProjector:
         that, so replaying it shows what its model saw; the named policy decides the rest."""
         saved = history.meta.get("refold_config")
         if not isinstance(saved, dict) or not (self.policy.protocol or self.policy.dedup):
-            return Renderer(self.policy)
-        try:
-            return Renderer(
-                self.policy,
-                spans=SpanPolicy.model_validate(saved.get("spans") or {}),
-                ledger=LedgerPolicy.model_validate(saved.get("ledger") or {}),
-                format_in_system=bool(saved.get("format_in_system", True)),
-            )
-        except ValueError as e:
-            raise PolicyError(f"saved refold config: {str(e).splitlines()[0]}") from None
+            return Renderer(Config(policy=self.policy))
+        kept = {k: saved[k] for k in ("spans", "ledger", "prompt", "format_in_system") if saved.get(k) is not None}
+        return Renderer(Config.from_saved(kept).replace(policy=self.policy))
 
 
 BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False)
