@@ -316,3 +316,21 @@ class TestGroup:
 
 def test_every_test_asserts_something() -> None:
     assert unasserted_tests() == []
+
+
+# ---- tests are named after their subject ---------------------------------------------------------
+
+# Files whose subject is the package as a whole rather than one module.
+WHOLE_PACKAGE = {"layout", "public_api", "properties"}
+
+
+def test_every_test_file_is_named_after_a_module() -> None:
+    """tests/test_<subject>[_<aspect>].py, where <subject> is a module or package of src/refold."""
+    names = {part for m in MODULES for part in m.split(".")[1:]}
+    odd = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        subject = path.stem.removeprefix("test_")
+        prefixes = {"_".join(subject.split("_")[:i]) for i in range(1, subject.count("_") + 2)}
+        if subject not in WHOLE_PACKAGE and not prefixes & names:
+            odd.append(path.name)
+    assert odd == []
