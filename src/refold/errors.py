@@ -10,8 +10,9 @@
     │   ├── RunError           ``refold run`` cannot start mini-swe-agent (task, model, config)
     │   ├── ServerSimError     a server simulation cannot run as asked
     │   └── KVCapacityError    a simulated KV pool cannot hold a request (also a ValueError)
-    └── StoreConflict          another writer moved a session's head first: reload and retry
-                               (an internal retry signal; it never reaches a user)
+    ├── StoreConflict          another writer moved a session's head first: reload and retry
+    └── StaleConnection        a pooled upstream connection failed before answering: retry once
+    (the last two are internal retry signals of the proxy; they never reach a user)
 
 The command line prints a RefoldError as one line and exits 2; the proxy answers a ProxyError
 with its status and body and a ConfigError before it starts listening.
@@ -30,6 +31,7 @@ __all__ = [
     "RefoldError",
     "RunError",
     "ServerSimError",
+    "StaleConnection",
     "StoreConflict",
     "TrajectoryError",
 ]
@@ -90,3 +92,8 @@ class KVCapacityError(RefoldError, ValueError):
 
 class StoreConflict(Exception):
     """Another writer moved a session's head first; reload and try again."""
+
+
+class StaleConnection(Exception):
+    """The upstream connection failed before a response arrived (keep-alive race or refused
+    connect); the proxy retries the request once on a fresh connection."""
