@@ -47,7 +47,7 @@ class BoundaryConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rule: BoundaryRule = "fixed"
+    rule: BoundaryRule = "cost"
     """``fixed``: the seed's b_t, every k calls. ``cost``: move to b_t only when the tokens it saves
     over the calls still expected pay for the recomputation the move causes."""
     min_remaining: int = Field(5, ge=1, le=10_000)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ProxyError
-from ..render import clean
+from ..messages import clean
 from ..types import Message
 from .commands import context_calls, observations, plan
 from .config import ProxyConfig
