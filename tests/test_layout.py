@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -331,3 +332,16 @@ def test_every_test_file_is_named_after_a_module() -> None:
         if subject not in WHOLE_PACKAGE and not prefixes & names:
             odd.append(path.name)
     assert odd == []
+
+
+def test_cli_scripts_pass_mains_status_to_exit() -> None:
+    """``main()`` returns the exit status: a ``python -c`` script that ignores it always exits 0."""
+    bad = []
+    for path in sorted([*TESTS.glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]):
+        if path.name == "test_layout.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if "refold.cli import main" in text and not re.search(r"exit\(main\(|print\(\[main\(", text):
+                bad.append(f"{path.name}:{node.lineno}")
+    assert bad == []
