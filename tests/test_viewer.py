@@ -357,3 +357,13 @@ def test_agent_chosen_spans_are_shown_as_folded_steps() -> None:
     assert "span" in parts
     piece = next(p for p in d["pieces"] if d["codes"]["part"][p[3]] == "span")
     assert piece[5] and conclusion in decode(d["strings"], piece[1])
+
+
+def test_view_title_with_a_template_marker() -> None:
+    from refold.viewer.page import render_page
+
+    page = render_page({"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}, version="1")
+    m = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    assert json.loads(m.group(1)) == {"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}
+    assert "<title>__DATA__ /*__JS__*/ __VERSION__ · refold view</title>" in page
