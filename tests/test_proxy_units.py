@@ -258,7 +258,7 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     seen: list[Any] = []
     monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: seen.append(cfg) or object())
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
-    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "mask_after": None}
+    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None}
     serve(**common)  # type: ignore[arg-type]
     serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
     default, custom = seen
