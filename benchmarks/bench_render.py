@@ -237,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic runs")
     ap.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"configs to run, comma-separated (of {', '.join(CONFIGS)})",
+    )
+    ap.add_argument(
         "--memory-budget",
         type=float,
         default=90.0,
@@ -265,6 +270,16 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--sizes: '{args.sizes}' is not a comma-separated list of step counts >= 1")
     else:
         sizes = QUICK_SIZES if args.quick else SIZES
+    configs = {
+        k: CONFIGS[k]
+        for k in dict.fromkeys(x.strip() for x in args.configs.split(",") if x.strip())
+        if k in CONFIGS
+    }
+    unknown = [x for x in args.configs.split(",") if x.strip() and x.strip() not in CONFIGS]
+    if unknown or not configs:
+        ap.error(
+            f"--configs: unknown '{','.join(unknown) or args.configs}'; choose from {', '.join(CONFIGS)}"
+        )
     out_path = args.out or (None if args.quick else HERE / "results" / "render.txt")
     started = time.perf_counter()
     overhead = use_clock(args.clock)
@@ -299,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # lazy imports and regex caches load once, before anything is measured
     warm = History.from_messages(synthetic_messages(120, args.seed + 1))
-    for _, config in CONFIGS.values():
+    for _, config in configs.values():
         timed(warm, config)
 
     def memory_pass(h: History, config: Config, ms: list[float]) -> int | None:
@@ -310,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     errors: list[str] = []
-    for key, (_, config) in CONFIGS.items():
+    for key, (_, config) in configs.items():
         if recorded:
             row = Row(key, f"recorded ({len(recorded)})", [], [], [], 0, 0, recorded=True)
             for f, h, size in recorded:
@@ -353,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     shown_paths = " ".join(args.paths) or "(default: tests/data and the demo run)"
     lines.append(
         f"command: bench_render.py {shown_paths}{' --quick' if args.quick else ''} --repeat {repeat} "
-        f"--sizes {','.join(map(str, sizes))} --seed {args.seed} --memory-budget {args.memory_budget:g} --clock {args.clock}"
+        f"--sizes {','.join(map(str, sizes))} --configs {','.join(configs)} --seed {args.seed} --memory-budget {args.memory_budget:g} --clock {args.clock}"
     )
     lines.append(
         f"clock: {args.clock} ({'thread CPU time' if args.clock == 'cpu' else 'wall time'}; {overhead * 1e6:.2f} us of "
@@ -379,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"    {describe_mix(counts)}")
     lines += [f"skipped {s}" for s in skipped]
     lines.append("configs:")
-    lines += [f"    {key:8} {expr}" for key, (expr, _) in CONFIGS.items()]
+    lines += [f"    {key:8} {expr}" for key, (expr, _) in configs.items()]
     lines.append("")
     lines.append(
         f"{'config':8} {'history':16} {'calls':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'last/first 5%':>14} "
