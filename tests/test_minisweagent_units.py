@@ -138,8 +138,8 @@ def test_format_lines_appear_once(option: bool | None, task: str, expected: bool
         {"role": "user", "content": task.replace("FORMAT", lines)},
     ]
     history = m._sync(prefix)
-    assert m._renderer.format_in_system is expected
-    assert renderer_for(m.serialize()).format_in_system is expected
+    assert m._renderer.config.prompt.format_in_system is expected
+    assert renderer_for(m.serialize()).config.prompt.format_in_system is expected
     text = "".join(content_text(x.get("content")) for x in m._renderer.render(history).messages)
     assert text.count(lines) == int(expected) + int(task == "FORMAT")  # once unless forced
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from refold.config import Config
 from refold.history import History, load
 from refold.policy import Policy
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
+from refold.restore import restore_text
 from refold.types import Shown, content_text
 
 from builders import SYSTEM, TASK, numbered

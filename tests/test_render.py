@@ -7,7 +7,8 @@ import pytest
 from refold.config import Config
 from refold.policy import Policy
 from refold.protocol import CM
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
+from refold.restore import restore_text
 from refold.types import Shown
 
 from builders import file_lines, numbered, reply, text_history, tool_history

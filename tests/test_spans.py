@@ -16,7 +16,8 @@ from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
 from refold.mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from refold.policy import Policy
 from refold.protocol import CM
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
+from refold.restore import restore_text
 from refold.types import Rendered, Shown, content_text
 
 from builders import SYSTEM, TASK, numbered

@@ -18,8 +18,9 @@ from refold.config import Config
 from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
 from refold.policy import Policy
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
 from refold.replay import POLICIES
+from refold.restore import restore_text
 from refold.tokens import get_tokenizer
 from refold.viewer import VIEW_FORMAT, build_report, write_report
 from refold.viewer.data import build_data, display_text

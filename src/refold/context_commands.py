@@ -34,7 +34,8 @@ from .mechanisms.ledger import (
 from .mechanisms.spans import DEFAULT_SPANS, Outcome, Span, SpanBook, SpanPolicy, block_text, parse_span_id
 from .policy import DEFAULT, Policy
 from .protocol import CM, COMMAND_NAMES, ContextCommand, command_of, parse_command, parse_restore_args
-from .render import Renderer, restore_text
+from .render import Renderer
+from .restore import restore_text
 from .types import Step, content_text
 
 if TYPE_CHECKING:

@@ -47,9 +47,10 @@ from ..errors import PolicyError
 from ..history import CHAT_ROLES, History
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
+from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM, ContextCommand, response_format_lines, system_section
-from ..render import Renderer, clean
+from ..render import Renderer
 from ..types import Message, Rendered, content_text
 from .cache_control import breakpoints, place_cache_control
 from .commands import CommandContext, CommandResult, Handler, match, resolve_handlers
@@ -185,7 +186,11 @@ class RefoldModel:
                 "refold_k": k,
                 "refold_response_format": response_format_lines(k) if self.enabled else "",
                 "refold_system_section": system_section(
-                    k, reversible=self.policy.reversible, include_format=self.format_in_system is not False
+                    k,
+                    reversible=self.policy.reversible,
+                    include_format=self.format_in_system is not False,
+                    masking=self.policy.mask_after is not None,
+                    chunk=self.policy.chunk,
                 )
                 if self.enabled
                 else "",
@@ -208,7 +213,7 @@ class RefoldModel:
                             "boundary": self.refold_config.boundary.model_dump(mode="json"),
                             "cache": self.refold_config.cache,
                             "context_tools": self.context_tools,
-                            "format_in_system": self._renderer.format_in_system,
+                            "format_in_system": self._renderer.config.prompt.format_in_system,
                             "inner_model_type": self.inner_model_class,
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,

@@ -22,11 +22,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..config import Config
+from ..config import CACHE_PROFILES, BoundaryConfig, Config
+from ..config import DEFAULT as DEFAULT_CONFIG
 from ..history import History
+from ..integrations.cache_control import breakpoints
+from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM
-from ..render import Renderer, clean
+from ..render import Renderer
 from ..tokens import Tokenizer, count_messages, message_tokens
 from ..types import Message, Origin, RenderStats, Shown, content_text
 
@@ -67,6 +70,8 @@ class Prompt:
     """Steps 1..lost_upto were summarized away: what of them is not shown is lost for good."""
     reversible: bool = False
     """Whether what this policy removes (apart from summaries) can be restored."""
+    breakpoints: tuple[int, ...] | None = None
+    """Messages carrying an Anthropic cache breakpoint (None: the client's one, at the end)."""
 
 
 class Projector(Protocol):
@@ -92,6 +97,8 @@ class Options:
     summary_max: int = 2_048
     mask_after: int = BEST_MASK_AFTER
     policy_overrides: dict[str, object] = field(default_factory=dict)
+    cache: str = "vllm"
+    """The cache profile replayed: the ``default`` policy's cost rule uses its prices."""
 
 
 # ---- refold renderer -------------------------------------------------------------------------
@@ -100,9 +107,11 @@ class Options:
 class RendererProjector:
     """A configuration of refold's own renderer."""
 
-    def __init__(self, name: str, policy: Policy) -> None:
+    def __init__(self, name: str, policy: Policy, config: Config | None = None) -> None:
         self.name = name
         self.policy = policy
+        self.config = config or Config(policy=policy, boundary=BoundaryConfig(rule="fixed"))
+        """Named policies other than ``default`` reproduce the seed: the fixed boundary rule."""
 
     def prompts(self, history: History) -> Iterator[Prompt]:
         r = self._renderer(history)
@@ -118,6 +127,7 @@ class RendererProjector:
                 out.stats.render_ms,
                 out.stats,
                 reversible=reversible,
+                breakpoints=tuple(breakpoints(out)) if reversible else None,
             )
 
 
@@ -126,12 +136,12 @@ class RendererProjector:
         that, so replaying it shows what its model saw; the named policy decides the rest."""
         saved = history.meta.get("refold_config")
         if not isinstance(saved, dict) or not (self.policy.protocol or self.policy.dedup):
-            return Renderer(Config(policy=self.policy))
+            return Renderer(self.config)
         kept = {k: saved[k] for k in ("spans", "ledger", "prompt", "format_in_system") if saved.get(k) is not None}
-        return Renderer(Config.from_saved(kept).replace(policy=self.policy))
+        return Renderer(Config.from_saved(kept).replace(policy=self.policy, boundary=self.config.boundary, cache=self.config.cache))
 
 
-BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False)
+BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False, mask_after=None)
 
 
 def refold_policy(**extra: object) -> Policy:
@@ -140,7 +150,7 @@ def refold_policy(**extra: object) -> Policy:
     Reminders are off: in a replay the replies are fixed, so a reminder could only add tokens,
     never change what the agent writes.
     """
-    values: dict[str, object] = {"k": 3, "reminders": False}
+    values: dict[str, object] = {"k": 3, "reminders": False, "mask_after": None}
     values.update(extra)
     return Policy.parse(**values)
 
@@ -298,8 +308,17 @@ def _refold(o: Options, **extra: object) -> Policy:
     return refold_policy(**values)
 
 
+def _default(o: Options) -> RendererProjector:
+    """The library's default Config (reminders off: a replay's replies cannot react to them)."""
+    profile = {"gemini-openrouter": "gemini", "openai-exact": "openai"}.get(o.cache, o.cache)
+    config = DEFAULT_CONFIG.replace(cache=profile if profile in CACHE_PROFILES else DEFAULT_CONFIG.cache)
+    policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
+    return RendererProjector("default", policy, config.replace(policy=policy))
+
+
 POLICIES: dict[str, Factory] = {
     "base": lambda o: RendererProjector("base", BASE_POLICY),
+    "default": _default,
     "refold": lambda o: RendererProjector("refold", _refold(o)),
     "refold-best": lambda o: RendererProjector("refold-best", _refold(o, mask_after=o.mask_after)),
     "masking": lambda o: MaskingProjector("masking", o.mask_n, 1),
@@ -314,7 +333,7 @@ POLICIES: dict[str, Factory] = {
 }
 """Policy name -> factory(Options) -> Projector."""
 
-STALE_POLICIES = frozenset({"refold", "refold-best", "compact+refold"})
+STALE_POLICIES = frozenset({"default", "refold", "refold-best", "compact+refold"})
 """Policies whose prompts depend on STALE marks (and so on the ``--stale`` source)."""
 
 
