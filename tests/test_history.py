@@ -12,7 +12,7 @@ import pytest
 from refold.errors import TrajectoryError
 from refold.history import History, load
 
-from builders import SYSTEM, TASK
+from builders import SYSTEM, TASK, seed_config
 from conftest import DATA, real_trajectories
 
 
@@ -155,7 +155,7 @@ def test_huge_output_is_handled(tmp_path: Path) -> None:
     p = tmp_path / "big.json"
     p.write_text(json.dumps(msgs))
     h = load(p)
-    assert len(Renderer().render(h).messages) == 4
+    assert len(Renderer(seed_config()).render(h).messages) == 4
 
 
 @pytest.mark.parametrize(
@@ -170,3 +170,10 @@ def test_text_actions_of_mini_1_and_2(content: str, command: str) -> None:
     from refold.history import extract_actions
 
     assert [a.command for a in extract_actions({"role": "assistant", "content": content})] == [command]
+
+
+def test_a_reply_with_a_huge_number_can_be_appended() -> None:
+    h = History([SYSTEM, TASK])
+    huge = "9" * 5000  # int() of more than 4300 digits raises ValueError
+    step = h.append({"role": "assistant", "content": f"PROGRESS: x\nSTALE: {huge}"}, [{"role": "user", "content": "ok"}])
+    assert step.stale == ()

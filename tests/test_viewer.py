@@ -27,6 +27,8 @@ from refold.viewer.data import build_data, display_text
 from refold.viewer.encode import TextTable, decode, split_lines
 from refold.viewer.variants import build_variants, mechanism_id
 
+from builders import seed_config
+
 MARKER = "ORIGINAL-CALC-MARKER"
 HOSTILE = "</script><script>document.title='pwned'</script><!-- <img src=x onerror=alert(1)>"
 
@@ -172,7 +174,7 @@ def _text(data: dict[str, Any], pid: int) -> str:
 
 
 def test_fixture_exercises_every_mechanism(run: History) -> None:
-    r = Renderer(Config(policy=Policy()))
+    r = Renderer(seed_config(Policy()))
     kinds: set[str] = set()
     for t in range(len(run)):
         kinds.update(o.shown.value for o in r.render(run, t).origins)
@@ -355,3 +357,13 @@ def test_agent_chosen_spans_are_shown_as_folded_steps() -> None:
     assert "span" in parts
     piece = next(p for p in d["pieces"] if d["codes"]["part"][p[3]] == "span")
     assert piece[5] and conclusion in decode(d["strings"], piece[1])
+
+
+def test_view_title_with_a_template_marker() -> None:
+    from refold.viewer.page import render_page
+
+    page = render_page({"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}, version="1")
+    m = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    assert json.loads(m.group(1)) == {"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}
+    assert "<title>__DATA__ /*__JS__*/ __VERSION__ · refold view</title>" in page

@@ -78,6 +78,9 @@ class PolicyMetrics:
     """Of ``output_tokens``: the ESTIMATED output of the unreplied calls (their reply is gone)."""
     unreplayed_calls: int = 0
     """Unreplied calls after the last stored reply: not replayed (no later prompt to cut from)."""
+    hidden_needed_calls: int = 0
+    """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
+    hidden_needed_restore_tokens: int = 0
     per_call: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self, per_call: bool = True) -> dict[str, Any]:

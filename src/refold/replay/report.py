@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .needed import NEEDED_NOTE
 from .runner import Settings, TaskResult
 
 __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
@@ -27,6 +28,8 @@ SUMMED = (
     "reasoning_tokens",
     "unreplied_calls",
     "unreplied_output_tokens",
+    "hidden_needed_calls",
+    "hidden_needed_restore_tokens",
 )
 CSV_FIELDS = (
     "file",
@@ -58,6 +61,8 @@ CSV_FIELDS = (
     "reasoning_tokens",
     "unreplied_calls",
     "unreplied_output_tokens",
+    "hidden_needed_calls",
+    "hidden_needed_restore_tokens",
     "reported_prompt_tokens",
     "reported_cached_tokens",
     "error",
@@ -91,6 +96,8 @@ def summarize(results: Sequence[TaskResult], policies: Sequence[str]) -> dict[st
             for k in ("prompt_tokens", "cost_usd", "peak_prompt_tokens", "peak_kv_gib", "render_ms_median"):
                 entry[f"median_{k}"] = _num(statistics.median(row[k] for row in rows))
             entry["render_ms_p99_max"] = _num(max(row["render_ms_p99"] for row in rows))
+            calls = sum(row["calls"] - row.get("unreplied_calls", 0) for row in rows)  # with a reply to judge
+            entry["hidden_needed_rate"] = _num(entry["total_hidden_needed_calls"] / calls if calls else 0.0)
             base = [r.policies["base"] for r in rs if "base" in r.policies and p in r.policies]
             if base and len(base) == len(rows):
                 bt = sum(b["prompt_tokens"] for b in base)
@@ -176,6 +183,7 @@ def build_report(
         "mask_after": settings.options().mask_after,
         "policies": list(settings.policies),
         "simulated": SIMULATED_NOTE,
+        "hidden_needed": NEEDED_NOTE,
         "tasks": [r.to_dict() for r in results],
         "failed": [{"file": r.file, "reason": r.error} for r in results if r.error is not None],
         "summary": summarize(results, settings.policies),

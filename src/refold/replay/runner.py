@@ -17,6 +17,7 @@ from ..history import History, load
 from ..loaders import load_all, split_source
 from ..tokens import MINI_BASH_TOOL, TOKENIZER_NAMES, get_tokenizer
 from .metrics import CallIds, default_price, measure, step_tokens, validate_cache
+from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
 from .stale import STALE_SOURCES, with_stale
 
@@ -195,12 +196,14 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
     result.format = str(history.meta.get("format") or "messages")
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
+    needed = NeededIndex(history, tok)
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
         keep: list[CallIds] | None = [] if name == "base" and settings.validate else None
+        tap = NeededTap(make_projector(name, opts), needed)
         m = measure(
             h,
-            make_projector(name, opts),
+            tap,
             tok,
             cache_name=settings.cache,
             price=price,
@@ -209,6 +212,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
             keep_ids=keep,
             tools=request_tools(history, name),
         )
+        m.hidden_needed_calls = tap.totals.needed_calls
+        m.hidden_needed_restore_tokens = tap.totals.restore_tokens
         result.policies[name] = m.to_dict(per_call=settings.per_call)
         if keep:
             result.validation = validate_cache(history, keep, tok)

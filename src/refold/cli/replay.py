@@ -27,7 +27,7 @@ from ..replay import (
     replay_paths,
     write_csv,
 )
-from . import check_output, write_output
+from ._output import check_output, write_output
 
 
 def _table(report: dict[str, Any]) -> Table:
@@ -47,6 +47,9 @@ def _table(report: dict[str, Any]) -> Table:
         "ΔKV p50",
         "rm restorable",
         "rm lost",
+        "recomputed",
+        "needed",
+        "restore",
         "compact",
         "ms p50",
     ):
@@ -71,6 +74,9 @@ def _table(report: dict[str, Any]) -> Table:
             _pct(kv),
             f"{e['total_removed_tokens_restorable']:,.0f}",
             f"{e['total_removed_tokens_lost']:,.0f}",
+            f"{e['total_recomputed_tokens']:,.0f}",
+            f"{e['hidden_needed_rate']:.1%}",
+            f"{e['total_hidden_needed_restore_tokens']:,.0f}",
             f"{e['total_compactions']:.0f}",
             f"{e['median_render_ms_median']:.3f}",
         )
@@ -152,7 +158,7 @@ def replay(
     err = Console(stderr=True)
     out = Console()
     if not out.is_terminal:
-        out = Console(width=max(out.width, 150))  # files and pipes get the whole table
+        out = Console(width=max(out.width, 180))  # files and pipes get the whole table
     start = time.perf_counter()
     with Progress(
         TextColumn("replay"),
