@@ -231,3 +231,10 @@ def test_equal_digests_render_equally(a: list[tuple[int, int]], b: list[tuple[in
     if ha.digest == hb.digest:
         ra, rb = Renderer().render(ha), Renderer().render(hb)
         assert ra.serialized() == rb.serialized() and ra.origins == rb.origins
+
+
+def test_a_reply_with_a_huge_number_can_be_appended() -> None:
+    h = History([SYSTEM, TASK])
+    huge = "9" * 5000  # int() of more than 4300 digits raises ValueError
+    step = h.append({"role": "assistant", "content": f"PROGRESS: x\nSTALE: {huge}"}, [{"role": "user", "content": "ok"}])
+    assert step.stale == ()

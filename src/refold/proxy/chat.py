@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context.tools import offer
+from ..errors import ProxyError
 from ..messages import clean
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
-from .errors import ProxyError
 from .mapping import INTERNAL, validate
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name

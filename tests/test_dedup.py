@@ -1,4 +1,4 @@
-"""Review of the renderer: dedup claims that must be true, and invariants under random call orders."""
+"""Dedup (refold.mechanisms.dedup): the claims its stubs make must be true."""
 
 from __future__ import annotations
 
