@@ -15,8 +15,8 @@ def long_run(steps: int, restore_at: int | None = None, restored: int = 2) -> Hi
     for i in range(1, steps + 1):
         if i == restore_at:
             h.append({"role": "assistant", "content": reply(None, None, f"restore {restored}")},
-                     [{"role": "user", "content": f"[context-manager] Step {restored} restored: " + "x = 1\n" * 200}],
-                     meta={"restore_of": [restored]})
+                     [{"role": "user", "content": f"[context-manager] Step {restored} restored: " + "x = 1\n" * 200,
+                       "extra": {"restore_of": [restored]}}])  # as mini and the proxy record an answered restore
             continue
         lines = [f"value_{i}_{n} = compute({n})  # a line long enough to count" for n in range(60)]
         h.append({"role": "assistant", "content": reply(None, None, f"nl -ba mod{i}.py")}, [{"role": "user", "content": numbered(lines)}])

@@ -1,15 +1,16 @@
 """refold: render a shorter prompt from an agent's full, append-only history before every call.
 
-    from refold import History, Policy, Renderer, load
+    from refold import Config, Renderer, load
     history = load("run.traj.json")
-    prompt = Renderer(Policy(k=3)).render(history)   # prompt.messages, prompt.origins, prompt.stats
+    prompt = Renderer(Config.parse(k=3)).render(history)   # prompt.messages, prompt.origins, prompt.stats
 """
 
+from .config import Config
 from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
 from .history import History, load
 from .policy import Policy
 from .protocol import parse_command, parse_head, response_format_lines, system_section
-from .render import Renderer
+from .render import Renderer, render
 from .restore import restore_text
 from .types import Action, Origin, Rendered, RenderStats, Shown, Step
 
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Action",
     "CommandError",
+    "Config",
     "History",
     "Origin",
     "Policy",
@@ -32,6 +34,7 @@ __all__ = [
     "load",
     "parse_command",
     "parse_head",
+    "render",
     "response_format_lines",
     "restore_text",
     "system_section",
