@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .errors import TrajectoryError
-from .protocol import parse_head
+from .protocol import bash_block, parse_head
 from .types import Action, Message, Step, content_text, message_digest, step_numbers
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
-# mini-swe-agent 1.x (```bash), 2.x text mode (```mswea_bash_command) and its XML variant
-_BASH_BLOCK = re.compile(
-    r"```(?:bash|sh|shell|mswea_bash_command)?\s*\n(.*?)\n```|<mswea_bash_command>(.*?)</mswea_bash_command>", re.DOTALL
-)
 
 
 class History:
@@ -221,7 +216,8 @@ def extract_actions(reply: Message) -> list[Action]:
     if isinstance(reply.get("action"), str) and reply["action"].strip():
         return [Action(reply["action"].strip(), "bash")]
     text = content_text(reply.get("content"))
-    return [Action((a or b).strip(), "bash") for a, b in _BASH_BLOCK.findall(text)[:1]]
+    block = bash_block(text)  # linear time; mini's ```bash / ```mswea_bash_command / XML forms
+    return [] if block is None else [Action(block.strip(), "bash")]
 
 
 def _refold_actions(reply: Message) -> list[Action] | None:
