@@ -16,7 +16,7 @@ from refold.shell import analyze, paths_overlap
         ("grep -rn foo src/", "search", ("src",), (), False),
         ("python -m pytest tests/x.py", "test", (), (), False),
         ("git checkout x.py", "edit", (), (), True),
-        ("patch -p1 < fix.diff", "edit", (), (), True),
+        ("patch -p1 < fix.diff", "edit", ("fix.diff",), (), True),
         ("echo hi > /dev/null", "command", (), (), False),
         ("python3 - <<'EOF'\ns = open('a.py').read()\nopen('a.py', 'w').write(s)\nEOF", "edit", (), (), True),
         ("python3 - <<'EOF'\nprint(open('a.py').read())\nEOF", "command", (), (), False),
