@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from refold.config import Config
 from refold.history import load
 from refold.policy import Policy
 from refold.render import Renderer
@@ -50,7 +51,7 @@ def main() -> None:
         h = load(f)
         best = [float("inf")] * len(h)
         for _ in range(args.repeat):
-            r = Renderer(policy)
+            r = Renderer(Config(policy=policy))
             gc.disable()
             for t in range(len(h)):
                 t0 = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from refold.config import Config
 from refold.mechanisms.ledger import LedgerPolicy, bm25, objects_of, parse_ids, summary
 from refold.policy import Policy
 from refold.protocol import CM
@@ -46,7 +47,7 @@ def test_fold_and_drop_apply_at_the_next_boundary_move() -> None:
     s = session()
     assert "from the next context refresh" in s.step("fold 1")  # 6
     s.step("drop 2")  # 7
-    r = Renderer(Policy())
+    r = Renderer(Config(policy=Policy()))
     p7 = r.render(s.h, 7)  # boundary 3, the fold was issued after the last move (t=6)... at 6 itself
     shown = {o.step: content_text(m.get("content")) for m, o in zip(p7.messages, p7.origins, strict=True) if o.part == "output"}
     assert "Output 1 folded: file calc.py:1-40" in shown[1] and "`expand 1`" in shown[1]
@@ -103,7 +104,7 @@ def test_budget_line_is_computed_once_per_step() -> None:
     assert all(x.startswith(f"{CM} context: ") and x.endswith("% of 1k tokens") for x in lines)
     pcts = [int(x.split("context: ")[1].split("%")[0]) for x in lines]
     assert pcts == sorted(pcts) and pcts[-1] > pcts[0]
-    assert Renderer(s.policy, ledger=s.ledger).render(s.h).messages == p.messages
+    assert Renderer(Config(policy=s.policy, ledger=s.ledger)).render(s.h).messages == p.messages
     assert "context:" not in content_text(r.received(s.h, 3)[1].get("content"))
     assert out("x") in out("x")
 
@@ -114,6 +115,6 @@ def test_prompt_sections_are_opt_in() -> None:
     assert "begin_span" not in plain and "search_ledger" not in plain
     from refold.mechanisms.spans import SpanPolicy
 
-    full = Renderer(spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True, budget_tokens=128000)).render(s.h)
+    full = Renderer(Config(spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True, budget_tokens=128000))).render(s.h)
     text = full.messages[0]["content"]
     assert "begin_span" in text and "fold_span" in text and "search_ledger" in text and "of 128k" in text

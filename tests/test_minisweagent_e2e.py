@@ -28,9 +28,10 @@ from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 
 from refold.history import History, load  # noqa: E402
 from refold.integrations import config_path  # noqa: E402
+from refold.messages import clean  # noqa: E402
 from refold.policy import Policy  # noqa: E402
 from refold.protocol import CM, response_format_lines  # noqa: E402
-from refold.render import clean, restore_text  # noqa: E402
+from refold.restore import restore_text  # noqa: E402
 from refold.types import content_text  # noqa: E402
 
 APP = "\n".join(

@@ -37,7 +37,7 @@ def test_unparseable_reply_is_recorded_and_rendering_recovers(
     history = load(traj)
     assert len(history) == 9  # the unparseable reply is not a step (mini does not keep it)
     renderer = renderer_for(data)  # the shipped config's policies, spans, ledger and budget line
-    assert renderer.policy == Policy(k=3) and renderer.ledger_policy.budget_tokens == 128000
+    assert renderer.config.policy == Policy(k=3) and renderer.config.ledger.budget_tokens == 128000
     live = [p for i, p in enumerate(llm.prompts) if i != 5]
     assert [renderer.render(history, t).messages for t in range(len(history))] == live
     # the format error is appended to step 5; the budget line moves to it (the last output of the step)

@@ -19,6 +19,7 @@ from minisweagent.exceptions import Submitted  # noqa: E402
 from minisweagent.models import get_model  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel  # noqa: E402
 
+from refold.config import Config
 from refold.history import load, read_json  # noqa: E402
 from refold.policy import Policy  # noqa: E402
 from refold.render import Renderer  # noqa: E402
@@ -101,12 +102,12 @@ def test_live_prompts_equal_replay(refold: dict[str, Any], tmp_path: Path) -> No
     assert agent.run("", sys=system, problem=task)["exit_status"] == "Submitted"
 
     replay = load(FIXTURE)
-    renderer = Renderer(Policy.parse(**refold))
+    renderer = Renderer(Config(policy=Policy.parse(**refold)))
     expected = [renderer.render(replay, t).messages for t in range(len(replay))]
     assert len(PROMPTS) == len(expected) == 17
     for t, (live, want) in enumerate(zip(PROMPTS, expected, strict=True)):
         assert live == want, f"prompt for call {t + 1} differs from the replay"
     # and the live run's own trajectory replays to the same prompts
     live_history = load(tmp_path / "live.traj.json")
-    again = Renderer(Policy.parse(**refold))
+    again = Renderer(Config(policy=Policy.parse(**refold)))
     assert [again.render(live_history, t).messages for t in range(len(live_history))] == expected

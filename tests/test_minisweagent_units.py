@@ -15,6 +15,7 @@ from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
 from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel  # noqa: E402
 
+from refold.config import Config, PromptConfig
 from refold.errors import PolicyError  # noqa: E402
 from refold.history import History, extract_actions  # noqa: E402
 from refold.integrations.commands import CommandContext, dispatch, match, registered, resolve_handlers  # noqa: E402
@@ -73,7 +74,7 @@ def test_system_section_without_format_lines() -> None:
     assert response_format_lines(3) not in without and "## Context management" in without
     assert system_section(3).startswith(without)
     h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
-    prompt = Renderer(Policy(), format_in_system=False).render(h).messages
+    prompt = Renderer(Config(policy=Policy(), prompt=PromptConfig(format_in_system=False))).render(h).messages
     assert content_text(prompt[0]["content"]) == "sys" + without
 
 
@@ -137,8 +138,8 @@ def test_format_lines_appear_once(option: bool | None, task: str, expected: bool
         {"role": "user", "content": task.replace("FORMAT", lines)},
     ]
     history = m._sync(prefix)
-    assert m._renderer.format_in_system is expected
-    assert renderer_for(m.serialize()).format_in_system is expected
+    assert m._renderer.config.prompt.format_in_system is expected
+    assert renderer_for(m.serialize()).config.prompt.format_in_system is expected
     text = "".join(content_text(x.get("content")) for x in m._renderer.render(history).messages)
     assert text.count(lines) == int(expected) + int(task == "FORMAT")  # once unless forced
 

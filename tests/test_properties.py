@@ -16,9 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from refold.config import Config
 from refold.history import History, load
 from refold.policy import Policy
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
+from refold.restore import restore_text
 from refold.types import Shown, content_text
 
 from builders import SYSTEM, TASK, numbered
@@ -38,11 +40,11 @@ POLICIES = [
 def check_invariants(h: History, policy: Policy) -> None:
     before = copy.deepcopy(h.messages())
     digests = [s.digest for s in h.steps]
-    inc = Renderer(policy)
+    inc = Renderer(Config(policy=policy))
     prev_serial, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)
-        fresh = Renderer(policy).render(h, t)
+        fresh = Renderer(Config(policy=policy)).render(h, t)
         assert p.messages == fresh.messages and p.origins == fresh.origins  # (c)
         serial = p.serialized()
         if p.stats.boundary == prev_b:
@@ -56,7 +58,7 @@ def _nothing_lost(h: History, policy: Policy, messages: list, origins: list, t: 
     shown_msgs = {json.dumps(m, sort_keys=True) for m in messages}
     folded = {c for o in origins if o.part == "note" for c in o.covers}
     hidden_outputs = {o.step for o in origins if o.part == "output" and o.shown is Shown.NOTE}
-    r = Renderer(policy)
+    r = Renderer(Config(policy=policy))
     for i in range(1, t + 1):
         received = r.received(h, i)
         if i in folded:

@@ -16,14 +16,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from refold.mechanisms.ledger import LedgerPolicy
-from refold.mechanisms.spans import SpanPolicy
+from refold.config import Config
 from refold.policy import Policy
 from refold.render import Renderer
 from test_proxy_spans import AUTH, Agent, rebuilt, texts
@@ -108,8 +106,7 @@ def test_open_span_survives_sigkill_and_folds_after_restart(kind: str, tmp_path:
                 False,
             ]
             # the history rebuilt from the store renders exactly what the upstream received last
-            policies: dict[str, Any] = {"spans": SpanPolicy(prompt=True), "ledger": LedgerPolicy(prompt=True)}
-            rendered = Renderer(Policy(k=2), **policies).render(rebuilt(view))
+            rendered = Renderer(Config(policy=Policy(k=2))).render(rebuilt(view))  # serve's defaults
             assert rendered.messages == bodies[-1]["messages"]
         finally:
             proc.terminate()

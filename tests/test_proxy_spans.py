@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from refold.config import Config
 from refold.history import History
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
@@ -83,9 +84,7 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(
-            upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), policy=Policy(k=2), tokenizer="off"
-        )
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=Config(policy=Policy(k=2)))
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url, cfg)
 
@@ -150,9 +149,7 @@ def test_nested_span_fold_refused_then_accepted(env: Env) -> None:
     ]
     # the stored history renders exactly what the upstream received last
     h = rebuilt(view)
-    rendered = Renderer(Policy(k=2), spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True)).render(
-        h
-    )
+    rendered = Renderer(env.cfg.config).render(h)
     assert rendered.messages == bodies[-1]["messages"][: len(rendered.messages)]
 
 
@@ -212,13 +209,7 @@ def test_streamed_internal_rounds_stay_invisible(env: Env) -> None:
 def test_disabled_spans_are_ordinary_shell_commands(tmp_path: Path) -> None:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(
-            upstream=f"{up.url}/v1",
-            store=str(tmp_path / "s.db"),
-            spans=SpanPolicy(enabled=False),
-            ledger=LedgerPolicy(prompt=True, budget_tokens=8000),
-            tokenizer="off",
-        )
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=Config(spans=SpanPolicy(enabled=False), ledger=LedgerPolicy(prompt=True, budget_tokens=8000)))
         with ServerThread(create_app(cfg)) as px:
             a = Agent(px.url, "off")
             a.turn()

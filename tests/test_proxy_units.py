@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from refold.config import Config
 from refold.history import History
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
@@ -261,7 +262,7 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     serve(**common)  # type: ignore[arg-type]
     serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
     default, custom = seen
-    assert default.spans.enabled and default.spans.prompt and default.ledger.prompt
+    assert default.config == Config()  # serve's defaults are the library's
     assert default.ledger.budget_tokens is None and default.context_tools
     assert not custom.spans.enabled and not custom.spans.prompt
     assert custom.ledger.enabled and not custom.ledger.prompt and custom.ledger.budget_tokens == 16000

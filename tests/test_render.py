@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from refold.config import Config
 from refold.policy import Policy
 from refold.protocol import CM
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
+from refold.restore import restore_text
 from refold.types import Shown
 
 from builders import file_lines, numbered, reply, text_history, tool_history
@@ -34,7 +36,7 @@ def stale_run(marks: dict[int, str], n: int = 12) -> list[tuple[str, str]]:
 
 def test_stale_folds_only_behind_boundary_and_adjacent_share_a_note() -> None:
     h = text_history(stale_run({5: "3, 4", 6: "5"}))
-    r = Renderer(Policy())
+    r = Renderer(Config(policy=Policy()))
     # t=5: boundary 0, nothing folded yet even though 3 and 4 are marked
     p5 = r.render(h, 5)
     assert p5.stats.boundary == 0 and p5.stats.folded_steps == 0
@@ -58,14 +60,14 @@ def test_stale_folds_only_behind_boundary_and_adjacent_share_a_note() -> None:
 def test_stale_outside_window_is_ignored() -> None:
     # step 8 names 2 (too old: window is 5..7) and 9 (future); step 7 names 6 (valid)
     h = text_history(stale_run({8: "2, 9", 7: "6"}))
-    p = Renderer(Policy()).render(h, 12)
+    p = Renderer(Config(policy=Policy())).render(h, 12)
     folded = {c for o in p.origins if o.shown is Shown.NOTE for c in o.covers}
     assert folded == {6}
 
 
 def test_fold_off_and_reminders() -> None:
     h = text_history(stale_run({5: "3"}))
-    p = Renderer(Policy(fold=False)).render(h, 9)
+    p = Renderer(Config(policy=Policy(fold=False))).render(h, 9)
     assert p.stats.folded_steps == 0
     # replies without the protocol lines get a reminder with the next observation
     h2 = text_history([("no protocol here\n```bash\nls\n```", "a"), (reply("ok", "-", "ls"), "b")])
@@ -76,12 +78,12 @@ def test_fold_off_and_reminders() -> None:
 
 def test_protocol_section_in_system_prompt() -> None:
     h = text_history(stale_run({}, 2))
-    msgs = Renderer(Policy(k=4)).render(h).messages
+    msgs = Renderer(Config(policy=Policy(k=4))).render(h).messages
     sys_text = msgs[0]["content"]
     for token in ("PROGRESS:", "STALE:", "[step N]", CM, "restore <step>"):
         assert token in sys_text
     assert "Only the 4 steps" in sys_text
-    assert "PROGRESS" not in Renderer(Policy(protocol=False)).render(h).messages[0]["content"]
+    assert "PROGRESS" not in Renderer(Config(policy=Policy(protocol=False))).render(h).messages[0]["content"]
 
 
 def file_read_steps() -> list[tuple[str, str]]:
@@ -98,7 +100,7 @@ def file_read_steps() -> list[tuple[str, str]]:
 
 def test_dedup_whole_and_partial_overlaps() -> None:
     h = text_history(file_read_steps())
-    p = Renderer(Policy()).render(h)  # t=6, boundary 3: steps 1-3 deduplicated
+    p = Renderer(Config(policy=Policy())).render(h)  # t=6, boundary 3: steps 1-3 deduplicated
     by_step = {o.step: (m, o) for m, o in zip(p.messages, p.origins, strict=True) if o.part == "output"}
     assert by_step[1][1].shown is Shown.RECEIVED
     trimmed_msg, trimmed = by_step[2]
@@ -122,13 +124,13 @@ def test_edit_between_reads_is_not_deduplicated() -> None:
         (reply("read", "-", "cat calc.py"), out("\n".join(edited))),
         *[(reply("x", "-", "true"), out("")) for _ in range(3)],
     ]
-    p = Renderer(Policy()).render(text_history(steps))
+    p = Renderer(Config(policy=Policy())).render(text_history(steps))
     shown = {o.step: o.shown for o in p.origins if o.part == "output"}
     assert shown[3] is Shown.RECEIVED
     # the same read without the edit in between is deduplicated
     steps[1] = (reply("look", "-", "ls"), out("calc.py"))
     steps[2] = (reply("read", "-", "cat calc.py"), out("\n".join(lines)))
-    p2 = Renderer(Policy()).render(text_history(steps))
+    p2 = Renderer(Config(policy=Policy())).render(text_history(steps))
     assert {o.step: o.shown for o in p2.origins if o.part == "output"}[3] is Shown.STUB
 
 
@@ -140,7 +142,7 @@ def test_no_stub_points_at_a_folded_step() -> None:
         (reply("read again", "-", "cat calc.py"), out("\n".join(lines))),
         *[(reply("x", "-", "true"), out("")) for _ in range(6)],
     ]
-    p = Renderer(Policy()).render(text_history(steps))
+    p = Renderer(Config(policy=Policy())).render(text_history(steps))
     shown = {o.step: o.shown for o in p.origins if o.part == "output"}
     assert 1 not in shown  # folded
     assert shown[3] is Shown.RECEIVED  # its twin is gone, so it must stay
@@ -151,7 +153,7 @@ def test_tool_calls_fold_with_their_results() -> None:
         (f"PROGRESS: s{i}\nSTALE: {'1' if i == 3 else '-'}", [(f"echo {i}", f"out {i}"), (f"echo {i}b", "more")])
         for i in range(1, 8)
     ]
-    p = Renderer(Policy()).render(tool_history(steps))
+    p = Renderer(Config(policy=Policy())).render(tool_history(steps))
     ids = {c["id"] for m in p.messages for c in m.get("tool_calls") or []}
     results = [m for m in p.messages if m["role"] == "tool"]
     assert {m["tool_call_id"] for m in results} == ids  # no orphan results, no orphan calls
@@ -161,27 +163,27 @@ def test_tool_calls_fold_with_their_results() -> None:
 
 def test_restore_is_byte_exact_and_reversible_off() -> None:
     h = text_history(file_read_steps())
-    r = Renderer(Policy())
+    r = Renderer(Config(policy=Policy()))
     first = r.received(h, 3)
     text = restore_text(h, [3])
     assert first[1]["content"] in text and first[0]["content"] in text
     assert "nothing was run again" in text
     off = restore_text(h, [3], Policy(reversible=False))
     assert "cannot be brought back" in off
-    p = Renderer(Policy(reversible=False)).render(h)
+    p = Renderer(Config(policy=Policy(reversible=False))).render(h)
     assert "restore" not in "".join(str(m["content"]) for m in p.messages[1:])
 
 
 def test_chunk_off_acts_immediately() -> None:
     h = text_history(stale_run({2: "1"}, 3))
-    p = Renderer(Policy(chunk=False)).render(h)
+    p = Renderer(Config(policy=Policy(chunk=False))).render(h)
     assert p.stats.boundary == 3 and p.stats.folded_steps == 1
 
 
 def test_masking_is_restorable_and_boundary_keyed() -> None:
     steps = [(reply(f"s{i}", "-", f"cat big{i}.txt"), out(f"line {i}\n" * 100)) for i in range(1, 13)]
     h = text_history(steps)
-    p = Renderer(Policy(mask_after=3)).render(h, 12)  # b=9: steps 1..6 masked
+    p = Renderer(Config(policy=Policy(mask_after=3))).render(h, 12)  # b=9: steps 1..6 masked
     masked = sorted(o.step for o in p.origins if o.part == "output" and o.shown is Shown.NOTE)
     assert masked == [1, 2, 3, 4, 5, 6]
     text = next(m["content"] for m, o in zip(p.messages, p.origins, strict=True) if o.step == 2 and o.part == "output")
@@ -190,10 +192,10 @@ def test_masking_is_restorable_and_boundary_keyed() -> None:
 
 def test_incremental_equals_from_scratch() -> None:
     h = text_history(file_read_steps() + stale_run({3: "1, 2", 4: "3"}, 8))
-    inc = Renderer(Policy())
+    inc = Renderer(Config(policy=Policy()))
     for t in range(len(h) + 1):
         a = inc.render(h, t)
-        b = Renderer(Policy()).render(h, t)
+        b = Renderer(Config(policy=Policy())).render(h, t)
         assert a.messages == b.messages and a.origins == b.origins
 
 

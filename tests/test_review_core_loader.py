@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from refold.config import Config
 from refold.errors import TrajectoryError
 from refold.history import History, load
 from refold.mechanisms.ledger import LedgerPolicy
@@ -78,7 +79,7 @@ def _check(path: Path) -> None:
         assert "\n" not in text and str(path) in text and len(text) < 600, text
         return
     for policy in (Policy(), Policy(mask_after=2, k=2)):
-        r = Renderer(policy, ledger=LedgerPolicy(budget_tokens=50_000))
+        r = Renderer(Config(policy=policy, ledger=LedgerPolicy(budget_tokens=50_000)))
         for t in range(len(h) + 1):
             r.render(h, t)
 

@@ -9,13 +9,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from refold.config import Config
 from refold.context_commands import answer_command, command_from_tool_call, intercept
 from refold.history import History
 from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
 from refold.mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from refold.policy import Policy
 from refold.protocol import CM
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
+from refold.restore import restore_text
 from refold.types import Rendered, Shown, content_text
 
 from builders import SYSTEM, TASK, numbered
@@ -45,7 +47,7 @@ class Session:
         self.answers: list[str] = []
 
     def renderer(self) -> Renderer:
-        return Renderer(self.policy, spans=self.spans, ledger=self.ledger)
+        return Renderer(Config(policy=self.policy, spans=self.spans, ledger=self.ledger))
 
     def step(self, command: str, output: str = "", *, progress: str | None = None, stale: str = "-") -> str:
         i = len(self.h) + 1

@@ -14,11 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from refold.cli import app
+from refold.config import Config
 from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
 from refold.policy import Policy
-from refold.render import Renderer, restore_text
+from refold.render import Renderer
 from refold.replay import POLICIES
+from refold.restore import restore_text
 from refold.tokens import get_tokenizer
 from refold.viewer import VIEW_FORMAT, build_report, write_report
 from refold.viewer.data import build_data, display_text
@@ -170,7 +172,7 @@ def _text(data: dict[str, Any], pid: int) -> str:
 
 
 def test_fixture_exercises_every_mechanism(run: History) -> None:
-    r = Renderer(Policy())
+    r = Renderer(Config(policy=Policy()))
     kinds: set[str] = set()
     for t in range(len(run)):
         kinds.update(o.shown.value for o in r.render(run, t).origins)
@@ -183,7 +185,7 @@ def test_decoded_prompts_are_exactly_the_rendered_ones(run: History, data: dict[
         ("m0111", Policy(dedup=False, reminders=False)),
         ("m1011", Policy(fold=False, reminders=False)),
     ):
-        r = Renderer(policy or Policy(reminders=False))
+        r = Renderer(Config(policy=policy or Policy(reminders=False)))
         prompts = _decode(data, vid)
         assert len(prompts) == len(run)
         for t, ids in enumerate(prompts):

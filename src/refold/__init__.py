@@ -9,7 +9,8 @@ from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
 from .history import History, load
 from .policy import Policy
 from .protocol import parse_command, parse_head, response_format_lines, system_section
-from .render import Renderer, restore_text
+from .render import Renderer
+from .restore import restore_text
 from .types import Action, Origin, Rendered, RenderStats, Shown, Step
 
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .config import Config
 from .history import History
 from .mechanisms.ledger import (
     DEFAULT_LEDGER,
@@ -33,7 +34,8 @@ from .mechanisms.ledger import (
 from .mechanisms.spans import DEFAULT_SPANS, Outcome, Span, SpanBook, SpanPolicy, block_text, parse_span_id
 from .policy import DEFAULT, Policy
 from .protocol import CM, COMMAND_NAMES, ContextCommand, command_of, parse_command, parse_restore_args
-from .render import Renderer, restore_text
+from .render import Renderer
+from .restore import restore_text
 from .types import Step, content_text
 
 if TYPE_CHECKING:
@@ -203,7 +205,7 @@ def _expand(history: History, argument: str, t: int, policy: Policy, spans: Span
             objs = objects_of(step)
             if not 0 <= sub < len(objs):
                 return _answer(Outcome("expand", False, f"{CM} expand: step {step_no} has {len(objs)} output(s)."))
-            received = Renderer(policy, spans=spans).received(history, step_no)
+            received = Renderer(Config(policy=policy, spans=spans)).received(history, step_no)
             parts.append(f"{CM} Output {objs[sub].id} restored from history (nothing was run again), as first shown:")
             parts.append(content_text(received[1 + sub].get("content")))
         shown.append(step_no)

@@ -37,11 +37,14 @@ class Policy(BaseModel):
     outline_min_lines: int = Field(25, ge=1)
     """Stubs of code spans at least this long keep a signature outline."""
 
-    mask_after: int | None = Field(None, ge=1)
+    mask_after: int | None = Field(2, ge=1)
     """Automatic masking: outputs behind the boundary more than this many steps old become
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
     mask_min_chars: int = Field(400, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
+    mask_replies: bool = True
+    """With masking, replies as old as masked outputs keep only their head, first line and commands
+    (their reasoning restorable), whatever their outputs' size."""
 
     def boundary(self, t: int) -> int:
         """b_t = max(0, k * floor((t - k) / k)); without chunking every step is behind it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .config import Config
 from .history import History
 from .mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from .policy import DEFAULT, Policy
@@ -14,7 +15,7 @@ def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT, *
     """The answer to ``restore``: each step's reply and outputs byte-exact as first shown."""
     if not policy.reversible:
         return f"{CM} restore is switched off: omitted content cannot be brought back; re-run the command instead."
-    r = Renderer(policy, spans=spans)
+    r = Renderer(Config(policy=policy, spans=spans))
     parts = []
     for s in steps:
         msgs = r.received(history, s)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from ..config import DEFAULT, Config
 from ..errors import PolicyError
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
@@ -59,8 +60,8 @@ def serve(
     ledger: Annotated[
         bool, typer.Option(help="The object ledger: fold / drop / expand / search_ledger.")
     ] = True,
-    span_prompt: Annotated[bool, typer.Option(help="Add the span section to the system prompt.")] = True,
-    ledger_prompt: Annotated[bool, typer.Option(help="Add the ledger section to the system prompt.")] = True,
+    span_prompt: Annotated[bool, typer.Option(help="Add the span section to the system prompt.")] = DEFAULT.spans.prompt,
+    ledger_prompt: Annotated[bool, typer.Option(help="Add the ledger section to the system prompt.")] = DEFAULT.ledger.prompt,
     budget_tokens: Annotated[
         int | None, typer.Option(help="Show a 'context: N% of <budget>' line with new outputs.")
     ] = None,
@@ -107,9 +108,7 @@ def serve(
         port=port,
         tokens=tokens,
         upstream_key=upstream_key,
-        policy=policy,
-        spans=span_policy,
-        ledger=ledger_policy,
+        config=Config(policy=policy, spans=span_policy, ledger=ledger_policy),
         max_rounds=max_rounds,
         context_tools=context_tools if advertise_restore is None else advertise_restore,
         max_body=max_body,

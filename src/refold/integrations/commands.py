@@ -29,7 +29,7 @@ from ..mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
 from ..mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from ..policy import Policy
 from ..protocol import COMMAND_NAMES, ContextCommand, parse_restore_args
-from ..render import restore_text
+from ..restore import restore_text
 
 
 @dataclass(frozen=True, slots=True)

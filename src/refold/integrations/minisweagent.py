@@ -42,13 +42,15 @@ from minisweagent.models import get_model_class
 from minisweagent.utils.serialize import recursive_merge
 from pydantic import BaseModel, ValidationError
 
+from ..config import Config, PromptConfig
 from ..errors import PolicyError
 from ..history import CHAT_ROLES, History
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
+from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM, ContextCommand, response_format_lines, system_section
-from ..render import Renderer, clean
+from ..render import Renderer
 from ..types import Message, Rendered, content_text
 from .cache_control import breakpoints, place_cache_control
 from .commands import CommandContext, CommandResult, Handler, match, resolve_handlers
@@ -84,6 +86,7 @@ class RefoldModel:
         self.spans = _parse(SpanPolicy, "refold_spans", refold_spans)
         self.ledger = _parse(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
+        self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger)
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
         self.cache_control = set_cache_control is not None
@@ -203,8 +206,10 @@ class RefoldModel:
                             "policy": self.policy.model_dump(mode="json"),
                             "spans": self.spans.model_dump(mode="json"),
                             "ledger": self.ledger.model_dump(mode="json"),
+                            "boundary": self.refold_config.boundary.model_dump(mode="json"),
+                            "cache": self.refold_config.cache,
                             "context_tools": self.context_tools,
-                            "format_in_system": self._renderer.format_in_system,
+                            "format_in_system": self._renderer.config.prompt.format_in_system,
                             "inner_model_type": self.inner_model_class,
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,
@@ -253,7 +258,7 @@ class RefoldModel:
             lines = response_format_lines(self.policy.k)
             prefix = history.prefix if history is not None else ()
             in_system = not any(lines in content_text(m.get("content")) for m in prefix)
-        return Renderer(self.policy, spans=self.spans, ledger=self.ledger, format_in_system=in_system)
+        return Renderer(self.refold_config.replace(prompt=PromptConfig(format_in_system=in_system)))
 
     def _call_info(
         self, history: History, rendered: Rendered | None, sent: list[Message], chat: list[Message]

@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import PolicyError
-from ..mechanisms.ledger import LedgerPolicy
-from ..mechanisms.spans import SpanPolicy
-from ..policy import Policy
+from ..config import Config
 from ..render import Renderer
 
 
@@ -31,13 +28,10 @@ def run_config(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def renderer_for(data: Mapping[str, Any]) -> Renderer:
     """A Renderer configured as the run saved in ``data`` was (defaults for what it lacks)."""
-    saved = run_config(data)
-    try:
-        return Renderer(
-            Policy.model_validate(saved.get("policy") or {}),
-            spans=SpanPolicy.model_validate(saved.get("spans") or {}),
-            ledger=LedgerPolicy.model_validate(saved.get("ledger") or {}),
-            format_in_system=bool(saved.get("format_in_system", True)),
-        )
-    except ValueError as e:  # pydantic's ValidationError is a ValueError
-        raise PolicyError(f"saved refold config: {str(e).splitlines()[0]}") from None
+    return Renderer(config_for(data))
+
+
+def config_for(data: Mapping[str, Any]) -> Config:
+    """The Config the run saved in ``data`` used (defaults for what it lacks)."""
+    saved = {k: v for k, v in run_config(data).items() if v is not None}
+    return Config.from_saved(saved)

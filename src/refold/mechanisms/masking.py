@@ -7,7 +7,11 @@ moves. A step whose stubs point at a masked step is masked too: nothing may poin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+
+from ..protocol import CM
+from ..types import Step
 
 
 def newly_masked(
@@ -43,3 +47,28 @@ def newly_masked(
             if sources is not None and i in sources and j not in seen:
                 queue.append(j)
     return out
+
+
+_CODE = re.compile(r"```[^\n]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL)
+_HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
+
+
+def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | None:
+    """An old reply with its reasoning hidden: its PROGRESS/STALE head and first line, then every
+    command block byte-exact (what the agent did stays visible). None when it would not save anything."""
+    text = step.reply_text
+    blocks = [m.group(0) for m in _CODE.finditer(text)]
+    prose = _CODE.sub("\n", text)
+    if len(prose) < min_chars:
+        return None
+    lines = [ln.strip() for ln in prose.splitlines() if ln.strip()]
+    kept = [ln for ln in lines[:4] if _HEAD.match(ln)]
+    first = next((ln for ln in lines if not _HEAD.match(ln)), "")
+    if first:
+        kept.append(first if len(first) <= 200 else first[:199] + "…")
+    hidden = len(lines) - len(kept)
+    if hidden <= 0:
+        return None
+    hint = f" `restore {step.index}` shows it." if reversible else ""
+    kept.append(f"{CM} The rest of this reply's reasoning ({hidden} lines) is hidden to save context.{hint}")
+    return "\n".join(kept) + "".join("\n\n" + b for b in blocks)

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..render import clean
+from ..messages import clean
 from ..types import Message
 from .commands import context_calls, observations, plan
 from .config import ProxyConfig

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..config import DEFAULT, Config
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
@@ -27,11 +28,8 @@ class ProxyConfig:
     """Bearer tokens clients must present; each is its own tenant. Required off loopback."""
     upstream_key: str | None = None
     """Sent upstream; without it the client's own bearer is forwarded (only when ``tokens`` is empty)."""
-    policy: Policy = field(default_factory=Policy)
-    spans: SpanPolicy = field(default_factory=lambda: SpanPolicy(prompt=True))
-    """Span folding (begin_span/fold_span), its system-prompt section on by default."""
-    ledger: LedgerPolicy = field(default_factory=lambda: LedgerPolicy(prompt=True))
-    """The object ledger (fold/drop/expand/search_ledger); the budget line needs ``budget_tokens``."""
+    config: Config = DEFAULT
+    """How prompts are rendered: the library's defaults unless a flag says otherwise."""
     max_rounds: int = 3
     """Context-command rounds the proxy answers itself per request before handing a reply back."""
     context_tools: bool = True
@@ -60,9 +58,21 @@ class ProxyConfig:
             raise ConfigError("an empty --token is not allowed")
         check_bind(self.host, self.tokens)
 
+    @property
+    def policy(self) -> Policy:
+        return self.config.policy
+
+    @property
+    def spans(self) -> SpanPolicy:
+        return self.config.spans
+
+    @property
+    def ledger(self) -> LedgerPolicy:
+        return self.config.ledger
+
     def renderer(self) -> Renderer:
-        """A renderer with the proxy's policies (one per session view)."""
-        return Renderer(self.policy, spans=self.spans, ledger=self.ledger)
+        """A renderer with the proxy's config (one per session view)."""
+        return Renderer(self.config)
 
 
 def is_loopback(host: str) -> bool:

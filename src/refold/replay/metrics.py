@@ -9,7 +9,7 @@ from typing import Any
 
 from ..cache import DEFAULT_PRICES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
 from ..history import History
-from ..render import clean
+from ..messages import clean
 from ..tokens import Tokenizer, message_tokens, prompt_token_ids
 from ..types import Shown
 from .policies import Projector, Prompt

@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..errors import PolicyError
+from ..config import CACHE_PROFILES, BoundaryConfig, Config
+from ..config import DEFAULT as DEFAULT_CONFIG
 from ..history import History
-from ..mechanisms.ledger import LedgerPolicy
-from ..mechanisms.spans import SpanPolicy
+from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM
-from ..render import Renderer, clean
+from ..render import Renderer
 from ..tokens import Tokenizer, count_messages, message_tokens
 from ..types import Message, Origin, RenderStats, Shown, content_text
 
@@ -94,6 +94,8 @@ class Options:
     summary_max: int = 2_048
     mask_after: int = BEST_MASK_AFTER
     policy_overrides: dict[str, object] = field(default_factory=dict)
+    cache: str = "vllm"
+    """The cache profile replayed: the ``default`` policy's cost rule uses its prices."""
 
 
 # ---- refold renderer -------------------------------------------------------------------------
@@ -102,9 +104,11 @@ class Options:
 class RendererProjector:
     """A configuration of refold's own renderer."""
 
-    def __init__(self, name: str, policy: Policy) -> None:
+    def __init__(self, name: str, policy: Policy, config: Config | None = None) -> None:
         self.name = name
         self.policy = policy
+        self.config = config or Config(policy=policy, boundary=BoundaryConfig(rule="fixed"))
+        """Named policies other than ``default`` reproduce the seed: the fixed boundary rule."""
 
     def prompts(self, history: History) -> Iterator[Prompt]:
         r = self._renderer(history)
@@ -128,19 +132,12 @@ class RendererProjector:
         that, so replaying it shows what its model saw; the named policy decides the rest."""
         saved = history.meta.get("refold_config")
         if not isinstance(saved, dict) or not (self.policy.protocol or self.policy.dedup):
-            return Renderer(self.policy)
-        try:
-            return Renderer(
-                self.policy,
-                spans=SpanPolicy.model_validate(saved.get("spans") or {}),
-                ledger=LedgerPolicy.model_validate(saved.get("ledger") or {}),
-                format_in_system=bool(saved.get("format_in_system", True)),
-            )
-        except ValueError as e:
-            raise PolicyError(f"saved refold config: {str(e).splitlines()[0]}") from None
+            return Renderer(self.config)
+        kept = {k: saved[k] for k in ("spans", "ledger", "prompt", "format_in_system") if saved.get(k) is not None}
+        return Renderer(Config.from_saved(kept).replace(policy=self.policy, boundary=self.config.boundary, cache=self.config.cache))
 
 
-BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False)
+BASE_POLICY = Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False, mask_after=None)
 
 
 def refold_policy(**extra: object) -> Policy:
@@ -149,7 +146,7 @@ def refold_policy(**extra: object) -> Policy:
     Reminders are off: in a replay the replies are fixed, so a reminder could only add tokens,
     never change what the agent writes.
     """
-    values: dict[str, object] = {"k": 3, "reminders": False}
+    values: dict[str, object] = {"k": 3, "reminders": False, "mask_after": None}
     values.update(extra)
     return Policy.parse(**values)
 
@@ -307,8 +304,16 @@ def _refold(o: Options, **extra: object) -> Policy:
     return refold_policy(**values)
 
 
+def _default(o: Options) -> RendererProjector:
+    """The library's default Config (reminders off: a replay's replies cannot react to them)."""
+    config = DEFAULT_CONFIG.replace(cache=o.cache if o.cache in CACHE_PROFILES else DEFAULT_CONFIG.cache)
+    policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
+    return RendererProjector("default", policy, config.replace(policy=policy))
+
+
 POLICIES: dict[str, Factory] = {
     "base": lambda o: RendererProjector("base", BASE_POLICY),
+    "default": _default,
     "refold": lambda o: RendererProjector("refold", _refold(o)),
     "refold-best": lambda o: RendererProjector("refold-best", _refold(o, mask_after=o.mask_after)),
     "masking": lambda o: MaskingProjector("masking", o.mask_n, 1),
@@ -323,7 +328,7 @@ POLICIES: dict[str, Factory] = {
 }
 """Policy name -> factory(Options) -> Projector."""
 
-STALE_POLICIES = frozenset({"refold", "refold-best", "compact+refold"})
+STALE_POLICIES = frozenset({"default", "refold", "refold-best", "compact+refold"})
 """Policies whose prompts depend on STALE marks (and so on the ``--stale`` source)."""
 
 

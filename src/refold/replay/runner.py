@@ -79,7 +79,7 @@ class Settings:
 
     def options(self) -> Options:
         extra: dict[str, Any] = {} if self.mask_after is None else {"mask_after": self.mask_after}
-        return Options(tokenizer=get_tokenizer(self.tokenizer), budget=self.budget, **extra)
+        return Options(tokenizer=get_tokenizer(self.tokenizer), budget=self.budget, cache=self.cache, **extra)
 
 
 @dataclass(slots=True)

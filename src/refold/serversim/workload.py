@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..history import History
-from ..render import clean
+from ..messages import clean
 from ..replay import iter_prompts
 from ..tokens import Tokenizer, get_tokenizer, message_tokens, prompt_token_ids
 

@@ -20,7 +20,7 @@ from typing import Any
 from ..cache import common_prefix_len
 from ..history import History
 from ..mechanisms.fold import valid_marks
-from ..render import clean
+from ..messages import clean
 from ..replay import Projector, Prompt, measure, with_stale
 from ..tokens import Tokenizer, message_tokens
 from ..types import Message, Origin, Shown, Step, content_text

@@ -1,0 +1,167 @@
+"""One frozen ``Config``: every setting of refold and its default, in one place.
+
+    Config                       what the renderer, mini, the proxy, replay and the viewer all read
+    ├── policy    Policy         the seed's switches and thresholds (k, dedup, fold, masking, ...)
+    ├── spans     SpanPolicy     begin_span / fold_span (seed 001)
+    ├── ledger    LedgerPolicy   fold / drop / expand / search_ledger and the budget line (seed 002)
+    ├── prompt    PromptConfig   where the protocol text goes
+    ├── boundary  BoundaryConfig when the boundary moves: the seed's fixed rule, or only when it pays
+    ├── cache     str            cache profile whose prices the cost rule uses
+    └── tokenizer str            tokenizer for reported token counts
+
+Built from keyword arguments (``Config.parse(k=4, spans={"prompt": True})``; a policy field may be
+given at the top level), from ``a.b=value`` overrides as mini-swe-agent's ``-c`` takes them
+(``config.override(["policy.k=4", "boundary.rule=fixed"])``), and from a saved run
+(``Config.from_saved(info["config"]["refold"])``). An invalid value is one ``PolicyError`` line
+naming the field and what it accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import PolicyError
+from .mechanisms.ledger import LedgerPolicy
+from .mechanisms.spans import SpanPolicy
+from .policy import Policy
+
+CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
+BoundaryRule = Literal["fixed", "cost"]
+
+
+class PromptConfig(BaseModel):
+    """Where refold's protocol text goes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format_in_system: bool = True
+    """Put the PROGRESS/STALE format lines in the system section (off: the agent's own prompt has them)."""
+
+
+class BoundaryConfig(BaseModel):
+    """When the boundary behind which refold condenses moves."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rule: BoundaryRule = "cost"
+    """``fixed``: the seed's b_t, every k calls. ``cost``: move to b_t only when the tokens it saves
+    over the calls still expected pay for the recomputation the move causes."""
+    min_remaining: int = Field(5, ge=1, le=10_000)
+    """The cost rule expects R = max(min_remaining, t) more calls after call t."""
+    cache_ttl_s: float | None = Field(None, gt=0)
+    """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
+
+
+class Config(BaseModel):
+    """Every refold setting; frozen and validated. ``DEFAULT`` holds the library's defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Policy = Policy()
+    spans: SpanPolicy = SpanPolicy()
+    ledger: LedgerPolicy = LedgerPolicy()
+    prompt: PromptConfig = PromptConfig()
+    boundary: BoundaryConfig = BoundaryConfig()
+    cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
+    tokenizer: str = "qwen3.6"
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:
+        """A Config from user input; a policy field (``k``, ``mask_after``) may sit at the top level."""
+        merged = {**(values or {}), **kwargs}
+        policy = dict(merged.pop("policy", None) or {})
+        for key in list(merged):
+            if key in Policy.model_fields:
+                policy[key] = merged.pop(key)
+        if policy:
+            merged["policy"] = policy
+        try:
+            return cls.model_validate(merged)
+        except ValidationError as e:
+            raise PolicyError(_one_line(e)) from None
+
+    def override(self, assignments: Iterable[str]) -> Config:
+        """This config with ``a.b=value`` assignments applied (values read as JSON, else as text)."""
+        data = self.model_dump()
+        for item in assignments:
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise PolicyError(f"override '{item}' must look like section.field=value")
+            path = key.strip().split(".")
+            if len(path) == 1 and path[0] in Policy.model_fields:
+                path = ["policy", path[0]]
+            node = data
+            for part in path[:-1]:
+                child = node.get(part)
+                if not isinstance(child, dict):
+                    raise PolicyError(f"unknown config field '{key.strip()}'; sections: {', '.join(_SECTIONS)}")
+                node = child
+            node[path[-1]] = _value(raw.strip())
+        return Config.parse(data)
+
+    def replace(self, **sections: Any) -> Config:
+        """This config with whole fields or sections replaced (``policy=Policy(k=4)``), validated."""
+        data = self.model_dump()
+        for key, value in sections.items():
+            data[key] = value.model_dump() if isinstance(value, BaseModel) else value
+        return Config.parse(data)
+
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, Any]) -> Config:
+        """The config a run saved (``info.config.refold``); defaults for what it lacks.
+
+        Runs saved before ``Config`` existed kept ``format_in_system`` at the top level.
+        """
+        data = {k: v for k, v in saved.items() if k in cls.model_fields}
+        if "format_in_system" in saved and "prompt" not in data:
+            data["prompt"] = {"format_in_system": bool(saved["format_in_system"])}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise PolicyError(f"saved refold config: {_one_line(e)}") from None
+
+    def saved(self) -> dict[str, Any]:
+        """What a run stores so that ``from_saved`` rebuilds this config exactly."""
+        data = self.model_dump(mode="json")
+        data["format_in_system"] = self.prompt.format_in_system  # readable by refold 0.1
+        return data
+
+
+_SECTIONS = tuple(Config.model_fields)
+
+
+def _value(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in ("null", "none", "~"):
+        return None
+    try:
+        return json.loads(lowered if lowered in ("true", "false") else raw)
+    except ValueError:
+        return raw
+
+
+def _one_line(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid value"))
+    if err.get("type") == "extra_forbidden":
+        section = _section_of(loc)
+        allowed = ", ".join(section) if section else ", ".join(_SECTIONS)
+        return f"unknown config field '{loc}'; allowed: {allowed}"
+    return f"invalid config field '{loc or 'config'}': {msg}"
+
+
+def _section_of(loc: str) -> tuple[str, ...]:
+    head = loc.split(".")[0] if "." in loc else ""
+    model = Config.model_fields.get(head)
+    annotation = model.annotation if model else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return tuple(annotation.model_fields)
+    return ()
+
+
+DEFAULT = Config()

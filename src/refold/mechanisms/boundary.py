@@ -1,0 +1,69 @@
+"""When the boundary moves: the seed's fixed rule, or only when the move pays (the cost rule).
+
+A boundary move condenses everything that crossed it at once, so the provider's prefix cache
+misses from the first changed message on: the move costs a recomputation now and saves the
+removed tokens at every later call. The cost rule compares, at a call where the seed's boundary
+would move, the prompt that keeps the old boundary with the one that moves it:
+
+    J(P, l) = c*l + w*(|P| - l) + c*R*|P|
+
+with ``l`` the longest common prefix of P with what the cache holds (the previous prompt and the
+reply it produced), ``c`` the price of a cached token, ``w`` the price of a recomputed (or cache
+written) token, and R = max(min_remaining, t) the calls still expected (a run that has gone t
+calls is expected to go about as many more). The move happens when J(moved) <= J(kept). Sizes
+are in characters: both sides scale alike, so no tokenizer is needed in the render loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Relative per-token prices of a cache profile (an uncached input token = 1)."""
+
+    cached: float
+    recompute: float
+    ttl_s: float | None  # idle seconds after which the cache is cold (None: no lifetime modeled)
+
+
+# Read multipliers and write surcharges as in reference cache_spec.md §3.1 and refold.cache.pricing:
+# OpenAI and Gemini read at 0.1x with free writes; Anthropic reads 0.1x and writes 1.25x (5-minute
+# cache); DeepSeek reads ~0.02x. A self-hosted server pays compute: a cached token still costs its
+# attention and KV memory, about a tenth of recomputing it (the vllm price row).
+PRICES: dict[str, Prices] = {
+    "vllm": Prices(0.1, 1.0, None),
+    "sglang": Prices(0.1, 1.0, None),
+    "openai": Prices(0.1, 1.0, 300.0),
+    "anthropic": Prices(0.1, 1.25, 300.0),
+    "deepseek": Prices(0.02, 1.0, None),
+    "gemini": Prices(0.1, 1.0, 300.0),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A prompt the call could send: its size and what of it the cache already holds (characters)."""
+
+    size: int
+    common: int
+
+
+def cost(p: Candidate, prices: Prices, remaining: int) -> float:
+    """J(P, l): this call's input plus carrying P through the calls still expected."""
+    return prices.cached * p.common + prices.recompute * (p.size - p.common) + prices.cached * remaining * p.size
+
+
+def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_s: float | None = None) -> bool:
+    """Whether the boundary moves at call t (``idle_s``: seconds since the previous call, if known)."""
+    if config.boundary.rule == "fixed":
+        return True
+    prices = PRICES[config.cache]
+    ttl = config.boundary.cache_ttl_s or prices.ttl_s
+    if idle_s is not None and ttl is not None and idle_s > ttl:
+        return True  # the cache is cold: every prompt is recomputed, the smaller one is cheaper
+    remaining = max(config.boundary.min_remaining, t)
+    return cost(moved, prices, remaining) <= cost(kept, prices, remaining)

@@ -1,0 +1,86 @@
+"""Stage 1 of the render path: the prefix and every step as the model first received it.
+
+A received form is final once computed: the reply, then each output labeled ``[step N]``, with
+the notes that went with the last output when it was new (the PROGRESS/STALE reminder, an open
+span's reminder, the budget line). Later stages replace outputs but keep those notes (``suffix``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config
+from ..history import History
+from ..mechanisms.ledger import budget_line
+from ..messages import clean, label, with_content, with_text
+from ..protocol import ledger_section, reminder, span_section, system_section
+from ..types import Message, Origin, Shown, Step, content_text
+
+SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(slots=True)
+class Received:
+    """One step as received: its messages, their origins, and the notes after its last output."""
+
+    msgs: list[Message]
+    origins: list[Origin]
+    suffix: str  # "" or "\n<note>\n<note>" appended to the last output
+    chars: int  # characters of the contents (what the budget line and the cost rule count)
+
+
+def prefix_messages(history: History, config: Config) -> tuple[list[Message], list[Origin]]:
+    """System prompt and task, as recorded, with refold's protocol section joined to the system prompt."""
+    policy = config.policy
+    prefix = [clean(m) for m in history.prefix]
+    origins = [Origin(None, "system" if m.get("role") in SYSTEM_ROLES else "task", Shown.PREFIX) for m in prefix]
+    if policy.protocol:
+        section = system_section(policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system)
+        if config.spans.prompt:
+            section += span_section(min_chars=config.spans.min_chars)
+        if config.ledger.prompt:
+            budget = config.ledger.budget_tokens
+            section += ledger_section(budget_line(0, config.ledger).rsplit(" of ", 1)[1] if budget else None)
+        if prefix and prefix[0].get("role") in SYSTEM_ROLES:  # OpenAI's newer models say "developer"
+            prefix[0] = with_text(prefix[0], content_text(prefix[0].get("content")) + section)
+        else:
+            prefix.insert(0, {"role": "system", "content": section.lstrip()})
+            origins.insert(0, Origin(None, "system", Shown.PREFIX))
+    return prefix, origins
+
+
+def received_form(step: Step, config: Config, span_note: str | None = None) -> Received:
+    """``step`` as first shown: labeled outputs, the reminder if its reply lacked the protocol."""
+    policy = config.policy
+    msgs: list[Message] = [clean(step.reply)]
+    origins = [Origin(step.index, "reply", Shown.RECEIVED)]
+    shown = Shown.RESTORED if step.restore_of else Shown.RECEIVED
+    notes = []
+    if policy.protocol and policy.reminders and not step.has_protocol and step.observations:
+        notes.append(reminder())
+    if span_note and step.observations:
+        notes.append(span_note)
+    suffix = "".join("\n" + n for n in notes)
+    last = len(step.observations) - 1
+    for j, obs in enumerate(step.observations):
+        text = content_text(obs.get("content"))
+        if policy.protocol:
+            text = label(step.index, text)
+        if j == last:
+            text += suffix
+        msgs.append(with_content(obs, text))
+        origins.append(Origin(step.index, "output", shown, step.restore_of))
+    return Received(msgs, origins, suffix, sum(message_chars(m) for m in msgs))
+
+
+def with_budget_line(form: Received, step: Step, line: str) -> Received:
+    """The received form with the budget line after its last output (computed when the step is new)."""
+    if len(form.msgs) < 2:
+        return form
+    msgs = list(form.msgs)
+    msgs[-1] = with_content(step.observations[-1], content_text(msgs[-1].get("content")) + "\n" + line)
+    return Received(msgs, form.origins, form.suffix + "\n" + line, form.chars + len(line) + 1)
+
+
+def message_chars(m: Message) -> int:
+    return len(content_text(m.get("content")))

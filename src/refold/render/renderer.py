@@ -1,0 +1,252 @@
+"""The render path, top to bottom, and its memo.
+
+    history --received--> every step as first shown            (render.received)
+            --behind----> final forms behind the boundary,      (render.behind: dedup, masking)
+                          STALE folds, spans, ledger ops
+            --boundary--> where the boundary is: the seed's b_t, (mechanisms.boundary)
+                          or only where moving it pays
+            --layout----> steps 1..b as shown, then the tail     (render.layout)
+            -> Rendered(messages, origins, stats)
+
+``render(history, config, t)`` is a pure function of the history's first t steps and the config.
+A ``Renderer`` is its memo: it keeps what can no longer change, keyed by the content digests of
+the steps it has seen (never by object identity), so it may be handed any history in any order
+and returns exactly what ``render`` returns.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import time
+
+from ..config import DEFAULT, Config
+from ..history import History
+from ..mechanisms.boundary import Candidate, should_move
+from ..mechanisms.fold import valid_marks
+from ..mechanisms.ledger import LedgerBook, budget_line
+from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
+from ..messages import clean
+from ..types import Message, Origin, Rendered, RenderStats, Shown
+from .behind import Behind
+from .layout import Layout, lay_out
+from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
+
+
+def render(history: History, config: Config = DEFAULT, t: int | None = None) -> Rendered:
+    """The prompt after ``t`` steps (default: all), i.e. what model call t+1 is sent."""
+    return Renderer(config).render(history, t)
+
+
+class Renderer:
+    """A memo of ``render`` for one config: one per session, any number of histories."""
+
+    def __init__(self, config: Config = DEFAULT) -> None:
+        self.config = config
+        self.fold_costs: dict[str, FoldCost] = {}
+        """Per folded span, what its fold cost (filled when a render applies it)."""
+        self._reset(None)
+
+    def _reset(self, history: History | None) -> None:
+        self._seen: tuple[int, str] | None = None
+        self._prefix: list[Message] = []
+        self._prefix_origins: list[Origin] = []
+        self._prefix_chars = 0
+        if history is not None:
+            self._prefix, self._prefix_origins = prefix_messages(history, self.config)
+            self._prefix_chars = sum(message_chars(m) for m in self._prefix)
+            self._seen = _seen_key(history, 0)
+        self._received: list[Received] = []  # per step, index i-1
+        self._span_notes: list[str | None] = []  # span reminder shown with each step
+        self._spans = SpanBook(self.config.spans)
+        self._ledger = LedgerBook(self.config.ledger)
+        self._folded: set[int] = set()
+        self._marks_t = 0
+        self._restores: list[int] = []  # restore steps, ascending
+        self._blocks: dict[str, str] = {}
+        self._notes: dict[tuple[int, int], str] = {}
+        self._note_lines: dict[int, str] = {}
+        self._hidden_texts: dict[tuple[int, int, str], str] = {}
+        self._reply_texts: dict[int, str | None] = {}
+        self._t = -1  # the last call rendered
+        self._last: list[Message] = []
+        self._last_chars = 0
+        self.fold_costs = {}
+        self._reset_behind()
+
+    def _reset_behind(self) -> None:
+        self._behind = Behind(self.config)
+        self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
+        self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
+
+    # ---- public -----------------------------------------------------------------------------
+
+    def render(self, history: History, t: int | None = None) -> Rendered:
+        """The prompt after ``t`` steps (default: all), i.e. what model call t+1 is sent."""
+        start = time.perf_counter()
+        n = len(history)
+        t = n if t is None else t
+        if not 0 <= t <= n:
+            raise ValueError(f"t={t} is outside 0..{n}")
+        if self._seen is None or _seen_key(history, self._seen[0]) != self._seen or t < self._t:
+            self._reset(history)
+        if self._sequential and self._t < t - 1:
+            for u in range(self._t + 1, t):  # each call's choices depend on the call before it
+                self._render(history, u)
+        out = self._render(history, t)
+        ms = (time.perf_counter() - start) * 1000
+        return Rendered(out.messages, out.origins, dataclasses.replace(out.stats, render_ms=ms))
+
+    def received(self, history: History, index: int) -> list[Message]:
+        """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
+        step = history.step(index)
+        if self._seen is not None and index <= len(self._span_notes) and _seen_key(history, self._seen[0]) == self._seen:
+            note = self._span_notes[index - 1]
+        else:
+            note = SpanBook.replay(history.steps_between(0, index), self.config.spans).reminder(index)
+        return received_form(step, self.config, note).msgs
+
+    @property
+    def span_book(self) -> SpanBook:
+        """The spans of the history last rendered, as of its last rendered step (read-only)."""
+        return self._spans
+
+    # ---- the path -------------------------------------------------------------------------------
+
+    @property
+    def _sequential(self) -> bool:
+        return bool(self.config.ledger.budget_tokens) or self.config.boundary.rule == "cost"
+
+    def _render(self, history: History, t: int) -> Rendered:
+        self._receive(history, t)
+        self._seen = _seen_key(history, len(self._received))
+        self._advance_marks(history, t)
+        p = self.config.policy
+        seed = p.boundary(t)
+        if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
+            self._reset_behind()
+        self._behind.advance(history, seed, self._received, self._folded, self._spans)
+        closed = self._spans.outermost_closed()
+        moved = self._layout_at(history, seed, t, closed)
+        kept = self._layout
+        if kept is None or kept is moved or kept.b == seed:
+            self._commit(moved)
+        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans):
+            self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
+        elif should_move(self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed)):
+            self._commit(moved)
+        layout = self._layout
+        assert layout is not None
+        b = layout.b
+        messages = self._prefix + layout.msgs
+        origins = self._prefix_origins + layout.origins
+        self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
+        self._note_fold_costs(t, messages)
+        restores = bisect.bisect_right(self._restores, t)
+        stubs, trimmed, folded, notes = layout.counts
+        self._t = t
+        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, 0.0))
+
+    def _receive(self, history: History, t: int) -> None:
+        for s in history.steps_between(len(self._received), t):
+            self._spans.observe(s)
+            self._ledger.observe(s)
+            note = self._spans.reminder(s.index)
+            self._span_notes.append(note)
+            form = received_form(s, self.config, note)
+            if self.config.ledger.budget_tokens:
+                size = self._last_chars + form.chars
+                form = with_budget_line(form, s, budget_line(size, self.config.ledger))
+            self._received.append(form)
+            if s.restore_of:
+                self._restores.append(s.index)
+
+    def _advance_marks(self, history: History, t: int) -> None:
+        if not self.config.policy.fold:
+            self._marks_t = t
+            return
+        for s in history.steps_between(self._marks_t, t):
+            self._folded.update(valid_marks(s, self.config.policy.k))
+        self._marks_t = max(self._marks_t, t)
+
+    def _folded_changed(self) -> bool:
+        return any((i in self._folded) != (i in self._behind.folded) for i in range(1, self._behind.frontier + 1))
+
+    def _hidden(self, b: int, t: int) -> tuple[tuple[int, int, str], ...]:
+        p = self.config.policy
+        limit = min(t, b + p.k) if p.chunk else t
+        return self._ledger.hidden(b, limit)
+
+    def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...]]:
+        return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b)
+
+    def _layout_at(self, history: History, b: int, t: int, closed: list[Span]) -> Layout:
+        """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
+        spans = [s for s in closed if s.begin <= b]
+        hidden = self._hidden(b, t)
+        key = (b, hidden, tuple(s.id for s in spans))
+        for known in (self._layout, self._candidate):
+            if known is not None and (known.b, known.hidden, known.spans) == key and known.masked_upto == len(self._behind.mask_order):
+                return known
+        layout = lay_out(
+            history, self.config, b, spans, hidden, self._behind, self._received,
+            lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts,
+            self._reply_texts, self._layout,
+        )
+        self._candidate = layout
+        return layout
+
+    def _commit(self, layout: Layout) -> None:
+        self._layout = layout
+        if self._candidate is layout:
+            self._candidate = None
+
+    def _candidate_of(self, history: History, layout: Layout, t: int, closed: list[Span]) -> Candidate:
+        """The size of the prompt ``layout`` gives at call t and what of it the cache holds."""
+        messages = self._prefix + layout.msgs
+        self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], messages, [])
+        cached = self._last + ([clean(history.step(t).reply)] if t >= 1 else [])
+        common = 0
+        for old, new in zip(cached, messages, strict=False):
+            if old is not new and old != new:
+                break
+            common += message_chars(new)
+        return Candidate(sum(message_chars(m) for m in messages), common)
+
+    # ---- agent-chosen folds -------------------------------------------------------------------
+
+    def _block(self, history: History, span: Span) -> tuple[Message, Origin]:
+        text = self._blocks.get(span.id)
+        if text is None:
+            steps = history.steps_between(span.begin - 1, span.end or span.begin)
+            text = self._blocks[span.id] = block_text(span, steps, self._spans, reversible=self.config.policy.reversible)
+        return {"role": "user", "content": text}, Origin(span.begin, "span", Shown.NOTE, span.covers)
+
+    def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
+        """Steps b+1..t as received, except closed spans: one block at their first step."""
+        cover = cover_map(spans) if spans else {}
+        for i in range(b + 1, t + 1):
+            span = cover.get(i)
+            if span is None:
+                msgs += self._received[i - 1].msgs
+                origins += self._received[i - 1].origins
+            elif i == span.begin:  # a span straddling the boundary has its block behind it
+                msg, origin = self._block(h, span)
+                msgs.append(msg)
+                origins.append(origin)
+
+    def _note_fold_costs(self, t: int, messages: list[Message]) -> None:
+        for span in reversed(self._spans.closed):
+            if span.end != t:
+                break
+            self.fold_costs.setdefault(span.id, fold_cost(span, t, self._last, messages))
+        self._last = messages
+        if self.config.ledger.budget_tokens:
+            self._last_chars = sum(message_chars(m) for m in messages)
+
+
+def _seen_key(history: History, n: int) -> tuple[int, str] | None:
+    """What identifies the first ``n`` steps of a history by content (digests chain the prefix)."""
+    if n > len(history):
+        return None
+    return n, history.step(n).digest if n else history.digest

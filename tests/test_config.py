@@ -1,0 +1,70 @@
+"""One Config: defaults in one place, overrides, saved runs, one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from refold.config import DEFAULT, Config
+from refold.errors import PolicyError
+from refold.history import History
+from refold.policy import Policy
+from refold.render import Renderer
+
+
+def test_top_level_policy_fields_and_sections() -> None:
+    c = Config.parse(k=4, mask_after=5, spans={"prompt": True}, boundary={"rule": "cost"})
+    assert c.policy == Policy(k=4, mask_after=5)
+    assert c.spans.prompt and c.boundary.rule == "cost"
+    assert Config.parse() == DEFAULT
+
+
+def test_overrides_as_mini_takes_them() -> None:
+    c = DEFAULT.override(["policy.k=5", "spans.prompt=true", "ledger.budget_tokens=8000", "mask_after=null", "cache=openai"])
+    assert (c.policy.k, c.spans.prompt, c.ledger.budget_tokens, c.policy.mask_after, c.cache) == (5, True, 8000, None, "openai")
+    assert DEFAULT.policy.k == 3  # frozen: the original is untouched
+
+
+@pytest.mark.parametrize(
+    ("assignment", "needle"),
+    [
+        ("policy.k=0", "invalid config field 'policy.k'"),
+        ("boundary.rule=sometimes", "'fixed' or 'cost'"),
+        ("spans.nope=1", "unknown config field 'spans.nope'; allowed: enabled"),
+        ("nosuch.k=1", "unknown config field 'nosuch.k'"),
+        ("k", "must look like section.field=value"),
+        ("cache=azure", "invalid config field 'cache'"),
+    ],
+)
+def test_bad_values_are_one_line_naming_the_field(assignment: str, needle: str) -> None:
+    with pytest.raises(PolicyError) as e:
+        DEFAULT.override([assignment])
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_saved_round_trip_and_old_saved_format() -> None:
+    c = Config.parse(k=2, prompt={"format_in_system": False}, ledger={"budget_tokens": 1000})
+    assert Config.from_saved(c.saved()) == c
+    old = {"policy": {"k": 4}, "spans": {"prompt": True}, "format_in_system": False, "format": "refold-mini-1"}
+    got = Config.from_saved(old)
+    assert got.policy.k == 4 and got.spans.prompt and not got.prompt.format_in_system
+    with pytest.raises(PolicyError, match="saved refold config"):
+        Config.from_saved({"policy": {"k": "many"}})
+
+
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=6), st.lists(st.text(max_size=30), min_size=1, max_size=6))
+def test_one_renderer_never_serves_one_history_for_another(a: list[str], b: list[str]) -> None:
+    """The cache is keyed by content: a fresh history (even at a reused address) gets its own prompt."""
+    r = Renderer()
+
+    def build(outputs: list[str]) -> History:
+        h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "task"}])
+        for i, text in enumerate(outputs):
+            h.append({"role": "assistant", "content": f"step {i}\n```bash\necho {i}\n```"}, [{"role": "user", "content": text}])
+        return h
+
+    first = r.render(build(a)).messages
+    second = r.render(build(b)).messages
+    assert second == Renderer().render(build(b)).messages
+    assert first == Renderer().render(build(a)).messages
