@@ -57,13 +57,8 @@ def parse_reply(text: str) -> None:
     command_of("fold_span", text)
 
 
-def parse_all(text: str) -> None:
-    parse_reply(text)
-    analyze(text)  # the shell analysis: commands can be megabytes too (a heredoc writing a file)
-
-
 def analyze_only(text: str) -> None:
-    analyze(text)
+    analyze(text)  # the shell analysis: commands can be megabytes too (a heredoc writing a file)
 
 
 def best_ms(fn: Callable[[str], None], text: str, repeat: int) -> float:
@@ -75,11 +70,11 @@ def best_ms(fn: Callable[[str], None], text: str, repeat: int) -> float:
     return best * 1000
 
 
-def real_texts(paths: list[str]) -> list[tuple[str, str]]:
+def real_texts(paths: list[str]) -> list[tuple[str, Callable[[str], None], str]]:
     from refold.history import load
     from refold.types import content_text
 
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, Callable[[str], None], str]] = []
     for p in map(Path, paths):
         for f in sorted(q for q in p.rglob("*") if ".traj" in q.name) if p.is_dir() else [p]:
             try:
@@ -88,8 +83,8 @@ def real_texts(paths: list[str]) -> list[tuple[str, str]]:
                 print(f"skipped {f.name}: {e}", file=sys.stderr)
                 continue
             for s in history.steps:
-                out.append((f"{f.name} step {s.index} reply", content_text(s.reply.get("content"))))
-                out.extend((f"{f.name} step {s.index} command", a.command) for a in s.actions)
+                out.append((f"{f.name} step {s.index} reply", parse_reply, content_text(s.reply.get("content"))))
+                out.extend((f"{f.name} step {s.index} command", analyze_only, a.command) for a in s.actions)
     return out
 
 
@@ -112,7 +107,7 @@ def main() -> None:
         print(f"  slowest 1 MB input: {worst:.2f} ms  (target <= {TARGET_MS:.0f} ms: {verdict})")
     if args.paths:
         texts = real_texts(args.paths)
-        timed = sorted(((best_ms(parse_all, t, args.repeat), len(t), label) for label, t in texts), reverse=True)
+        timed = sorted(((best_ms(fn, t, args.repeat), len(t), label) for label, fn, t in texts), reverse=True)
         total = sum(ms for ms, _, _ in timed)
         print(f"real: {len(texts)} replies and commands, total {total:.1f} ms, slowest:")
         for ms, size, label in timed[:3]:
