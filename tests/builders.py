@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from refold.config import BoundaryConfig, Config
 from refold.history import History
+from refold.policy import Policy
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 TASK = {"role": "user", "content": "Fix the bug in calc.py."}
@@ -60,3 +62,12 @@ def file_lines(n: int, seed: str = "f") -> list[str]:
         else:
             out.append(f"    value_{i} = compute_{seed}({i}, 'some text to make the line longer')")
     return out
+
+
+def seed_config(policy: Policy | None = None, **sections: Any) -> Config:
+    """The seed's rendering (fixed boundary, masking only when asked for): what most mechanism
+    tests pin down. The library's defaults (cost rule, masking) are tested on their own."""
+    policy = policy or Policy()
+    if "mask_after" not in policy.model_fields_set:
+        policy = policy.model_copy(update={"mask_after": None})
+    return Config(policy=policy, boundary=BoundaryConfig(rule="fixed"), **sections)

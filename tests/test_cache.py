@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.cache import (
+    CACHE_NAMES,
     AnthropicCache,
     CacheResult,
+    CalibratedCache,
     DeepSeekCache,
     KVCapacityError,
     NoCache,
@@ -20,6 +22,7 @@ from refold.cache import (
     Price,
     SglangRadixCache,
     VllmPrefixCache,
+    calibrated,
     common_prefix_len,
     cost_usd,
     kv_bytes,
@@ -347,14 +350,44 @@ def test_deepseek_units() -> None:
 
 
 def test_factory_and_protocol() -> None:
-    for name in ("vllm", "sglang", "openai", "anthropic", "deepseek", "none"):
+    for name in CACHE_NAMES:
         sim = make_cache(name)
         assert isinstance(sim, PrefixCacheSim)
         assert sim.request(list(range(10))).prompt_tokens == 10
     assert make_cache("vllm", capacity_blocks=10).request([1] * 40).evicted_tokens == 0
     assert NoCache().request([1, 2, 3]) == CacheResult(3, 0, 0)
-    with pytest.raises(ValueError, match="valid choices: vllm, sglang, openai, anthropic, deepseek, none"):
+    assert set(CACHE_NAMES) == {"vllm", "sglang", "openai", "gemini-openrouter", "openai-exact", "anthropic", "deepseek", "none"}
+    with pytest.raises(ValueError, match="valid choices: vllm, sglang, openai, gemini-openrouter"):
         make_cache("tgi")
+
+
+def test_calibrated_profile_grid_routes_and_expected_misses() -> None:
+    toks = list(range(10_000))
+    sim = CalibratedCache("t", min_tokens=1024, increment=128)
+    assert sim.request(toks[:3000]).cached_tokens == 0
+    assert sim.request(toks[:5000]).cached_tokens == 1024 + 128 * ((3000 - 1024) // 128)
+    # one cache per route: another endpoint starts cold
+    routed = CalibratedCache("t", min_tokens=2000, increment=2000, per_route=True)
+    routed.request(toks[:6000], session="A")
+    assert routed.request(toks[:7000], session="B").cached_tokens == 0
+    assert routed.request(toks[:7000], session="A").cached_tokens == 6000
+    # expected value of a 10% miss rate: 90% of the hit, every time (totals stay unbiased)
+    ev = CalibratedCache("t", min_tokens=1000, increment=1000, miss_rate=0.1)
+    ev.request(toks[:4000])
+    assert ev.request(toks[:5000]).cached_tokens == 3600
+    # shortfalls: always, and more after a reply that reasoned (generated given as a count)
+    sf = CalibratedCache("t", min_tokens=1000, increment=1000, shortfall=100, reasoning_shortfall=400)
+    sf.request(toks[:4000], generated=[1, 2])
+    assert sf.request(toks[:5000], generated=50).cached_tokens == 3900
+    assert sf.request(toks[:6000]).cached_tokens == 5000 - 500
+    # a reply without reasoning is cached with its prompt
+    gen = CalibratedCache("t", min_tokens=1000, increment=1000, cache_generated=True)
+    gen.request(toks[:2500], generated=toks[2500:4100])
+    assert gen.request(toks[:5000]).cached_tokens == 4000
+    with pytest.raises(ValueError):
+        CalibratedCache("t", min_tokens=0, increment=1)
+    assert calibrated("gemini-openrouter").per_route and not calibrated("openai").per_route
+    assert calibrated("openai", miss_rate=0.5).miss_rate == 0.5
 
 
 def test_common_prefix_len() -> None:

@@ -12,7 +12,7 @@ import pytest
 from refold.errors import TrajectoryError
 from refold.history import History, load
 
-from builders import SYSTEM, TASK
+from builders import SYSTEM, TASK, seed_config
 from conftest import DATA, real_trajectories
 
 
@@ -155,7 +155,7 @@ def test_huge_output_is_handled(tmp_path: Path) -> None:
     p = tmp_path / "big.json"
     p.write_text(json.dumps(msgs))
     h = load(p)
-    assert len(Renderer().render(h).messages) == 4
+    assert len(Renderer(seed_config()).render(h).messages) == 4
 
 
 @pytest.mark.parametrize(

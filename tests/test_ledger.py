@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from refold.config import Config
 from refold.mechanisms.ledger import LedgerPolicy, bm25, objects_of, parse_ids, summary
 from refold.policy import Policy
 from refold.protocol import CM
@@ -10,7 +9,7 @@ from refold.render import Renderer
 from refold.types import Shown, content_text
 from test_spans import Session, out
 
-from builders import file_lines, numbered
+from builders import file_lines, numbered, seed_config
 
 
 def session(**kw: object) -> Session:
@@ -47,7 +46,7 @@ def test_fold_and_drop_apply_at_the_next_boundary_move() -> None:
     s = session()
     assert "from the next context refresh" in s.step("fold 1")  # 6
     s.step("drop 2")  # 7
-    r = Renderer(Config(policy=Policy()))
+    r = Renderer(seed_config(Policy()))
     p7 = r.render(s.h, 7)  # boundary 3, the fold was issued after the last move (t=6)... at 6 itself
     shown = {o.step: content_text(m.get("content")) for m, o in zip(p7.messages, p7.origins, strict=True) if o.part == "output"}
     assert "Output 1 folded: file calc.py:1-40" in shown[1] and "`expand 1`" in shown[1]
@@ -65,7 +64,7 @@ def test_bad_ids_are_refused_and_change_nothing() -> None:
     assert "no earlier step 9" in s.step("fold 9")
     assert "no 1.3" in s.step("drop 1.3")
     assert intercept_passes("fold -w 80 notes.txt") and intercept_passes("expand notes.txt")
-    r = Renderer().render(s.h)
+    r = Renderer(seed_config()).render(s.h)
     assert not any(o.shown is Shown.NOTE and o.part == "output" for o in r.origins)
 
 
@@ -104,17 +103,17 @@ def test_budget_line_is_computed_once_per_step() -> None:
     assert all(x.startswith(f"{CM} context: ") and x.endswith("% of 1k tokens") for x in lines)
     pcts = [int(x.split("context: ")[1].split("%")[0]) for x in lines]
     assert pcts == sorted(pcts) and pcts[-1] > pcts[0]
-    assert Renderer(Config(policy=s.policy, ledger=s.ledger)).render(s.h).messages == p.messages
+    assert Renderer(seed_config(s.policy, ledger=s.ledger)).render(s.h).messages == p.messages
     assert "context:" not in content_text(r.received(s.h, 3)[1].get("content"))
     assert out("x") in out("x")
 
 
 def test_prompt_sections_are_opt_in() -> None:
     s = session()
-    plain = Renderer().render(s.h).messages[0]["content"]
+    plain = Renderer(seed_config()).render(s.h).messages[0]["content"]
     assert "begin_span" not in plain and "search_ledger" not in plain
     from refold.mechanisms.spans import SpanPolicy
 
-    full = Renderer(Config(spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True, budget_tokens=128000))).render(s.h)
+    full = Renderer(seed_config(None, spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True, budget_tokens=128000))).render(s.h)
     text = full.messages[0]["content"]
     assert "begin_span" in text and "fold_span" in text and "search_ledger" in text and "of 128k" in text

@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold.config import Config
 from refold.history import History
 from refold.integrations.cache_control import EPHEMERAL, breakpoints, place_cache_control
 from refold.policy import Policy
 from refold.render import Renderer
 from refold.types import content_text
+
+from builders import seed_config
 
 
 def history(n: int, *, tool: bool = False) -> History:
@@ -49,7 +50,7 @@ def marked(messages: list[dict]) -> list[int]:
 
 def test_breakpoints_at_prefix_boundary_previous_end_and_end() -> None:
     h = history(10)
-    r = Renderer(Config(policy=Policy(k=3))).render(h)  # t=10, boundary 6
+    r = Renderer(seed_config(Policy(k=3))).render(h)  # t=10, boundary 6
     assert r.stats.boundary == 6
     got = breakpoints(r)
     assert len(got) == 4
@@ -62,7 +63,7 @@ def test_breakpoints_at_prefix_boundary_previous_end_and_end() -> None:
 
 def test_marks_only_the_chosen_messages_and_leaves_the_render_untouched() -> None:
     h = history(8, tool=True)
-    r = Renderer(Config(policy=Policy(k=3))).render(h)
+    r = Renderer(seed_config(Policy(k=3))).render(h)
     before = copy.deepcopy(r.messages)
     out = place_cache_control(r)
     assert r.messages == before  # the renderer's cached messages are shared: never mutated
@@ -78,7 +79,7 @@ def test_marks_only_the_chosen_messages_and_leaves_the_render_untouched() -> Non
 
 def test_existing_marks_are_cleared_and_limit_respected() -> None:
     h = history(7)
-    r = Renderer(Config(policy=Policy(k=3))).render(h)
+    r = Renderer(seed_config(Policy(k=3))).render(h)
     r.messages[3]["cache_control"] = dict(EPHEMERAL)  # as if someone marked a message before us
     try:
         out = place_cache_control(r, limit=2)
@@ -90,7 +91,7 @@ def test_existing_marks_are_cleared_and_limit_respected() -> None:
 
 def test_empty_and_prefix_only() -> None:
     h = history(0)
-    r = Renderer(Config(policy=Policy())).render(h)
+    r = Renderer(seed_config(Policy())).render(h)
     assert breakpoints(r) == [len(r.messages) - 1]
     assert breakpoints(r, limit=0) == []
 
@@ -101,12 +102,12 @@ def test_breakpoints_are_stable_points(n: int, k: int, limit: int, tool: bool) -
     """Every breakpoint but the last ends a prefix that the next call's prompt also starts with
     (unless the boundary moves), so a provider cache written there is read next time."""
     h = history(n, tool=tool)
-    renderer = Renderer(Config(policy=Policy(k=k)))
+    renderer = Renderer(seed_config(Policy(k=k)))
     r = renderer.render(h, n - 1) if n else renderer.render(h, 0)
     got = breakpoints(r, limit)
     assert got == sorted(set(got)) and 1 <= len(got) <= limit and got[-1] <= len(r.messages) - 1
     if n:
-        nxt = Renderer(Config(policy=Policy(k=k))).render(h, n)
+        nxt = Renderer(seed_config(Policy(k=k))).render(h, n)
         if nxt.stats.boundary == r.stats.boundary:
             for i in got:
                 assert nxt.messages[: i + 1] == r.messages[: i + 1]
@@ -114,5 +115,5 @@ def test_breakpoints_are_stable_points(n: int, k: int, limit: int, tool: bool) -
 
 @pytest.mark.parametrize("limit", [1, 3])
 def test_latest_breakpoints_win(limit: int) -> None:
-    r = Renderer(Config(policy=Policy(k=3))).render(history(12))
+    r = Renderer(seed_config(Policy(k=3))).render(history(12))
     assert breakpoints(r, limit) == breakpoints(r)[-limit:]

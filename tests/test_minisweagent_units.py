@@ -15,7 +15,7 @@ from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
 from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel  # noqa: E402
 
-from refold.config import Config, PromptConfig
+from refold.config import PromptConfig
 from refold.errors import PolicyError  # noqa: E402
 from refold.history import History, extract_actions  # noqa: E402
 from refold.integrations.commands import CommandContext, dispatch, match, registered, resolve_handlers  # noqa: E402
@@ -27,6 +27,8 @@ from refold.policy import Policy  # noqa: E402
 from refold.protocol import CM, COMMAND_NAMES, ContextCommand, response_format_lines, system_section  # noqa: E402
 from refold.render import Renderer  # noqa: E402
 from refold.types import content_text  # noqa: E402
+
+from builders import seed_config
 
 
 def test_every_context_command_has_a_handler() -> None:
@@ -74,7 +76,7 @@ def test_system_section_without_format_lines() -> None:
     assert response_format_lines(3) not in without and "## Context management" in without
     assert system_section(3).startswith(without)
     h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
-    prompt = Renderer(Config(policy=Policy(), prompt=PromptConfig(format_in_system=False))).render(h).messages
+    prompt = Renderer(seed_config(Policy(), prompt=PromptConfig(format_in_system=False))).render(h).messages
     assert content_text(prompt[0]["content"]) == "sys" + without
 
 

@@ -23,7 +23,7 @@ from refold.render import Renderer
 from refold.restore import restore_text
 from refold.types import Shown, content_text
 
-from builders import SYSTEM, TASK, numbered
+from builders import SYSTEM, TASK, numbered, seed_config
 from conftest import real_trajectories
 
 POLICIES = [
@@ -37,28 +37,29 @@ POLICIES = [
 ]
 
 
-def check_invariants(h: History, policy: Policy) -> None:
+def check_invariants(h: History, config: Config) -> None:
     before = copy.deepcopy(h.messages())
     digests = [s.digest for s in h.steps]
-    inc = Renderer(Config(policy=policy))
+    inc = Renderer(config)
     prev_serial, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)
-        fresh = Renderer(Config(policy=policy)).render(h, t)
+        fresh = Renderer(config).render(h, t)
         assert p.messages == fresh.messages and p.origins == fresh.origins  # (c)
         serial = p.serialized()
         if p.stats.boundary == prev_b:
             assert serial.startswith(prev_serial), f"prefix changed at t={t} without a boundary move"  # (b)
         prev_serial, prev_b = serial, p.stats.boundary
-        _nothing_lost(h, policy, p.messages, p.origins, t)
+        _nothing_lost(h, config, p.messages, p.origins, t)
     assert h.messages() == before and [s.digest for s in h.steps] == digests  # (d)
 
 
-def _nothing_lost(h: History, policy: Policy, messages: list, origins: list, t: int) -> None:  # type: ignore[type-arg]
+def _nothing_lost(h: History, config: Config, messages: list, origins: list, t: int) -> None:  # type: ignore[type-arg]
+    policy = config.policy
     shown_msgs = {json.dumps(m, sort_keys=True) for m in messages}
     folded = {c for o in origins if o.part == "note" for c in o.covers}
     hidden_outputs = {o.step for o in origins if o.part == "output" and o.shown is Shown.NOTE}
-    r = Renderer(Config(policy=policy))
+    r = Renderer(config)
     for i in range(1, t + 1):
         received = r.received(h, i)
         if i in folded:
@@ -67,7 +68,15 @@ def _nothing_lost(h: History, policy: Policy, messages: list, origins: list, t: 
             if policy.reversible:
                 _restorable(h, i, received)
             continue
-        assert json.dumps(received[0], sort_keys=True) in shown_msgs, f"reply of step {i} missing"
+        reply = next((m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "reply")
+        if reply[1].shown is Shown.NOTE:  # an old reply condensed: its commands stay, its reasoning restores
+            text = content_text(reply[0].get("content"))
+            assert "[context-manager]" in text and (not policy.reversible or f"restore {i}" in text)
+            assert reply[0].get("tool_calls") == received[0].get("tool_calls")
+            if policy.reversible:
+                _restorable(h, i, received)
+        else:
+            assert json.dumps(received[0], sort_keys=True) in shown_msgs, f"reply of step {i} missing"
         outs = [(m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "output"]
         assert len(outs) == len(received) - 1, f"step {i}: an output message went missing"
         for (m, o), orig in zip(outs, received[1:], strict=True):
@@ -138,15 +147,18 @@ def histories(draw: st.DrawFn) -> History:
     return h
 
 
-@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.model_dump(exclude_defaults=True).items()) or "default")
+CONFIGS = [seed_config(p) for p in POLICIES] + [Config(), Config.parse(k=1, mask_min_chars=50), Config.parse(cache="anthropic")]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: json.dumps(c.model_dump(exclude_defaults=True), sort_keys=True) or "default")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=histories())
-def test_invariants_generated(policy: Policy, h: History) -> None:
-    check_invariants(h, policy)
+def test_invariants_generated(config: Config, h: History) -> None:
+    check_invariants(h, config)
 
 
 @pytest.mark.parametrize("path", real_trajectories(), ids=lambda p: p.name)
 def test_invariants_real_runs(path: Path) -> None:
     h = load(path)
-    for policy in (Policy(), Policy(mask_after=3), Policy(chunk=False, k=2)):
-        check_invariants(h, policy)
+    for config in (seed_config(Policy()), seed_config(Policy(mask_after=3)), seed_config(Policy(chunk=False, k=2)), Config()):
+        check_invariants(h, config)

@@ -11,12 +11,12 @@ import httpx
 import openai
 import pytest
 
-from refold.config import Config
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
 from refold.policy import Policy
 from refold.proxy import ProxyConfig, create_app
 
+from builders import seed_config
 from fake_upstream import FakeUpstream, ServerThread, collect_stream
 
 TOOLS = [
@@ -49,7 +49,7 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        config = Config(policy=Policy(k=2), spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True))
+        config = seed_config(Policy(k=2), spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True))
         cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4", config=config)
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url)

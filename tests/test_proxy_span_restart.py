@@ -21,11 +21,11 @@ import httpx
 import openai
 import pytest
 
-from refold.config import Config
 from refold.policy import Policy
 from refold.render import Renderer
 from test_proxy_spans import AUTH, Agent, rebuilt, texts
 
+from builders import seed_config
 from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http
 
 CONCLUSION = "the crash comes from parse.py:12 because the loop skips the last token"
@@ -106,7 +106,7 @@ def test_open_span_survives_sigkill_and_folds_after_restart(kind: str, tmp_path:
                 False,
             ]
             # the history rebuilt from the store renders exactly what the upstream received last
-            rendered = Renderer(Config(policy=Policy(k=2))).render(rebuilt(view))  # serve's defaults
+            rendered = Renderer(seed_config(Policy(k=2))).render(rebuilt(view))  # serve's defaults
             assert rendered.messages == bodies[-1]["messages"]
         finally:
             proc.terminate()

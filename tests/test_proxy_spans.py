@@ -25,6 +25,7 @@ from refold.proxy import ProxyConfig, create_app
 from refold.render import Renderer
 from test_proxy_clients import SYSTEM, TOOLS
 
+from builders import seed_config
 from fake_upstream import FakeUpstream, ServerThread, collect_stream
 
 AUTH = {"Authorization": "Bearer sk-s"}
@@ -84,7 +85,7 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=Config(policy=Policy(k=2)))
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=seed_config(Policy(k=2)))
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url, cfg)
 

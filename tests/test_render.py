@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from refold.config import Config
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer
 from refold.restore import restore_text
 from refold.types import Shown
 
-from builders import file_lines, numbered, reply, text_history, tool_history
+from builders import file_lines, numbered, reply, seed_config, text_history, tool_history
 
 
 def out(body: str) -> str:
@@ -36,7 +35,7 @@ def stale_run(marks: dict[int, str], n: int = 12) -> list[tuple[str, str]]:
 
 def test_stale_folds_only_behind_boundary_and_adjacent_share_a_note() -> None:
     h = text_history(stale_run({5: "3, 4", 6: "5"}))
-    r = Renderer(Config(policy=Policy()))
+    r = Renderer(seed_config(Policy()))
     # t=5: boundary 0, nothing folded yet even though 3 and 4 are marked
     p5 = r.render(h, 5)
     assert p5.stats.boundary == 0 and p5.stats.folded_steps == 0
@@ -60,30 +59,30 @@ def test_stale_folds_only_behind_boundary_and_adjacent_share_a_note() -> None:
 def test_stale_outside_window_is_ignored() -> None:
     # step 8 names 2 (too old: window is 5..7) and 9 (future); step 7 names 6 (valid)
     h = text_history(stale_run({8: "2, 9", 7: "6"}))
-    p = Renderer(Config(policy=Policy())).render(h, 12)
+    p = Renderer(seed_config(Policy())).render(h, 12)
     folded = {c for o in p.origins if o.shown is Shown.NOTE for c in o.covers}
     assert folded == {6}
 
 
 def test_fold_off_and_reminders() -> None:
     h = text_history(stale_run({5: "3"}))
-    p = Renderer(Config(policy=Policy(fold=False))).render(h, 9)
+    p = Renderer(seed_config(Policy(fold=False))).render(h, 9)
     assert p.stats.folded_steps == 0
     # replies without the protocol lines get a reminder with the next observation
     h2 = text_history([("no protocol here\n```bash\nls\n```", "a"), (reply("ok", "-", "ls"), "b")])
-    msgs = Renderer().render(h2).messages
+    msgs = Renderer(seed_config()).render(h2).messages
     assert "Reminder" in msgs[3]["content"] and "Reminder" not in msgs[5]["content"]
     assert msgs[3]["content"].startswith("[step 1]\n")
 
 
 def test_protocol_section_in_system_prompt() -> None:
     h = text_history(stale_run({}, 2))
-    msgs = Renderer(Config(policy=Policy(k=4))).render(h).messages
+    msgs = Renderer(seed_config(Policy(k=4))).render(h).messages
     sys_text = msgs[0]["content"]
     for token in ("PROGRESS:", "STALE:", "[step N]", CM, "restore <step>"):
         assert token in sys_text
     assert "Only the 4 steps" in sys_text
-    assert "PROGRESS" not in Renderer(Config(policy=Policy(protocol=False))).render(h).messages[0]["content"]
+    assert "PROGRESS" not in Renderer(seed_config(Policy(protocol=False))).render(h).messages[0]["content"]
 
 
 def file_read_steps() -> list[tuple[str, str]]:
@@ -100,7 +99,7 @@ def file_read_steps() -> list[tuple[str, str]]:
 
 def test_dedup_whole_and_partial_overlaps() -> None:
     h = text_history(file_read_steps())
-    p = Renderer(Config(policy=Policy())).render(h)  # t=6, boundary 3: steps 1-3 deduplicated
+    p = Renderer(seed_config(Policy())).render(h)  # t=6, boundary 3: steps 1-3 deduplicated
     by_step = {o.step: (m, o) for m, o in zip(p.messages, p.origins, strict=True) if o.part == "output"}
     assert by_step[1][1].shown is Shown.RECEIVED
     trimmed_msg, trimmed = by_step[2]
@@ -124,13 +123,13 @@ def test_edit_between_reads_is_not_deduplicated() -> None:
         (reply("read", "-", "cat calc.py"), out("\n".join(edited))),
         *[(reply("x", "-", "true"), out("")) for _ in range(3)],
     ]
-    p = Renderer(Config(policy=Policy())).render(text_history(steps))
+    p = Renderer(seed_config(Policy())).render(text_history(steps))
     shown = {o.step: o.shown for o in p.origins if o.part == "output"}
     assert shown[3] is Shown.RECEIVED
     # the same read without the edit in between is deduplicated
     steps[1] = (reply("look", "-", "ls"), out("calc.py"))
     steps[2] = (reply("read", "-", "cat calc.py"), out("\n".join(lines)))
-    p2 = Renderer(Config(policy=Policy())).render(text_history(steps))
+    p2 = Renderer(seed_config(Policy())).render(text_history(steps))
     assert {o.step: o.shown for o in p2.origins if o.part == "output"}[3] is Shown.STUB
 
 
@@ -142,7 +141,7 @@ def test_no_stub_points_at_a_folded_step() -> None:
         (reply("read again", "-", "cat calc.py"), out("\n".join(lines))),
         *[(reply("x", "-", "true"), out("")) for _ in range(6)],
     ]
-    p = Renderer(Config(policy=Policy())).render(text_history(steps))
+    p = Renderer(seed_config(Policy())).render(text_history(steps))
     shown = {o.step: o.shown for o in p.origins if o.part == "output"}
     assert 1 not in shown  # folded
     assert shown[3] is Shown.RECEIVED  # its twin is gone, so it must stay
@@ -153,7 +152,7 @@ def test_tool_calls_fold_with_their_results() -> None:
         (f"PROGRESS: s{i}\nSTALE: {'1' if i == 3 else '-'}", [(f"echo {i}", f"out {i}"), (f"echo {i}b", "more")])
         for i in range(1, 8)
     ]
-    p = Renderer(Config(policy=Policy())).render(tool_history(steps))
+    p = Renderer(seed_config(Policy())).render(tool_history(steps))
     ids = {c["id"] for m in p.messages for c in m.get("tool_calls") or []}
     results = [m for m in p.messages if m["role"] == "tool"]
     assert {m["tool_call_id"] for m in results} == ids  # no orphan results, no orphan calls
@@ -163,27 +162,27 @@ def test_tool_calls_fold_with_their_results() -> None:
 
 def test_restore_is_byte_exact_and_reversible_off() -> None:
     h = text_history(file_read_steps())
-    r = Renderer(Config(policy=Policy()))
+    r = Renderer(seed_config(Policy()))
     first = r.received(h, 3)
     text = restore_text(h, [3])
     assert first[1]["content"] in text and first[0]["content"] in text
     assert "nothing was run again" in text
     off = restore_text(h, [3], Policy(reversible=False))
     assert "cannot be brought back" in off
-    p = Renderer(Config(policy=Policy(reversible=False))).render(h)
+    p = Renderer(seed_config(Policy(reversible=False))).render(h)
     assert "restore" not in "".join(str(m["content"]) for m in p.messages[1:])
 
 
 def test_chunk_off_acts_immediately() -> None:
     h = text_history(stale_run({2: "1"}, 3))
-    p = Renderer(Config(policy=Policy(chunk=False))).render(h)
+    p = Renderer(seed_config(Policy(chunk=False))).render(h)
     assert p.stats.boundary == 3 and p.stats.folded_steps == 1
 
 
 def test_masking_is_restorable_and_boundary_keyed() -> None:
     steps = [(reply(f"s{i}", "-", f"cat big{i}.txt"), out(f"line {i}\n" * 100)) for i in range(1, 13)]
     h = text_history(steps)
-    p = Renderer(Config(policy=Policy(mask_after=3))).render(h, 12)  # b=9: steps 1..6 masked
+    p = Renderer(seed_config(Policy(mask_after=3))).render(h, 12)  # b=9: steps 1..6 masked
     masked = sorted(o.step for o in p.origins if o.part == "output" and o.shown is Shown.NOTE)
     assert masked == [1, 2, 3, 4, 5, 6]
     text = next(m["content"] for m, o in zip(p.messages, p.origins, strict=True) if o.step == 2 and o.part == "output")
@@ -192,17 +191,17 @@ def test_masking_is_restorable_and_boundary_keyed() -> None:
 
 def test_incremental_equals_from_scratch() -> None:
     h = text_history(file_read_steps() + stale_run({3: "1, 2", 4: "3"}, 8))
-    inc = Renderer(Config(policy=Policy()))
+    inc = Renderer(seed_config(Policy()))
     for t in range(len(h) + 1):
         a = inc.render(h, t)
-        b = Renderer(Config(policy=Policy())).render(h, t)
+        b = Renderer(seed_config(Policy())).render(h, t)
         assert a.messages == b.messages and a.origins == b.origins
 
 
 def test_render_rejects_bad_t() -> None:
     h = text_history(stale_run({}, 2))
     with pytest.raises(ValueError, match="outside"):
-        Renderer().render(h, 5)
+        Renderer(seed_config()).render(h, 5)
 
 
 def test_protocol_joins_a_developer_message() -> None:
@@ -210,6 +209,6 @@ def test_protocol_joins_a_developer_message() -> None:
 
     h = History([{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "task"}])
     h.append({"role": "assistant", "content": "PROGRESS: a\nSTALE: -\n```bash\nls\n```"}, [{"role": "user", "content": "x"}])
-    msgs = Renderer().render(h).messages
+    msgs = Renderer(seed_config()).render(h).messages
     assert [m["role"] for m in msgs[:2]] == ["developer", "user"]
     assert msgs[0]["content"].startswith("Be brief.") and "PROGRESS:" in msgs[0]["content"]

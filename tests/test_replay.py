@@ -191,7 +191,7 @@ def _json_schema_check(report: dict[str, Any]) -> None:
             for k, typ in keys.items():
                 assert isinstance(m[k], typ), (k, m[k])
             assert m["prompt_tokens"] == m["cached_tokens"] + m["recomputed_tokens"]
-        assert set(task["reported"]) == {"prompt_tokens", "cached_tokens"}
+        assert set(task["reported"]) == {"prompt_tokens", "cached_tokens", "completion_tokens"}
 
 
 def _strip_timing(obj: Any) -> Any:
@@ -213,7 +213,7 @@ def test_replay_all_policies_schema_and_determinism(tmp_path: Path) -> None:
     mini = r1["tasks"][0]
     assert set(mini["policies"]) == set(POLICIES)
     assert mini["reported"]["prompt_tokens"] > 0  # the mini run stores provider usage
-    assert r1["tasks"][1]["reported"] == {"prompt_tokens": None, "cached_tokens": None}
+    assert r1["tasks"][1]["reported"] == {"prompt_tokens": None, "cached_tokens": None, "completion_tokens": None}
     assert mini["cache_validation"]["profiles"]["openai"]["mae_per_call"] >= 0
     base, masking = mini["policies"]["base"], mini["policies"]["masking"]
     assert base["removed_tokens_restorable"] == base["removed_tokens_lost"] == 0

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refold.config import Config
 from refold.errors import TrajectoryError
 from refold.history import History, load
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.policy import Policy
 from refold.render import Renderer
 
+from builders import seed_config
 from conftest import real_trajectories
 
 REAL = {p.name: json.loads(gzip.decompress(p.read_bytes()) if p.read_bytes()[:2] == b"\x1f\x8b" else p.read_bytes()) for p in real_trajectories()}
@@ -79,7 +79,7 @@ def _check(path: Path) -> None:
         assert "\n" not in text and str(path) in text and len(text) < 600, text
         return
     for policy in (Policy(), Policy(mask_after=2, k=2)):
-        r = Renderer(Config(policy=policy, ledger=LedgerPolicy(budget_tokens=50_000)))
+        r = Renderer(seed_config(policy, ledger=LedgerPolicy(budget_tokens=50_000)))
         for t in range(len(h) + 1):
             r.render(h, t)
 
@@ -134,7 +134,7 @@ def test_malformed_files(tmp_path: Path, raw: bytes, steps: int | None) -> None:
         return
     h = load(path)
     assert len(h) == steps
-    Renderer().render(h)
+    Renderer(seed_config()).render(h)
 
 
 def test_sweagent_demonstrations_are_prefix_not_steps(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_sweagent_demonstrations_are_prefix_not_steps(tmp_path: Path) -> None:
     h = load(path)
     assert len(h) == 1 and h.step(1).reply_text == "real reply"
     assert [m["content"] for m in h.prefix] == ["You are SWE-agent.", "demo task", "demo reply", "demo output", "the real task"]
-    assert all("is_demo" not in m for m in Renderer().render(h).messages)
+    assert all("is_demo" not in m for m in Renderer(seed_config()).render(h).messages)
 
 
 def test_sweagent_trajectory_without_history(tmp_path: Path) -> None:
@@ -187,5 +187,5 @@ def test_mini2_format_error_and_exit_messages() -> None:
     h = History.from_messages(msgs)
     assert len(h) == 1 and len(h.prefix) == 3
     assert [a.command for a in h.step(1).actions] == ["ls", "pwd"]
-    p = Renderer().render(h)
+    p = Renderer(seed_config()).render(h)
     assert [m["role"] for m in p.messages] == ["system", "user", "user", "assistant", "tool", "tool", "user"]

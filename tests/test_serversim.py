@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refold.history import load
+from refold.history import History, load
 from refold.serversim import (
     Engine,
     ServerConfig,
@@ -250,7 +250,36 @@ def test_cli_runs_and_writes_json(tmp_path: Path) -> None:
     assert "SIMULATED" in res.stdout and "refold-best" in res.stdout
     report = json.loads(out.read_text())
     assert report["simulated"] is True and len(report["results"]) == 4
-    assert report["settings"]["kv_tokens"] == 100000
+    # the default model is hybrid: vLLM's aligned block (784) and 3 blocks of state per sequence
+    assert report["settings"]["block_size"] == 784 and report["settings"]["state_blocks_per_sequence"] == 3
+    assert report["settings"]["kv_tokens"] == 100000 // 784 * 784
+    assert "Uncalibrated:" in res.stdout and report["uncalibrated"]
+    res = _cli(str(RUN), "--tokenizer", "chars4", "--sessions", "1", "--kv-tokens", "100000", "--block-size", "16", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["settings"]["kv_tokens"] == 100000
+
+
+def test_hybrid_state_pins_blocks_and_hits_stop_at_the_prompt() -> None:
+    from refold.cache.kv import hybrid_block_size, state_blocks
+    from refold.serversim.engine import Engine, Request
+
+    assert hybrid_block_size("qwen3.6-27b") == 784 and hybrid_block_size("qwen3-next-80b-a3b") == 544
+    assert hybrid_block_size("qwen3-32b") is None and state_blocks("qwen3-32b", 16) == 0
+    assert state_blocks("qwen3.6-27b", 784) == 3
+    eng = Engine(9, 4, state_blocks=3)
+    req = Request(0, 0, 0, 0.0, prompt_len=8, out_len=2, hashes=[1, 2])
+    eng.add(req)
+    eng.schedule(0.0)
+    assert len(req.state) == 3 and eng.pool.pinned == 2 + 3  # prompt blocks + state
+    big = Request(1, 1, 0, 0.0, prompt_len=8, out_len=2, hashes=[3, 4])
+    eng.add(big)
+    plan = eng.schedule(0.0)
+    assert big not in [r for r, _ in plan.scheduled]  # its 2 KV + 3 state blocks exceed the 4 free
+    h = History.from_messages([{"role": "user", "content": "task " * 50}, {"role": "assistant", "content": "ok " * 40}, {"role": "user", "content": "out"}, {"role": "assistant", "content": "done"}])
+    full = build_trace(h, "base", tokenizer="chars4", block_size=4)
+    cut = build_trace(h, "base", tokenizer="chars4", block_size=4, prompt_only_hashes=True)
+    assert all(len(t.hashes) == (t.prompt_len - 1) // 4 for t in cut.turns)
+    assert len(full.turns[0].hashes) > len(cut.turns[0].hashes)
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refold.config import Config
 from refold.context_commands import answer_command, command_from_tool_call, intercept
 from refold.history import History
 from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
@@ -20,7 +19,7 @@ from refold.render import Renderer
 from refold.restore import restore_text
 from refold.types import Rendered, Shown, content_text
 
-from builders import SYSTEM, TASK, numbered
+from builders import SYSTEM, TASK, numbered, seed_config
 
 GOOD = "add used subtraction at calc.py:3, so the test failed; fixed it there"
 
@@ -47,7 +46,7 @@ class Session:
         self.answers: list[str] = []
 
     def renderer(self) -> Renderer:
-        return Renderer(Config(policy=self.policy, spans=self.spans, ledger=self.ledger))
+        return Renderer(seed_config(self.policy, spans=self.spans, ledger=self.ledger))
 
     def step(self, command: str, output: str = "", *, progress: str | None = None, stale: str = "-") -> str:
         i = len(self.h) + 1
@@ -184,7 +183,7 @@ def test_refusal_rules_are_configurable_and_recorded_results_win() -> None:
     assert "folded" in s.step('fold_span "ok"')
     assert s.h.step(2).meta["refold_result"] == [{"name": "fold_span", "ok": True, "target": "S1"}]
     # replayed under the strict default policy, the recorded outcome still decides
-    assert blocks(Renderer().render(s.h))
+    assert blocks(Renderer(seed_config()).render(s.h))
     s2 = Session()
     s2.step('fold_span "nothing is open, so this is refused"')
     assert "no span is open" in s2.answers[0]

@@ -27,6 +27,8 @@ from refold.viewer.data import build_data, display_text
 from refold.viewer.encode import TextTable, decode, split_lines
 from refold.viewer.variants import build_variants, mechanism_id
 
+from builders import seed_config
+
 MARKER = "ORIGINAL-CALC-MARKER"
 HOSTILE = "</script><script>document.title='pwned'</script><!-- <img src=x onerror=alert(1)>"
 
@@ -172,7 +174,7 @@ def _text(data: dict[str, Any], pid: int) -> str:
 
 
 def test_fixture_exercises_every_mechanism(run: History) -> None:
-    r = Renderer(Config(policy=Policy()))
+    r = Renderer(seed_config(Policy()))
     kinds: set[str] = set()
     for t in range(len(run)):
         kinds.update(o.shown.value for o in r.render(run, t).origins)

@@ -51,7 +51,9 @@ class BoundaryConfig(BaseModel):
     """``fixed``: the seed's b_t, every k calls. ``cost``: move to b_t only when the tokens it saves
     over the calls still expected pay for the recomputation the move causes."""
     min_remaining: int = Field(5, ge=1, le=10_000)
-    """The cost rule expects R = max(min_remaining, t) more calls after call t."""
+    """The cost rule expects R = max(min_remaining, t) more calls after call t ..."""
+    remaining: int | None = Field(None, ge=1, le=10_000)
+    """... or exactly this many, whatever t is (a fixed horizon)."""
     cache_ttl_s: float | None = Field(None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
 

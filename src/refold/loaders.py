@@ -12,6 +12,8 @@ from typing import Any
 
 from .errors import TrajectoryError
 from .history import History
+
+__all__ = ["AGENT_SEP", "agent_names", "detect_format", "load", "load_all", "read_json", "split_source", "unreplied_calls"]
 from .types import Message
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -79,44 +81,185 @@ def detect_format(data: Any) -> str:
     )
 
 
-def load(path: str | Path) -> History:
-    """Load a recorded run: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, refold runs, message lists."""
+AGENT_SEP = "#"
+"""``FILE#Agent`` names one agent's session of a multi-agent file (``run.traj#Programmer``)."""
+
+
+def split_source(path: str | Path) -> tuple[str, str | None]:
+    """``("run.traj", "Programmer")`` for ``run.traj#Programmer``; a path that exists as given is
+    never split (a ``#`` may be part of a file name)."""
     name = str(path)
-    data = read_json(path)
+    if AGENT_SEP not in name or _exists(name):
+        return name, None
+    file, _, agent = name.rpartition(AGENT_SEP)
+    return (file, agent) if file and agent else (name, None)
+
+
+def _exists(name: str) -> bool:
+    try:
+        return Path(name).exists()
+    except OSError:  # e.g. a name too long for the file system
+        return False
+
+
+def agent_names(data: Any) -> list[str]:
+    """The agents of a multi-agent SWE-agent/CodeR file, in order of first appearance.
+
+    One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("history"), list):
+        return []
+    names = list(
+        dict.fromkeys(
+            m["agent"] for m in data["history"] if isinstance(m, dict) and isinstance(m.get("agent"), str)
+        )
+    )
+    return names if len(names) > 1 else []
+
+
+def load(path: str | Path) -> History:
+    """Load a recorded run: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, refold runs, message lists.
+
+    A multi-agent file (CodeR: each ``history[]`` entry names its ``agent``) holds one conversation
+    per agent, each sent to the model on its own: ``load("run.traj#Programmer")`` loads one of
+    them, ``load_all`` every one. ``load`` of such a file without an agent is an error naming the
+    agents, because merging them would replay prompts no model was sent.
+    """
+    file, agent = split_source(path)
+    data = read_json(file)
+    names = agent_names(data)
+    if agent is None and names:
+        raise TrajectoryError(
+            file,
+            f"holds {len(names)} agents ({_listed(names)}); load one as '{file}{AGENT_SEP}{_short(names[0])}' "
+            "or all with refold.loaders.load_all",
+        )
+    if agent is not None and agent not in names:
+        known = _listed(names) if names else "none: it is a single-agent file"
+        raise TrajectoryError(file, f"no agent {_short(agent)!r} (agents: {known})")
+    return _history(data, file, agent)
+
+
+def _short(name: str, limit: int = 40) -> str:
+    name = " ".join(name.split())
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
+def _listed(names: list[str], limit: int = 8) -> str:
+    """Agent names for a one-line error (a mangled file may hold thousands, or huge ones)."""
+    shown = ", ".join(_short(n) for n in names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def load_all(path: str | Path) -> list[History]:
+    """Every session of a file: one ``History`` per agent of a multi-agent file (``source`` and
+    ``meta["session"]`` are ``FILE#Agent``), else ``[load(path)]``. ``FILE#Agent`` gives that one."""
+    file, agent = split_source(path)
+    if agent is not None:
+        return [load(path)]
+    data = read_json(file)
+    names = agent_names(data)
+    if not names:
+        return [_history(data, file, None)]
+    return [_history(data, file, a) for a in names]
+
+
+def _file_stats(data: dict[str, Any]) -> dict[str, Any]:
+    info = data.get("info")
+    stats = info.get("model_stats") if isinstance(info, dict) else None
+    if not isinstance(stats, dict):
+        return {}
+    return {
+        k: stats[k]
+        for k in ("api_calls", "tokens_sent", "tokens_received", "instance_cost")
+        if isinstance(stats.get(k), int | float) and not isinstance(stats.get(k), bool)
+    }
+
+
+def _model_name(data: dict[str, Any]) -> str | None:
+    info = data.get("info")
+    config = info.get("config") if isinstance(info, dict) else None
+    model = config.get("model") if isinstance(config, dict) else None
+    name = model.get("model_name") if isinstance(model, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _history(data: Any, name: str, agent: str | None) -> History:
     try:
         fmt = detect_format(data)
     except ValueError as e:
         raise TrajectoryError(name, str(e)) from None
+    source = name if agent is None else f"{name}{AGENT_SEP}{agent}"
     if fmt == "swe-agent":
-        messages = _sweagent_messages(data, name)
+        messages = _sweagent_messages(data, name, agent)
     else:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
-    meta: dict[str, Any] = {"format": fmt, "path": name}
+    meta: dict[str, Any] = {"format": fmt, "path": name, "session": source}
     if isinstance(data, dict):
         info = data.get("info") or {}
+        stats = _file_stats(data)
         if isinstance(info, dict):
             meta["exit_status"] = info.get("exit_status")
-            stats = info.get("model_stats") or {}
-            meta["api_calls"] = stats.get("api_calls") if isinstance(stats, dict) else None
+            # a multi-agent file's stats are the whole file's: kept apart from the agent's own
+            meta["api_calls"] = stats.get("api_calls") if agent is None else None
+        if stats:
+            meta["file_stats"] = stats
         meta["instance_id"] = data.get("instance_id")
+        model = _model_name(data)
+        if model:
+            meta["model"] = model
         config = info.get("config") if isinstance(info, dict) else None
         if isinstance(config, dict) and isinstance(config.get("refold"), dict):
             meta["refold_config"] = config["refold"]  # how a refold run rendered (replay reuses it)
+    if agent is not None:
+        meta["agent"] = agent
     try:
-        history = History.from_messages(messages, source=name, meta=meta)
+        history = History.from_messages(messages, source=source, meta=meta)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as e:
         reason = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-        raise TrajectoryError(name, f"malformed trajectory ({reason})") from None
+        raise TrajectoryError(source, f"malformed trajectory ({reason})") from None
     if not history.prefix and not len(history):
-        raise TrajectoryError(name, "trajectory has no messages")
+        raise TrajectoryError(source, "trajectory has no messages")
     if not len(history):
-        raise TrajectoryError(name, "trajectory has no assistant replies (no model calls to render)")
+        raise TrajectoryError(source, "trajectory has no assistant replies (no model calls to render)")
+    unreplied = unreplied_calls(messages)
+    if unreplied:
+        history.meta["unreplied"] = unreplied
+    if any(s.reply.get("tool_calls") for s in history.steps):
+        history.meta["tool_calls"] = True  # the requests carried tool schemas (see refold.tokens)
     return history
 
 
-def _sweagent_messages(data: dict[str, Any], name: str) -> list[Message]:
+def unreplied_calls(messages: list[Any]) -> list[dict[str, Any]]:
+    """Model calls whose reply was not stored (mini 2.x: a ``user`` message with
+    ``extra.interrupt_type`` that does not answer an assistant message, e.g. ``FormatError``).
+
+    The call's prompt was every message before the interrupt. Each entry places it in the
+    History: ``{"step": t, "observations": j, "type": ...}`` = after step t's reply and its first
+    j observations (t = 0: within the prefix, j = prefix messages sent). The History itself stays
+    one step per stored reply; replay reads this list from ``History.meta["unreplied"]``.
+    """
+    out: list[dict[str, Any]] = []
+    step, seen, prev_role = 0, 0, None
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
+            continue
+        role = m["role"]
+        if role == "assistant" and not (step == 0 and m.get("is_demo")):
+            step, seen = step + 1, 0
+        else:
+            extra = m.get("extra")
+            kind = extra.get("interrupt_type") if isinstance(extra, dict) else None
+            if isinstance(kind, str) and kind and prev_role != "assistant":
+                out.append({"step": step, "observations": seen, "type": kind})
+            seen += 1
+        prev_role = role
+    return out
+
+
+def _sweagent_messages(data: dict[str, Any], name: str, agent: str | None = None) -> list[Message]:
     history = data.get("history")
     if history is None and isinstance(data.get("trajectory"), list):
         return _sweagent_from_trajectory(data["trajectory"], name)
@@ -126,6 +269,8 @@ def _sweagent_messages(data: dict[str, Any], name: str) -> list[Message]:
     for i, m in enumerate(history):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise TrajectoryError(name, f"history[{i}] has no 'role'")
+        if agent is not None and m.get("agent") != agent:
+            continue  # another agent's conversation: never part of this one's prompts
         msg: Message = {"role": m["role"], "content": m.get("content", "")}
         if m.get("is_demo"):
             msg["is_demo"] = True  # a demonstration: prompt prefix, not a model call

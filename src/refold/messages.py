@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .mechanisms.summary import command_line, summarize
 from .protocol import CM
-from .types import Message, Step
+from .types import Action, Message, Step
 
 _API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
-__all__ = ["clean", "label", "mask_text", "with_content", "with_text"]
+__all__ = ["action_of", "clean", "label", "mask_note", "mask_text", "with_content", "with_text"]
 
 
 def clean(message: Message) -> Message:
@@ -39,7 +40,55 @@ def label(step: int, body: str) -> str:
     return f"[step {step}]\n{body}"
 
 
-def mask_text(step: Step, *, reversible: bool) -> str:
-    lines = sum(t.count("\n") + 1 for t in step.output_texts)
+def action_of(step: Step, j: int) -> Action | None:
+    """The action whose output is observation ``j``: by tool-call id, else by position."""
+    obs = step.observations[j] if 0 <= j < len(step.observations) else {}
+    call_id = obs.get("tool_call_id")
+    if call_id:
+        return next((a for a in step.actions if a.tool_call_id == call_id), None)
+    if any(o.get("tool_call_id") for o in step.observations):
+        return None  # a tool-call step: a message without an id answers no call (e.g. a format error)
+    return step.actions[j] if j < len(step.actions) else None
+
+
+def mask_note(step: Step, j: int, *, reversible: bool) -> str:
+    """What replaces observation ``j`` of ``step`` when masking hides it (one line after the label).
+
+    Names the step, the command, the recorded exit status, the size of THIS output and a
+    one-line summary made without a model call, so the agent can decide whether to restore it.
+    """
+    texts = step.output_texts
+    text = texts[j] if 0 <= j < len(texts) else ""
+    action = action_of(step, j)
+    command, tool = (action.command, action.tool) if action else ("", "bash")
+    s = summarize(command, text, tool)
+    which = "Hidden output" if len(texts) <= 1 else f"Hidden output {j + 1} of {len(texts)}"
+    shown = command_line(tool, command, 60) if command.strip() else ""
+    lines = text.count("\n") + 1 if text else 0
+    facts = ([f"exit {s.status}"] if s.status is not None else []) + [
+        f"{lines:,} line{'' if lines == 1 else 's'}, {len(text):,} chars"
+    ]
+    summary = s.text
+    head, _, rest = summary.partition(" ")
+    if s.kind == "read" and rest and head in shown:  # the command already names the file
+        summary = rest
+    end = "" if summary.endswith((".", "\u2026", "!", "?")) else "."
+    what = f" of `{shown}`" if shown else ""
     hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."
-    return f"[step {step.index}]\n{CM} Output of step {step.index} ({lines} lines) hidden to save context.{hint}"
+    return f"[step {step.index}]\n{CM} {which}{what} ({'; '.join(facts)}): {summary}{end}{hint}"
+
+
+def mask_text(step: Step, *, reversible: bool) -> str:
+    """The mask note of a step's only output (kept for callers that do not pass the output index).
+
+    A step with several outputs gets one step-wide note, since the output it stands for is unknown;
+    callers that know it use ``mask_note``.
+    """
+    if len(step.observations) <= 1:
+        return mask_note(step, 0, reversible=reversible)
+    lines = sum(t.count("\n") + 1 for t in step.output_texts)
+    hint = f" `restore {step.index}` shows them." if reversible else " They cannot be restored."
+    return (
+        f"[step {step.index}]\n{CM} Outputs of step {step.index} ({len(step.observations)} outputs, "
+        f"{lines:,} lines in all) hidden to save context.{hint}"
+    )

@@ -42,6 +42,9 @@ class Policy(BaseModel):
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
     mask_min_chars: int = Field(400, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
+    restore_hold: int = Field(10, ge=0)
+    """A restored step stays as restored (never stubbed, masked only this many steps after the
+    boundary passes it) unless the agent marks it STALE: an agent working from it keeps seeing it."""
     mask_replies: bool = True
     """With masking, replies as old as masked outputs keep only their head, first line and commands
     (their reasoning restorable), whatever their outputs' size."""

@@ -329,26 +329,38 @@ def response_format_lines(k: int) -> str:
     )
 
 
-def system_section(k: int, *, reversible: bool = True, include_format: bool = True) -> str:
+def system_section(
+    k: int, *, reversible: bool = True, include_format: bool = True, masking: bool = True, chunk: bool = True
+) -> str:
     """Appended to the system prompt when refold renders the agent's context.
 
     ``include_format=False`` leaves out the PROGRESS/STALE instructions, for agents whose own
     prompt already carries them (``response_format_lines``), so they appear only once.
+    ``masking=False`` leaves out the mask note, for renderings that never mask; ``chunk=False``
+    says that the shorter forms may change at any call (no boundary).
     """
+    kinds = [
+        "- pointer: an output repeating what an earlier step shows, replaced by a line naming that `[step N]`.",
+        "- trim: lines repeated from an earlier step were cut; the marker names them and that step.",
+        "- fold note: steps you marked STALE, reply and output, as one line each.",
+    ]
+    if masking:
+        kinds.append("- mask note: an old output hidden, with its command, exit status, size and a mechanical one-line summary.")
     restore = (
-        "The command `restore <step>` (also `restore 3 5` or `restore 3-5`) shows the reply, command "
-        "and output of a step again, byte for byte as first shown, without running anything; "
-        "re-running the original command would show the current state instead."
+        "`restore <step>` (or `restore 3 5`, `restore 3-5`) shows a step's reply, command and output again, "
+        "byte for byte, without running anything (re-running a command shows the current state instead). "
+        "Restore before relying on details an omission does not show."
         if reversible
         else "Omitted content cannot be brought back; re-run a command to see its current output."
     )
+    when = f"; this changes at most every {k} steps" if chunk else ""
     return (
         "\n\n## Context management\n"
-        "To keep the context short, earlier tool outputs are shown in a condensed form: output that "
-        "repeats what an earlier step still shows is replaced by a pointer to that step, and steps you "
-        f"marked STALE are folded into a one-line note. This happens only every {k} steps and only to "
-        f"older steps. Each omission is marked by a `{CM}` line, which is NOT an error from your "
-        "commands: it says what was omitted and where the same content still is. " + restore
+        f"Older tool outputs may be shown in a shorter form{when}. Each omission is marked by a `{CM}` "
+        "line, written by the context manager (NOT an error from your commands):\n"
+        + "\n".join(kinds)
+        + "\n"
+        + restore
         + ("\n\n" + response_format_lines(k) if include_format else "")
     )
 
@@ -389,6 +401,7 @@ def span_section(*, min_chars: int = 40) -> str:
         "test results, files created); the searches and dead ends fold away. A conclusion must carry "
         f"the why, not just the what (at least {min_chars} characters, with `because`, `since`, `so`, "
         "`therefore`, `due to`, or a `file:line` reference), or it is refused and the span stays open. "
+        "A folded span is one `[context-manager]` block in place of its steps. "
         "Spans nest: a `begin_span` inside an open span opens an inner one. `expand <span id>` shows a "
         "folded span one level deep; `restore <step>` shows any step. Fold promptly: a fold costs only "
         "the context after the span's start."
@@ -400,8 +413,9 @@ def ledger_section(budget: str | None = None) -> str:
     text = (
         "\n\n## The ledger of outputs\n"
         "Every tool output is an object with the id of its step (`7`, or `7.2` for the second output "
-        "of step 7). `fold <id>` replaces an output by a one-line summary, `drop <id>` removes it "
-        "(both take effect at the next context refresh); `expand <id>` shows it again as first shown; "
+        "of step 7). `fold <id>` replaces an output by a one-line summary, `drop <id>` removes it and "
+        "leaves a one-line marker (both take effect at the next context refresh); `expand <id>` "
+        "shows it again as first shown; "
         '`search_ledger "<words>"` searches every output, folded or not, and lists matching ids; '
         "`search_ledger *` lists the whole ledger. "
         "Nothing runs again for any of these."

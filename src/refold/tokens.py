@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 __all__ = [
+    "MINI_BASH_TOOL",
     "TOKENIZER_NAMES",
     "Tokenizer",
     "clear_message_cache",
@@ -28,6 +29,8 @@ __all__ = [
     "message_tokens",
     "prompt_token_ids",
     "tokenizer_name",
+    "tools_text",
+    "tools_token_ids",
 ]
 
 
@@ -174,6 +177,7 @@ def clear_message_cache() -> None:
     with _cache_lock:
         _cache.clear()
         _priming_ids.clear()
+        _tools_cache.clear()
 
 
 def _text_of(content: object) -> str:
@@ -227,15 +231,42 @@ def _qwen_segments(msg: Mapping[str, Any], open_turn: bool, close_turn: bool) ->
     return segs + [None, IM_END, "\n"]
 
 
-def _openai_segments(msg: Mapping[str, Any]) -> list[str | None]:
+# OpenAI's framing of tool-call turns is not published; these counts are fitted on recorded
+# gpt-5-mini usage (o200k, mini-swe-agent 2.2.4, 11 runs, every call exact; see
+# benchmarks/bench_request_tokens.py): each tool call costs 8 framing tokens more than the
+# cookbook's 3/message, its tool result 3 more, and text next to tool calls 7 more (a message
+# of its own). cl100k keeps the cookbook counts (exact on CodeR/GPT-4-Turbo, which sends no tools).
+FRAME = "<|frame|>"
+_TOOL_FRAMING: dict[str, tuple[int, int, int]] = {"o200k": (8, 3, 7)}
+
+
+def _compact_json(args: str) -> str:
+    # The provider re-serializes the arguments it shows the model (a recorded '"timeout":  1'
+    # counts as '"timeout":1').
+    try:
+        return json.dumps(json.loads(args), ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, TypeError, RecursionError):
+        return args
+
+
+def _openai_segments(msg: Mapping[str, Any], framing: tuple[int, int, int] | None) -> list[str | None]:
     # <|im_start|>role<|im_sep|>content<|im_end|>: 3 specials/message, +1 when a name is set.
-    segs: list[str | None] = [None, IM_START, str(msg.get("role", "user")), None, IM_SEP]
+    role = str(msg.get("role", "user"))
+    segs: list[str | None] = [None, IM_START, role, None, IM_SEP]
     if msg.get("name"):
         segs += [str(msg["name"]), None, IM_SEP]
-    segs.append(_text_of(msg.get("content")))
-    for call in msg.get("tool_calls") or []:
+    content = _text_of(msg.get("content"))
+    segs.append(content)
+    calls = msg.get("tool_calls") or []
+    for call in calls:
         name, args = _call_parts(call)
-        segs += [None, IM_SEP, name, None, IM_SEP, args]
+        segs += [None, IM_SEP, name, None, IM_SEP, _compact_json(args) if framing else args]
+    if framing is not None:
+        per_call, per_result, text_with_calls = framing
+        extra = per_call * len(calls) + (text_with_calls if calls and content else 0)
+        extra += per_result if role == "tool" else 0
+        for _ in range(extra):
+            segs += [None, FRAME]
     return segs + [None, IM_END]
 
 
@@ -277,7 +308,11 @@ def _message_ids(
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    segs = _qwen_segments(msg, open_turn, close_turn) if qwen else _openai_segments(msg)
+    segs = (
+        _qwen_segments(msg, open_turn, close_turn)
+        if qwen
+        else _openai_segments(msg, _TOOL_FRAMING.get(tok.name))
+    )
     ids = _render(tok, segs)
     with _cache_lock:
         _cache[key] = ids
@@ -323,23 +358,146 @@ def _priming(tok: Tokenizer) -> tuple[int, ...]:
 
 
 def prompt_token_ids(
-    messages: Sequence[Mapping[str, Any]], tok: Tokenizer, add_generation_prompt: bool = True
+    messages: Sequence[Mapping[str, Any]],
+    tok: Tokenizer,
+    add_generation_prompt: bool = True,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[int]:
-    """Concatenated template ids of ``messages`` (+ reply priming), for prefix-cache simulation."""
+    """Concatenated template ids of ``messages`` (+ reply priming), for prefix-cache simulation.
+
+    ``tools`` (OpenAI function schemas sent with the request) are counted where the provider
+    puts them: before the messages for OpenAI, inside the system turn for Qwen.
+    """
     ids: list[int] = []
-    for msg, (o, c) in zip(messages, _turn_flags(messages, tok), strict=True):
-        ids.extend(_message_ids(msg, tok, o, c))
+    msgs, qwen_tools = _with_tools(messages, tok, tools)
+    if tools and not qwen_tools:
+        ids.extend(tools_token_ids(tools, tok))
+    for i, (msg, (o, c)) in enumerate(zip(msgs, _turn_flags(msgs, tok), strict=True)):
+        ids.extend(_qwen_system_ids(msg, tok, qwen_tools) if i == 0 and qwen_tools else _message_ids(msg, tok, o, c))
     if add_generation_prompt:
         ids.extend(_priming(tok))
     return ids
 
 
 def count_messages(
-    messages: Sequence[Mapping[str, Any]], tok: Tokenizer, add_generation_prompt: bool = True
+    messages: Sequence[Mapping[str, Any]],
+    tok: Tokenizer,
+    add_generation_prompt: bool = True,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> int:
-    """Prompt tokens for ``messages``: sum of per-message template tokens + reply priming."""
+    """Prompt tokens for ``messages`` (and ``tools``): per-message template tokens + reply priming."""
+    if tools:
+        return len(prompt_token_ids(messages, tok, add_generation_prompt, tools))
     total = sum(
         len(_message_ids(msg, tok, o, c))
         for msg, (o, c) in zip(messages, _turn_flags(messages, tok), strict=True)
     )
     return total + (len(_priming(tok)) if add_generation_prompt else 0)
+
+
+# ---- tool schemas ---------------------------------------------------------------------------
+
+MINI_BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
+            "required": ["command"],
+        },
+    },
+}
+"""mini-swe-agent 2.x's one tool (``minisweagent/models/utils/actions_toolcall.py``, MIT)."""
+
+# Tokens OpenAI adds around a request's tool block beyond the TypeScript text below (the
+# system/developer header it writes when tools are present). Fitted: gpt-5-mini's first call
+# is 121 o200k tokens over the cookbook count with mini's bash tool, 38 of them the schema
+# text. cl100k with tools is uncalibrated (no recorded run sends tools): 0.
+_TOOLS_OVERHEAD = {"o200k": 83}
+
+
+def _ts_type(schema: Mapping[str, Any]) -> str:
+    t = schema.get("type")
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    if t == "array":
+        items = schema.get("items")
+        return f"{_ts_type(items) if isinstance(items, Mapping) else 'any'}[]"
+    if t == "integer":
+        return "number"
+    return t if isinstance(t, str) else "any"
+
+
+def tools_text(tools: Sequence[Mapping[str, Any]], template: str = "openai") -> str:
+    """The text a chat template makes of function schemas.
+
+    ``openai``: the TypeScript namespace OpenAI's models are shown (as in its harmony format);
+    ``qwen``: the ``# Tools`` block of Qwen3's chat template (JSON per tool in ``<tools>``).
+    """
+    if template == "qwen":
+        body = "".join("\n" + json.dumps(t, ensure_ascii=False) for t in tools)
+        return (
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+            + body
+            + "\n</tools>\n\nFor each function call, return a json object with function name and "
+            "arguments within <tool_call></tool_call> XML tags:\n"
+        )
+    out = ["# Tools\n\n## functions\n\nnamespace functions {\n"]
+    for t in tools:
+        fn = t.get("function", t)
+        params = fn.get("parameters") or {}
+        props = params.get("properties") or {}
+        required = set(params.get("required") or [])
+        if fn.get("description"):
+            out.append(f"\n// {fn['description']}\n")
+        else:
+            out.append("\n")
+        if not props:
+            out.append(f"type {fn.get('name', '')} = () => any;\n")
+            continue
+        out.append(f"type {fn.get('name', '')} = (_: {{\n")
+        for key, spec in props.items():
+            spec = spec if isinstance(spec, Mapping) else {}
+            if spec.get("description"):
+                out.append(f"// {spec['description']}\n")
+            out.append(f"{key}{'' if key in required else '?'}: {_ts_type(spec)},\n")
+        out.append("}) => any;\n")
+    out.append("\n} // namespace functions")
+    return "".join(out)
+
+
+_tools_cache: dict[tuple[str, str], tuple[int, ...]] = {}
+
+
+def tools_token_ids(tools: Sequence[Mapping[str, Any]], tok: Tokenizer) -> list[int]:
+    """Ids of a request's tool block as an OpenAI-style model sees it (before the messages)."""
+    key = (tok.name, json.dumps(list(tools), sort_keys=True, default=str))
+    ids = _tools_cache.get(key)
+    if ids is None:
+        segs: list[str | None] = [None, FRAME] * _TOOLS_OVERHEAD.get(tok.name, 0)
+        segs.append(tools_text(tools, "openai"))
+        ids = _render(tok, segs)
+        _tools_cache[key] = ids
+    return list(ids)
+
+
+def _with_tools(
+    messages: Sequence[Mapping[str, Any]], tok: Tokenizer, tools: Sequence[Mapping[str, Any]] | None
+) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None]:
+    """For Qwen, a request with tools starts with a system turn that carries them."""
+    if not tools or getattr(tok, "template", "openai") != "qwen":
+        return messages, None
+    if messages and messages[0].get("role") in ("system", "developer"):
+        return messages, tools
+    return [{"role": "system", "content": None}, *messages], tools
+
+
+def _qwen_system_ids(msg: Mapping[str, Any], tok: Tokenizer, tools: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    content = _text_of(msg.get("content"))
+    head = content + "\n\n" if content else ""
+    segs: list[str | None] = [None, IM_START, "system\n" + head + tools_text(tools, "qwen"), None, TOOL_CALL]
+    segs += ['\n{"name": <function-name>, "arguments": <args-json-object>}\n', None, TOOL_CALL_END]
+    return _render(tok, [*segs, None, IM_END, "\n"])

@@ -125,6 +125,9 @@ class RenderStats:
     notes: int = 0
     restores: int = 0
     render_ms: float = 0.0
+    stable: int = 0
+    """Leading messages identical to the previous call's prompt (0: unknown, when t-1 was not rendered
+    just before): a cache breakpoint after them hits what the provider wrote last time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,20 @@ No tensor-parallel split: these are whole-model bytes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["KV_MODELS", "KvSpec", "kv_bytes", "kv_gib", "kv_spec", "session_peak_kv_bytes"]
+__all__ = [
+    "KV_MODELS",
+    "KvSpec",
+    "hybrid_block_size",
+    "kv_bytes",
+    "kv_gib",
+    "kv_spec",
+    "session_peak_kv_bytes",
+    "state_blocks",
+]
 
 GIB = 1 << 30
 
@@ -89,3 +99,25 @@ def session_peak_kv_bytes(model: str, requests: Iterable[tuple[int, int]], *, dt
     """Peak KV a session pins: the largest ``prompt + generated`` over its ``(prompt, generated)``."""
     peak = max((p + o for p, o in requests), default=0)
     return kv_bytes(model, peak, dtype_bytes=dtype_bytes, sequences=1 if peak else 0)
+
+
+def hybrid_block_size(model: str, *, align: int = 16, dtype_bytes: int = 2) -> int | None:
+    """vLLM's attention block size for a hybrid model (``_align_hybrid_block_size``, §1.9): raised
+    until one attention page (all KV layers) holds one layer's linear-attention state, in steps of
+    ``align`` (FlashAttention's 16). None for full-attention models.
+
+    Qwen3.5/3.6-27B: 784 (fp32 SSM state), 35B-A3B: 1056, Qwen3-Next-80B (bf16 state): 544.
+    """
+    spec = kv_spec(model)
+    if not spec.linear_layers:
+        return None
+    per_layer_state = spec.state_bytes(dtype_bytes) / spec.linear_layers
+    per_layer_token = spec.bytes_per_token(dtype_bytes) // spec.kv_layers
+    return align * math.ceil(per_layer_state / (align * per_layer_token))
+
+
+def state_blocks(model: str, block_size: int, *, dtype_bytes: int = 2) -> int:
+    """Blocks of ``block_size`` tokens one running sequence's fixed state takes (0 if none)."""
+    spec = kv_spec(model)
+    state = spec.state_bytes(dtype_bytes)
+    return math.ceil(state / (block_size * spec.bytes_per_token(dtype_bytes))) if state else 0

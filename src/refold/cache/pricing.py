@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_PRICES", "Price", "cost_usd", "load_prices"]
+__all__ = ["DEFAULT_PRICES", "MODEL_ALIASES", "Price", "cost_usd", "load_prices", "price_for_model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,33 @@ DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4.5": Price(3.00, 0.30, 3.75, 15.00),  # reads 0.1x, 5m writes 1.25x
     # [UNVERIFIED] base prices are placeholders; read ratio ~0.02x (V4-Flash), writes free.
     "deepseek-v4": Price(0.30, 0.006, None, 0.50),
+    # Checked against recorded per-call costs: OpenRouter's usage.cost on every dev run is
+    # 2.00/M uncached + 0.20/M cached + 12.00/M output (reasoning included), no write charge.
+    # Prompts over 200k tokens bill 4.00/0.40/18.00: not modeled (no dev prompt comes close).
+    "gemini-3-pro": Price(2.00, 0.20, None, 12.00),
+    # GPT-4-Turbo had no prompt caching; CodeR's instance_cost is exactly 10/M sent + 30/M received.
+    "gpt-4-turbo": Price(10.00, 10.00, None, 30.00),
 }
+
+MODEL_ALIASES: dict[str, str] = {
+    "gpt-4-1106-preview": "gpt-4-turbo",
+    "gpt-4-0125-preview": "gpt-4-turbo",
+    "gpt-4-turbo-preview": "gpt-4-turbo",
+}
+"""Model names whose price row has another name."""
+
+
+def price_for_model(model: str | None, table: dict[str, Price] | None = None) -> str | None:
+    """The price row of a recorded model name (``openai/gpt-5-mini``, ``google/gemini-3-pro-preview``):
+    an alias, else the longest row name the model's name contains; None when there is none."""
+    if not model:
+        return None
+    name = model.lower().rsplit("/", 1)[-1]
+    for alias, row in MODEL_ALIASES.items():
+        if alias in name:
+            return row
+    rows = [r for r in (table or DEFAULT_PRICES) if r.lower() in name]
+    return max(rows, key=len) if rows else None
 
 
 def cost_usd(

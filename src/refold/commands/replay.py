@@ -47,6 +47,9 @@ def _table(report: dict[str, Any]) -> Table:
         "ΔKV p50",
         "rm restorable",
         "rm lost",
+        "recomputed",
+        "needed",
+        "restore",
         "compact",
         "ms p50",
     ):
@@ -71,6 +74,9 @@ def _table(report: dict[str, Any]) -> Table:
             _pct(kv),
             f"{e['total_removed_tokens_restorable']:,.0f}",
             f"{e['total_removed_tokens_lost']:,.0f}",
+            f"{e['total_recomputed_tokens']:,.0f}",
+            f"{e['hidden_needed_rate']:.1%}",
+            f"{e['total_hidden_needed_restore_tokens']:,.0f}",
             f"{e['total_compactions']:.0f}",
             f"{e['median_render_ms_median']:.3f}",
         )
@@ -85,7 +91,8 @@ def replay(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz)."
+            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz); "
+            "a multi-agent file is replayed per agent, FILE#Agent picks one."
         ),
     ],
     policy: Annotated[
@@ -98,7 +105,10 @@ def replay(
     cache: Annotated[
         str, typer.Option(help="Prefix-cache simulator: vllm, sglang, openai, anthropic, deepseek, none.")
     ] = "vllm",
-    price: Annotated[str | None, typer.Option(help="Price table entry (default follows --cache).")] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(help="Price table entry (default follows --cache); 'auto': each run's recorded model."),
+    ] = None,
     prices: Annotated[
         Path | None, typer.Option(help="A JSON/TOML price table to add to the defaults.")
     ] = None,
@@ -148,7 +158,7 @@ def replay(
     err = Console(stderr=True)
     out = Console()
     if not out.is_terminal:
-        out = Console(width=max(out.width, 150))  # files and pipes get the whole table
+        out = Console(width=max(out.width, 180))  # files and pipes get the whole table
     start = time.perf_counter()
     with Progress(
         TextColumn("replay"),
@@ -162,13 +172,16 @@ def replay(
         task = progress.add_task("", total=len(files))
 
         def done(r: TaskResult) -> None:
-            progress.update(task, advance=1, description=Path(r.file).name)
+            # one file's agents are one result each: together they advance it by one file
+            progress.update(task, advance=1 / max(1, r.sessions), description=Path(r.file).name)
 
         results = replay_paths(files, settings, jobs=jobs, on_result=done)
     seconds = time.perf_counter() - start
     report = build_report(results, settings, seconds=seconds)
     out.print(_table(report))
-    out.print(f"{len(files)} files in {seconds:.1f} s with {jobs} job(s). {report['simulated']}")
+    sessions = len(results)
+    per_agent = f" ({sessions} sessions: multi-agent files per agent)" if sessions != len(files) else ""
+    out.print(f"{len(files)} files{per_agent} in {seconds:.1f} s with {jobs} job(s). {report['simulated']}")
     if json_out:
         write_output(json_out, json.dumps(report, indent=1, sort_keys=False) + "\n")
     if csv_out:
@@ -180,7 +193,7 @@ def replay(
     for r in failed:
         typer.echo(f"refold: failed: {r.file}: {r.error}", err=True)
     if failed:
-        typer.echo(f"refold: {len(failed)} of {len(files)} files failed", err=True)
+        typer.echo(f"refold: {len(failed)} of {len(results)} sessions failed", err=True)
         raise typer.Exit(1)
 
 

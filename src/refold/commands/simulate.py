@@ -15,8 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ..cache import kv_spec
-from ..errors import PolicyError
-from ..history import load
+from ..cache.kv import hybrid_block_size
+from ..cache.kv import state_blocks as state_blocks_for
+from ..errors import PolicyError, RefoldError
+from ..loaders import load_all
 from ..replay import POLICIES, STALE_SOURCES, collect_paths
 from ..serversim import (
     GPUS,
@@ -96,6 +98,24 @@ def _max_from_sweep(results: list[SimResult], ok: Any) -> int:
     return best
 
 
+def uncalibrated(model: str, hybrid: bool, step_model: str) -> list[str]:
+    """What the simulation assumes without a GPU measurement behind it (said in its output)."""
+    out = [
+        f"step time ({step_model}: MFU, bandwidth efficiency and overhead are priors)",
+        "activation reserve (4 GiB)",
+        "tool delay and arrival stagger (fixed, not from recorded timestamps)",
+        "output lengths of unreplied calls (the run's mean)",
+    ]
+    if hybrid:
+        out += [
+            f"{model} aligned block size and per-sequence state are derived from vLLM's formula "
+            "(cache_spec.md §1.9), not observed",
+            "hybrid hits stop at the previous prompt's checkpoint; cached states at boundaries are "
+            "not charged to the pool",
+        ]
+    return out
+
+
 def simulate_cmd(
     paths: Annotated[
         list[Path], typer.Argument(help="Trajectory files or folders (as refold replay reads).")
@@ -125,7 +145,10 @@ def simulate_cmd(
     step_model: Annotated[
         str, typer.Option("--step-model", help=f"Step-time model: {', '.join(STEP_MODELS)}.")
     ] = "roofline",
-    block_size: Annotated[int, typer.Option(help="KV block size in tokens.")] = 16,
+    block_size: Annotated[
+        int | None,
+        typer.Option(help="KV block size in tokens (default: 16, or vLLM's aligned size for hybrid models)."),
+    ] = None,
     max_batched_tokens: Annotated[int, typer.Option(help="max_num_batched_tokens per step.")] = 8192,
     tool_delay: Annotated[float, typer.Option(help="Seconds between a reply and the next request.")] = 2.0,
     stagger: Annotated[float, typer.Option(help="Session i starts at i * stagger seconds.")] = 1.0,
@@ -156,7 +179,7 @@ def simulate_cmd(
         raise PolicyError("give --kv-tokens or --gpu-gib, not both")
     if output_tokens is not None and output_tokens < 1:
         raise PolicyError(f"--output-tokens must be >= 1, got {output_tokens}")
-    if block_size < 1:
+    if block_size is not None and block_size < 1:
         raise PolicyError(f"--block-size must be >= 1, got {block_size}")
     gpu_spec(gpu)
     step_time = make_step_time(step_model, model, gpu)
@@ -164,6 +187,10 @@ def simulate_cmd(
         kv_spec(model)
     except ValueError as e:
         raise PolicyError(str(e)) from None
+    hybrid = hybrid_block_size(model)
+    if block_size is None:
+        block_size = hybrid or 16
+    state = state_blocks_for(model, block_size)
     if kv_tokens is not None:
         if kv_tokens < block_size:
             raise PolicyError(f"--kv-tokens must be at least one block ({block_size}), got {kv_tokens}")
@@ -172,7 +199,9 @@ def simulate_cmd(
         capacity = capacity_blocks_for(
             model, gpu_gib if gpu_gib is not None else gpu_spec(gpu).memory_gib, block_size=block_size
         )
-    cfg = ServerConfig(capacity, block_size, max_batched_tokens, tool_delay=tool_delay, stagger=stagger)
+    cfg = ServerConfig(
+        capacity, block_size, max_batched_tokens, tool_delay=tool_delay, stagger=stagger, state_blocks=state
+    )
     cfg.check()
     if json_out is not None:
         check_output(json_out, "--json")
@@ -184,10 +213,15 @@ def simulate_cmd(
     if not out.is_terminal:
         out = Console(width=max(out.width, 170))
     start = time.perf_counter()
-    histories = [load(f) for f in files]
+    histories = []
+    for f in files:  # one session per agent of a multi-agent file
+        try:
+            histories.extend(load_all(f))
+        except RefoldError as e:
+            raise PolicyError(str(e)) from None
     traces: dict[str, list[Trace]] = {}
     for name in names:
-        with err.status(f"rendering {len(files)} runs under {name}"):
+        with err.status(f"rendering {len(histories)} sessions under {name}"):
             traces[name] = [
                 build_trace(
                     h,
@@ -196,6 +230,7 @@ def simulate_cmd(
                     tokenizer=tokenizer,
                     block_size=block_size,
                     output_tokens=output_tokens,
+                    prompt_only_hashes=hybrid is not None,
                 )
                 for h in histories
             ]
@@ -251,7 +286,11 @@ def simulate_cmd(
             f"{wait_threshold:g}s {m['wait']} ({how}; SIMULATED)",
             highlight=False,
         )
-    out.print(f"{len(files)} files in {seconds:.1f} s. Every figure is SIMULATED (no GPU).", highlight=False)
+    out.print(
+        f"{len(files)} files ({len(histories)} sessions) in {seconds:.1f} s. Every figure is SIMULATED (no GPU).",
+        highlight=False,
+    )
+    out.print("Uncalibrated: " + "; ".join(uncalibrated(model, hybrid is not None, step_model)), highlight=False)
     if json_out is not None:
         report = {
             "format": FORMAT,
@@ -267,6 +306,8 @@ def simulate_cmd(
                 "step_model": step_model,
                 "capacity_blocks": capacity,
                 "block_size": block_size,
+                "state_blocks_per_sequence": state,
+                "hybrid_prompt_only_hits": hybrid is not None,
                 "kv_tokens": capacity * block_size,
                 "max_num_batched_tokens": max_batched_tokens,
                 "tool_delay": tool_delay,
@@ -274,6 +315,8 @@ def simulate_cmd(
                 "output_tokens": output_tokens,
                 "wait_threshold": wait_threshold,
             },
+            "sessions_per_file": len(histories),
+            "uncalibrated": uncalibrated(model, hybrid is not None, step_model),
             "results": [r.to_dict() for r in results],
             "max_sessions": maxima,
             "bisection": {k: sorted(v) for k, v in extra.items()},

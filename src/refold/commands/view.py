@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ..errors import PolicyError, RefoldError
+from ..loaders import split_source
 from ..replay import POLICIES, STALE_SOURCES
 from ..viewer import MECHANISMS, write_report
 from . import check_output
@@ -17,7 +18,10 @@ from . import check_output
 def view(
     run: Annotated[
         Path,
-        typer.Argument(help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz)."),
+        typer.Argument(
+            help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz); "
+            "FILE#Agent for one agent of a multi-agent file."
+        ),
     ],
     output: Annotated[
         Path | None,
@@ -51,11 +55,13 @@ def view(
     names = [p.strip() for p in policy.split(",") if p.strip()]
     if not names:
         raise PolicyError("no policy selected")
-    if not run.exists():
+    file, agent = split_source(run)  # FILE#Agent: one agent of a multi-agent file
+    if not Path(file).exists():
         raise PolicyError(f"no such file: {run}")
-    if run.is_dir():
+    if Path(file).is_dir():
         raise PolicyError(f"{run} is a folder; refold view takes one trajectory file")
-    out = output or Path(run.name.removesuffix(".gz").removesuffix(".json") + ".html")
+    stem = Path(file).name.removesuffix(".gz").removesuffix(".json") + (f".{agent}" if agent else "")
+    out = output or Path(stem + ".html")
     if out.is_dir():
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
     check_output(out, "--output")

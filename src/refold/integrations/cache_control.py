@@ -34,7 +34,10 @@ def breakpoints(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> list[int]:
         previous_end = max(
             (i for i, o in enumerate(origins) if o.step is None or o.step < last_step), default=-1
         )
-    chosen = sorted({i for i in (prefix_end, behind_end, previous_end, n - 1) if i >= 0})
+    stable_end = rendered.stats.stable - 1  # after a boundary move: the last message the cache still holds
+    chosen = sorted({i for i in (prefix_end, stable_end, behind_end, previous_end, n - 1) if i >= 0})
+    if len(chosen) > limit and prefix_end in chosen and stable_end > prefix_end:
+        chosen.remove(prefix_end)  # the stable point covers the prefix
     return chosen[-limit:]
 
 

@@ -186,7 +186,11 @@ class RefoldModel:
                 "refold_k": k,
                 "refold_response_format": response_format_lines(k) if self.enabled else "",
                 "refold_system_section": system_section(
-                    k, reversible=self.policy.reversible, include_format=self.format_in_system is not False
+                    k,
+                    reversible=self.policy.reversible,
+                    include_format=self.format_in_system is not False,
+                    masking=self.policy.mask_after is not None,
+                    chunk=self.policy.chunk,
                 )
                 if self.enabled
                 else "",

@@ -65,5 +65,5 @@ def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_
     ttl = config.boundary.cache_ttl_s or prices.ttl_s
     if idle_s is not None and ttl is not None and idle_s > ttl:
         return True  # the cache is cold: every prompt is recomputed, the smaller one is cheaper
-    remaining = max(config.boundary.min_remaining, t)
+    remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
     return cost(moved, prices, remaining) <= cost(kept, prices, remaining)

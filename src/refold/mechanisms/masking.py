@@ -49,7 +49,10 @@ def newly_masked(
     return out
 
 
-_CODE = re.compile(r"```[^\n]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL)
+# the blocks a reply's command is read from (refold.history); other fenced code is quoted reasoning
+_CODE = re.compile(
+    r"```(?:bash|sh|shell|mswea_bash_command)[ \t]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL
+)
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
 
 
@@ -71,4 +74,18 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
         return None
     hint = f" `restore {step.index}` shows it." if reversible else ""
     kept.append(f"{CM} The rest of this reply's reasoning ({hidden} lines) is hidden to save context.{hint}")
-    return "\n".join(kept) + "".join("\n\n" + b for b in blocks)
+    return "\n".join(kept) + "".join("\n\n" + _short_block(b, step.index, reversible) for b in blocks)
+
+
+_BLOCK_KEEP = (4, 2)  # first and last lines of a long command kept (its opening and its heredoc end)
+
+
+def _short_block(block: str, index: int, reversible: bool) -> str:
+    """A long command block (a heredoc writing a file, a long script) with its middle hidden."""
+    lines = block.split("\n")
+    head, tail = _BLOCK_KEEP
+    if len(lines) <= head + tail + 6:
+        return block
+    hint = f"; `restore {index}` shows them" if reversible else ""
+    marker = f"{CM} {len(lines) - head - tail} lines of this command hidden{hint}"
+    return "\n".join([*lines[:head], marker, *lines[-tail:]])

@@ -30,7 +30,7 @@ class Form:
     sources: set[int] = field(default_factory=set)
 
 
-KEEP_NOTES = False
+KEEP_NOTES = True
 
 
 class Behind:
@@ -47,6 +47,7 @@ class Behind:
         self._dedup = DedupIndex(p.dedup_min_lines, p.dedup_min_chars, p.outline_min_lines, p.reversible)
         self._span_retired = 0
         self.folded: set[int] = set()  # steps pushed as folded
+        self._restores: set[int] = set()  # restore steps not yet masked
 
     def advance(self, history: History, to: int, received: list[Received], folded: set[int], spans: SpanBook) -> None:
         """Move the frontier to ``to`` through every boundary position on the way."""
@@ -75,12 +76,14 @@ class Behind:
             for i in closed[self._span_retired].covers:  # folded into a span: no longer shown
                 self._dedup.retire(i)
             self._span_retired += 1
+        if step.restore_of:
+            self._restores.add(step.index)
         if step.index in folded:
             self.folded.add(step.index)
             self.forms.append(None)
             return
         form = Form(list(rec.msgs), list(rec.origins))
-        if p.dedup:
+        if p.dedup and not step.restore_of:  # a restore is shown as answered, never as a pointer to itself
             fallback = infos[0] if infos else None
             last = len(step.observations) - 1
             for j, obs in enumerate(step.observations):
@@ -105,7 +108,9 @@ class Behind:
 
         def size_of(i: int) -> int | None:
             form = self.forms[i - 1]
-            return None if form is None else sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
+            if form is None or i in self._restores:
+                return None
+            return sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
 
         def sources_of(j: int) -> set[int] | None:
             form = self.forms[j - 1]
@@ -119,3 +124,9 @@ class Behind:
             self.mask_order.append(i)
             self._dedup.retire(i)
         self._mask_scanned = max(self._mask_scanned, b - n)
+        for i in [r for r in sorted(self._restores) if r <= b - n - p.restore_hold and r not in self.masked]:
+            form = self.forms[i - 1]
+            self._restores.discard(i)
+            if form is not None and sum(len(content_text(m.get("content"))) for m in form.msgs[1:]) >= p.mask_min_chars:
+                self.masked.add(i)
+                self.mask_order.append(i)

@@ -17,7 +17,7 @@ from ..mechanisms.fold import note_text
 from ..mechanisms.ledger import hidden_outputs
 from ..mechanisms.masking import condensed_reply
 from ..mechanisms.spans import Span, cover_map
-from ..messages import mask_text, with_content, with_text
+from ..messages import mask_note, with_content, with_text
 from ..types import Message, Origin, Shown, Step
 from .behind import Behind
 from .received import Received, message_chars
@@ -41,6 +41,7 @@ class Layout:
     counts_at: list[Counts] = field(default_factory=list)
     group_of: list[int] = field(default_factory=list)  # first step of the unit (note/span) holding step i
     counts: Counts = (0, 0, 0, 0)
+    reused: int = 0  # leading messages taken unchanged from the previous layout
 
     @property
     def total_chars(self) -> int:
@@ -99,6 +100,7 @@ def lay_out(
         out.counts_at = prev.counts_at[: start - 1]
         out.group_of = prev.group_of[: start - 1]
         stubs, trimmed, folded, n_notes = prev.counts_at[start - 1] if start - 1 < len(prev.counts_at) else prev.counts
+        out.reused = cut
     else:
         start = 1
         stubs = trimmed = folded = n_notes = 0
@@ -158,8 +160,8 @@ def lay_out(
                 reply, reply_origin = with_text(reply, text), Origin(i, "reply", Shown.NOTE, (i,))
         if i in behind.masked:
             add(reply, reply_origin)
-            for obs in step.observations:
-                add(with_content(obs, mask_text(step, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
+            for j, obs in enumerate(step.observations):
+                add(with_content(obs, mask_note(step, j, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
             continue
         shown, shown_origins = form.msgs, form.origins
         if form.sources & gone_steps:  # its stubs would point at what is no longer shown

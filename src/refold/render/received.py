@@ -35,7 +35,10 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
     prefix = [clean(m) for m in history.prefix]
     origins = [Origin(None, "system" if m.get("role") in SYSTEM_ROLES else "task", Shown.PREFIX) for m in prefix]
     if policy.protocol:
-        section = system_section(policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system)
+        section = system_section(
+            policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system,
+            masking=policy.mask_after is not None, chunk=policy.chunk,
+        )
         if config.spans.prompt:
             section += span_section(min_chars=config.spans.min_chars)
         if config.ledger.prompt:

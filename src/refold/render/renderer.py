@@ -69,13 +69,14 @@ class Renderer:
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
         self._reply_texts: dict[int, str | None] = {}
         self._t = -1  # the last call rendered
+        self._budget_done = 0  # steps whose budget line is set
         self._last: list[Message] = []
-        self._last_chars = 0
         self.fold_costs = {}
         self._reset_behind()
 
     def _reset_behind(self) -> None:
         self._behind = Behind(self.config)
+        self._last_layout: Layout | None = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
 
@@ -141,11 +142,38 @@ class Renderer:
         messages = self._prefix + layout.msgs
         origins = self._prefix_origins + layout.origins
         self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
+        if self.config.ledger.budget_tokens and t and self._budget_done < t:
+            self._add_budget_line(history, t, messages)
+        stable = self._stable(messages, layout, t)
         self._note_fold_costs(t, messages)
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
-        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, 0.0))
+        self._last_layout = layout
+        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, 0.0, stable))
+
+    def _stable(self, messages: list[Message], layout: Layout, t: int) -> int:
+        if self._t != t - 1 or not self._last:
+            return 0
+        same = len(self._prefix) + (len(layout.msgs) if layout is self._last_layout else layout.reused)
+        same = min(same, len(self._last), len(messages))
+        while same < len(self._last) and same < len(messages):
+            old, new = self._last[same], messages[same]
+            if old is not new and old != new:
+                break
+            same += 1
+        return same
+
+    def _add_budget_line(self, history: History, t: int, messages: list[Message]) -> None:
+        """Step t's last output, new in this prompt, ends with the size of this very prompt."""
+        self._budget_done = t
+        form = self._received[t - 1]
+        if not messages or messages[-1] is not form.msgs[-1] or len(form.msgs) < 2:
+            return
+        size = sum(message_chars(m) for m in messages)
+        line = budget_line(size + 60, self.config.ledger)  # + the line itself
+        self._received[t - 1] = with_budget_line(form, history.step(t), line)
+        messages[-1] = self._received[t - 1].msgs[-1]
 
     def _receive(self, history: History, t: int) -> None:
         for s in history.steps_between(len(self._received), t):
@@ -153,11 +181,7 @@ class Renderer:
             self._ledger.observe(s)
             note = self._spans.reminder(s.index)
             self._span_notes.append(note)
-            form = received_form(s, self.config, note)
-            if self.config.ledger.budget_tokens:
-                size = self._last_chars + form.chars
-                form = with_budget_line(form, s, budget_line(size, self.config.ledger))
-            self._received.append(form)
+            self._received.append(received_form(s, self.config, note))
             if s.restore_of:
                 self._restores.append(s.index)
 
@@ -241,8 +265,6 @@ class Renderer:
                 break
             self.fold_costs.setdefault(span.id, fold_cost(span, t, self._last, messages))
         self._last = messages
-        if self.config.ledger.budget_tokens:
-            self._last_chars = sum(message_chars(m) for m in messages)
 
 
 def _seen_key(history: History, n: int) -> tuple[int, str] | None:

@@ -7,20 +7,34 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..cache import DEFAULT_PRICES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
+from ..cache import DEFAULT_PRICES, ROUTED_CACHES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
 from ..history import History
 from ..messages import clean
 from ..tokens import Tokenizer, message_tokens, prompt_token_ids
 from ..types import Shown
 from .policies import Projector, Prompt
 
-__all__ = ["PolicyMetrics", "default_price", "measure", "percentile", "validate_cache"]
+__all__ = [
+    "CallIds",
+    "PolicyMetrics",
+    "default_price",
+    "measure",
+    "percentile",
+    "reasoning_tokens",
+    "recorded_completion_tokens",
+    "unreplied_by_step",
+    "unreplied_output_estimate",
+    "unreplied_prompt",
+    "validate_cache",
+]
 
 PRICE_FOR_CACHE = {
     "vllm": "qwen3.6-27b-vllm",
     "sglang": "qwen3.6-27b-vllm",
     "none": "qwen3.6-27b-vllm",
     "openai": "gpt-5-mini",
+    "openai-exact": "gpt-5-mini",
+    "gemini-openrouter": "gemini-3-pro",
     "anthropic": "claude-sonnet-4.5",
     "deepseek": "deepseek-v4",
 }
@@ -56,6 +70,17 @@ class PolicyMetrics:
     compaction_output_tokens: int = 0
     stubs: int = 0
     folded_steps: int = 0
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``: reasoning the provider reported (billed, never shown again)."""
+    unreplied_calls: int = 0
+    """Of ``calls``: calls whose reply was not stored (their prompt is rebuilt)."""
+    unreplied_output_tokens: int = 0
+    """Of ``output_tokens``: the ESTIMATED output of the unreplied calls (their reply is gone)."""
+    unreplayed_calls: int = 0
+    """Unreplied calls after the last stored reply: not replayed (no later prompt to cut from)."""
+    hidden_needed_calls: int = 0
+    """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
+    hidden_needed_restore_tokens: int = 0
     per_call: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self, per_call: bool = True) -> dict[str, Any]:
@@ -102,18 +127,87 @@ def _request(
     tok: Tokenizer,
     generated: list[int] | int,
     session: str,
+    marks: Sequence[int] | None = None,
 ) -> tuple[int, int]:
+    """One request; ``marks``: messages refold put Anthropic breakpoints on (None: one at the end)."""
     if cache_name in ("anthropic", "deepseek"):
-        res = cache.request(
-            ids,
-            generated=generated,
-            session=session,
-            breakpoints=[len(ids)],
-            boundaries=_boundaries(msgs, tok, len(ids)),
-        )
+        bounds = _boundaries(msgs, tok, len(ids))
+        points = [len(ids)]
+        if marks is not None and cache_name == "anthropic":
+            points = sorted({bounds[i] for i in marks if 0 <= i < len(bounds) and bounds[i] > 0}) or points
+        res = cache.request(ids, generated=generated, session=session, breakpoints=points, boundaries=bounds)
     else:
         res = cache.request(ids, generated=generated, session=session)
     return res.cached_tokens, res.written_tokens
+
+
+def reasoning_tokens(reply: dict[str, Any]) -> int:
+    """Reasoning tokens the provider reported for a reply (0 if none recorded).
+
+    They are generated (billed as output, held in KV while decoding) but never shown again.
+    """
+    extra = reply.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    usage = response.get("usage") if isinstance(response, dict) else None
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    n = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
+def recorded_completion_tokens(history: History) -> list[int | None]:
+    """Each stored call's reported ``completion_tokens`` (reasoning included), None where missing."""
+    out: list[int | None] = []
+    for s in history.steps:
+        v = (s.meta.get("usage") or {}).get("completion_tokens")
+        out.append(v if isinstance(v, int) and not isinstance(v, bool) else None)
+    return out
+
+
+def unreplied_output_estimate(history: History) -> int:
+    """Output tokens charged to a call whose reply was not stored: the run's mean recorded
+    completion tokens (an ESTIMATE: the reply is gone), 0 when nothing is recorded."""
+    vals = [v for v in recorded_completion_tokens(history) if v is not None]
+    return round(sum(vals) / len(vals)) if vals else 0
+
+
+@dataclass(frozen=True, slots=True)
+class CallIds:
+    """One replayed call kept for cache validation: its prompt ids, what it generated, and the
+    stored step it produced (None: a call whose reply was not stored)."""
+
+    ids: list[int]
+    generated: list[int] | int
+    step: int | None
+    route: str | None = None
+
+
+def recorded_route(history: History, step: int) -> str | None:
+    """The endpoint that served a stored call (OpenRouter's ``response.provider``), if recorded."""
+    if not 1 <= step <= len(history):
+        return None
+    extra = history.step(step).reply.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    route = response.get("provider") if isinstance(response, dict) else None
+    return route if isinstance(route, str) and route else None
+
+
+def unreplied_by_step(history: History) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for u in history.meta.get("unreplied") or []:
+        if isinstance(u, dict) and isinstance(u.get("step"), int) and isinstance(u.get("observations"), int):
+            out.setdefault(u["step"], []).append(u["observations"])
+    return out
+
+
+def unreplied_prompt(history: History, p: Prompt, seen: int) -> list[dict[str, Any]]:
+    """The prompt of a call made after step ``p.t`` had shown ``seen`` of its messages: call
+    ``p.t + 1``'s prompt without the later messages of that step (exact for ``base``; a policy
+    that rewrote that step's tail is approximated by the same cut)."""
+    total = len(history.step(p.t).observations) if p.t else len(history.prefix)
+    drop = total - seen
+    if drop <= 0:
+        return list(p.messages)
+    return list(p.messages[: max(0, len(p.messages) - drop)])
 
 
 def measure(
@@ -125,12 +219,17 @@ def measure(
     price: Price | None = None,
     kv_model: str = "qwen3.6-27b",
     base_step_tokens: Sequence[int] | None = None,
-    keep_ids: list[list[int]] | None = None,
+    keep_ids: list[CallIds] | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
 ) -> PolicyMetrics:
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
+    Every model call counts: the stored ones and those whose reply was not stored
+    (``History.meta["unreplied"]``, e.g. mini's format errors), in the order they were made.
+    ``tools`` are the function schemas each request carried (counted in its prompt).
+    Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
-    ``keep_ids`` (a list) receives each call's prompt token ids (for cache validation).
+    ``keep_ids`` (a list) receives each call (for cache validation).
     """
     price = price or DEFAULT_PRICES[default_price(cache_name)]
     cache = make_cache(cache_name)
@@ -139,26 +238,27 @@ def measure(
     ms: list[float] = []
     per_prompt: list[int] = []
     per_cached: list[int] = []
+    per_output: list[int] = []
+    per_step: list[int] = []
     last: Prompt | None = None
     session = f"{history.source}:{projector.name}"
-    for p in projector.prompts(history):
-        if p.compaction is not None:
-            c = p.compaction
-            cids = prompt_token_ids(c.input_messages, tok)
-            cached, written = _request(
-                cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
-            )
-            m.compactions += 1
-            m.compaction_input_tokens += len(cids)
-            m.compaction_cached_tokens += cached
-            m.compaction_output_tokens += c.summary_tokens
-            m.cost_usd += cost_usd(
-                price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
-            )
-        ids = prompt_token_ids(p.messages, tok)
-        gen = _generated(history, p.t, tok, priming)
-        out_n = gen if isinstance(gen, int) else len(gen)
-        cached, written = _request(cache, cache_name, ids, p.messages, tok, gen, session)
+    unreplied = unreplied_by_step(history)
+    lost_out = unreplied_output_estimate(history) if unreplied else 0
+
+    routed = cache_name in ROUTED_CACHES
+
+    def call(
+        ids: list[int],
+        msgs: Sequence[dict[str, Any]],
+        gen: list[int] | int,
+        out_n: int,
+        step: int,
+        route: str | None,
+        marks: Sequence[int] | None = None,
+    ) -> None:
+        # a routed profile keeps one cache per recorded endpoint (every policy is routed alike)
+        where = f"{session}@{route}" if routed else session
+        cached, written = _request(cache, cache_name, ids, msgs, tok, gen, where, marks)
         n = len(ids)
         m.calls += 1
         m.prompt_tokens += n
@@ -169,20 +269,59 @@ def measure(
         m.peak_prompt_tokens = max(m.peak_prompt_tokens, n)
         m.peak_kv_tokens = max(m.peak_kv_tokens, n + max(out_n - 1, 0))
         m.cost_usd += cost_usd(price, n, cached, min(written, n - cached), out_n)
-        ms.append(p.render_ms)
         per_prompt.append(n)
         per_cached.append(cached)
+        per_output.append(out_n)
+        per_step.append(step)
+        if keep_ids is not None:
+            keep_ids.append(CallIds(ids, gen, step or None, route))
+
+    for p in projector.prompts(history):
+        if p.compaction is not None:
+            c = p.compaction
+            cids = prompt_token_ids(c.input_messages, tok, tools=tools)
+            cached, written = _request(
+                cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
+            )
+            m.compactions += 1
+            m.compaction_input_tokens += len(cids)
+            m.compaction_cached_tokens += cached
+            m.compaction_output_tokens += c.summary_tokens
+            m.cost_usd += cost_usd(
+                price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
+            )
+        route = recorded_route(history, p.t + 1)
+        for seen in unreplied.get(p.t, ()):
+            msgs = unreplied_prompt(history, p, seen)
+            call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0, route)
+            m.unreplied_calls += 1
+            m.unreplied_output_tokens += lost_out
+        ids = prompt_token_ids(p.messages, tok, tools=tools)
+        reply = history.step(p.t + 1).reply
+        gen = _generated(history, p.t, tok, priming)
+        reasoning = reasoning_tokens(reply)
+        out_n = (gen if isinstance(gen, int) else len(gen)) + reasoning
+        # reasoning comes before the visible reply: the generated sequence no longer matches
+        # the next prompt, so the simulator gets only its length
+        call(ids, p.messages, out_n if reasoning else gen, out_n, p.t + 1, route, p.breakpoints)
+        m.reasoning_tokens += reasoning
+        ms.append(p.render_ms)
         if p.stats is not None:
             m.restores = p.stats.restores
             m.stubs = p.stats.stubs + p.stats.trimmed
             m.folded_steps = p.stats.folded_steps
-        if keep_ids is not None:
-            keep_ids.append(ids)
         last = p
+    # calls after the last stored reply have no prompt to cut from (not replayed; counted)
+    m.unreplayed_calls = len(unreplied.get(len(history), ()))
     m.peak_kv_gib = kv_gib(kv_model, m.peak_kv_tokens) if m.peak_kv_tokens else 0.0
     m.render_ms_median = percentile(ms, 50)
     m.render_ms_p99 = percentile(ms, 99)
-    m.per_call = {"prompt_tokens": per_prompt, "cached_tokens": per_cached}
+    m.per_call = {
+        "prompt_tokens": per_prompt,
+        "cached_tokens": per_cached,
+        "output_tokens": per_output,
+        "step": per_step,
+    }
     if last is not None and base_step_tokens is not None:
         _removed(m, last, tok, base_step_tokens)
     return m
@@ -213,12 +352,17 @@ def step_tokens(history: History, tok: Tokenizer) -> list[int]:
 
 
 def validate_cache(
-    history: History, ids: list[list[int]], tok: Tokenizer, profiles: Sequence[str] = ("openai", "vllm")
+    history: History,
+    calls: Sequence[CallIds],
+    tok: Tokenizer,
+    profiles: Sequence[str] = ("openai", "gemini-openrouter", "openai-exact", "vllm"),
 ) -> dict[str, Any] | None:
     """Compare provider-reported cached tokens (Step.meta["usage"]) with simulators on ``base``.
 
-    Different tokenizers make absolute counts incomparable, so the comparison is on the cached
-    *fraction* of each prompt: per-call mean absolute error and the task's overall fraction.
+    Every call warms the simulated cache (unreplied ones too); only stored calls, which carry
+    the provider's usage, are compared. Different tokenizers make absolute counts incomparable,
+    so the comparison is on the cached *fraction* of each prompt: per-call mean absolute error
+    and the task's overall fraction.
     """
     usage = [s.meta.get("usage") or {} for s in history.steps]
     rep = [(u.get("prompt_tokens"), u.get("cached_tokens")) for u in usage]
@@ -229,19 +373,25 @@ def validate_cache(
         "reported_cached_fraction": round(sum(c for _, c in rep) / sum(p for p, _ in rep), 6),  # type: ignore[misc]
         "profiles": {},
     }
-    priming = prompt_token_ids([], tok)
     for name in profiles:
         cache = make_cache(name)
         fracs: list[float] = []
-        cached_total = 0
-        for t, call_ids in enumerate(ids):
-            res = cache.request(call_ids, generated=_generated(history, t, tok, priming), session="v")
-            fracs.append(res.cached_tokens / max(1, len(call_ids)))
+        ref: list[float] = []
+        cached_total = prompt_total = 0
+        for c in calls:
+            res = cache.request(c.ids, generated=c.generated, session=c.route if name in ROUTED_CACHES else "v")
+            if c.step is None:
+                continue
+            fracs.append(res.cached_tokens / max(1, len(c.ids)))
+            ref.append(rep_frac[c.step - 1])
             cached_total += res.cached_tokens
-        err = [abs(a - b) for a, b in zip(fracs, rep_frac, strict=True)]
+            prompt_total += len(c.ids)
+        if not fracs:
+            return None
+        err = [abs(a - b) for a, b in zip(fracs, ref, strict=True)]
         out["profiles"][name] = {
-            "simulated_cached_fraction": round(cached_total / max(1, sum(len(x) for x in ids)), 6),
+            "simulated_cached_fraction": round(cached_total / max(1, prompt_total), 6),
             "mae_per_call": round(sum(err) / len(err), 6),
-            "bias_per_call": round(sum(a - b for a, b in zip(fracs, rep_frac, strict=True)) / len(err), 6),
+            "bias_per_call": round(sum(a - b for a, b in zip(fracs, ref, strict=True)) / len(err), 6),
         }
     return out

@@ -25,6 +25,7 @@ from typing import Protocol
 from ..config import CACHE_PROFILES, BoundaryConfig, Config
 from ..config import DEFAULT as DEFAULT_CONFIG
 from ..history import History
+from ..integrations.cache_control import breakpoints
 from ..messages import clean
 from ..policy import Policy
 from ..protocol import CM
@@ -69,6 +70,8 @@ class Prompt:
     """Steps 1..lost_upto were summarized away: what of them is not shown is lost for good."""
     reversible: bool = False
     """Whether what this policy removes (apart from summaries) can be restored."""
+    breakpoints: tuple[int, ...] | None = None
+    """Messages carrying an Anthropic cache breakpoint (None: the client's one, at the end)."""
 
 
 class Projector(Protocol):
@@ -124,6 +127,7 @@ class RendererProjector:
                 out.stats.render_ms,
                 out.stats,
                 reversible=reversible,
+                breakpoints=tuple(breakpoints(out)) if reversible else None,
             )
 
 
@@ -306,7 +310,8 @@ def _refold(o: Options, **extra: object) -> Policy:
 
 def _default(o: Options) -> RendererProjector:
     """The library's default Config (reminders off: a replay's replies cannot react to them)."""
-    config = DEFAULT_CONFIG.replace(cache=o.cache if o.cache in CACHE_PROFILES else DEFAULT_CONFIG.cache)
+    profile = {"gemini-openrouter": "gemini", "openai-exact": "openai"}.get(o.cache, o.cache)
+    config = DEFAULT_CONFIG.replace(cache=profile if profile in CACHE_PROFILES else DEFAULT_CONFIG.cache)
     policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
     return RendererProjector("default", policy, config.replace(policy=policy))
 

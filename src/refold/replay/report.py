@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .needed import NEEDED_NOTE
 from .runner import Settings, TaskResult
 
-__all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "summarize", "write_csv"]
+__all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
 
 FORMAT = "refold-replay-1"
 
@@ -24,9 +25,16 @@ SUMMED = (
     "removed_tokens_lost",
     "compactions",
     "compaction_input_tokens",
+    "reasoning_tokens",
+    "unreplied_calls",
+    "unreplied_output_tokens",
+    "hidden_needed_calls",
+    "hidden_needed_restore_tokens",
 )
 CSV_FIELDS = (
     "file",
+    "path",
+    "agent",
     "format",
     "calls",
     "policy",
@@ -50,6 +58,11 @@ CSV_FIELDS = (
     "compaction_output_tokens",
     "stubs",
     "folded_steps",
+    "reasoning_tokens",
+    "unreplied_calls",
+    "unreplied_output_tokens",
+    "hidden_needed_calls",
+    "hidden_needed_restore_tokens",
     "reported_prompt_tokens",
     "reported_cached_tokens",
     "error",
@@ -79,10 +92,12 @@ def summarize(results: Sequence[TaskResult], policies: Sequence[str]) -> dict[st
             rows = [r.policies[p] for r in rs if p in r.policies]
             if not rows:
                 continue
-            entry: dict[str, Any] = {f"total_{k}": _num(sum(row[k] for row in rows)) for k in SUMMED}
+            entry: dict[str, Any] = {f"total_{k}": _num(sum(row.get(k, 0) for row in rows)) for k in SUMMED}
             for k in ("prompt_tokens", "cost_usd", "peak_prompt_tokens", "peak_kv_gib", "render_ms_median"):
                 entry[f"median_{k}"] = _num(statistics.median(row[k] for row in rows))
             entry["render_ms_p99_max"] = _num(max(row["render_ms_p99"] for row in rows))
+            calls = sum(row["calls"] - row.get("unreplied_calls", 0) for row in rows)  # with a reply to judge
+            entry["hidden_needed_rate"] = _num(entry["total_hidden_needed_calls"] / calls if calls else 0.0)
             base = [r.policies["base"] for r in rs if "base" in r.policies and p in r.policies]
             if base and len(base) == len(rows):
                 bt = sum(b["prompt_tokens"] for b in base)
@@ -99,6 +114,30 @@ def summarize(results: Sequence[TaskResult], policies: Sequence[str]) -> dict[st
                 entry["median_peak_kv_vs_base"] = _num(statistics.median(ratios)) if ratios else None
             g["policies"][p] = entry
         out[gname] = g
+    return out
+
+
+FILE_SUMMED = ("calls", "prompt_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cost_usd")
+
+
+def per_file(results: Sequence[TaskResult]) -> dict[str, Any]:
+    """Totals per file over its sessions (a multi-agent file's agents), next to the file's own
+    recorded totals (``info.model_stats``), so a replay can be checked against the bill."""
+    out: dict[str, Any] = {}
+    for r in _ok(results):
+        key = r.path or r.file
+        f = out.setdefault(
+            key, {"sessions": [], "calls": 0, "recorded": r.file_stats or None, "policies": {}}
+        )
+        f["sessions"].append(r.agent or r.file)
+        f["calls"] += r.calls
+        for name, m in r.policies.items():
+            e = f["policies"].setdefault(name, dict.fromkeys(FILE_SUMMED, 0))
+            for k in FILE_SUMMED:
+                e[k] += m.get(k, 0)
+    for f in out.values():
+        for e in f["policies"].values():
+            e["cost_usd"] = _num(e["cost_usd"])
     return out
 
 
@@ -138,15 +177,17 @@ def build_report(
         "tokenizer": settings.tokenizer,
         "cache": settings.cache,
         "stale": settings.stale,
-        "price": settings.price_name(),
+        "price": settings.price or settings.price_name(),
         "kv_model": settings.kv_model,
         "budget": settings.budget,
         "mask_after": settings.options().mask_after,
         "policies": list(settings.policies),
         "simulated": SIMULATED_NOTE,
+        "hidden_needed": NEEDED_NOTE,
         "tasks": [r.to_dict() for r in results],
         "failed": [{"file": r.file, "reason": r.error} for r in results if r.error is not None],
         "summary": summarize(results, settings.policies),
+        "files": per_file(results),
         "cache_validation": _validation_summary(results),
     }
     if seconds is not None:
@@ -162,6 +203,8 @@ def write_csv(results: Sequence[TaskResult], path: str | Path) -> None:
         for r in results:
             common = {
                 "file": r.file,
+                "path": r.path or r.file,
+                "agent": r.agent,
                 "format": r.format,
                 "calls": r.calls,
                 "reported_prompt_tokens": r.reported.get("prompt_tokens"),

@@ -10,15 +10,53 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, kv_spec, load_prices
+from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, kv_spec, load_prices, price_for_model
+from ..context_commands import TOOL_SCHEMAS
 from ..errors import PolicyError, RefoldError, TrajectoryError
 from ..history import History, load
-from ..tokens import TOKENIZER_NAMES, get_tokenizer
-from .metrics import default_price, measure, step_tokens, validate_cache
+from ..loaders import load_all, split_source
+from ..tokens import MINI_BASH_TOOL, TOKENIZER_NAMES, get_tokenizer
+from .metrics import CallIds, default_price, measure, step_tokens, validate_cache
+from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
 from .stale import STALE_SOURCES, with_stale
 
-__all__ = ["Settings", "TaskResult", "collect_paths", "iter_prompts", "replay_file", "replay_paths"]
+__all__ = [
+    "CONTEXT_TOOL_POLICIES",
+    "Settings",
+    "TaskResult",
+    "collect_paths",
+    "iter_prompts",
+    "replay_file",
+    "replay_paths",
+    "replay_sessions",
+    "request_tools",
+]
+
+CONTEXT_TOOL_POLICIES = frozenset({"refold", "refold-best", "compact+refold"})
+"""Policies that offer refold's context tools next to the client's in a tool-call run."""
+
+AUTO_PRICE = "auto"
+"""``--price auto``: each run's own model's row (``price_for_model``), else the cache's default."""
+
+
+def request_tools(history: History, policy: str) -> list[dict[str, Any]] | None:
+    """The function schemas each request of ``history`` carried under ``policy``.
+
+    A mini-swe-agent run that made tool calls sent mini's ``bash`` tool; refold's policies add
+    their context tools, as refold's mini integration does. Other clients' tools are unknown
+    (None: not counted).
+    """
+    fmt = str(history.meta.get("format") or "")
+    if not history.meta.get("tool_calls") or not fmt.startswith("mini-swe-agent"):
+        return None  # e.g. SWE-agent 1.x sends its own tool bundle, which the .traj does not hold
+    names = {a.tool for s in history.steps for a in s.actions}
+    if not names <= {"bash", *(str(t["function"]["name"]) for t in TOOL_SCHEMAS)}:
+        return None
+    tools: list[dict[str, Any]] = [MINI_BASH_TOOL]
+    if policy in CONTEXT_TOOL_POLICIES:
+        tools.extend(TOOL_SCHEMAS)
+    return tools
 
 TRAJECTORY_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
 
@@ -62,17 +100,24 @@ class Settings:
             raise PolicyError(f"--kv-model: {e}") from None
         self.price_table()
 
-    def price_name(self) -> str:
+    def price_name(self, model: str | None = None) -> str:
+        """The price row: ``--price``, or with ``auto`` the run's model's row, else the cache's."""
+        if self.price == AUTO_PRICE:
+            return price_for_model(model, self._table()) or default_price(self.cache)
         return self.price or default_price(self.cache)
 
-    def price_table(self) -> Price:
+    def _table(self) -> dict[str, Price]:
         table = dict(DEFAULT_PRICES)
         if self.prices_file:
             try:
                 table.update(load_prices(self.prices_file))
             except ValueError as e:
                 raise PolicyError(str(e)) from None
-        name = self.price_name()
+        return table
+
+    def price_table(self, model: str | None = None) -> Price:
+        table = self._table()
+        name = self.price_name(model)
         if name not in table:
             raise PolicyError(f"unknown price {name!r}; known: {', '.join(sorted(table))}")
         return table[name]
@@ -85,7 +130,16 @@ class Settings:
 @dataclass(slots=True)
 class TaskResult:
     file: str
+    """The session: the file, or ``FILE#Agent`` for one agent of a multi-agent file."""
     format: str | None = None
+    path: str = ""
+    """The file the session came from (per-file totals group on it)."""
+    agent: str | None = None
+    sessions: int = 1
+    """How many sessions (agents) its file holds."""
+    price: str | None = None
+    file_stats: dict[str, Any] = field(default_factory=dict)
+    """The file's own recorded totals (``info.model_stats``: api_calls, tokens_sent, instance_cost)."""
     calls: int = 0
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     reported: dict[str, int | None] = field(
@@ -98,10 +152,14 @@ class TaskResult:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
+        if self.agent is not None:
+            d.update(path=self.path, agent=self.agent)
         if self.error is not None:
             d["error"] = self.error
             return d
-        d.update(policies=self.policies, reported=self.reported, stale_marks=self.stale_marks)
+        d.update(policies=self.policies, reported=self.reported, stale_marks=self.stale_marks, price=self.price)
+        if self.file_stats:
+            d["file_stats"] = self.file_stats
         if self.validation is not None:
             d["cache_validation"] = self.validation
         return d
@@ -110,7 +168,7 @@ class TaskResult:
 def _reported(history: History) -> dict[str, int | None]:
     usage = [s.meta.get("usage") or {} for s in history.steps]
     out: dict[str, int | None] = {}
-    for key in ("prompt_tokens", "cached_tokens"):
+    for key in ("prompt_tokens", "cached_tokens", "completion_tokens"):
         vals = [u.get(key) for u in usage]
         out[key] = (
             sum(v for v in vals if isinstance(v, int))
@@ -124,48 +182,102 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
     """Fill ``result`` with every selected policy's metrics for one loaded history."""
     opts = settings.options()
     tok = opts.tokenizer
-    price = settings.price_table()
+    model = history.meta.get("model")
+    price = settings.price_table(model if isinstance(model, str) else None)
+    result.price = settings.price_name(model if isinstance(model, str) else None)
+    result.path = str(history.meta.get("path") or result.path or history.source)
+    agent = history.meta.get("agent")
+    result.agent = agent if isinstance(agent, str) else None
+    stats = history.meta.get("file_stats")
+    result.file_stats = dict(stats) if isinstance(stats, dict) else {}
     marked = with_stale(history, settings.stale)
     result.stale_marks = sum(len(s.stale) for s in marked.steps)
-    result.calls = len(history)
+    result.calls = len(history) + len(history.meta.get("unreplied") or [])
     result.format = str(history.meta.get("format") or "messages")
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
+    needed = NeededIndex(history, tok)
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
-        keep: list[list[int]] | None = [] if name == "base" and settings.validate else None
+        keep: list[CallIds] | None = [] if name == "base" and settings.validate else None
+        tap = NeededTap(make_projector(name, opts), needed)
         m = measure(
             h,
-            make_projector(name, opts),
+            tap,
             tok,
             cache_name=settings.cache,
             price=price,
             kv_model=settings.kv_model,
             base_step_tokens=base_tokens,
             keep_ids=keep,
+            tools=request_tools(history, name),
         )
+        m.hidden_needed_calls = tap.totals.needed_calls
+        m.hidden_needed_restore_tokens = tap.totals.restore_tokens
         result.policies[name] = m.to_dict(per_call=settings.per_call)
         if keep:
             result.validation = validate_cache(history, keep, tok)
 
 
+def _error(e: Exception) -> str:
+    if isinstance(e, TrajectoryError):
+        return e.reason
+    return f"{type(e).__name__}: {e}" if isinstance(e, RefoldError) or str(e) else type(e).__name__
+
+
 def replay_file(path: str, settings: Settings) -> TaskResult:
-    """Replay one file; a file that cannot be read becomes a result with ``error`` set."""
+    """Replay one session (a file, or ``FILE#Agent``); a file that cannot be read becomes a
+    result with ``error`` set (a multi-agent file without ``#Agent`` is such an error)."""
     start = time.perf_counter()
-    result = TaskResult(file=path)
+    result = TaskResult(file=path, path=split_source(path)[0])
     try:
         history = load(path)
         replay_history(history, settings, result)
-    except TrajectoryError as e:
-        result.error = e.reason
     except Exception as e:  # noqa: BLE001 - one odd file must not end the whole replay
-        result.error = f"{type(e).__name__}: {e}" if isinstance(e, RefoldError) or str(e) else type(e).__name__
+        result.error = _error(e)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _worker(args: tuple[str, Settings]) -> TaskResult:
-    return replay_file(*args)
+def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
+    """Replay every session of a file: one result per agent of a multi-agent file, named
+    ``FILE#Agent``, each its own conversation with its own cache; else one result."""
+    start = time.perf_counter()
+    try:
+        histories = load_all(path)
+    except Exception as e:  # noqa: BLE001 - one odd file must not end the whole replay
+        failed = TaskResult(file=path, path=split_source(path)[0], error=_error(e))
+        failed.seconds = time.perf_counter() - start
+        return [failed]
+    out: list[TaskResult] = []
+    for history in histories:
+        t0 = time.perf_counter()
+        result = TaskResult(file=history.source, path=split_source(path)[0], sessions=len(histories))
+        try:
+            replay_history(history, settings, result)
+        except Exception as e:  # noqa: BLE001
+            result.error = _error(e)
+        result.seconds = time.perf_counter() - t0
+        out.append(result)
+    return out
+
+
+def _worker(args: tuple[str, Settings]) -> list[TaskResult]:
+    return replay_sessions(*args)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except OSError:  # a name too long for the file system is no file
+        return False
 
 
 def collect_paths(paths: Sequence[str | Path]) -> list[str]:
@@ -173,15 +285,15 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     out: list[str] = []
     for p in paths:
         path = Path(p)
-        if path.is_dir():
+        if _is_dir(path):
             found = sorted(
                 str(f)
                 for f in path.rglob("*")
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
             )
             out.extend(found)
-        elif path.exists():
-            out.append(str(path))
+        elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
+            out.append(str(path))  # FILE#Agent: one agent's session
         else:
             raise PolicyError(f"no such file or folder: {p}")
     return list(dict.fromkeys(out))
@@ -194,23 +306,25 @@ def replay_paths(
     jobs: int = 1,
     on_result: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Replay ``files`` (in this order in the output, whatever ``jobs`` is)."""
+    """Replay ``files`` (in this order in the output, whatever ``jobs`` is): one result per
+    session, so a multi-agent file gives one per agent (``FILE#Agent``)."""
     settings.check()
     results: list[TaskResult] = []
     jobs = max(1, min(jobs, len(files) or 1, os.cpu_count() or 1))
     if jobs == 1:
         for f in files:
-            r = replay_file(f, settings)
-            results.append(r)
-            if on_result:
-                on_result(r)
+            for r in replay_sessions(f, settings):
+                results.append(r)
+                if on_result:
+                    on_result(r)
         return results
     ctx = multiprocessing.get_context("spawn" if os.name == "nt" else "fork")
     with ctx.Pool(jobs) as pool:
-        for r in pool.imap(_worker, [(f, settings) for f in files]):
-            results.append(r)
-            if on_result:
-                on_result(r)
+        for rs in pool.imap(_worker, [(f, settings) for f in files]):
+            for r in rs:
+                results.append(r)
+                if on_result:
+                    on_result(r)
     return results
 
 

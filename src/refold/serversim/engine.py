@@ -42,6 +42,7 @@ class Request:
     num_computed: int = 0  # tokens whose KV is computed (scheduled)
     generated: int = 0
     blocks: list[int] = field(default_factory=list)
+    state: list[int] = field(default_factory=list)  # hybrid models' per-sequence state pages
     registered: int = 0  # leading blocks of ``blocks`` registered in the cache
     preemptions: int = 0
     cached_tokens: int = -1  # prefix hit at the first admission (-1 = not admitted yet)
@@ -182,9 +183,13 @@ class Engine:
         max_num_batched_tokens: int = 8192,
         max_num_seqs: int = 1024,
         free_partial_first: bool = True,
+        state_blocks: int = 0,
     ) -> None:
         self.pool = BlockPool(capacity_blocks, free_partial_first=free_partial_first)
         self.B = block_size
+        # hybrid (GDN) models: every running sequence pins its linear-attention state, pages of
+        # the same pool (cache_spec.md §1.9); 0 for full-attention models
+        self.state_blocks = state_blocks
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
         self.waiting: deque[Request] = deque()
@@ -200,7 +205,8 @@ class Engine:
 
     def _need(self, req: Request, n_tokens: int, hit: list[int]) -> int:
         blocks = -(-n_tokens // self.B) - len(req.blocks) - len(hit)
-        return max(blocks, 0) + sum(1 for b in hit if self.pool.ref[b] == 0)
+        state = 0 if req.state else self.state_blocks
+        return max(blocks, 0) + state + sum(1 for b in hit if self.pool.ref[b] == 0)
 
     def _allocate(self, req: Request, n_new: int, hit: list[int], full_must_fit: bool) -> bool:
         """``allocate_slots`` (§1.6); False if the free queue cannot supply the blocks."""
@@ -211,6 +217,8 @@ class Engine:
         if self._need(req, computed + n_new, hit) > free:
             return False
         self.pool.touch(hit)
+        if self.state_blocks and not req.state:
+            req.state = self.pool.get_new_blocks(self.state_blocks)
         req.blocks.extend(hit)
         req.num_computed = computed
         want = -(-(computed + n_new) // self.B) - len(req.blocks)
@@ -225,8 +233,8 @@ class Engine:
 
     def _preempt(self, req: Request, now: float) -> None:
         self.running.remove(req)
-        self.pool.release(req.blocks)
-        req.blocks = []
+        self.pool.release(req.blocks + req.state)
+        req.blocks, req.state = [], []
         req.registered = 0
         req.num_computed = 0
         req.preemptions += 1
@@ -302,8 +310,8 @@ class Engine:
                 done.append(req)
         for req in done:
             self.running.remove(req)
-            self.pool.release(req.blocks)
-            req.blocks = []
+            self.pool.release(req.blocks + req.state)
+            req.blocks, req.state = [], []
         return done
 
 

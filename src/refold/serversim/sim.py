@@ -37,6 +37,7 @@ class ServerConfig:
     tool_delay: float = 2.0  # seconds between a reply and the session's next request
     stagger: float = 1.0  # session i starts at i * stagger seconds
     free_partial_first: bool = True  # PR #42656 free-queue order
+    state_blocks: int = 0  # blocks of per-sequence state a hybrid model pins while running
 
     def check(self) -> None:
         for name in ("capacity_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs"):
@@ -97,7 +98,7 @@ def check_fits(traces: Sequence[Trace], cfg: ServerConfig) -> None:
     """Raise ServerSimError if some request could never fit in the pool alone."""
     b = cfg.block_size
     for t in traces:
-        need = -(-t.max_kv_tokens // b)
+        need = -(-t.max_kv_tokens // b) + cfg.state_blocks
         if need > cfg.capacity_blocks:
             raise ServerSimError(
                 f"{t.source}: a request needs {need * b:,} KV tokens under {t.policy}, more than the "
@@ -132,6 +133,7 @@ def simulate(
         max_num_batched_tokens=cfg.max_num_batched_tokens,
         max_num_seqs=cfg.max_num_seqs,
         free_partial_first=cfg.free_partial_first,
+        state_blocks=cfg.state_blocks,
     )
     heap: list[tuple[float, int, int]] = [
         (i * cfg.stagger, i, 0) for i in range(sessions) if session_trace[i].turns

@@ -69,7 +69,8 @@ class Gpu:
 
 GPUS: dict[str, Gpu] = {  # vendor specs, not re-verified (§5.2)
     "h100": Gpu(989e12, 3.35e12, 79.6),
-    "h200": Gpu(989e12, 4.8e12, 131.0),
+    # memory as nvidia-smi reports it: H100 SXM 81,559 MiB, H200 143,771 MiB ("141 GB")
+    "h200": Gpu(989e12, 4.8e12, 140.4),
     "a100": Gpu(312e12, 2.0e12, 79.2),
 }
 
@@ -148,7 +149,8 @@ def capacity_blocks_for(
     """KV blocks left on a ``gpu_gib`` GPU after weights and a reserve (§1.10).
 
     ``gpu_gib * utilization - weights - reserve``, divided by ``block_size`` tokens of KV.
-    Hybrid models' per-sequence linear-attention state is not subtracted (see docs/server.md).
+    Hybrid models' per-sequence linear-attention state is not subtracted here: the simulator pins
+    it per running sequence (``ServerConfig.state_blocks``).
     """
     mc = model_compute(model)
     per_block = block_size * kv_spec(model).bytes_per_token(dtype_bytes)

@@ -14,6 +14,13 @@ chained block hashes of that sequence.  Output of call ``t``:
 
 A compaction (``compact`` policies) is one extra request before the call: the summarization prompt
 and ``summary_tokens`` placeholder output, sent with no tool delay before the call after it.
+
+Every model call is a request: a call whose reply was not stored (mini's format errors,
+``History.meta["unreplied"]``) sends its rebuilt prompt with the run's mean recorded output
+(an estimate). Prompts include the tool schemas the request carried (``request_tools``).
+With ``prompt_only_hashes`` (hybrid models, cache_spec.md §1.9) only blocks within the prompt's
+checkpoint ``(P - 1) // B`` are hashable: decode-time states are not retained, so the next turn
+hits at most this prompt.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from dataclasses import dataclass
 from ..history import History
 from ..messages import clean
 from ..replay import iter_prompts
+from ..replay.metrics import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
+from ..replay.runner import request_tools
 from ..tokens import Tokenizer, get_tokenizer, message_tokens, prompt_token_ids
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
@@ -107,6 +116,7 @@ def build_trace(
     block_size: int = 16,
     output_tokens: int | None = None,
     mask_after: int | None = None,
+    prompt_only_hashes: bool = False,
 ) -> Trace:
     """Render every call of ``history`` under ``policy`` and hash it (see the module docstring)."""
     tok: Tokenizer = get_tokenizer(tokenizer)
@@ -116,12 +126,17 @@ def build_trace(
     first: list[int] = []
     system_tokens = 0
     placeholder = 0
+    tools = request_tools(history, policy)
+    unreplied = unreplied_by_step(history)
+    lost_out = max(1, output_tokens or unreplied_output_estimate(history)) if unreplied else 0
 
     def add(prompt: list[int], out_ids: list[int], after_tool: bool) -> None:
         nonlocal prev
         seq = prompt + out_ids
         hashes = block_hashes(seq, block_size, prev)
         prev = (seq, hashes)
+        if prompt_only_hashes:
+            hashes = hashes[: (len(prompt) - 1) // block_size]
         turns.append(Turn(len(prompt), len(out_ids), hashes, after_tool))
 
     def placeholders(n: int) -> list[int]:
@@ -133,9 +148,12 @@ def build_trace(
     for p in iter_prompts(history, policy, stale, tokenizer=tokenizer, mask_after=mask_after):
         compacted = p.compaction is not None
         if p.compaction is not None:
-            cids = prompt_token_ids(p.compaction.input_messages, tok)
+            cids = prompt_token_ids(p.compaction.input_messages, tok, tools=tools)
             add(cids, placeholders(max(1, p.compaction.summary_tokens)), True)
-        ids = prompt_token_ids(p.messages, tok)
+        for seen in unreplied.get(p.t, ()):
+            cut = unreplied_prompt(history, p, seen)
+            add(prompt_token_ids(cut, tok, tools=tools), placeholders(lost_out), not compacted)
+        ids = prompt_token_ids(p.messages, tok, tools=tools)
         if not first:
             first = ids
             if p.messages and p.messages[0].get("role") == "system":

@@ -1,0 +1,259 @@
+"""Does `refold replay` (policy base) reproduce what the provider billed?
+
+Compares the replay of recorded runs with the usage the runs store:
+
+* CodeR (multi-agent SWE-agent .traj, GPT-4-Turbo): per-agent replay, cl100k, against
+  ``info.model_stats.tokens_sent`` / ``tokens_received`` / ``instance_cost`` per run.
+* mini-swe-agent 2.x tool-call runs (gpt-5-mini): o200k with the ``bash`` schema, per stored call
+  against ``usage.prompt_tokens``; cost per call against ``extra.cost`` and per run against
+  ``instance_cost`` (which, like ``extra.cost``, covers stored calls only); the calls whose reply
+  was not stored (format errors) are counted apart.
+* mini-swe-agent 1.x runs with OpenRouter usage (Gemini 3 Pro, dev/): cost against the recorded
+  ``usage.cost`` per call and ``instance_cost`` per run, with the ``gemini-openrouter`` cache
+  profile. No Gemini tokenizer is available offline, so prompts are counted with Qwen3.6: most
+  of the error shown is the tokenizer's (the prompt column).
+
+Costs are computed twice: with the provider's recorded cached tokens (checks counting + price
+rows) and with the replay's simulated cache (the figure `refold replay` reports).
+
+Run: python benchmarks/bench_bill.py ../shared/data/trajectories/eval-only [../shared/data/trajectories/dev]
+     [--out benchmarks/results/bill.json]
+Only derived figures are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from refold.cache import DEFAULT_PRICES, cost_usd, price_for_model
+from refold.history import History
+from refold.loaders import load_all
+from refold.replay import Settings
+from refold.replay.runner import TaskResult, collect_paths, replay_history
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
+
+
+def _replay(history: History, tokenizer: str, price: str | None, cache: str) -> dict[str, Any]:
+    s = Settings(policies=("base",), tokenizer=tokenizer, cache=cache, price=price, validate=False)
+    r = TaskResult(file=history.source)
+    replay_history(history, s, r)
+    return r.policies["base"]
+
+
+def _usage(history: History, t: int) -> dict[str, Any]:
+    extra = history.step(t).reply.get("extra") or {}
+    resp = extra.get("response") or {}
+    return {"usage": resp.get("usage") or {}, "cost": extra.get("cost")}
+
+
+def coder(files: list[str]) -> dict[str, Any]:
+    rows = []
+    for f in files:
+        sessions = load_all(f)
+        stats = sessions[0].meta.get("file_stats") or {}
+        if "tokens_sent" not in stats or len(sessions) < 2:
+            continue
+        sent = recv = calls = 0
+        cost = 0.0
+        for h in sessions:
+            m = _replay(h, "cl100k", "gpt-4-turbo", "none")
+            sent += m["prompt_tokens"]
+            recv += m["output_tokens"]
+            calls += m["calls"]
+            cost += m["cost_usd"]
+        rows.append(
+            {
+                "run": Path(f).name,
+                "agents": len(sessions),
+                "calls": calls,
+                "api_calls": stats.get("api_calls"),
+                "tokens_sent": stats["tokens_sent"],
+                "replayed": sent,
+                "error": sent / stats["tokens_sent"] - 1,
+                "tokens_received": stats.get("tokens_received"),
+                "replayed_output": recv,
+                "instance_cost": stats.get("instance_cost"),
+                "replayed_cost": cost,
+                "cost_error": cost / stats["instance_cost"] - 1 if stats.get("instance_cost") else None,
+            }
+        )
+    errs = [abs(r["error"]) for r in rows]
+    return {
+        "runs": rows,
+        "within_1pct": sum(e <= 0.01 for e in errs),
+        "exact": sum(r["replayed"] == r["tokens_sent"] for r in rows),
+        "median_abs_error": statistics.median(errs) if errs else None,
+    }
+
+
+def _call_cost(price: Any, prompt: int, cached: int, out: int) -> float:
+    return cost_usd(price, prompt, cached, 0, out)
+
+
+def mini_toolcall(files: list[str]) -> dict[str, Any]:
+    per_call: list[float] = []
+    cost_rec_cache: list[float] = []
+    rows = []
+    for f in files:
+        (h,) = load_all(f)
+        if not h.meta.get("tool_calls") or not str(h.meta.get("format")).startswith("mini-swe-agent"):
+            continue
+        model = str(h.meta.get("model") or "")
+        price_name = price_for_model(model) or "gpt-5-mini"
+        price = DEFAULT_PRICES[price_name]
+        m = _replay(h, "o200k", price_name, "openai")
+        pc = m["per_call"]
+        stored_prompt = stored_cost_sim = stored_cost_rec = rec_cost = 0.0
+        unreplied_prompt = 0
+        for i, step in enumerate(pc["step"]):
+            n, out = pc["prompt_tokens"][i], pc["output_tokens"][i]
+            if step == 0:
+                unreplied_prompt += n
+                continue
+            u = _usage(h, step)
+            rep = u["usage"].get("prompt_tokens")
+            cached = (u["usage"].get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            if isinstance(rep, int) and rep > 0:
+                per_call.append(abs(n - rep) / rep)
+            stored_prompt += n
+            sim = _call_cost(price, n, pc["cached_tokens"][i], out)
+            rec = _call_cost(price, n, min(cached, n), out)
+            stored_cost_sim += sim
+            stored_cost_rec += rec
+            if isinstance(u["cost"], int | float) and u["cost"] > 0:
+                rec_cost += u["cost"]
+                cost_rec_cache.append(abs(rec / u["cost"] - 1))
+        inst = (h.meta.get("file_stats") or {}).get("instance_cost")
+        rows.append(
+            {
+                "run": Path(f).name,
+                "api_calls": (h.meta.get("file_stats") or {}).get("api_calls"),
+                "replayed_calls": m["calls"],
+                "unreplied_calls": m["unreplied_calls"],
+                "unreplied_prompt_share": unreplied_prompt / max(1, m["prompt_tokens"]),
+                "all_vs_stored_prompt": m["prompt_tokens"] / max(1, stored_prompt),
+                "reasoning_share_of_stored_cost": None,
+                "instance_cost": inst,
+                "sum_extra_cost": rec_cost,
+                "stored_cost_recorded_cache": stored_cost_rec,
+                "stored_cost_simulated_cache": stored_cost_sim,
+                "cost_error_recorded_cache": stored_cost_rec / inst - 1 if inst else None,
+                "cost_error_simulated_cache": stored_cost_sim / inst - 1 if inst else None,
+                "replayed_cost_all_calls": m["cost_usd"],
+                "reasoning_tokens": m["reasoning_tokens"],
+                "output_tokens": m["output_tokens"],
+            }
+        )
+    return {
+        "runs": rows,
+        "calls": len(per_call),
+        "prompt_error_median": statistics.median(per_call) if per_call else None,
+        "prompt_error_p95": _pct(per_call, 95),
+        "prompt_error_max": max(per_call) if per_call else None,
+        "exact_calls": sum(e == 0 for e in per_call),
+        "call_cost_error_recorded_cache_median": statistics.median(cost_rec_cache) if cost_rec_cache else None,
+        "call_cost_error_recorded_cache_p95": _pct(cost_rec_cache, 95),
+    }
+
+
+def openrouter(files: list[str]) -> dict[str, Any]:
+    rows = []
+    for f in files:
+        try:
+            (h,) = load_all(f)
+        except Exception:  # noqa: BLE001 - only runs with OpenRouter usage matter here
+            continue
+        costs = [(_usage(h, s.index)["usage"] or {}).get("cost") for s in h.steps]
+        if not costs or not all(isinstance(c, int | float) for c in costs):
+            continue
+        model = str(h.meta.get("model") or "")
+        price_name = price_for_model(model)
+        if price_name is None:
+            continue
+        price = DEFAULT_PRICES[price_name]
+        m = _replay(h, "qwen3.6", price_name, "gemini-openrouter")
+        pc = m["per_call"]
+        rec_tok_cost = 0.0
+        for s in h.steps:
+            u = _usage(h, s.index)["usage"]
+            cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            rec_tok_cost += _call_cost(price, u["prompt_tokens"], cached, u["completion_tokens"])
+        recorded = float(sum(costs))  # type: ignore[arg-type]
+        inst = (h.meta.get("file_stats") or {}).get("instance_cost")
+        reported_prompt = sum((_usage(h, s.index)["usage"]).get("prompt_tokens", 0) for s in h.steps)
+        rows.append(
+            {
+                "run": Path(f).name,
+                "model": model,
+                "price": price_name,
+                "recorded_cost": recorded,
+                "instance_cost": inst,
+                "price_row_on_recorded_usage": rec_tok_cost,
+                "price_row_error": rec_tok_cost / recorded - 1,
+                "replayed_cost": m["cost_usd"],
+                "replayed_cost_error": m["cost_usd"] / recorded - 1,
+                "replayed_prompt_vs_reported": sum(pc["prompt_tokens"]) / max(1, reported_prompt) - 1,
+                "reasoning_tokens": m["reasoning_tokens"],
+                "output_tokens": m["output_tokens"],
+            }
+        )
+    return {"runs": rows}
+
+
+def _p(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:+.{digits}%}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", help="eval-only folder (and optionally dev/)")
+    ap.add_argument("--out", default="benchmarks/results/bill.json")
+    a = ap.parse_args(argv)
+    files = collect_paths(a.folders)
+    coder_files = [f for f in files if f.endswith(".traj")]
+    json_files = [f for f in files if not f.endswith(".traj")]
+    result = {
+        "coder_per_agent_cl100k": coder(coder_files),
+        "mini2_toolcall_o200k": mini_toolcall(json_files),
+        "openrouter_qwen3.6": openrouter(json_files),
+    }
+    c, t = result["coder_per_agent_cl100k"], result["mini2_toolcall_o200k"]
+    print(f"CodeR per agent: {c['exact']} exact, {c['within_1pct']}/{len(c['runs'])} within 1% of tokens_sent")
+    for r in c["runs"]:
+        print(f"  {r['run']:<55} {_p(r['error'], 4)}  calls {r['calls']}/{r['api_calls']}  cost {_p(r['cost_error'])}")
+    if t["calls"]:
+        print(
+            f"mini 2.x tool calls: {t['exact_calls']}/{t['calls']} stored calls exact; per-call prompt error "
+            f"median {t['prompt_error_median']:.4%} p95 {t['prompt_error_p95']:.4%} max {t['prompt_error_max']:.4%}"
+        )
+    for r in t["runs"]:
+        print(
+            f"  {r['run']:<55} calls {r['replayed_calls']}/{r['api_calls']} (unreplied {r['unreplied_calls']}, "
+            f"{r['unreplied_prompt_share']:.0%} of prompt tokens)  cost vs instance_cost: recorded cache "
+            f"{_p(r['cost_error_recorded_cache'])}, simulated cache {_p(r['cost_error_simulated_cache'])}"
+        )
+    for r in result["openrouter_qwen3.6"]["runs"]:
+        print(
+            f"  {r['run']:<55} price row on recorded usage {r['price_row_error']:+.2%}; replayed (qwen3.6) "
+            f"{r['replayed_cost_error']:+.2%}, prompt {r['replayed_prompt_vs_reported']:+.2%}"
+        )
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=float) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

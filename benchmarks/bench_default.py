@@ -1,0 +1,101 @@
+"""The issue targets for refold's default configuration, measured with ``refold replay``'s engine.
+
+    python benchmarks/bench_default.py DIR [DIR ...] [--out benchmarks/results/default]
+
+For every cache profile (vllm, openai, anthropic, gemini-openrouter; simulated caches), ``default``
+against ``base``: prompt tokens, median per-run peak KV, simulated cost, recomputed tokens, tokens
+lost for good, the hidden-then-needed rate next to SWE-agent masking n=5's; and, with STALE marks
+estimated in hindsight (simulated), default's tokens. Writes ``<out>.txt`` and ``<out>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from refold.replay.runner import Settings, collect_paths, replay_paths
+
+CACHES = ("vllm", "openai", "anthropic", "gemini-openrouter")
+TARGETS = {"tokens": 0.60, "peak_kv_p50": 0.70, "cost": 0.92, "hindsight_tokens": 0.45}
+
+
+def totals(results: list[Any], policy: str) -> dict[str, float]:
+    out: dict[str, float] = {"prompt_tokens": 0, "cost_usd": 0.0, "recomputed_tokens": 0, "removed_tokens_lost": 0}
+    needed = judged = 0
+    for r in results:
+        d = r.policies.get(policy) or {}
+        for k in out:
+            out[k] += d.get(k) or 0
+        needed += d.get("hidden_needed_calls") or 0
+        judged += (d.get("calls") or 0) - (d.get("unreplied_calls") or 0)  # calls with a reply to judge
+    out["needed_rate"] = needed / judged if judged else 0.0
+    return out
+
+
+def peak_ratio(results: list[Any], policy: str) -> float:
+    ratios = [
+        (r.policies[policy]["peak_kv_tokens"] / r.policies["base"]["peak_kv_tokens"])
+        for r in results
+        if r.policies.get(policy) and r.policies.get("base", {}).get("peak_kv_tokens")
+    ]
+    return statistics.median(ratios) if ratios else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--out", default="benchmarks/results/default")
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args(argv)
+    files = collect_paths(a.paths)
+    report: dict[str, Any] = {"paths": a.paths, "files": len(files), "caches": {}, "targets": TARGETS}
+    lines = [f"refold default vs base on {len(files)} files ({', '.join(a.paths)}); caches, KV and cost are SIMULATED", ""]
+    for cache in CACHES:
+        res = replay_paths(files, Settings(policies=("base", "default", "masking"), cache=cache, per_call=False, validate=False), jobs=a.jobs)
+        bad = [r.file for r in res if r.error]
+        base, dflt, mask = (totals(res, p) for p in ("base", "default", "masking"))
+        row = {
+            "tokens": dflt["prompt_tokens"] / base["prompt_tokens"],
+            "cost": dflt["cost_usd"] / base["cost_usd"],
+            "peak_kv_p50": peak_ratio(res, "default"),
+            "recomputed_tokens": dflt["recomputed_tokens"],
+            "base_recomputed_tokens": base["recomputed_tokens"],
+            "lost_tokens": dflt["removed_tokens_lost"],
+            "needed_rate": dflt["needed_rate"],
+            "masking_needed_rate": mask["needed_rate"],
+            "errors": bad,
+        }
+        report["caches"][cache] = row
+        lines.append(
+            f"{cache:18s} tokens {row['tokens']:.3f}x  peak KV p50 {row['peak_kv_p50']:.3f}x  cost {row['cost']:.3f}x  "
+            f"recomputed {int(row['recomputed_tokens']):,} (base {int(row['base_recomputed_tokens']):,})  lost {int(row['lost_tokens'])}  "
+            f"hidden-then-needed {row['needed_rate']:.2%} (masking n=5: {row['masking_needed_rate']:.2%})"
+            + (f"  errors: {len(bad)}" if bad else "")
+        )
+    res = replay_paths(files, Settings(policies=("base", "default"), stale="hindsight", per_call=False, validate=False), jobs=a.jobs)
+    hind = totals(res, "default")["prompt_tokens"] / totals(res, "base")["prompt_tokens"]
+    report["hindsight_tokens"] = hind
+    lines += ["", f"with hindsight STALE marks (SIMULATED): default tokens {hind:.3f}x base", ""]
+    c = report["caches"]
+    checks = [
+        ("prompt tokens <= 0.60x (vllm)", c["vllm"]["tokens"] <= TARGETS["tokens"]),
+        ("median peak KV <= 0.70x", c["vllm"]["peak_kv_p50"] <= TARGETS["peak_kv_p50"]),
+        *((f"cost <= 0.92x ({k})", c[k]["cost"] <= TARGETS["cost"]) for k in CACHES),
+        ("0 tokens lost for good", all(c[k]["lost_tokens"] == 0 for k in CACHES)),
+        ("hidden-then-needed <= masking n=5", c["vllm"]["needed_rate"] <= c["vllm"]["masking_needed_rate"]),
+        ("hindsight tokens <= 0.45x", hind <= TARGETS["hindsight_tokens"]),
+    ]
+    lines += [f"{'met ' if ok else 'MISS'} {name}" for name, ok in checks]
+    report["checks"] = dict(checks)
+    Path(a.out + ".txt").write_text("\n".join(lines) + "\n")
+    Path(a.out + ".json").write_text(json.dumps(report, indent=1) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

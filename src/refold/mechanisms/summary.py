@@ -1,0 +1,368 @@
+"""One-line summaries of tool outputs, made without a model call (the notes of hidden outputs).
+
+``summarize(command, text, tool)`` reads the command that produced an output and the output
+itself, in every shape refold loads (mini 1.x/2.x ``<returncode>`` wrappers with head/tail
+elision, SWE-agent windows and search results, editor tools), and says in one line what the
+output showed: a file read's path, line range and outline; a search's hits and files; a test
+run's counts and first failure; an error's first error line. Deterministic, bounded, never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..shell import analyze
+from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
+    _CAT_N_ON,
+    _FILE_HEADER,
+    _PYTEST_TOTAL,
+    _SWE_READERS,
+    _TEST_CMD,
+    _elided_numbered,
+    _files,
+    _grep_summary,
+    _nonblank,
+    _numbered,
+    _one_line,
+    _plural,
+    _q,
+    _read_summary,
+    _swe_search,
+    _test_summary,
+    first_error,
+)
+
+__all__ = ["MAX_CHARS", "Summary", "command_line", "exit_status", "summarize", "unwrap"]
+
+MAX_CHARS = 160
+_SCAN = 400_000  # characters of an output we look at (summaries of huge outputs stay linear and cheap)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    kind: str  # read | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | output
+    text: str  # one line, at most the limit
+    status: int | None  # the recorded exit status (mini's <returncode>); None when none was recorded
+    informative: bool  # False: only the generic first/last-line fallback
+
+
+@dataclass(frozen=True, slots=True)
+class Unwrapped:
+    body: str  # what the command printed, without the agent's wrapper
+    status: int | None
+    exception: str | None  # mini 2.x <exception> (e.g. a timeout)
+    elided: int | None  # characters mini elided between head and tail
+    head_chars: int | None = None  # body[:head_chars] is the head when elided, the rest the tail
+
+
+# ---- wrappers ---------------------------------------------------------------------------------
+
+_RC = re.compile(r"<returncode>\s*(-?\d{1,9})\s*</returncode>")
+_EXC = re.compile(r"<exception>(.*?)</exception>", re.DOTALL)
+_WRAPPED = re.compile(r"^\s*<(?:returncode|exception|warning|output)>")
+_ELIDED = re.compile(r"<elided_chars>\s*(\d{1,12}) characters elided\s*</elided_chars>")
+_SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
+
+
+def _between(text: str, tag: str) -> str | None:
+    start = text.find(f"<{tag}>")
+    if start < 0:
+        return None
+    start += len(tag) + 2
+    end = text.rfind(f"</{tag}>")
+    inner = text[start:] if end < start else text[start:end]
+    return inner[1:] if inner.startswith("\n") else inner
+
+
+def unwrap(text: str) -> Unwrapped:
+    """The printed output and the exit status of a recorded observation."""
+    status = exception = elided = head_chars = None
+    text = text.replace("\r\n", "\n")  # SWE-agent windows mix line ends
+    body = text
+    if _WRAPPED.match(text):
+        head_part = text[: text.find("<output")] if "<output" in text else text
+        m = _RC.search(head_part)
+        status = int(m.group(1)) if m else None
+        e = _EXC.search(head_part)
+        exception = " ".join(e.group(1).split()) if e else None
+        inner = _between(text, "output")
+        if inner is not None and "<output_head>" not in text[:200]:
+            body = inner
+        else:
+            head, tail = _between(text, "output_head"), _between(text, "output_tail")
+            if head is not None or tail is not None:
+                body = (head or "") + "\n" + (tail or "")
+                head_chars = len(head or "")
+                em = _ELIDED.search(text)
+                elided = int(em.group(1)) if em else None
+            else:
+                body = _RC.sub("", _EXC.sub("", text))
+    if text.startswith("{") and '"returncode"' in text[:200]:
+        status, body, exception = _json_observation(text, status, body, exception)
+    lines = body.rstrip().split("\n")
+    while lines and (not lines[-1].strip() or _SWE_TRAILER.match(lines[-1].strip())):
+        lines.pop()  # SWE-agent's state lines after every observation
+    return Unwrapped("\n".join(lines), status, exception, elided, head_chars)
+
+
+def _json_observation(
+    text: str, status: int | None, body: str, exception: str | None
+) -> tuple[int | None, str, str | None]:
+    """mini's tool-call observations as JSON: ``{"returncode": 0, "output": "..."}``."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return status, body, exception
+    if not isinstance(data, dict):
+        return status, body, exception
+    rc = data.get("returncode")
+    status = rc if isinstance(rc, int) and not isinstance(rc, bool) else status
+    output = data.get("output")
+    body = output if isinstance(output, str) else body
+    info = data.get("exception_info") or data.get("exception")
+    exception = " ".join(info.split()) if isinstance(info, str) and info.strip() else exception
+    return status, body, exception
+
+
+def exit_status(text: str) -> int | None:
+    """The exit status an observation records (mini's ``<returncode>``), or None."""
+    return unwrap(text).status
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def command_line(tool: str, command: str, limit: int = 80) -> str:
+    """The command as one short line: shell text, or ``tool arg ...`` for a function tool."""
+    text = command.strip()
+    if tool not in ("bash", "shell", "execute_bash", "run") and text.startswith("{"):
+        try:
+            args = json.loads(text)
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            if isinstance(args.get("command"), str) and tool in (
+                "str_replace_editor",
+                "str_replace_based_edit_tool",
+            ):
+                tool, args = f"{tool} {args.pop('command')}", args
+            values = [
+                str(v) for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            ]
+            text = " ".join([tool, *values])
+        else:
+            text = f"{tool} {text}"
+    elif tool not in ("bash", "shell", "execute_bash", "run"):
+        text = f"{tool} {text}".strip()
+    first, _, rest = text.partition("\n")
+    first = _one_line(first.replace("`", "'"), limit)
+    if rest.strip() and not first.endswith("\u2026"):
+        first = _one_line(first + " \u2026", limit)
+    return first
+
+
+# ---- the summarizer ---------------------------------------------------------------------------
+
+_FORMAT_ERRORS = (
+    "No tool calls found in the response",
+    "Please always provide EXACTLY ONE action",
+    "Your output was not formatted correctly",
+    "Your last output did not use any tool calls",
+    "The command you submitted was not in the expected format",
+)
+_CONTROL = {"plan", "succeed", "fail", "submit", "exit", "exit_cost", "exit_context", "exit_format"}
+_EDIT_OK = re.compile(
+    r"^(?:File updated\.|Replaced \d+ occurrences?|Text replaced\.|File created successfully at: (\S+)"
+    r"|The file (\S+) has been edited\.|New file created|Edit successful)",
+    re.MULTILINE,
+)
+_EDIT_FAIL = re.compile(
+    r"^(?:Your proposed edit has introduced new syntax error|Your changes have NOT been applied|No replacement was performed|Error: )",
+    re.MULTILINE,
+)
+_COMMIT = re.compile(r"^\[([\w./-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.*)$")
+_STAT = re.compile(r"^\d+ files? changed")
+_HANDOFF = (
+    "We're currently solving the following issue",
+    "Here is a demonstration of how to correctly",
+)  # CodeR role switch
+_LS = re.compile(r"^\s*(?:ls|ll|tree|dir)\b")
+_DIFF = re.compile(r"^diff --git a/(\S+)", re.MULTILINE)
+
+
+def summarize(command: str, text: str, tool: str = "bash", *, limit: int = MAX_CHARS) -> Summary:
+    """What one tool output showed, in one line of at most ``limit`` characters. Never raises."""
+    try:
+        s = _summarize(command or "", text or "", tool or "bash", max(16, limit))
+    except Exception as e:  # a note must always be written; say that we could not read the output
+        s = Summary("output", f"(no summary: {type(e).__name__})", None, False)
+    return Summary(s.kind, _one_line(s.text, max(16, limit)), s.status, s.informative)
+
+
+@lru_cache(maxsize=2048)
+def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
+    u = unwrap(text[:_SCAN])
+    body, status = u.body, u.status
+    lines = _nonblank(body)
+    cmd = command.strip()
+    cmd_head = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
+    verb = tool if tool not in ("bash", "shell", "execute_bash", "run") else cmd_head
+
+    def out(kind: str, line: str, informative: bool = True) -> Summary:
+        if u.exception and kind != "test":
+            line = f"{_one_line(u.exception, 70)}; {line}"
+        return Summary(kind, line, status, informative)
+
+    if any(body.lstrip().startswith(p) for p in _FORMAT_ERRORS):
+        return out("format", "format error: the reply's command was not run")
+    from ..protocol import command_of
+
+    if command_of(tool, cmd) is not None:
+        return out("context", f"answer of context command `{command_line(tool, cmd, 60)}`")
+    if verb in _CONTROL:
+        return out(
+            "control",
+            f'control action `{verb}`: "{_one_line(lines[0], 90)}"'
+            if lines
+            else f"control action `{verb}`; no output",
+        )
+    info = analyze(cmd, tool)
+
+    if (
+        _TEST_CMD.search(cmd)
+        or info.kind == "test"
+        or _PYTEST_TOTAL.search(body)
+        or re.search(r"^Ran \d+ tests? in ", body, re.M)
+    ):
+        t = _test_summary(body, body.split("\n"))
+        if t:
+            return out("test", t)
+        err = first_error(body)
+        if (_TEST_CMD.search(cmd) or info.kind == "test") and err:
+            return out("error", f"tests did not run: {err}")
+    if not lines:
+        if info.kind == "search" and cmd_head in ("find", "fd", "locate"):
+            return out("search", "0 paths found")
+        if info.kind == "search" and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):
+            return out("search", "0 hits")
+        if info.kind == "edit":
+            verb_ = "removed" if cmd_head == "rm" else "edit of"
+            return out("edit", f"{verb_} {', '.join(info.writes[:3]) or 'files'}; no output")
+        return out("empty", "no output")
+    if lines[0].strip() == "Your command ran successfully and did not produce any output.":
+        return out("empty", "no output")
+
+    edit_fail = _EDIT_FAIL.search(body)
+    edit_ok = _EDIT_OK.search(body)
+    header = _FILE_HEADER.search(body[:4000])
+    if edit_fail and (
+        verb in ("edit", "str_replace_editor", "str_replace_based_edit_tool", "insert", "str_replace")
+        or header
+        or "end_of_edit" in cmd
+    ):
+        err = first_error(body[edit_fail.start() :]) or lines[0]
+        where = f" to {header.group(1)}" if header else ""
+        return out("error", f"edit{where} NOT applied: {err.lstrip('- ')}")
+    if edit_ok or (header and verb in ("edit", "insert", "create", "append", "str_replace")):
+        path = (header.group(1) if header else None) or (
+            edit_ok.group(1) or edit_ok.group(2) if edit_ok else None
+        )
+        path = path or (info.writes[0] if info.writes else None)
+        size = f" (now {_plural(int(header.group(2)), 'line')})" if header else ""
+        what = "created" if verb == "create" else "edited"
+        return out("edit", f"{what} {path or 'a file'}{size}")
+
+    err = first_error(body, weak=status != 0)
+    failed = status not in (None, 0) and not (
+        status == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err
+    )
+    looks_read = bool(
+        header
+        or verb in _SWE_READERS
+        or info.kind == "read"
+        or _CAT_N_ON.search(body[:2000])
+        or _numbered(body)
+        or (u.head_chars is not None and _elided_numbered(body, u.head_chars))
+    )
+    short = len(lines) <= 2 and not header
+    # a traceback printed by a run; in a file read or a search hit it is just text
+    crashed = "Traceback (most recent call last)" in body and not looks_read and info.kind != "search"
+    if err and (failed or short or crashed):
+        return out("error", f"error: {err}")
+
+    if looks_read:
+        path = info.reads[0] if info.reads else None
+        if path is None and tool not in ("bash",):
+            m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
+            path = m.group(1) if m else None
+        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars)
+        if r:
+            return out("read", r)
+
+    swe = (
+        _swe_search(body)
+        if verb in ("search_file", "search_dir", "find_file")
+        or verb.startswith("rover_search")
+        or body.startswith(("Found ", "No matches found", "More than "))
+        else None
+    )
+    if swe:
+        return out("search", swe)
+    if _DIFF.search(body) and "git" in cmd:
+        files = _DIFF.findall(body)
+        plus = sum(1 for ln in body.split("\n") if ln.startswith("+") and not ln.startswith("+++"))
+        minus = sum(1 for ln in body.split("\n") if ln.startswith("-") and not ln.startswith("---"))
+        return out("diff", f"diff of {_plural(len(files), 'file')}{_files(files)}: +{plus} -{minus} lines")
+    commit = _COMMIT.match(lines[0].strip())
+    if commit and "git" in cmd:
+        stat = next((ln.strip() for ln in lines[1:6] if _STAT.match(ln.strip())), "")
+        return out(
+            "vcs",
+            f'committed {commit.group(2)} on {commit.group(1)}: "{_q(commit.group(3), 60)}"'
+            + (f"; {stat}" if stat else ""),
+        )
+    if re.search(r"\bpip\d?(?:\.\d+)? install\b|\bpython\S* -m pip install\b", cmd):
+        done = next(
+            (ln.strip() for ln in reversed(lines) if ln.startswith(("Successfully installed", "ERROR:"))),
+            None,
+        )
+        if done is None and all(
+            "already satisfied" in ln or ln.startswith(("Looking in", "WARNING", "Requirement"))
+            for ln in lines
+        ):
+            done = "requirements already satisfied"
+        if done:
+            return out("install", f"pip: {_q(done, 120)}")
+    if body.startswith(_HANDOFF):
+        return out("control", f'instructions for the next agent: "{_q(lines[0], 80)}"')
+    if _LS.match(cmd) and all(re.match(r"\s*(?:sed|head|tail|sort)\b", seg) for seg in cmd.split("|")[1:]):
+        entries = [
+            ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")
+        ]  # ls -R headings
+        names = ", ".join(e.split()[-1] for e in entries[:4])
+        return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
+    if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
+        return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
+    if info.kind == "edit":
+        what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
+        return out(
+            "edit",
+            f'{what}; printed "{_q(lines[0], 80)}"'
+            + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""),
+        )
+    if err and failed:
+        return out("error", f"error: {err}")
+    # Python warnings lead many script outputs; the first line of the output proper says more
+    plain = [
+        ln
+        for i, ln in enumerate(lines)
+        if "Warning: " not in ln and not (i and "Warning: " in lines[i - 1] and ln[:1].isspace())
+    ]
+    lines = plain or lines
+    first = _q(lines[0].strip(), 90)
+    if len(lines) == 1:
+        return out("output", f'"{first}"', False)
+    return out("output", f'"{first}" … "{_q(lines[-1].strip(), 50)}"', False)

@@ -1,0 +1,358 @@
+"""The per-kind readers behind ``refold.mechanisms.summary``: error lines, test runs, file reads, searches.
+
+Each takes an output already unwrapped from its agent's wrapper and returns a one-line phrase, or
+None when the output is not of its kind. Pure, no model call.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..shell import normalize_path
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "\u2026"
+
+
+def _q(text: str, limit: int = 60) -> str:
+    return _one_line(text, limit)
+
+
+def _nonblank(body: str) -> list[str]:
+    return [ln for ln in body.split("\n") if ln.strip()]
+
+
+# ---- error lines ------------------------------------------------------------------------------
+
+_EXC_LINE = re.compile(
+    r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault))\b(?::.*)?$"
+)
+_ERR_LINE = re.compile(
+    r"^(?:[-*]\s*)?(?:[EF]\d{3}\s+\S|(?:[\w./ -]{1,60}: )?(?:error|fatal|ERROR|FATAL|Error)\b[:\s]"
+    r"|.*(?:command not found|No such file or directory|No module named |Permission denied|cannot open))"
+)
+# Wordings that are errors only when the command failed or recorded no status (a script may print them).
+_WEAK_ERR_LINE = re.compile(r"^.*(?:\bnot found\.?$|\bdoes not exist\.?$|\bCould not find |\bUnable to )")
+
+
+def first_error(body: str, *, weak: bool = True) -> str | None:
+    """The line that says what went wrong: the exception of the last traceback, else an error line.
+
+    ``weak=False`` ignores wordings a successful script may print ("x does not exist").
+    """
+    lines = body.split("\n")
+    tb = max(
+        (i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")),
+        default=-1,
+    )
+    if tb >= 0:
+        for ln in lines[tb + 1 :]:
+            s = ln.strip()
+            if s and not ln[:1].isspace() and not s.startswith(("File ", "^", "~")):
+                return s
+    for ln in lines:
+        s = ln.strip()
+        if s and (_EXC_LINE.match(s) or _ERR_LINE.match(s)):
+            return s
+    if weak:
+        return next((ln.strip() for ln in lines if _WEAK_ERR_LINE.match(ln.strip())), None)
+    return None
+
+
+# ---- test runs --------------------------------------------------------------------------------
+
+_TEST_CMD = re.compile(
+    r"\b(?:pytest|py\.test|runtests(?:\.py)?|unittest|tox|nox|nosetests|manage\.py\s+test|bin/test|"
+    r"go\s+test|cargo\s+test|npm\s+(?:run\s+)?test|yarn\s+test|sympy\.testing|setup\.py\s+test)\b"
+)
+_PYTEST_TOTAL = re.compile(
+    r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+)"
+    r"\s+in\s+[\d.]+\s*(?:s|seconds)\b.*$|^=+ no tests ran in .*$",
+    re.MULTILINE,
+)
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+_RAN = re.compile(r"^Ran (\d+) tests? in ")
+_UNITTEST_END = re.compile(r"^(OK|FAILED)\b\s*(\(.*\))?\s*$")
+_UNITTEST_FAIL = re.compile(r"^(FAIL|ERROR): (\S+)(?: \(([\w.]+)\))?")
+_PYTEST_FAIL = re.compile(r"^(?:FAILED|ERROR) ([^\s(]\S*)|^(\S+::\S+) (?:FAILED|ERROR)\b")
+_PYTEST_HEADER = re.compile(r"^_{3,} (?:ERROR collecting )?(\S.*?) _{3,}$")
+_DOTS = re.compile(r"^[.FEsxX]+\s*(?:\[\s*\d+%\])?$")
+
+
+def _test_summary(body: str, lines: list[str]) -> str | None:
+    total = next((m for ln in reversed(lines) if (m := _PYTEST_TOTAL.match(ln.strip()))), None)
+    first_fail = None
+    for ln in lines:
+        s = ln.strip()
+        m = _PYTEST_FAIL.match(s)
+        if m:
+            first_fail = m.group(1) or m.group(2)
+            break
+    if first_fail is None:
+        for ln in lines:
+            m = _UNITTEST_FAIL.match(ln.strip())
+            if m:
+                first_fail = f"{m.group(2)} ({m.group(3)})" if m.group(3) else m.group(2)
+                break
+    if first_fail is None:
+        first_fail = next((m.group(1) for ln in lines if (m := _PYTEST_HEADER.match(ln.strip()))), None)
+    fail = f"; first failure: {first_fail}" if first_fail else ""
+    if total is not None:
+        counts = ", ".join(f"{n} {w}" for n, w in _COUNT.findall(total.group(0)))
+        return f"tests: {counts or 'no tests ran'}{fail}"
+    ran = next((i for i in range(len(lines) - 1, -1, -1) if _RAN.match(lines[i].strip())), None)
+    if ran is not None:
+        ran_n = lines[ran].strip().split()[1]
+        end = next((m for ln in lines[ran + 1 : ran + 6] if (m := _UNITTEST_END.match(ln.strip()))), None)
+        verdict = ""
+        if end is not None:
+            verdict = f", {end.group(1)}" + (f" {end.group(2)}" if end.group(2) else "")
+        return f"tests: {ran_n} ran{verdict}{fail}"
+    dots = [ln.strip() for ln in lines if _DOTS.match(ln.strip()) and len(ln.strip()) > 3]
+    if dots:
+        marks = "".join(d.split("[")[0] for d in dots)
+        tally = [(marks.count("."), "passed"), (marks.count("F"), "failed"), (marks.count("E"), "errors")]
+        shown = ", ".join(f"{k} {w}" for k, w in tally if k) or "0 passed"
+        return f"tests (no final line): {shown} so far{fail}"
+    return None
+
+
+# ---- reads ------------------------------------------------------------------------------------
+
+_FILE_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines? total\)\]$", re.MULTILINE)
+_ABOVE = re.compile(r"^\((\d+) more lines? above\)$", re.MULTILINE)
+_CAT_N_ON = re.compile(r"result of running `cat -n` on (?:a snippet of )?(\S+?):?\s*$", re.MULTILINE)
+_SED_RANGE = re.compile(r"\bsed\s+-n\s+['\"]?(\d+)\s*,\s*(\d+)\s*p")
+_HEAD_N = re.compile(r"\bhead\s+(?:-n\s*|-)(\d+)")
+_VIEW_RANGE = re.compile(r'"view_range"\s*:\s*\[\s*(\d+)\s*,\s*(-?\d+)')
+_DEF_NAME = re.compile(
+    r"\b(class|def|function|func|fn|interface|struct|enum|trait|impl|module|object)\s+([\w$.]+)"
+)
+_SWE_READERS = ("open", "goto", "scroll_up", "scroll_down", "view", "read_file")
+
+
+def _outline_names(code: str, path: str | None, offset: int | None) -> list[str]:
+    """``kind name Lnn`` of the top-level definitions; ``offset=None``: file lines unknown, no numbers."""
+    try:
+        from .. import outline as ol  # lazy: tree-sitter loads only when a read is summarized
+
+        entries = ol.outline(code, path=path, max_entries=40)
+    except Exception:  # an outline is a nicety; a failing grammar must not break a note
+        return []
+    names: list[str] = []
+    tops = [e for e in entries if e.depth == 0] or entries
+    for e in tops:
+        m = _DEF_NAME.search(e.signature)
+        if m:
+            kind = "def" if m.group(1) in ("def", "function", "func", "fn") else m.group(1)
+            names.append(f"{kind} {m.group(2)}" + (f" L{e.line + offset}" if offset is not None else ""))
+    return names
+
+
+def _read_summary(
+    command: str,
+    tool: str,
+    body: str,
+    path: str | None,
+    elided: int | None,
+    limit: int,
+    head_chars: int | None = None,
+) -> str | None:
+    from ..outline import strip_line_numbers
+
+    if elided is not None and head_chars is not None:
+        shown = _elided_numbered(body, head_chars)
+        if shown:
+            (a, b, head_text), (c, d, tail_text) = shown
+            names = _outline_names(head_text, path, 0) + _outline_names(tail_text, path, 0)
+            text = f"{path or 'file'} lines {a}-{b} and {c}-{d} ({elided:,} chars elided)"
+            return _with_names(text, names, limit)
+
+    header = _FILE_HEADER.search(body[:2000])
+    total = int(header.group(2)) if header else None
+    if header:
+        path = header.group(1)
+    cat_on = _CAT_N_ON.search(body[:2000])
+    if cat_on:
+        path = cat_on.group(1)
+        body = body[cat_on.end() :]
+    code, numbers = strip_line_numbers(body)
+    n = len(code.split("\n")) if code else 0
+    start: int | None = None
+    if numbers:
+        start, end = numbers[0], numbers[-1]
+    else:
+        above = _ABOVE.search(body[:2000])
+        sed = _SED_RANGE.search(command) or _VIEW_RANGE.search(command)
+        head_n = _HEAD_N.search(command)
+        if above:
+            start = int(above.group(1)) + 1
+        elif sed:
+            start = int(sed.group(1))
+        elif (
+            (head_n or re.match(r"^\s*(?:cat|nl|bat)\b", command))
+            and "|" not in command
+            and "tail" not in command
+        ):
+            start = 1
+        end = (start + n - 1) if start is not None else 0
+        if header and start is None and n:
+            start, end = 1, n
+    if not n and not header:
+        return None
+    where = path or "file"
+    if start is not None and elided is None:
+        rng = f" lines {start}-{end}"
+    elif elided is not None:
+        rng = f" head and tail ({elided:,} chars elided)"
+        if head_chars is not None and start == 1:
+            # only the head's rows are file lines; the tail's position in the file is unknown
+            code = "\n".join(body[:head_chars].removesuffix("\n").split("\n")[:-1])
+            n = code.count("\n") + 1
+            rng = f" lines 1-{n}, then its tail ({elided:,} chars elided)"
+        else:
+            n = 0  # no outline: its line numbers would be guesses
+    else:
+        rng = f" ({n} lines)"
+    of = f" of {total}" if total is not None and elided is None else ""
+    # numbered text: outline maps its own line numbers to the file's; plain text is offset by hand
+    source, offset = (body, 0) if numbers else (code, (start - 1) if start else None)
+    names = _outline_names(source, path, offset) if n >= 3 else []
+    return _with_names(f"{where}{rng}{of}", names, limit)
+
+
+def _with_names(text: str, names: list[str], limit: int) -> str:
+    if not names:
+        return text
+    text += ": "
+    room = limit - len(text)
+    shown: list[str] = []
+    for i, name in enumerate(names):
+        if len(", ".join([*shown, name])) + 10 > room:  # room for ", +N more"
+            return text + ", ".join([*shown, f"+{len(names) - i} more"])
+        shown.append(name)
+    return text + ", ".join(shown)
+
+
+def _elided_numbered(body: str, head_chars: int) -> tuple[tuple[int, int, str], tuple[int, int, str]] | None:
+    """File line ranges of a numbered read whose middle mini elided (the cut lines are partial)."""
+    from ..outline import strip_line_numbers
+
+    parts = []
+    for part, drop in ((body[:head_chars].removesuffix("\n"), -1), (body[head_chars + 1 :], 0)):
+        lines = part.split("\n")
+        lines = lines[:-1] if drop < 0 else lines[1:]
+        text = "\n".join(lines)
+        _, numbers = strip_line_numbers(text)
+        if not numbers:
+            return None
+        parts.append((numbers[0], numbers[-1], text))
+    return parts[0], parts[1]
+
+
+# ---- searches ---------------------------------------------------------------------------------
+
+_SWE_FOUND = re.compile(
+    r'^Found (\d+) (matches|snippets|classes|methods|functions)? ?(?:for|containing|with name) ["`]?(.*?)["`]? in (.+?):?\s*\.?$',
+    re.MULTILINE,
+)
+_SWE_NONE = re.compile(r'^(?:No matches found for ["`](.*?)["`] in (\S+)|Could not find .*)$', re.MULTILINE)
+_SWE_MANY = re.compile(r'^More than (\d+) files matched for "(.*?)" in (\S+)', re.MULTILINE)
+_DIR_LINE = re.compile(r"^(\S.*?) \((\d+) matches\)$")
+_GREP_HIT = re.compile(r"^(?:\./)?([^\s:][^:]*?):(\d+):")
+_GREP_FILE = re.compile(r"^(?:\./)?([\w./@+-]+\.[\w]+|[\w./@+-]*/[\w.@+-]+):(?!\d+-)")
+_GREP_CTX = re.compile(r"^(?:\./)?[^\s:][^:]*?-\d+-|^--$")
+_BINARY = re.compile(r"^(?:Binary file (.+) matches|grep: (.+): binary file matches)$")
+
+
+def _files(names: list[str]) -> str:
+    uniq = list(dict.fromkeys(names))
+    if not uniq:
+        return ""
+    if len(uniq) <= 2:
+        return " (" + ", ".join(normalize_path(u) for u in uniq) + ")"
+    return ""
+
+
+_PLURALS = {"match": "matches", "entry": "entries"}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word if n == 1 else _PLURALS.get(word, word + 's')}"
+
+
+def _swe_search(body: str) -> str | None:
+    many = _SWE_MANY.search(body)
+    if many:
+        return f'"{_q(many.group(2), 40)}": more than {many.group(1)} files match in {many.group(3)} (not listed)'
+    found = _SWE_FOUND.search(body)
+    if found:
+        n, what, term, where = (
+            int(found.group(1)),
+            found.group(2) or "matches",
+            found.group(3),
+            found.group(4),
+        )
+        files = [m.group(1) for ln in body.split("\n") if (m := _DIR_LINE.match(ln.strip()))]
+        if files:
+            return f'"{_q(term, 40)}": {_plural(n, "hit")} in {_plural(len(files), "file")}{_files(files)}'
+        if what in ("snippets", "methods", "classes", "functions"):
+            return f'"{_q(term, 40)}": {n} {what[:-1] if n == 1 and what != "classes" else what if n != 1 else "class"} in {where}'
+        if body[found.end() : found.end() + 200].lstrip().startswith("Line "):
+            return f'"{_q(term, 40)}": {_plural(n, "hit")} in {normalize_path(where)}'
+        paths = [ln.strip() for ln in body[found.end() :].split("\n") if ln.strip().startswith(("/", "."))]
+        return f'"{_q(term, 40)}": {_plural(n, "file")} found{_files(paths)}'
+    none = _SWE_NONE.search(body)
+    if none:
+        return (
+            f'"{_q(none.group(1), 40)}": no hits in {none.group(2)}'
+            if none.group(1) is not None
+            else _one_line(none.group(0), 100)
+        )
+    return None
+
+
+def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, ...]) -> str:
+    files: list[str] = []
+    hits = 0
+    binary = 0
+    words = command.split()
+    if head in ("find", "fd", "locate") or (head == "git" and "ls-files" in words):
+        paths = [ln.strip() for ln in lines if not ln.startswith(("find:", "fd:"))]
+        return f"{_plural(len(paths), 'path')} found{_files(paths)}"
+    if any(w in ("-l", "--files-with-matches", "-rl", "-lr", "-Rl", "-lR", "-rli", "-ril") for w in words):
+        return f"{_plural(len(lines), 'file')} match{_files(lines)}"
+    grep_at = next(
+        (i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in ("grep", "rg", "ag", "egrep")), len(words)
+    )
+    context = any(
+        re.match(r"^-(?:[ABC]\d*|\w*[ABC])$|^--(?:after|before)?-?context", w) for w in words[grep_at:]
+    )
+    for ln in lines:
+        if _BINARY.match(ln.strip()):
+            binary += 1
+            continue
+        if _GREP_CTX.match(ln):
+            continue
+        m = _GREP_HIT.match(ln) or _GREP_FILE.match(ln)
+        if m:
+            files.append(m.group(1))
+        hits += 1
+    if not files and hits and reads and reads != (".",):
+        files = list(reads[:1]) if len(reads) == 1 else []
+    if context and not any(_GREP_HIT.match(ln) for ln in lines):
+        return f"{_plural(hits, 'line')} with context" + (
+            f" in {normalize_path(reads[0])}" if len(reads) == 1 and reads != (".",) else ""
+        )
+    nfiles = len(set(files))
+    where = f" in {_plural(nfiles, 'file')}{_files(files)}" if nfiles else ""
+    extra = f" (+{binary} binary)" if binary else ""
+    return f"{_plural(hits, 'hit')}{where}{extra}"
+
+
+def _numbered(body: str) -> bool:
+    from ..outline import strip_line_numbers
+
+    return len(body) < 200_000 and body.count("\n") >= 2 and strip_line_numbers(body)[1] is not None

@@ -1,0 +1,143 @@
+"""Mask notes (refold.messages.mask_note / mask_text) and the prompt texts that explain them."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refold.config import Config
+from refold.messages import mask_note, mask_text
+from refold.protocol import CM, ledger_section, span_section, system_section
+from refold.render import Renderer
+from refold.types import Shown
+
+from builders import reply, text_history, tool_history
+
+GREP = "<returncode>0</returncode>\n<output>\nsrc/a.py:3:foo\nsrc/b.py:9:foo()\nsrc/b.py:12:foo\n</output>"
+TEST = (
+    "<returncode>1</returncode>\n<output>\n" + "x\n" * 40 + "FAILED tests/t.py::test_foo - assert 0\n"
+    "==== 1 failed, 9 passed in 0.3s ====\n</output>"
+)
+
+
+def test_note_names_step_command_status_size_and_summary() -> None:
+    h = text_history([(reply("search", "-", 'grep -rn "foo" src'), GREP)])
+    note = mask_note(h.step(1), 0, reversible=True)
+    assert note.startswith(f"[step 1]\n{CM} ")
+    assert "\n" not in note.split("\n", 1)[1]  # one line after the label
+    assert note.split("\n", 1)[1].startswith(f'{CM} Hidden output of `grep -rn "foo" src` ')
+    assert f"(exit 0; 6 lines, {len(GREP)} chars)" in note
+    assert "): 3 hits in 2 files (src/a.py, src/b.py)." in note
+    assert note.endswith("`restore 1` shows it.")
+
+
+def test_note_sizes_count_only_that_output() -> None:
+    h = tool_history([("run both", [('grep -rn "foo" src', GREP), ("pytest -q", TEST)])])
+    step = h.step(1)
+    first, second = mask_note(step, 0, reversible=True), mask_note(step, 1, reversible=True)
+    assert (
+        "Hidden output 1 of 2 of `grep" in first and "(exit 0; 6 lines," in first and "`pytest" not in first
+    )
+    assert "Hidden output 2 of 2 of `pytest -q`" in second
+    assert f"(exit 1; {TEST.count(chr(10)) + 1} lines, {len(TEST):,} chars)" in second
+    assert "): tests: 1 failed, 9 passed; first failure: tests/t.py::test_foo." in second
+
+
+def test_irreversible_note_says_so() -> None:
+    h = text_history([(reply("search", "-", "grep -rn foo src"), GREP)])
+    note = mask_note(h.step(1), 0, reversible=False)
+    assert "cannot be restored" in note and "restore 1" not in note
+
+
+def test_a_message_without_a_command_gets_no_command() -> None:
+    h = tool_history([("run", [("ls", "<returncode>0</returncode>\n<output>\na\nb\n</output>")])])
+    step = h.append(
+        {"role": "assistant", "content": "oops"},
+        [{"role": "user", "content": "No tool calls found in the response."}],
+    )
+    note = mask_note(step, 0, reversible=True)
+    assert (
+        note
+        == f"[step 2]\n{CM} Hidden output (1 line, 36 chars): format error: the reply's command was not run. `restore 2` shows it."
+    )
+
+
+def test_mask_text_keeps_working() -> None:
+    h = tool_history([("one", [("ls", GREP)]), ("two", [("ls", GREP), ("cat a", GREP)])])
+    assert mask_text(h.step(1), reversible=True) == mask_note(h.step(1), 0, reversible=True)
+    both = mask_text(h.step(2), reversible=True)
+    assert (
+        both.startswith(f"[step 2]\n{CM} ") and "2 outputs, 12 lines in all" in both and "`restore 2`" in both
+    )
+
+
+def test_rendered_mask_notes_carry_summaries() -> None:
+    body = "".join(f"def f{n}():\n    pass\n" for n in range(60))
+    steps = [
+        (
+            reply(f"step {i}", "-", f"cat src/f{i}.py"),
+            f"<returncode>0</returncode>\n<output>\n{body}</output>",
+        )
+        for i in range(1, 13)
+    ]
+    h = text_history(steps)
+    r = Renderer(Config.parse(mask_after=2)).render(h)
+    notes = [m["content"] for m, o in zip(r.messages, r.origins, strict=True) if o.shown == Shown.NOTE]
+    assert notes, "masking should have hidden some outputs"
+    for text in notes:
+        m = re.match(r"\[step (\d+)\]\n", text)
+        assert m is not None
+        i = m.group(1)
+        assert (
+            f"`cat src/f{i}.py`" in text
+            and "(exit 0; 123 lines," in text
+            and "): lines 1-120: def f0 L1, def f1 L3" in text  # the command names the file
+        )
+
+
+# ---- prompt texts ---------------------------------------------------------------------------------
+
+
+def test_system_section_explains_every_omission_and_restore() -> None:
+    text = system_section(3)
+    for word in (
+        "pointer",
+        "trim",
+        "fold note",
+        "mask note",
+        "`restore <step>`",
+        "STALE",
+        CM,
+        "PROGRESS:",
+        "at most every 3 steps",
+    ):
+        assert word in text, word
+    assert "where the same content still is" not in text
+    assert "mask note" not in system_section(3, masking=False)
+    assert "at most every" not in system_section(3, chunk=False)
+    irreversible = system_section(3, reversible=False)
+    assert "cannot be brought back" in irreversible and "`restore <step>`" not in irreversible
+
+
+def test_span_and_ledger_sections_say_how_their_omissions_look() -> None:
+    assert f"one `{CM}` block" in span_section()
+    text = ledger_section("128k")
+    assert "one-line summary" in text and "one-line marker" in text and f"`{CM} context: N% of 128k`" in text
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.text(max_size=60), st.text(max_size=300)), min_size=1, max_size=4),
+    reversible=st.booleans(),
+)
+def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], reversible: bool) -> None:
+    step = tool_history([("run", calls)]).step(1)
+    for j, (_, out) in enumerate(calls):
+        note = mask_note(step, j, reversible=reversible)
+        label, _, body = note.partition("\n")
+        assert label == "[step 1]" and body.startswith(f"{CM} Hidden output") and "\n" not in body
+        lines = out.count("\n") + 1 if out else 0
+        assert f"{lines:,} line{'' if lines == 1 else 's'}, {len(out):,} chars)" in body
+        assert ("`restore 1` shows it." in body) == reversible

@@ -1,0 +1,277 @@
+"""A replay that matches the provider's bill: one history per agent, every call (unreplied ones
+too), tool schemas and framing, reasoning tokens, price rows.
+
+Fixtures in tests/data/bill/ (written for these tests, same formats as real runs; kept out of
+tests/data itself, whose every file the loader and golden-prompt tests walk):
+* ``coder_multiagent.traj``: a CodeR-style SWE-agent .traj with two agents; its
+  ``tokens_sent`` was computed with the OpenAI cookbook formula per agent (bpe_openai directly).
+* ``mini2_formaterror.traj.json``: a mini-swe-agent 2.x tool-call run with two format errors,
+  reasoning and cached tokens; each stored call's ``prompt_tokens`` follows the rule measured on
+  gpt-5-mini (cookbook + tool block + tool-call framing), computed independently of refold.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refold.cache import DEFAULT_PRICES, price_for_model
+from refold.context_commands import TOOL_SCHEMAS
+from refold.errors import TrajectoryError
+from refold.history import History
+from refold.loaders import load, load_all, split_source, unreplied_calls
+from refold.replay import Settings, build_report, replay_paths
+from refold.replay.runner import TaskResult, replay_history, request_tools
+from refold.tokens import MINI_BASH_TOOL, count_messages, get_tokenizer, prompt_token_ids, tools_token_ids
+
+from conftest import DATA
+
+CODER = DATA / "bill" / "coder_multiagent.traj"
+MINI2 = DATA / "bill" / "mini2_formaterror.traj.json"
+
+
+def _base(history: History, **kw: Any) -> dict[str, Any]:
+    s = Settings(policies=kw.pop("policies", ("base",)), validate=False, **kw)
+    r = TaskResult(file=history.source)
+    replay_history(history, s, r)
+    return r.policies
+
+
+# ---- one history per agent -----------------------------------------------------------------
+
+
+def test_multi_agent_file_loads_one_history_per_agent() -> None:
+    sessions = load_all(CODER)
+    assert [h.source for h in sessions] == [f"{CODER}#Manager", f"{CODER}#Programmer"]
+    manager, programmer = sessions
+    assert len(manager) == 2 and len(programmer) == 3
+    assert [m["role"] for m in programmer.prefix] == ["system", "user", "user"]  # demo stays prefix
+    assert programmer.prefix[1].get("is_demo")
+    assert all("Manager" not in str(m.get("content")) for m in programmer.messages())
+    # the Manager's second turn continues its own conversation, not the Programmer's
+    assert "Programmer's conclusions" in manager.step(1).observations[0]["content"]
+    assert manager.meta["agent"] == "Manager" and manager.meta["file_stats"]["api_calls"] == 5
+    assert manager.meta["api_calls"] is None  # the file's count is not this agent's
+
+
+def test_load_of_multi_agent_file_names_agents() -> None:
+    with pytest.raises(TrajectoryError, match=r"holds 2 agents \(Manager, Programmer\)"):
+        load(CODER)
+    assert len(load(f"{CODER}#Programmer")) == 3
+    with pytest.raises(TrajectoryError, match="no agent 'Tester'"):
+        load(f"{CODER}#Tester")
+    with pytest.raises(TrajectoryError, match="single-agent"):
+        load(f"{MINI2}#Programmer")
+    assert split_source(str(MINI2)) == (str(MINI2), None)
+
+
+def test_single_agent_files_unchanged() -> None:
+    (h,) = load_all(MINI2)
+    assert h.source == str(MINI2) and "agent" not in h.meta
+    swe = DATA / "sweagent__pydicom__pydicom-1458.traj.gz"  # every entry says agent 'main'
+    assert [x.source for x in load_all(swe)] == [str(swe)]
+
+
+def test_per_agent_replay_reproduces_tokens_sent() -> None:
+    sent = json.loads(CODER.read_text())["info"]["model_stats"]["tokens_sent"]
+    total = sum(_base(h, tokenizer="cl100k", cache="none")["base"]["prompt_tokens"] for h in load_all(CODER))
+    assert total == sent
+    merged = History.from_messages(json.loads(CODER.read_text())["history"])
+    tok = get_tokenizer("cl100k")
+    merged_total = sum(count_messages(merged.messages()[: i], tok) for i, m in enumerate(merged.messages()) if m["role"] == "assistant" and not m.get("is_demo"))
+    assert merged_total > sent  # what replaying the merged file used to count
+
+
+def test_replay_paths_reports_per_agent_and_per_file() -> None:
+    s = Settings(policies=("base", "refold"), tokenizer="chars4", cache="vllm")
+    results = replay_paths([str(CODER)], s)
+    assert [r.agent for r in results] == ["Manager", "Programmer"]
+    assert all(r.path == str(CODER) and r.sessions == 2 for r in results)
+    report = build_report(results, s)
+    f = report["files"][str(CODER)]
+    assert f["sessions"] == ["Manager", "Programmer"]
+    assert f["calls"] == 5 == f["recorded"]["api_calls"]
+    assert f["policies"]["base"]["prompt_tokens"] == sum(r.policies["base"]["prompt_tokens"] for r in results)
+    assert report["tasks"][0]["file"].endswith("#Manager") and report["tasks"][0]["agent"] == "Manager"
+    one = replay_paths([f"{CODER}#Programmer"], s)
+    assert len(one) == 1 and one[0].error is None and one[0].calls == 3
+
+
+def test_cli_replays_agents(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-c", "from refold.cli import main; main()", "replay", str(CODER), "--tokenizer", "chars4", "--json", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "2 sessions" in p.stdout
+    assert len(json.loads(out.read_text())["tasks"]) == 2
+    p = subprocess.run([*cmd[:4], f"{CODER}#Nobody", "--tokenizer", "chars4"], capture_output=True, text=True)
+    assert p.returncode == 1 and "no agent 'Nobody'" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([*cmd[:3], "view", str(CODER)], capture_output=True, text=True)
+    assert p.returncode != 0 and "#Manager" in p.stderr and "Traceback" not in p.stderr
+
+
+# ---- every call, the request as the provider counts it ----------------------------------------
+
+
+def test_unreplied_calls_are_located() -> None:
+    h = load(MINI2)
+    assert h.meta["unreplied"] == [
+        {"step": 1, "observations": 1, "type": "FormatError"},
+        {"step": 1, "observations": 2, "type": "FormatError"},
+    ]
+    assert len(h) == 3 and h.meta["file_stats"]["api_calls"] == 5
+
+
+def _usage(h: History) -> list[dict[str, Any]]:
+    return [s.reply["extra"]["response"]["usage"] for s in h.steps]
+
+
+def test_every_call_replayed_and_counted_as_billed() -> None:
+    h = load(MINI2)
+    m = _base(h, tokenizer="o200k", cache="openai", price="auto")["base"]
+    assert m["calls"] == 5 and m["unreplied_calls"] == 2
+    pc = m["per_call"]
+    assert pc["step"] == [1, 0, 0, 2, 3]  # in the order the calls were made
+    stored = [n for n, s in zip(pc["prompt_tokens"], pc["step"], strict=True) if s]
+    assert stored == [u["prompt_tokens"] for u in _usage(h)]  # exact, tools and framing included
+    tok = get_tokenizer("o200k")
+    raw = [{k: v for k, v in x.items() if k in ("role", "content", "tool_calls", "tool_call_id")} for x in json.loads(MINI2.read_text())["messages"]]
+    # an unreplied call's prompt is every message before its interrupt
+    assert pc["prompt_tokens"][1] == count_messages(raw[:4], tok, tools=[MINI_BASH_TOOL])
+    assert pc["prompt_tokens"][2] == count_messages(raw[:5], tok, tools=[MINI_BASH_TOOL])
+    assert pc["prompt_tokens"][1] < pc["prompt_tokens"][2] < pc["prompt_tokens"][3]
+
+
+def test_reasoning_tokens_in_output_kv_and_cost() -> None:
+    h = load(MINI2)
+    m = _base(h, tokenizer="o200k", cache="none", price="gpt-5-mini")["base"]
+    reasoning = sum(u["completion_tokens_details"]["reasoning_tokens"] for u in _usage(h))
+    assert m["reasoning_tokens"] == reasoning == 232
+    stored_out = [o for o, s in zip(m["per_call"]["output_tokens"], m["per_call"]["step"], strict=True) if s]
+    assert stored_out[1] >= 200  # the call that reasoned 200 tokens
+    est = m["unreplied_output_tokens"]
+    assert est == 2 * round(sum(u["completion_tokens"] for u in _usage(h)) / 3)  # ESTIMATED from the run
+    assert m["output_tokens"] == sum(m["per_call"]["output_tokens"])
+    price = DEFAULT_PRICES["gpt-5-mini"]
+    expect = sum(
+        (n * price.input_per_mtok + o * price.output_per_mtok) / 1e6
+        for n, o in zip(m["per_call"]["prompt_tokens"], m["per_call"]["output_tokens"], strict=True)
+    )
+    assert m["cost_usd"] == pytest.approx(expect, rel=1e-6)
+    assert m["peak_kv_tokens"] >= m["per_call"]["prompt_tokens"][3] + 200  # the reasoning is held in KV
+
+
+def test_context_tools_counted_for_refold_policies() -> None:
+    h = load(MINI2)
+    assert request_tools(h, "base") == [MINI_BASH_TOOL]
+    assert request_tools(h, "refold") == [MINI_BASH_TOOL, *TOOL_SCHEMAS]
+    assert request_tools(load(DATA / "mswea-gemini3pro__django__django-16255.traj.json"), "refold") is None
+    tok = get_tokenizer("o200k")
+    extra = len(tools_token_ids([MINI_BASH_TOOL, *TOOL_SCHEMAS], tok)) - len(tools_token_ids([MINI_BASH_TOOL], tok))
+    assert extra > 250
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert count_messages(msgs, tok, tools=[MINI_BASH_TOOL, *TOOL_SCHEMAS]) - count_messages(msgs, tok, tools=[MINI_BASH_TOOL]) == extra
+
+
+def test_qwen_tools_go_in_the_system_turn() -> None:
+    q = get_tokenizer("qwen3.6")
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "u"}]
+    with_tools = prompt_token_ids(msgs, q, tools=[MINI_BASH_TOOL])
+    plain = prompt_token_ids(msgs, q)
+    user_turn = prompt_token_ids(msgs[1:], q)
+    assert with_tools[-len(user_turn) :] == user_turn  # the rest of the prompt is unchanged
+    assert with_tools[:3] == plain[:3]  # <|im_start|>system\nsys ...
+    assert len(with_tools) - len(plain) > 100
+    # no system message: the tools get a system turn of their own
+    assert len(prompt_token_ids(msgs[1:], q, tools=[MINI_BASH_TOOL])) > len(user_turn)
+
+
+def test_o200k_arguments_counted_as_compact_json() -> None:
+    tok = get_tokenizer("o200k")
+
+    def call(args: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "bash", "arguments": args}}]}
+
+    assert count_messages([call('{"command": "ls",  "timeout": 5}')], tok) == count_messages(
+        [call('{"command":"ls","timeout":5}')], tok
+    )
+    cl = get_tokenizer("cl100k")  # cookbook counting, arguments as sent
+    assert count_messages([call('{"command": "ls",  "timeout": 5}')], cl) > count_messages(
+        [call('{"command":"ls","timeout":5}')], cl
+    )
+
+
+# ---- prices ----------------------------------------------------------------------------------------
+
+
+def test_price_rows_for_recorded_models_and_file_override(tmp_path: Path) -> None:
+    assert price_for_model("google/gemini-3-pro-preview") == "gemini-3-pro"
+    assert price_for_model("openai/gpt-5-mini") == "gpt-5-mini"
+    assert price_for_model("gpt-4-1106-preview") == "gpt-4-turbo"
+    assert price_for_model("some/unknown") is None
+    h = load(MINI2)
+    base = _base(h, tokenizer="o200k", cache="none", price="auto")["base"]["cost_usd"]
+    table = tmp_path / "prices.json"
+    table.write_text(json.dumps({"gpt-5-mini": {"input_per_mtok": 0.5, "cached_input_per_mtok": 0.05, "output_per_mtok": 4.0}}))
+    doubled = _base(h, tokenizer="o200k", cache="none", price="auto", prices_file=str(table))["base"]["cost_usd"]
+    assert doubled == pytest.approx(2 * base, rel=1e-6)
+
+
+# ---- invariant: an unreplied call's prompt is rebuilt from the History ---------------------------
+
+_ROLE = st.sampled_from(["tool", "user", "interrupt", "assistant"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_ROLE, min_size=1, max_size=30))
+def test_unreplied_prompt_is_messages_before_interrupt(roles: list[str]) -> None:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    for i, r in enumerate(roles):
+        if r == "interrupt":
+            msgs.append({"role": "user", "content": f"format error {i}", "extra": {"interrupt_type": "FormatError"}})
+        else:
+            msgs.append({"role": r, "content": f"{r} {i}"})
+    h = History.from_messages(msgs)
+    for u in unreplied_calls(msgs):
+        t, j = u["step"], u["observations"]
+        rebuilt = list(h.prefix[:j]) if t == 0 else list(h.prefix)
+        for s in h.steps[: t] if t else ():
+            rebuilt += [s.reply, *s.observations]
+        if t:
+            rebuilt = rebuilt[: len(rebuilt) - len(h.step(t).observations) + j]
+        nxt = msgs[len(rebuilt)]
+        assert nxt["extra"]["interrupt_type"] == "FormatError"
+        assert [m["content"] for m in rebuilt] == [m["content"] for m in msgs[: len(rebuilt)]]
+        assert msgs[len(rebuilt) - 1]["role"] != "assistant"
+
+
+def test_server_trace_has_every_call_with_tools() -> None:
+    from refold.serversim import build_trace
+
+    h = load(MINI2)
+    tr = build_trace(h, "base", tokenizer="o200k", block_size=16)
+    assert len(tr.turns) == 5  # 3 stored + 2 unreplied calls
+    stored = [tr.turns[i].prompt_len for i in (0, 3, 4)]
+    assert stored == [u["prompt_tokens"] for u in _usage(h)]  # tool schema and framing counted
+    assert tr.turns[3].out_len == _usage(h)[1]["completion_tokens"]  # reasoning included
+
+
+def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
+    data = json.loads(CODER.read_text())
+    for i, m in enumerate(data["history"]):
+        m["agent"] = f"agent\n{i} " + "x" * 500
+    bad = tmp_path / "many.traj"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(TrajectoryError) as e:
+        load(bad)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 600 + len(str(bad))
+    with pytest.raises(TrajectoryError) as e:
+        load(f"{bad}#" + "y" * 1000)
+    assert len(str(e.value)) < 600 + len(str(bad))
