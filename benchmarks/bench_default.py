@@ -37,11 +37,15 @@ def totals(results: list[Any], policy: str) -> dict[str, float]:
 
 
 def peak_ratio(results: list[Any], policy: str) -> float:
-    ratios = [
-        (r.policies[policy]["peak_kv_tokens"] / r.policies["base"]["peak_kv_tokens"])
-        for r in results
-        if r.policies.get(policy) and r.policies.get("base", {}).get("peak_kv_tokens")
-    ]
+    """Median over runs (files) of peak KV against base's; a multi-agent file's agents run one after
+    another, so its peak is its largest agent's."""
+    peaks: dict[str, list[int]] = {}
+    for r in results:
+        if r.policies.get(policy) and r.policies.get("base", {}).get("peak_kv_tokens"):
+            pair = peaks.setdefault(r.file.split("#")[0], [0, 0])
+            pair[0] = max(pair[0], r.policies[policy]["peak_kv_tokens"])
+            pair[1] = max(pair[1], r.policies["base"]["peak_kv_tokens"])
+    ratios = [a / b for a, b in peaks.values()]
     return statistics.median(ratios) if ratios else float("nan")
 
 

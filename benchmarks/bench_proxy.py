@@ -180,7 +180,7 @@ def main() -> None:
 
 def run_proxy(name: str, store: str, up_port: int, a: argparse.Namespace, base_lat: list[float]) -> str:
     port = free_port()
-    code = "import sys; from refold.cli import main; sys.argv[0] = 'refold'; main()"
+    code = "import sys; from refold.cli import main; sys.exit(main())"
     px = spawn(
         [
             code,

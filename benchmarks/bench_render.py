@@ -1,80 +1,433 @@
-"""Per-call render time of the incremental renderer over recorded runs.
+"""Per-call render time and memory of the renderer: recorded runs and synthetic 2,000/10,000-step runs.
 
-Renders every model call of every trajectory in the given folders (default: the dev set in
-../shared/data/trajectories if present, else the runs shipped with the repo) under the seed's
-policy and reports median and p99 per-call time and the ratio of late-call to early-call time
-(median over the last quarter of each run's calls / median over its first quarter).
+Every history is rendered call by call (t = 0..n) with one fresh ``Renderer`` per history and
+config, as an agent loop does, under three configs: ``Config()``, ``Config.parse(mask_after=5)``
+and the mini wrapper's (span and ledger prompts, budget line). Reported per config and history:
+median, p99 and max ms per call; the mean of the last 5% of calls over the mean of the first 5%;
+and memory: bytes the renderer allocated and still holds after the last call (tracemalloc) over
+the bytes the History holds when built alone. Synthetic (simulated) runs come from
+``benchmarks/synthetic.py``: reads with overlapping ranges, edits, greps, tests, STALE marks,
+spans, ledger ops and restores recorded as refold's mini wrapper stores them.
 
-    python benchmarks/bench_render.py [PATH ...] [--repeat 5]
+    python benchmarks/bench_render.py [PATH ...] [--quick] [--repeat 5] [--out FILE]
+
+PATH: folders or files of recorded runs (default: the runs in tests/data and the package's demo
+run). ``--quick``: 200/1,000-step synthetic runs and one pass (a smoke test; writes nothing unless
+``--out``). Otherwise the report goes to stdout and benchmarks/results/render.txt.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import math
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from refold.config import Config
-from refold.history import load
-from refold.policy import Policy
-from refold.render import Renderer
+from refold.history import History, load
+
+try:
+    from refold.render import Renderer
+except ImportError:  # the renderer may live elsewhere after a rewrite; refold exports it
+    from refold import Renderer
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from synthetic import mix, synthetic_messages, text_chars  # noqa: E402
+
+TRACE_COST = 8  # a pass under tracemalloc takes about this many times a timed pass (6-7x on main's renderer)
+
+CONFIGS: dict[str, tuple[str, Config]] = {
+    "default": ("Config()", Config()),
+    "mask5": ("Config.parse(mask_after=5)", Config.parse(mask_after=5)),
+    "mini": (
+        'Config.parse(spans={"prompt": True}, ledger={"prompt": True, "budget_tokens": 128000})',
+        Config.parse(spans={"prompt": True}, ledger={"prompt": True, "budget_tokens": 128000}),
+    ),
+}
+SIZES, QUICK_SIZES = (2000, 10000), (200, 1000)
+TARGET_MEDIAN_MS = 0.05  # recorded runs
+TARGET_P99_MS = 5.0  # synthetic runs of the largest size
+TARGET_RATIO = 2.0  # last 5% / first 5%, largest synthetic size
+TARGET_MEMORY = 2.0  # renderer / history, everywhere
 
 
-def files(paths: list[str]) -> list[Path]:
+@dataclass
+class Row:
+    config: str
+    history: str
+    ms: list[float]  # every call, pooled over runs
+    first: list[float]  # first 5% of each run's calls
+    last: list[float]  # last 5% of each run's calls
+    renderer_bytes: int | None  # None: the memory pass was skipped (too slow, see --memory-budget)
+    history_bytes: int
+    largest: bool = False  # the synthetic size the p99 and ratio targets apply to
+    recorded: bool = False
+
+    @property
+    def ratio(self) -> float:
+        first = statistics.fmean(self.first)
+        return statistics.fmean(self.last) / first if first > 0 else math.inf
+
+    @property
+    def memory(self) -> float | None:
+        return None if self.renderer_bytes is None else self.renderer_bytes / self.history_bytes
+
+    def p(self, q: float) -> float:
+        s = sorted(self.ms)
+        return s[max(0, math.ceil(q * len(s)) - 1)]
+
+    def misses(self) -> list[str]:
+        out = []
+        if self.recorded and statistics.median(self.ms) > TARGET_MEDIAN_MS:
+            out.append("median")
+        if self.largest and self.p(0.99) > TARGET_P99_MS:
+            out.append("p99")
+        if self.largest and self.ratio > TARGET_RATIO:
+            out.append("ratio")
+        if self.memory is not None and self.memory > TARGET_MEMORY:
+            out.append("memory")
+        return out
+
+
+def runs_in(paths: list[str]) -> list[Path]:
+    if not paths:
+        data = HERE.parent / "tests" / "data"
+        demo = Path(str(resources.files("refold") / "data" / "django__django-11477.traj.json.gz"))
+        return [*sorted(p for p in data.iterdir() if ".traj" in p.name), demo]
     out: list[Path] = []
     for p in map(Path, paths):
-        out += sorted(q for q in p.rglob("*") if ".traj" in q.name) if p.is_dir() else [p]
+        out += sorted(q for q in p.rglob("*") if ".traj" in q.name and q.is_file()) if p.is_dir() else [p]
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("paths", nargs="*")
-    ap.add_argument("--repeat", type=int, default=5, help="render each run this many times, keep the fastest per call")
-    ap.add_argument("--mask-after", type=int, default=None)
-    args = ap.parse_args()
-    default = HERE.parent.parent / "shared" / "data" / "trajectories"
-    paths = args.paths or ([str(default)] if default.is_dir() else [str(HERE.parent / "tests" / "data")])
-    runs = files(paths)
-    policy = Policy(mask_after=args.mask_after)
-    all_ms: list[float] = []
-    ratios: list[float] = []
-    early_all: list[float] = []
-    late_all: list[float] = []
-    for f in runs:
-        h = load(f)
-        best = [float("inf")] * len(h)
-        for _ in range(args.repeat):
-            r = Renderer(Config(policy=policy))
-            gc.disable()
-            for t in range(len(h)):
-                t0 = time.perf_counter()
-                r.render(h, t)
-                best[t] = min(best[t], (time.perf_counter() - t0) * 1000)
-            gc.enable()
-        all_ms += best
-        q = max(1, len(best) // 4)
-        early, late = statistics.median(best[:q]), statistics.median(best[-q:])
-        early_all += best[:q]
-        late_all += best[-q:]
-        ratios.append(late / early)
-    all_ms.sort()
-    p99 = all_ms[min(len(all_ms) - 1, int(0.99 * len(all_ms)))]
-    print(f"refold render benchmark  python {platform.python_version()}  {platform.machine()}")
-    print(f"policy: {policy.model_dump(exclude_defaults=True) or 'seed default (k=3, dedup+fold+chunk)'}")
-    print(f"runs: {len(runs)} from {', '.join(paths)}   calls: {len(all_ms)}   repeat: {args.repeat} (fastest kept)")
-    print(f"per-call render ms: median {statistics.median(all_ms):.4f}  p99 {p99:.4f}  max {all_ms[-1]:.4f}")
-    print(
-        f"late/early ratio: pooled {statistics.median(late_all) / statistics.median(early_all):.2f}  "
-        f"per-run median {statistics.median(ratios):.2f}  per-run max {max(ratios):.2f}"
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time.perf_counter}
+_clock: Callable[[], float] = time.thread_time
+_overhead = 0.0  # seconds one reading pair of the clock costs, subtracted from each call
+
+
+def use_clock(name: str) -> float:
+    """Time calls with ``name`` (cpu: this thread's CPU time, not inflated by other load); its overhead in s."""
+    global _clock, _overhead
+    _clock = CLOCKS[name]
+    pairs = []
+    for _ in range(2000):
+        t0 = _clock()
+        pairs.append(_clock() - t0)
+    _overhead = statistics.median(pairs)
+    return _overhead
+
+
+def timed(h: History, config: Config) -> list[float]:
+    """ms of each call t = 0..n, one Renderer, gc off (a collection is not the renderer's cost)."""
+    r = Renderer(config)
+    out = []
+    clock = _clock
+    gc.collect()
+    gc.disable()
+    try:
+        for t in range(len(h) + 1):
+            t0 = clock()
+            r.render(h, t)
+            out.append(max(0.0, clock() - t0 - _overhead) * 1000)
+    finally:
+        gc.enable()
+    return out
+
+
+def fastest(h: History, config: Config, repeat: int) -> list[float]:
+    best = timed(h, config)
+    for _ in range(repeat - 1):
+        best = [min(a, b) for a, b in zip(best, timed(h, config), strict=True)]
+    return best
+
+
+def held(build: Callable[[], Any]) -> tuple[Any, int]:
+    """What ``build`` returns and the bytes it allocated that are still alive afterwards."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        value = build()
+        gc.collect()
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return value, size
+
+
+def renderer_bytes(h: History, config: Config) -> int:
+    def run() -> Any:
+        r = Renderer(config)
+        for t in range(len(h) + 1):
+            r.render(h, t)
+        return r  # kept alive until measured: its caches are what it holds
+
+    return held(run)[1]
+
+
+def edges(ms: list[float]) -> tuple[list[float], list[float]]:
+    m = max(1, round(0.05 * len(ms)))
+    return ms[:m], ms[-m:]
+
+
+def describe_mix(counts: dict[str, int]) -> str:
+    shell = ", ".join(
+        f"{k} {counts.get(k, 0)}" for k in ("read", "edit", "grep", "test", "ls", "git", "python")
     )
-    print("targets: median <= 0.1 ms, late/early <= 2")
+
+    def pair(name: str) -> str:
+        return f"{name} {counts.get(f'{name} ok', 0)}/{counts.get(f'{name} refused', 0)}"
+
+    ctx = ", ".join(pair(n) for n in ("begin_span", "fold_span", "fold", "drop", "restore"))
+    return f"{shell}; ok/refused: {ctx}; replies with STALE marks {counts.get('stale marks', 0)}"
+
+
+def git_rev() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return out.stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def _from_wire(wire: str, source: str) -> History:
+    return History.from_messages(json.loads(wire), source=source)
+
+
+def _error(e: Exception) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("paths", nargs="*", help="folders or files of recorded runs")
+    ap.add_argument(
+        "--quick", action="store_true", help="200/1,000-step synthetic runs, one pass, no results file"
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="passes over each recorded run, fastest call kept (default 5; 1 with --quick)",
+    )
+    ap.add_argument(
+        "--sizes",
+        default=None,
+        help="steps of the synthetic runs, comma-separated (default 2000,10000; 200,1000 with --quick; '' for none)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic runs")
+    ap.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"configs to run, comma-separated (of {', '.join(CONFIGS)})",
+    )
+    ap.add_argument(
+        "--memory-budget",
+        type=float,
+        default=90.0,
+        help=f"skip a memory pass expected to take longer than this many seconds ({TRACE_COST}x its timed pass); 0: never skip",
+    )
+    ap.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="cpu",
+        help="cpu: this thread's CPU time per call, not inflated by other load (default); wall: perf_counter",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results file (default benchmarks/results/render.txt; none with --quick)",
+    )
+    args = ap.parse_args(argv)
+    repeat = args.repeat or (1 if args.quick else 5)
+    if args.sizes is not None:
+        try:
+            sizes = tuple(int(x) for x in args.sizes.split(",") if x.strip())
+        except ValueError:
+            sizes = (0,)
+        if any(n < 1 for n in sizes):
+            ap.error(f"--sizes: '{args.sizes}' is not a comma-separated list of step counts >= 1")
+    else:
+        sizes = QUICK_SIZES if args.quick else SIZES
+    configs = {
+        k: CONFIGS[k]
+        for k in dict.fromkeys(x.strip() for x in args.configs.split(",") if x.strip())
+        if k in CONFIGS
+    }
+    unknown = [x for x in args.configs.split(",") if x.strip() and x.strip() not in CONFIGS]
+    if unknown or not configs:
+        ap.error(
+            f"--configs: unknown '{','.join(unknown) or args.configs}'; choose from {', '.join(CONFIGS)}"
+        )
+    out_path = args.out or (None if args.quick else HERE / "results" / "render.txt")
+    started = time.perf_counter()
+    overhead = use_clock(args.clock)
+
+    def progress(msg: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    recorded: list[tuple[Path, History, int]] = []
+    skipped: list[str] = []
+    for f in runs_in(args.paths):
+        try:
+            h, size = held(partial(load, f))
+        except Exception as e:  # a bad file costs one line, the rest still runs
+            skipped.append(f"{f}: {_error(e)}")
+            continue
+        recorded.append((f, h, size))
+    recorded_chars = sum(
+        len(str(m.get("content") or ""))
+        for _, h, _ in recorded
+        for m in [*h.prefix, *(x for s in h.steps for x in (s.reply, *s.observations))]
+    )
+    synthetic: list[tuple[int, History, int, dict[str, int], int]] = []
+    for n in sizes:
+        messages = synthetic_messages(n, args.seed)
+        counts, chars = dict(mix(messages)), text_chars(messages)
+        wire = json.dumps(messages)
+        del messages
+        # built from the JSON text, as a loader would, so that the History's own strings are counted
+        h, size = held(partial(_from_wire, wire, f"synthetic-{n}"))
+        synthetic.append((n, h, size, counts, chars))
+        progress(f"built synthetic-{n}: {len(h)} steps, History holds {size / 1e6:.1f} MB")
+
+    # lazy imports and regex caches load once, before anything is measured
+    warm = History.from_messages(synthetic_messages(120, args.seed + 1))
+    for _, config in configs.values():
+        timed(warm, config)
+
+    def memory_pass(h: History, config: Config, ms: list[float]) -> int | None:
+        expected = TRACE_COST * sum(ms) / 1000
+        if args.memory_budget and expected > args.memory_budget:
+            return None
+        return renderer_bytes(h, config)
+
+    rows: list[Row] = []
+    errors: list[str] = []
+    for key, (_, config) in configs.items():
+        if recorded:
+            row = Row(key, f"recorded ({len(recorded)})", [], [], [], 0, 0, recorded=True)
+            for f, h, size in recorded:
+                try:
+                    ms = fastest(h, config, repeat)
+                    rb = renderer_bytes(h, config)
+                except Exception as e:
+                    errors.append(f"{key} {f.name}: {_error(e)}")
+                    continue
+                a, b = edges(ms)
+                row.ms += ms
+                row.first += a
+                row.last += b
+                row.renderer_bytes = (row.renderer_bytes or 0) + rb
+                row.history_bytes += size
+            if row.ms:
+                rows.append(row)
+            progress(
+                f"{key} recorded: median {statistics.median(row.ms):.4f} ms"
+                if row.ms
+                else f"{key} recorded: failed"
+            )
+        for n, h, size, _, _ in synthetic:
+            try:
+                ms = timed(h, config)
+                progress(
+                    f"{key} synthetic-{n} timed: {sum(ms) / 1000:.1f} s, median {statistics.median(ms):.3f} ms"
+                )
+                held_bytes = memory_pass(h, config, ms)
+            except Exception as e:
+                errors.append(f"{key} synthetic-{n}: {_error(e)}")
+                continue
+            rows.append(Row(key, f"synthetic-{n}", ms, *edges(ms), held_bytes, size, largest=n == max(sizes)))
+
+    lines: list[str] = []
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines.append(
+        f"refold render benchmark  {now}  python {platform.python_version()} {platform.machine()}  git {git_rev()}"
+    )
+    shown_paths = " ".join(args.paths) or "(default: tests/data and the demo run)"
+    lines.append(
+        f"command: bench_render.py {shown_paths}{' --quick' if args.quick else ''} --repeat {repeat} "
+        f"--sizes {','.join(map(str, sizes))} --configs {','.join(configs)} --seed {args.seed} --memory-budget {args.memory_budget:g} --clock {args.clock}"
+    )
+    lines.append(
+        f"clock: {args.clock} ({'thread CPU time' if args.clock == 'cpu' else 'wall time'}; {overhead * 1e6:.2f} us of "
+        f"clock reading subtracted per call); load average at the end "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
+    lines.append(
+        "Each history is rendered call by call, t = 0..n, by one fresh Renderer per history and config (gc off while "
+        f"timing); recorded runs: fastest of {repeat} pass(es) per call, pooled; synthetic runs: one pass."
+    )
+    lines.append(
+        "memory = bytes the renderer allocated and still holds after the last call / bytes the History holds when "
+        "built alone (tracemalloc, in a separate untimed pass)."
+    )
+    lines.append("")
+    lines.append(
+        f"recorded: {len(recorded)} runs, {sum(len(h) for _, h, _ in recorded)} steps, {recorded_chars / 1e6:.1f} MB of text"
+    )
+    for n, h, size, counts, chars in synthetic:
+        lines.append(
+            f"synthetic-{n} (simulated, seed {args.seed}): {len(h)} steps, {chars / 1e6:.1f} MB of text, History holds {size / 1e6:.1f} MB"
+        )
+        lines.append(f"    {describe_mix(counts)}")
+    lines += [f"skipped {s}" for s in skipped]
+    lines.append("configs:")
+    lines += [f"    {key:8} {expr}" for key, (expr, _) in configs.items()]
+    lines.append("")
+    lines.append(
+        f"{'config':8} {'history':16} {'calls':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'last/first 5%':>14} "
+        f"{'memory':>7}  {'renderer / history MB':>21}  misses"
+    )
+    for r in rows:
+        mem = f"{r.memory:6.2f}x" if r.memory is not None else f"{'-':>7}"
+        mb = f"{r.renderer_bytes / 1e6:9.1f}" if r.renderer_bytes is not None else f"{'skipped':>9}"
+        lines.append(
+            f"{r.config:8} {r.history:16} {len(r.ms):6d} {statistics.median(r.ms):10.4f} {r.p(0.99):8.3f} {max(r.ms):8.2f} "
+            f"{r.ratio:14.2f} {mem}  {mb} / {r.history_bytes / 1e6:9.1f}  {', '.join(r.misses()) or '-'}"
+        )
+    lines.append("")
+    largest = f"synthetic-{max(sizes)}" if sizes else "the largest synthetic run"
+    lines.append(
+        f"targets: median <= {TARGET_MEDIAN_MS} ms on recorded runs; at {largest} p99 <= {TARGET_P99_MS:g} ms and "
+        f"last/first 5% <= {TARGET_RATIO:g}; memory <= {TARGET_MEMORY:g}x everywhere"
+    )
+    missed = [f"{r.config}/{r.history}: {', '.join(r.misses())}" for r in rows if r.misses()]
+    lines.append(f"missed: {'; '.join(missed)}" if missed else "all targets met")
+    if any(r.renderer_bytes is None for r in rows):
+        lines.append(
+            f"memory skipped where a traced pass would take over {args.memory_budget:g} s (--memory-budget 0 measures all)"
+        )
+    lines += [f"error {e}" for e in errors]
+    lines.append(f"wall time {time.perf_counter() - started:.0f} s")
+    report = "\n".join(lines) + "\n"
+    print(report, end="")
+    if out_path is not None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(report)
+        progress(f"wrote {out_path}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

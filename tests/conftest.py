@@ -1,8 +1,11 @@
-"""Shared fixtures: paths to the real recorded runs shipped with the tests, and history builders."""
+"""Shared fixtures: paths to the real recorded runs shipped with the tests, the CLI in-process."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -21,6 +24,27 @@ def real_trajectories() -> list[Path]:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What ``refold ARGS`` did: exit status and output (named like subprocess.CompletedProcess)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> CliResult:
+    """``refold ARGS`` in this process: the real entry point ``refold.cli.main`` (parsing, one-line
+    errors, exit codes) without the cost of a new interpreter per call."""
+    from refold.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    where = contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), where:
+        code = main(list(args))
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -251,6 +251,7 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
+        self.server.force_exit = True  # the test is over: do not wait for a request still sleeping (SLOW:n)
         self.thread.join(timeout=20)
 
 

@@ -15,7 +15,6 @@ from refold.cache import (
     CacheResult,
     CalibratedCache,
     DeepSeekCache,
-    KVCapacityError,
     NoCache,
     OpenAICache,
     PrefixCacheSim,
@@ -31,6 +30,7 @@ from refold.cache import (
     make_cache,
     session_peak_kv_bytes,
 )
+from refold.errors import KVCapacityError
 
 KIB = 1024
 MIB = 1024 * 1024

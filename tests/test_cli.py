@@ -1,27 +1,37 @@
-"""The command line: the demo runs on the shipped run; user mistakes get one line, never a traceback."""
+"""The command line (refold.cli): the demo runs on the shipped run; every user mistake is one line on
+stderr and exit code 2, never a traceback. Commands run in-process through ``main(argv)``; only the
+console script and the install without extras start a new interpreter."""
 
 from __future__ import annotations
 
+import json
+import runpy
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import CliResult, run_cli
 
-def refold(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from refold.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
+DATA = Path(__file__).parent / "data"
+SWE = DATA / "sweagent__6e44b9__sweagenttestrepo-1c2844.traj.gz"
+UP = "http://127.0.0.1:9/v1"
+
+
+def assert_one_line_error(r: CliResult, words: str, code: int = 2) -> None:
+    assert r.returncode == code, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr + r.stdout
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1, r.stderr
+    assert words in err[0], err[0]
 
 
 def test_demo_prints_per_call_and_totals(tmp_path: Path) -> None:
     out = tmp_path / "demo.html"
-    r = refold("demo", "--tokenizer", "chars4", "-o", str(out))
+    r = run_cli("demo", "--tokenizer", "chars4", "-o", str(out))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert any(line.strip().startswith("33 ") or " 33 │" in line for line in lines)  # 33 model calls
@@ -35,22 +45,118 @@ def test_demo_prints_per_call_and_totals(tmp_path: Path) -> None:
     [
         (["demo", "--tokenizer", "nope"], "unknown tokenizer"),
         (["view", "/no/such/file.json", "-o", "x.html"], "/no/such/file.json"),
+        (["replay"], "Missing argument"),
+        (["replay", str(SWE), "--jobs", "abc"], "--jobs"),
+        (["replay", str(SWE), "--policy", "base", "--kv-model", "nope"], "nope"),
+        (["view", "--bogus", str(SWE)], "--bogus"),
+        (["nope"], "nope"),
+        (["serve"], "--upstream"),
     ],
 )
 def test_user_mistakes_are_one_line(tmp_path: Path, args: list[str], words: str) -> None:
-    r = refold(*args, cwd=tmp_path)
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr + r.stdout
-    err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and words in err[0]
+    assert_one_line_error(run_cli(*args, cwd=tmp_path), words)
+
+
+def test_help_still_works(tmp_path: Path) -> None:
+    r = run_cli("replay", "--help", cwd=tmp_path)
+    assert r.returncode == 0 and "--policy" in r.stdout
+    r = run_cli(cwd=tmp_path)  # bare refold prints the help
+    assert r.returncode == 2 and "replay" in r.stdout and "Traceback" not in r.stderr
 
 
 def test_bad_trajectory_in_view_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.traj.json"
     bad.write_bytes(b'{"messages": [')
-    r = refold("view", str(bad), "-o", str(tmp_path / "r.html"))
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert str(bad) in r.stderr and "invalid JSON" in r.stderr
+    r = run_cli("view", str(bad), "-o", str(tmp_path / "r.html"))
+    assert_one_line_error(r, str(bad))
+    assert "invalid JSON" in r.stderr
+
+
+def _malformed(tmp_path: Path) -> Path:
+    """Valid JSON the loader accepts, but with a tool call that is a string."""
+    bad = tmp_path / "bad_calls.json"
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": "zz"},
+        {"role": "tool", "content": "x"},
+    ]
+    bad.write_text(json.dumps(messages))
+    return bad
+
+
+def test_view_odd_file_is_one_line(tmp_path: Path) -> None:
+    bad = _malformed(tmp_path)
+    assert_one_line_error(run_cli("view", str(bad), "-o", str(tmp_path / "r.html"), cwd=tmp_path), str(bad))
+
+
+def test_replay_odd_file_is_named_and_the_rest_go_on(tmp_path: Path) -> None:
+    shutil.copy(SWE, tmp_path / SWE.name)
+    bad = _malformed(tmp_path)
+    r = run_cli("replay", str(tmp_path), "--policy", "base,refold", "--json", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert f"refold: failed: {bad}" in r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["summary"]["all"]["tasks"] == 1 and len(report["failed"]) == 1
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv"])
+def test_replay_unwritable_output_fails_before_replaying(tmp_path: Path, flag: str) -> None:
+    bad = tmp_path / "no" / "such" / "dir" / "out"
+    r = run_cli("replay", str(SWE), "--policy", "base", flag, str(bad), cwd=tmp_path)
+    assert_one_line_error(r, str(bad))
+    assert "refold replay:" not in r.stdout  # nothing was replayed
+    r = run_cli("replay", str(SWE), "--policy", "base", flag, str(tmp_path), cwd=tmp_path)
+    assert_one_line_error(r, "folder")
+
+
+def test_demo_unwritable_report_fails_before_the_table(tmp_path: Path) -> None:
+    bad = tmp_path / "missing" / "demo.html"
+    r = run_cli("demo", "--tokenizer", "chars4", "-o", str(bad), cwd=tmp_path)
+    assert_one_line_error(r, str(bad))
+    assert "total" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--log-level", "loud"], "--log-level"),
+        (["--tokenizer", "nope"], "tokenizer"),
+        (["--timeout", "0"], "--timeout"),
+        (["--port", "99999"], "--port"),
+        (["--store", "/proc/refold-nope/x.db"], "store"),
+        (["--store", "redis://127.0.0.1:1/0"], "redis://127.0.0.1:1/0"),
+    ],
+)
+def test_serve_bad_settings_fail_before_listening(tmp_path: Path, args: list[str], words: str) -> None:
+    assert_one_line_error(run_cli("serve", "--upstream", UP, "--port", "0", *args, cwd=tmp_path), words)
+
+
+def test_serve_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_cli("serve", "--upstream", UP, "--port", str(port), cwd=tmp_path)
+    assert_one_line_error(r, str(port))
+
+
+def test_python_dash_m_refold_is_the_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["refold", "demo", "--tokenizer", "nope"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("refold", run_name="__main__")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == "refold: error: unknown tokenizer 'nope'; valid choices: qwen3.6, o200k, cl100k, chars4"
+
+
+# ---- a new interpreter: the installed console script, and an install without the extras -----------
+
+
+def test_console_script_runs_main() -> None:
+    script = shutil.which("refold", path=str(Path(sys.executable).parent)) or shutil.which("refold")
+    assert script is not None, "the 'refold' console script is not installed"
+    r = subprocess.run([script, "demo", "--tokenizer", "nope"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.startswith("refold: error: unknown tokenizer 'nope'"), r.stderr
 
 
 BLOCK_EXTRAS = """
@@ -60,17 +166,13 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split('.')[0] in ('fastapi', 'uvicorn', 'minisweagent', 'redis'):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Block())
-sys.argv = ['refold', *sys.argv[1:]]
 from refold.cli import main
-main()
+print([main(["demo", "--no-report", "--tokenizer", "chars4"]), main(["serve", "--upstream", sys.argv[1]])])
 """
 
 
-def test_core_install_without_extras(tmp_path: Path) -> None:
+def test_core_install_without_extras() -> None:
     """`pip install .` has no serve/mini extras: the core commands work, the others say what to install."""
-    run = lambda *a: subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, *a], capture_output=True, text=True, timeout=600)  # noqa: E731
-    demo = run("demo", "--no-report", "--tokenizer", "chars4")
-    assert demo.returncode == 0, demo.stderr
-    serve = run("serve", "--upstream", "http://127.0.0.1:9/v1")
-    assert serve.returncode == 2 and "Traceback" not in serve.stderr
-    assert serve.stderr.strip() == "refold: error: 'refold serve' needs fastapi: pip install 'refold[serve]'"
+    r = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, UP], capture_output=True, text=True, timeout=600)
+    assert r.stdout.splitlines()[-1] == "[0, 2]", r.stderr  # demo ran, serve refused
+    assert r.stderr.strip() == "refold: error: 'refold serve' needs fastapi: pip install 'refold[serve]'"

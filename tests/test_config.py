@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refold.config import DEFAULT, Config
+from refold.config import DEFAULT, Config, profile_for
 from refold.errors import PolicyError
 from refold.history import History
 from refold.policy import Policy
@@ -68,3 +68,18 @@ def test_one_renderer_never_serves_one_history_for_another(a: list[str], b: list
     second = r.render(build(b)).messages
     assert second == Renderer().render(build(b)).messages
     assert first == Renderer().render(build(a)).messages
+
+
+@pytest.mark.parametrize(
+    ("url", "profile"),
+    [
+        ("https://api.openai.com/v1", "openai"),
+        ("https://api.anthropic.com/v1", "anthropic"),
+        ("https://openrouter.ai/api/v1", "gemini"),
+        ("https://api.deepseek.com", "deepseek"),
+        ("http://127.0.0.1:8000/v1", "vllm"),
+        ("http://user:pw@gpu-box:8000/v1", "vllm"),
+    ],
+)
+def test_the_proxy_picks_the_cache_profile_from_its_upstream(url: str, profile: str) -> None:
+    assert profile_for(url) == profile

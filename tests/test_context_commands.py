@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from refold.context_commands import (
     TOOL_SCHEMAS,
     Answer,
@@ -17,6 +19,8 @@ from refold.history import History
 from refold.policy import Policy
 from refold.protocol import CM, COMMAND_NAMES, ContextCommand
 from test_spans import Session
+
+from builders import SYSTEM, TASK
 
 
 def three_steps() -> Session:
@@ -110,3 +114,29 @@ def test_search_ledger_star_is_the_ledger_view() -> None:
         text = answer_command(h, ContextCommand("search_ledger", arg)).text
         assert text.startswith("[context-manager] Ledger after step 1")
         assert "1 [" in text and "cat calc.py" in text
+
+
+HUGE = "9" * 5000  # int() of more than 4300 digits raises ValueError
+
+
+@pytest.mark.parametrize(
+    ("command", "answered"),
+    [
+        (f"restore {HUGE}", True),
+        (f"restore 1-{HUGE}", True),
+        # not ids, so they pass through to the shell like ``fold -w 80 f`` / ``expand f`` (coreutils)
+        (f"fold {HUGE}", False),
+        (f"drop 1.{HUGE}", False),
+        (f"expand {HUGE}", False),
+        (f"expand S{HUGE}", False),
+    ],
+    ids=lambda c: c[:12] if isinstance(c, str) else None,
+)
+def test_context_commands_with_huge_numbers_answer_without_raising(command: str, answered: bool) -> None:
+    h = History([SYSTEM, TASK])
+    h.append({"role": "assistant", "content": "x"}, [{"role": "user", "content": "y"}])
+    cmd = intercept(command)
+    assert (cmd is not None) == answered
+    if cmd is not None:
+        text = answer_command(h, cmd).text
+        assert text.startswith("[context-manager] restore:") and "is not a step number" in text and len(text) < 400

@@ -170,3 +170,10 @@ def test_text_actions_of_mini_1_and_2(content: str, command: str) -> None:
     from refold.history import extract_actions
 
     assert [a.command for a in extract_actions({"role": "assistant", "content": content})] == [command]
+
+
+def test_a_reply_with_a_huge_number_can_be_appended() -> None:
+    h = History([SYSTEM, TASK])
+    huge = "9" * 5000  # int() of more than 4300 digits raises ValueError
+    step = h.append({"role": "assistant", "content": f"PROGRESS: x\nSTALE: {huge}"}, [{"role": "user", "content": "ok"}])
+    assert step.stale == ()

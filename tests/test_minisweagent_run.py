@@ -194,11 +194,8 @@ def test_refold_run_errors_are_one_line(
 ) -> None:
     from refold.cli import main
 
-    monkeypatch.setattr("sys.argv", ["refold", *args])
     monkeypatch.delenv("MSWEA_MODEL_NAME", raising=False)
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 2
+    assert main(args) == 2
 
 
 def test_shipped_configs_carry_the_protocol() -> None:

@@ -77,7 +77,7 @@ def test_system_section_without_format_lines() -> None:
     assert system_section(3).startswith(without)
     h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
     prompt = Renderer(seed_config(Policy(), prompt=PromptConfig(format_in_system=False))).render(h).messages
-    assert content_text(prompt[0]["content"]) == "sys" + without
+    assert content_text(prompt[0]["content"]) == "sys" + system_section(3, include_format=False, masking=False)
 
 
 def test_extract_actions_prefers_the_wrappers_record() -> None:

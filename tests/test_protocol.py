@@ -244,3 +244,36 @@ def test_restore_of_too_many_steps_is_one_sentence() -> None:
         steps, err = parse_restore_args(arg, 10)
         assert steps == [] and err is not None and "at most 100" in err and "\n" not in err
     assert parse_restore_args(" ".join(["1"] * 100), 10) == ([1], None)
+
+
+HUGE = "9" * 5000  # int() of more than 4300 digits raises ValueError
+
+
+@pytest.mark.parametrize(
+    ("reply", "stale"),
+    [
+        ("PROGRESS: x\nSTALE: steps 3 through 5", (3, 4, 5)),
+        ("PROGRESS: x\nSTALE: 3\u20145", (3, 4, 5)),  # em dash
+        ("PROGRESS: x\nSTALE: 3 \u2212 5", (3, 4, 5)),  # minus sign
+        ("PROGRESS: x\nSTALE: 3\u20105", (3, 4, 5)),  # unicode hyphen
+        ("PROGRESS: x\nSTALE: #3, #4", (3, 4)),
+        ("PROGRESS: x\nSTALE: step-3", (3,)),
+        ("PROGRESS: x\nSTALE: 4, but not 2", (4,)),  # a step the agent still needs is not folded
+        ("PROGRESS: x\nSTALE: all except 2", ()),
+        ("PROGRESS: x\nSTALE: 3, keep 5", (3,)),
+        ("1. PROGRESS: x\n2. STALE: 4", (4,)),
+        ("<think>\nfirst\nsecond\nthird\nfourth\nfifth\n</think>\nPROGRESS: x\nSTALE: 4", (4,)),
+        (f"PROGRESS: x\nSTALE: {HUGE}, 4", (4,)),
+        (f"PROGRESS: x\nSTALE: 1-{HUGE}", ()),  # a silly range is ignored, like 1-100000
+    ],
+    ids=lambda v: repr(v)[:40] if isinstance(v, str) else None,
+)
+def test_stale_lines_as_models_write_them(reply: str, stale: tuple[int, ...]) -> None:
+    head = parse_head(reply)
+    assert head.has_protocol and head.stale == stale
+
+
+@pytest.mark.parametrize("argument", ["3\u20135", "3..5", "#3 #4 #5", "3 - 5"])
+def test_restore_accepts_dash_and_hash_variants(argument: str) -> None:
+    steps, error = parse_restore_args(argument, 9)
+    assert error is None and steps == [3, 4, 5]

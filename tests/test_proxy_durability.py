@@ -17,9 +17,9 @@ import httpx
 import openai
 import pytest
 
+from refold.errors import StoreConflict
 from refold.proxy import ProxyConfig, create_app, open_store
-from refold.proxy.errors import StoreConflict
-from refold.proxy.store import Commit, Store, StoredStep
+from refold.proxy.records import Commit, Store, StoredStep
 from test_proxy_clients import SYSTEM, TOOLS, run_tool_agent
 
 from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http
@@ -28,7 +28,7 @@ AUTH = {"Authorization": "Bearer sk-d"}
 
 
 def start_proxy(upstream: str, store: str, port: int) -> subprocess.Popen[bytes]:
-    code = "import sys; from refold.cli import main; sys.argv[0] = 'refold'; main()"
+    code = "import sys; from refold.cli import main; sys.exit(main())"
     args = [
         sys.executable,
         "-c",

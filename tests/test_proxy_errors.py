@@ -9,8 +9,8 @@ import httpx
 import openai
 import pytest
 
-from refold.errors import RefoldError
-from refold.proxy import ConfigError, ProxyConfig, create_app
+from refold.errors import ConfigError, RefoldError
+from refold.proxy import ProxyConfig, create_app
 
 from fake_upstream import FakeUpstream, ServerThread, free_port
 

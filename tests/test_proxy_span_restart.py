@@ -32,7 +32,7 @@ CONCLUSION = "the crash comes from parse.py:12 because the loop skips the last t
 
 
 def start_proxy(upstream: str, store: str, port: int) -> subprocess.Popen[bytes]:
-    code = "import sys; from refold.cli import main; sys.argv[0] = 'refold'; main()"
+    code = "import sys; from refold.cli import main; sys.exit(main())"
     args = [sys.executable, "-c", code, "serve", "--upstream", upstream, "--store", store]
     args += ["--port", str(port), "--tokenizer", "off", "--k", "2"]
     proc = subprocess.Popen(

@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from refold.config import Config
+from refold.errors import ProxyError
 from refold.history import History
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
 from refold.policy import Policy
 from refold.proxy.commands import context_calls, observations, plan
-from refold.proxy.errors import ProxyError
 from refold.proxy.mapping import match, normalize, split
 from refold.proxy.metrics import Metrics
+from refold.proxy.records import StoredStep
 from refold.proxy.sessions import session_name
-from refold.proxy.store import StoredStep
 from refold.proxy.upstream import aggregate
 from refold.types import message_digest
 
@@ -237,7 +237,7 @@ def test_session_names() -> None:
 def test_store_urls(tmp_path: object) -> None:
     from pathlib import Path
 
-    from refold.proxy.errors import ConfigError
+    from refold.errors import ConfigError
     from refold.proxy.store import SQLiteStore, open_store
 
     base = Path(str(tmp_path))
@@ -253,12 +253,12 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     import uvicorn
 
     import refold.proxy.app
-    from refold.commands.serve import serve
+    from refold.cli.serve import serve
 
     seen: list[Any] = []
     monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: seen.append(cfg) or object())
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
-    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "mask_after": None}
+    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None}
     serve(**common)  # type: ignore[arg-type]
     serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
     default, custom = seen
@@ -267,3 +267,13 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     assert not custom.spans.enabled and not custom.spans.prompt
     assert custom.ledger.enabled and not custom.ledger.prompt and custom.ledger.budget_tokens == 16000
     assert not custom.context_tools
+
+
+def test_proxy_config_accepts_tokenizer_aliases() -> None:
+    from refold.errors import ConfigError
+    from refold.proxy import ProxyConfig
+
+    for name in ("qwen3.6", "o200k_base", "QWEN", "chars4", "off"):
+        ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer=name)
+    with pytest.raises(ConfigError, match="tokenizer"):
+        ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer="nope")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +27,11 @@ from refold.tokens import count_messages, get_tokenizer
 from refold.types import Shown
 
 from builders import reply, text_history
-from conftest import DATA
+from conftest import DATA, CliResult, run_cli
 
 MINI = DATA / "mswea-gemini3pro__django__django-16255.traj.json"
 SWEA = DATA / "sweagent__pydicom__pydicom-1458.traj.gz"
+SWE_SMALL = DATA / "sweagent__6e44b9__sweagenttestrepo-1c2844.traj.gz"
 TOK = get_tokenizer("chars4")
 
 
@@ -234,15 +233,9 @@ def test_removed_tokens_split_refold_restorable() -> None:
 # ---- CLI ------------------------------------------------------------------------------------------------
 
 
-# The real entry point (refold.cli.main: RefoldError -> one line, exit 2), with a group callback so
-# ``replay`` stays a subcommand however many commands this checkout registers.
-_MAIN = "import refold.cli as c; c.app.callback()(lambda: None); c.main()"
-
-
-def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", _MAIN, "replay", *args], capture_output=True, text=True, check=False
-    )
+# The real entry point (refold.cli.main: RefoldError -> one line, exit 2), in-process.
+def _cli(args: list[str]) -> CliResult:
+    return run_cli("replay", *args)
 
 
 def test_cli_bad_file_is_reported_and_the_rest_goes_on(tmp_path: Path) -> None:
@@ -286,3 +279,20 @@ def test_cli_all_ok_exits_zero_and_usage_errors_exit_two(tmp_path: Path) -> None
         assert proc.stderr.startswith("refold: error:") and "Traceback" not in proc.stderr
     proc = _cli([str(tmp_path / "missing")])
     assert proc.returncode == 2 and "missing" in proc.stderr
+
+
+def test_base_vs_itself_is_exactly_zero() -> None:
+    from refold.replay.runner import replay_file
+
+    settings = Settings(policies=("base", "clear-tool-uses"), tokenizer="chars4", validate=False)
+    report = build_report([replay_file(str(SWE_SMALL), settings)], settings)
+    for name in ("base", "clear-tool-uses"):
+        e = report["summary"]["all"]["policies"][name]
+        assert e["cost_vs_base"] == 0.0 and str(e["cost_vs_base"]) == "0.0", e["cost_vs_base"]
+
+
+def test_report_records_mask_after() -> None:
+    from refold.replay import BEST_MASK_AFTER
+
+    assert build_report([], Settings(tokenizer="chars4"))["mask_after"] == BEST_MASK_AFTER
+    assert build_report([], Settings(tokenizer="chars4", mask_after=5))["mask_after"] == 5

@@ -13,8 +13,6 @@ tests/data itself, whose every file the loader and golden-prompt tests walk):
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ from refold.replay import Settings, build_report, replay_paths
 from refold.replay.runner import TaskResult, replay_history, request_tools
 from refold.tokens import MINI_BASH_TOOL, count_messages, get_tokenizer, prompt_token_ids, tools_token_ids
 
-from conftest import DATA
+from conftest import DATA, run_cli
 
 CODER = DATA / "bill" / "coder_multiagent.traj"
 MINI2 = DATA / "bill" / "mini2_formaterror.traj.json"
@@ -106,14 +104,13 @@ def test_replay_paths_reports_per_agent_and_per_file() -> None:
 
 def test_cli_replays_agents(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-c", "from refold.cli import main; main()", "replay", str(CODER), "--tokenizer", "chars4", "--json", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = run_cli("replay", str(CODER), "--tokenizer", "chars4", "--json", str(out), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "2 sessions" in p.stdout
     assert len(json.loads(out.read_text())["tasks"]) == 2
-    p = subprocess.run([*cmd[:4], f"{CODER}#Nobody", "--tokenizer", "chars4"], capture_output=True, text=True)
+    p = run_cli("replay", f"{CODER}#Nobody", "--tokenizer", "chars4", cwd=tmp_path)
     assert p.returncode == 1 and "no agent 'Nobody'" in p.stderr and "Traceback" not in p.stderr
-    p = subprocess.run([*cmd[:3], "view", str(CODER)], capture_output=True, text=True)
+    p = run_cli("view", str(CODER), cwd=tmp_path)
     assert p.returncode != 0 and "#Manager" in p.stderr and "Traceback" not in p.stderr
 
 

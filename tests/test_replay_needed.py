@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import given
@@ -26,6 +24,7 @@ from refold.tokens import get_tokenizer, message_tokens
 from refold.types import Message, Origin, Shown
 
 from builders import SYSTEM, reply, text_history, tool_history
+from conftest import run_cli
 
 TOK = get_tokenizer("chars4")
 
@@ -258,9 +257,7 @@ def test_cli_table_and_json_carry_the_new_columns(tmp_path: Path) -> None:
     run = tmp_path / "run.json"
     run.write_text(json.dumps(_run("sed -n 1,40p src/pkg/billing_engine.py").messages()))
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-c", "from refold.cli import main; main()", "replay", str(run)]
-    cmd += ["--policy", "base,masking", "--tokenizer", "chars4", "--json", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = run_cli("replay", str(run), "--policy", "base,masking", "--tokenizer", "chars4", "--json", str(out))
     assert res.returncode == 0, res.stderr
     header = next(line for line in res.stdout.splitlines() if "policy" in line)
     assert "recomputed" in header and "needed" in header and "restore" in header

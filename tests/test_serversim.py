@@ -7,8 +7,6 @@ can be worked out on paper.  Nothing here is timed.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +27,8 @@ from refold.serversim import (
     set_shared_prefixes,
     simulate,
 )
+
+from conftest import CliResult, run_cli
 
 B = 16
 RUN = Path(__file__).parent / "data" / "mswea-gemini3pro__django__django-16255.traj.json"
@@ -232,13 +232,8 @@ def test_build_trace_from_a_recorded_run() -> None:
 
 # ---- CLI ----------------------------------------------------------------------------------------
 
-_MAIN = "import refold.cli as c; c.app.callback()(lambda: None); c.main()"
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", _MAIN, "simulate", *args], capture_output=True, text=True, check=False
-    )
+def _cli(*args: str) -> CliResult:
+    return run_cli("simulate", *args)  # the real entry point, in-process
 
 
 def test_cli_runs_and_writes_json(tmp_path: Path) -> None:

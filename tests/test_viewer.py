@@ -14,7 +14,6 @@ import pytest
 from typer.testing import CliRunner
 
 from refold.cli import app
-from refold.config import Config
 from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
 from refold.policy import Policy
@@ -187,7 +186,7 @@ def test_decoded_prompts_are_exactly_the_rendered_ones(run: History, data: dict[
         ("m0111", Policy(dedup=False, reminders=False)),
         ("m1011", Policy(fold=False, reminders=False)),
     ):
-        r = Renderer(Config(policy=policy or Policy(reminders=False)))
+        r = Renderer(seed_config(policy or Policy(reminders=False)))  # the variants reproduce the seed
         prompts = _decode(data, vid)
         assert len(prompts) == len(run)
         for t, ids in enumerate(prompts):
@@ -357,3 +356,13 @@ def test_agent_chosen_spans_are_shown_as_folded_steps() -> None:
     assert "span" in parts
     piece = next(p for p in d["pieces"] if d["codes"]["part"][p[3]] == "span")
     assert piece[5] and conclusion in decode(d["strings"], piece[1])
+
+
+def test_view_title_with_a_template_marker() -> None:
+    from refold.viewer.page import render_page
+
+    page = render_page({"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}, version="1")
+    m = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    assert json.loads(m.group(1)) == {"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}
+    assert "<title>__DATA__ /*__JS__*/ __VERSION__ · refold view</title>" in page

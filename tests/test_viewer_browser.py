@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from refold.config import Config
 from refold.history import History
 from refold.render import Renderer
 from refold.replay.policies import refold_policy
 from refold.viewer import build_report
 from refold.viewer.encode import decode
 from test_viewer import HOSTILE, MARKER, synthetic_run
+
+from builders import seed_config
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -128,7 +129,7 @@ def test_every_piece_decodes_as_in_python(page: Page, report: Path) -> None:
 
 def test_jump_to_a_call_shows_history_and_prompt(page: Page, run: History) -> None:
     page.jump(CALL)
-    rendered = Renderer(Config(policy=refold_policy())).render(run, CALL - 1)
+    rendered = Renderer(seed_config(refold_policy())).render(run, CALL - 1)  # the viewer's refold variant is the seed
     assert page.rows("prompt").count() == len(rendered.messages)
     assert page.rows("history").count() == 2 + sum(1 + len(s.observations) for s in run.steps[: CALL - 1])
     assert page.rows("history", "note").count() == 6  # reply and output of steps 1, 3 and 4

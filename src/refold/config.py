@@ -167,3 +167,12 @@ def _section_of(loc: str) -> tuple[str, ...]:
 
 
 DEFAULT = Config()
+
+_HOSTS = (("anthropic.com", "anthropic"), ("openai.com", "openai"), ("openai.azure.com", "openai"),
+          ("deepseek.com", "deepseek"), ("googleapis.com", "gemini"), ("openrouter.ai", "gemini"))
+
+
+def profile_for(upstream: str) -> str:
+    """The cache profile of an upstream URL: a hosted API by its host, else a self-hosted server (vllm)."""
+    host = upstream.split("://", 1)[-1].split("/", 1)[0].split("@")[-1].lower()
+    return next((name for suffix, name in _HOSTS if host.split(":")[0].endswith(suffix)), "vllm")

@@ -1,12 +1,40 @@
-"""One exception tree for refold.
+"""Every exception refold defines, in one place.
 
-    RefoldError
-    ├── TrajectoryError      a trajectory file cannot be read (names file and reason)
-    ├── PolicyError          an invalid policy / configuration value
-    └── CommandError         a context command the agent issued is malformed
+    Exception
+    ├── RefoldError            base of every error refold raises on purpose
+    │   ├── TrajectoryError    a trajectory file cannot be read (names file and reason)
+    │   ├── PolicyError        an invalid policy / configuration value (names the field)
+    │   ├── CommandError       a context command the agent issued is malformed
+    │   ├── ConfigError        the proxy cannot run safely as configured (bind, token, store URL)
+    │   ├── ProxyError         answered to an HTTP client as ``{"error": {...}}`` with a status
+    │   ├── RunError           ``refold run`` cannot start mini-swe-agent (task, model, config)
+    │   ├── ServerSimError     a server simulation cannot run as asked
+    │   └── KVCapacityError    a simulated KV pool cannot hold a request (also a ValueError)
+    ├── StoreConflict          another writer moved a session's head first: reload and retry
+    └── StaleConnection        a pooled upstream connection failed before answering: retry once
+    (the last two are internal retry signals of the proxy; they never reach a user)
+
+The command line prints a RefoldError as one line and exits 2; the proxy answers a ProxyError
+with its status and body and a ConfigError before it starts listening.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CommandError",
+    "ConfigError",
+    "KVCapacityError",
+    "PolicyError",
+    "ProxyError",
+    "RefoldError",
+    "RunError",
+    "ServerSimError",
+    "StaleConnection",
+    "StoreConflict",
+    "TrajectoryError",
+]
 
 
 class RefoldError(Exception):
@@ -28,3 +56,44 @@ class PolicyError(RefoldError):
 
 class CommandError(RefoldError):
     """A context command (restore, fold, ...) could not be understood."""
+
+
+class ConfigError(RefoldError):
+    """The proxy was configured in a way that cannot run safely (e.g. public bind without a token)."""
+
+
+class ProxyError(RefoldError):
+    """An error answered to the client as ``{"error": {...}}`` (OpenAI's shape) with an HTTP status."""
+
+    def __init__(
+        self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None
+    ):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+
+
+class RunError(RefoldError):
+    """``refold run`` cannot start: no task, no model, or a bad mini-swe-agent configuration."""
+
+
+class ServerSimError(RefoldError):
+    """A server simulation cannot run as asked (bad sizes, a request that can never fit)."""
+
+
+class KVCapacityError(RefoldError, ValueError):
+    """A request needs more KV blocks/tokens than the simulated pool can free for it."""
+
+
+class StoreConflict(Exception):
+    """Another writer moved a session's head first; reload and try again."""
+
+
+class StaleConnection(Exception):
+    """The upstream connection failed before a response arrived (keep-alive race or refused
+    connect); the proxy retries the request once on a fresh connection."""

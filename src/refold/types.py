@@ -117,6 +117,9 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class RenderStats:
+    """What one render did: the call (``t`` steps), where the boundary stood, and how many outputs were
+    stubbed, trimmed, folded or restored."""
+
     t: int
     boundary: int
     stubs: int = 0

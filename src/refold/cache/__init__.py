@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import CacheResult, KVCapacityError, NoCache, PrefixCacheSim, common_prefix_len
+from .base import CacheResult, NoCache, PrefixCacheSim, common_prefix_len
 from .kv import KV_MODELS, KvSpec, kv_bytes, kv_gib, kv_spec, session_peak_kv_bytes
 from .pricing import DEFAULT_PRICES, MODEL_ALIASES, Price, cost_usd, load_prices, price_for_model
 from .providers import (
@@ -36,7 +36,6 @@ __all__ = [
     "CalibratedCache",
     "CacheResult",
     "DeepSeekCache",
-    "KVCapacityError",
     "KvSpec",
     "NoCache",
     "OpenAICache",

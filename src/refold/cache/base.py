@@ -8,7 +8,6 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "CacheResult",
-    "KVCapacityError",
     "NoCache",
     "PrefixCacheSim",
     "common_prefix_len",
@@ -34,10 +33,6 @@ class CacheResult:
     def recomputed_tokens(self) -> int:
         """Prompt tokens that had to be prefilled (``prompt_tokens - cached_tokens``)."""
         return self.prompt_tokens - self.cached_tokens
-
-
-class KVCapacityError(ValueError):
-    """A request needs more KV blocks/tokens than the simulated pool can free for it."""
 
 
 @runtime_checkable

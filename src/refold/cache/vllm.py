@@ -30,7 +30,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from .base import CacheResult, KVCapacityError, first_difference, generated_ids
+from ..errors import KVCapacityError
+from .base import CacheResult, first_difference, generated_ids
 
 __all__ = ["VllmPrefixCache", "VllmRunning"]
 

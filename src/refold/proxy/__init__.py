@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from .app import SESSION_HEADER, create_app
 from .config import ProxyConfig
-from .errors import ConfigError, ProxyError
-from .store import SQLiteStore, Store, open_store
+from .records import Store
+from .store import SQLiteStore, open_store
 
 __all__ = [
     "SESSION_HEADER",
-    "ConfigError",
     "ProxyConfig",
-    "ProxyError",
     "SQLiteStore",
     "Store",
     "create_app",

@@ -12,16 +12,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from ..errors import RefoldError
+from ..errors import ProxyError, RefoldError
 from ..history import History
 from ..tokens import tokenizer_name
 from .chat import ChatService
 from .config import ProxyConfig
-from .errors import ProxyError, error_body
 from .mapping import INTERNAL
 from .metrics import Metrics
+from .records import Store
 from .sessions import Session, SessionManager, owner_of
-from .store import Store, open_store
+from .store import open_store
 from .upstream import Upstream
 
 SESSION_HEADER = "X-Refold-Session"
@@ -58,7 +58,8 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(
-            error_body(f"internal proxy error: {type(exc).__name__}: {exc}", "server_error"), status_code=500
+            ProxyError(500, f"internal proxy error: {type(exc).__name__}: {exc}", type="server_error").body(),
+            status_code=500,
         )
 
     def auth(request: Request) -> tuple[str, str | None]:

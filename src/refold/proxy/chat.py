@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ProxyError
 from ..messages import clean
 from ..types import Message
 from .commands import context_calls, observations, plan
 from .config import ProxyConfig
-from .errors import ProxyError
 from .mapping import INTERNAL, validate
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name

@@ -7,12 +7,12 @@ import socket
 from dataclasses import dataclass
 
 from ..config import DEFAULT, Config
+from ..errors import ConfigError
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
 from ..render import Renderer
 from ..tokens import TOKENIZER_NAMES, tokenizer_name
-from .errors import ConfigError
 
 DEFAULT_PORT = 8077
 DEFAULT_MAX_BODY = 32 * 1024 * 1024

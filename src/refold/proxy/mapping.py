@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ProxyError
 from ..types import Message, content_text
-from .errors import ProxyError
-from .store import StoredStep
+from .records import StoredStep
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 INTERNAL = "internal"  # step meta key: answered by the proxy, not seen by the client

@@ -13,9 +13,9 @@ import json
 import time
 from typing import Any
 
+from ..errors import ConfigError, StoreConflict
 from ..types import Message
-from .errors import ConfigError, StoreConflict
-from .store import Commit, SessionData, SessionRecord, StoredStep
+from .records import Commit, SessionData, SessionRecord, StoredStep
 
 _CAS = """
 local cur = redis.call('HGET', KEYS[1], 'head')

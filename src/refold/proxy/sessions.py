@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ProxyError, StoreConflict
 from ..history import History
 from ..render import Renderer
 from ..types import Message, message_digest
-from .errors import ProxyError, StoreConflict
 from .mapping import ClientStep, Match, Norm, match, normalize, split
-from .store import Commit, SessionData, Store, StoredStep
+from .records import Commit, SessionData, Store, StoredStep
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
 _MAX_TIPS = 32

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from .errors import ProxyError
+from ..errors import ProxyError, StaleConnection
 
 _HOP_HEADERS = {
     "host",
@@ -82,7 +82,7 @@ class Upstream:
         """One completion; a pooled connection the server closed before answering is retried once."""
         try:
             return await self._chat(body, headers)
-        except _Stale:
+        except StaleConnection:
             return await self._chat(body, headers, retry=False)
 
     async def _chat(self, body: dict[str, Any], headers: dict[str, str], retry: bool = True) -> Result:
@@ -118,7 +118,7 @@ class Upstream:
             raise self._timed_out() from None
         except (httpx.RemoteProtocolError, httpx.ConnectError) as e:
             if retry:
-                raise _Stale from e
+                raise StaleConnection from e
             raise _unreachable(e, "request failed") from None
         except httpx.HTTPError as e:
             raise _unreachable(e, "request failed") from None
@@ -185,10 +185,6 @@ class Live:
 
     async def aclose(self) -> None:
         await self._r.aclose()
-
-
-class _Stale(Exception):
-    """The connection failed before a response arrived (keep-alive race or refused connect)."""
 
 
 def aggregate(events: list[str]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ pluggable step-time model turns each engine step into seconds (:mod:`.steptime`)
 from __future__ import annotations
 
 from .engine import BlockPool, Engine, Request, StepPlan
-from .sim import ServerConfig, ServerSimError, SimResult, check_fits, find_max_sessions, simulate
+from .sim import ServerConfig, SimResult, check_fits, find_max_sessions, simulate
 from .steptime import (
     GPUS,
     MODELS,
@@ -34,7 +34,6 @@ __all__ = [
     "Engine",
     "Request",
     "ServerConfig",
-    "ServerSimError",
     "SimResult",
     "StepPlan",
     "StepTime",

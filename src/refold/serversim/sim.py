@@ -15,17 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import RefoldError
+from ..errors import ServerSimError
 from ..replay.metrics import percentile
 from .engine import Engine, Request
 from .steptime import StepTime
 from .workload import Trace, salted
 
-__all__ = ["ServerConfig", "ServerSimError", "SimResult", "check_fits", "find_max_sessions", "simulate"]
-
-
-class ServerSimError(RefoldError):
-    """The simulation cannot run as configured (e.g. a request larger than the KV pool)."""
+__all__ = ["ServerConfig", "SimResult", "check_fits", "find_max_sessions", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)

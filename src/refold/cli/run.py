@@ -12,11 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import RefoldError
-
-
-class RunError(RefoldError):
-    """``refold run`` cannot start: a missing dependency, config or option."""
+from ..errors import RefoldError, RunError
 
 
 def _run(

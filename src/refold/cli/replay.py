@@ -27,7 +27,7 @@ from ..replay import (
     replay_paths,
     write_csv,
 )
-from . import check_output, write_output
+from ._output import check_output, write_output
 
 
 def _table(report: dict[str, Any]) -> Table:

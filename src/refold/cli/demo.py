@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import RefoldError
 from ..history import load
-from . import check_output
+from ._output import check_output
 
 DEMO_FILE = "django__django-11477.traj.json.gz"
 

@@ -1,8 +1,9 @@
-"""The command line: the only layer that prints or exits.
+"""The command line: the only layer that prints or sets an exit status.
 
-Each subcommand lives in ``refold.commands.<name>`` and registers itself with ``register(app)``.
-User mistakes (RefoldError, bad paths, bad options) print one line to stderr and exit 2; they
-never show a traceback.
+``main(argv) -> int`` runs one command and returns its exit status (the console script and
+``python -m refold`` pass it to ``sys.exit``). Each subcommand lives in ``refold.cli.<name>`` and
+registers itself with ``register(app)``. User mistakes (RefoldError, bad paths, bad options)
+print one line to stderr and return 2; they never show a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 import typer
 
-from .errors import RefoldError
+from ..errors import RefoldError
 
 app = typer.Typer(
     name="refold",
@@ -31,7 +32,7 @@ EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "httpx": "serve", "redis": "se
 def _register() -> None:
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"refold.commands.{name}")
+            module = importlib.import_module(f"refold.cli.{name}")
         except ModuleNotFoundError as e:
             missing = (e.name or "").split(".")[0]
             if missing not in EXTRAS:
@@ -67,31 +68,32 @@ _ABORT: tuple[type[BaseException], ...] = tuple(
 )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Run ``refold`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     try:
-        rv = app(standalone_mode=False)
+        rv = app(args=argv, prog_name="refold", standalone_mode=False)
     except RefoldError as e:
-        _fail(str(e), 2)
+        return _fail(str(e), 2)
     except _NO_ARGS_IS_HELP as e:  # bare ``refold``: the help, as before
         ctx = getattr(e, "ctx", None)
         typer.echo(ctx.get_help() if ctx else str(e))
-        sys.exit(2)
+        return 2
     except _click.UsageError as e:  # bad option values, missing arguments, unknown commands
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
-        _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
+        return _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
     except _click.ClickException as e:
-        _fail(" ".join(e.format_message().split()), e.exit_code)
+        return _fail(" ".join(e.format_message().split()), e.exit_code)
     except _ABORT:
-        _fail("interrupted", 130)
+        return _fail("interrupted", 130)
     except OSError as e:
         if e.errno != errno.EPIPE:
             raise
-        sys.exit(1)  # the reader of our output went away (``refold replay ... | head``)
+        return 1  # the reader of our output went away (``refold replay ... | head``)
     if rv == 130:  # typer turns Ctrl-C into Exit(130)
-        _fail("interrupted", 130)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        return _fail("interrupted", 130)
+    return rv if isinstance(rv, int) else 0
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> int:
     typer.echo(f"refold: error: {message}" if code != 130 else f"refold: {message}", err=True)
-    sys.exit(code)
+    return code

@@ -12,7 +12,7 @@ from ..errors import PolicyError, RefoldError
 from ..loaders import split_source
 from ..replay import POLICIES, STALE_SOURCES
 from ..viewer import MECHANISMS, write_report
-from . import check_output
+from ._output import check_output
 
 
 def view(

@@ -1,4 +1,4 @@
-"""Loader robustness: mutated real trajectories load or fail with a one-line TrajectoryError naming the file."""
+"""Loading trajectories (refold.loaders): mutated real files load or fail with a one-line TrajectoryError naming the file."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ from ..serversim import (
 )
 from ..serversim.steptime import gpu as gpu_spec
 from ..tokens import TOKENIZER_NAMES
-from . import check_output, write_output
+from ._output import check_output, write_output
 
 FORMAT = "refold-serversim-1"
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from ..config import DEFAULT, Config
+from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
 from ..errors import PolicyError
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
@@ -33,6 +33,11 @@ def serve(
     ],
     host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    cache: Annotated[
+        str | None,
+        typer.Option(help=f"Cache profile whose prices decide when the boundary moves: {', '.join(CACHE_PROFILES)} (default: from --upstream)."),
+    ] = None,
+    boundary: Annotated[str, typer.Option(help="Boundary rule: cost (move only when it pays) or fixed (the seed's, every k calls).")] = DEFAULT.boundary.rule,
     store: Annotated[
         str,
         typer.Option(help="Session store: a SQLite path / sqlite:///path (WAL), or redis://host:port/db."),
@@ -55,7 +60,7 @@ def serve(
     reminders: Annotated[
         bool, typer.Option(help="Remind the model when a reply lacks PROGRESS/STALE.")
     ] = True,
-    mask_after: Annotated[int | None, typer.Option(help="Mask outputs older than this many steps.")] = None,
+    mask_after: Annotated[int | None, typer.Option(help="Mask outputs this many steps behind the boundary (0: no masking).")] = DEFAULT.policy.mask_after,
     spans: Annotated[bool, typer.Option(help="Span folding: begin_span / fold_span.")] = True,
     ledger: Annotated[
         bool, typer.Option(help="The object ledger: fold / drop / expand / search_ledger.")
@@ -91,7 +96,7 @@ def serve(
         reversible=reversible,
         protocol=protocol,
         reminders=reminders,
-        mask_after=mask_after,
+        mask_after=mask_after or None,
     )
     try:
         span_policy = SpanPolicy(enabled=spans, prompt=spans and span_prompt)
@@ -108,7 +113,10 @@ def serve(
         port=port,
         tokens=tokens,
         upstream_key=upstream_key,
-        config=Config(policy=policy, spans=span_policy, ledger=ledger_policy),
+        config=Config.parse(
+            policy=policy.model_dump(), spans=span_policy.model_dump(), ledger=ledger_policy.model_dump(),
+            boundary={"rule": boundary}, cache=cache or profile_for(upstream),
+        ),
         max_rounds=max_rounds,
         context_tools=context_tools if advertise_restore is None else advertise_restore,
         max_body=max_body,

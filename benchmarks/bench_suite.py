@@ -1,0 +1,60 @@
+"""Wall and CPU time of the whole test suite (the README's ``python -m pytest``), for issue 10's target
+of <= 120 s on 2 cores. CPU time (user + sys of pytest and everything it starts) does not depend on
+what else runs on the machine; wall time does, so the load average is recorded next to it.
+
+    python benchmarks/bench_suite.py                      # the suite as configured (two workers)
+    python benchmarks/bench_suite.py -n 0                 # extra pytest arguments, e.g. one process
+    python benchmarks/bench_suite.py --out benchmarks/results/suite.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="append the result to this file")
+    ap.add_argument("--top", type=int, default=15, help="slowest tests to list")
+    args, pytest_args = ap.parse_known_args()
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--durations", str(args.top), *pytest_args]
+    load_before = os.getloadavg()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_after = os.getloadavg()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = proc.stdout.splitlines()
+    summary = next((ln for ln in reversed(lines) if re.search(r"\d+ (passed|failed)", ln)), "(no summary)")
+    slowest = [ln for ln in lines if re.match(r"\s*[\d.]+s (call|setup|teardown) ", ln)][: args.top]
+    report = "\n".join(
+        [
+            f"$ {' '.join(['python', '-m', 'pytest', *cmd[3:]])}   (CI={os.environ.get('CI', '')!r})",
+            f"exit {proc.returncode}: {summary.strip('= ')}",
+            f"wall {wall:.1f} s, CPU {cpu:.1f} s (user+sys, pytest and its children), {os.cpu_count()} cores",
+            f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1 min)",
+            "slowest:",
+            *(f"  {ln.strip()}" for ln in slowest),
+            "",
+        ]
+    )
+    print(report)
+    if args.out:
+        with args.out.open("a", encoding="utf-8") as f:
+            f.write(report + "\n")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The synthetic runs of the render benchmark have the intended mix and record what refold would."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from refold.context_commands import answer_command
+from refold.history import History
+from refold.mechanisms.ledger import LedgerBook
+from refold.mechanisms.spans import SpanBook
+from refold.protocol import parse_command
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from synthetic import mix, synthetic_messages  # noqa: E402
+
+_RANGE = re.compile(r"^nl -ba (\S+) \| sed -n '(\d+),(\d+)p'$")
+SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="module", params=SEEDS)
+def run(request: pytest.FixtureRequest) -> tuple[list[dict[str, object]], History]:
+    messages = synthetic_messages(200, request.param)
+    return messages, History.from_messages(messages)
+
+
+def test_shell_mix(run: tuple[list[dict[str, object]], History]) -> None:
+    _, h = run
+    assert len(h) == 200
+    commands = [s.actions[0].command for s in h.steps]
+    ranges: dict[str, list[tuple[int, int]]] = {}
+    for c in commands:
+        m = _RANGE.match(c)
+        if m:
+            ranges.setdefault(m.group(1), []).append((int(m.group(2)), int(m.group(3))))
+    overlapping = sum(
+        1
+        for spans in ranges.values()
+        for i, (a, b) in enumerate(spans)
+        for c, d in spans[:i]
+        if a <= d and c <= b
+    )
+    assert sum(len(v) for v in ranges.values()) >= 30
+    assert overlapping >= 5  # later reads cover lines an earlier read showed
+    assert sum(c.startswith("sed -i ") for c in commands) >= 10
+    assert sum(c.startswith("grep ") for c in commands) >= 10
+    assert sum("pytest" in c for c in commands) >= 5
+    assert sum(bool(s.stale) for s in h.steps) >= 20
+    assert any(not s.has_protocol for s in h.steps)  # a few replies forget the head
+
+
+def test_context_commands_as_the_library_reads_them(run: tuple[list[dict[str, object]], History]) -> None:
+    messages, h = run
+    spans = SpanBook.replay(list(h.steps))
+    assert len(spans.closed) >= 1
+    assert all(s.end is not None and s.end > s.begin and s.conclusion for s in spans.closed)
+    ledger = LedgerBook()
+    for s in h.steps:
+        ledger.observe(s)
+    assert {op.kind for op in ledger.ops} <= {"fold", "drop"} and len(ledger.ops) >= 3
+    restores = [s for s in h.steps if s.restore_of]
+    assert len(restores) >= 2
+    counts = mix(messages)
+    assert counts["fold_span ok"] == len(spans.closed)
+    assert counts["fold ok"] + counts["drop ok"] == len(ledger.ops)
+    assert counts["restore ok"] == len(restores)
+
+
+def test_recorded_answers_are_the_librarys(run: tuple[list[dict[str, object]], History]) -> None:
+    """Each context command's recorded answer, outcome and restore_of are what refold answers."""
+    _, h = run
+    checked = 0
+    for s in h.steps:
+        recorded = s.meta.get("refold_result")
+        if not recorded:
+            continue
+        cmd = parse_command(s.actions[0].command)
+        assert cmd is not None, s.index
+        answer = answer_command(h, cmd, t=s.index - 1)
+        assert s.output_texts[0] == answer.text, s.index
+        assert recorded == [answer.meta["refold_result"]], s.index
+        assert list(s.restore_of) == answer.meta.get("restore_of", []), s.index
+        checked += 1
+    assert checked >= 10
+
+
+def test_deterministic() -> None:
+    assert synthetic_messages(50, 3) == synthetic_messages(50, 3)
+    assert synthetic_messages(50, 3) != synthetic_messages(50, 4)
