@@ -283,8 +283,8 @@ _MAX_RESTORE_CHARS = 2000  # and no real request is longer (the regexes cost ~0.
 
 def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | None]:
     """Steps named by ``restore`` arguments, or an error sentence for the agent."""
-    if len(argument) > _MAX_RESTORE_CHARS:
-        return [], f"{CM} restore: name at most {_MAX_RESTORE_WORDS} steps or ranges at once, e.g. `restore 3-5`."
+    if len(argument) > _MAX_RESTORE_CHARS:  # the cut word gets a '…', so it is reported, never misread
+        argument = argument[:_MAX_RESTORE_CHARS] + "…"
     text = _RESTORE_NOISE.sub(" ", argument).replace(",", " ")
     text = _RESTORE_DASH.sub("-", text)
     words = text.split(None, _MAX_RESTORE_WORDS)
