@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from refold.protocol import bash_block, command_of, parse_command, parse_head, parse_restore_args
+from refold.context.recognize import from_shell, from_tool_call
+from refold.protocol import bash_block, parse_command, parse_head, parse_restore_args
 from refold.shell import analyze
 
 MB = 1_000_000
@@ -54,7 +55,8 @@ def parse_reply(text: str) -> None:
     cmd = parse_command(text)
     if cmd is not None and cmd.name == "restore":
         parse_restore_args(cmd.argument, 10)
-    command_of("fold_span", text)
+    from_tool_call("fold_span", text)
+    from_shell(text)
 
 
 def analyze_only(text: str) -> None:

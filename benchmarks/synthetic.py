@@ -14,7 +14,7 @@ and, for a restore, ``extra.restore_of``, exactly the fields ``History`` reads b
 Outcomes are decided here by the library's rules (span ids S1, S2, ... in order of opening; a
 conclusion needs 40 characters and a reason; ledger ids must name an earlier step) so the
 generator needs no renderer and no answerer and keeps working while those are rewritten;
-``tests/test_bench_render.py`` checks them against ``refold.context_commands.answer_command``.
+``tests/test_bench_render.py`` checks them against ``refold.context.answers.answer``.
 Observations carry no ``raw_output`` copy (mini's records do), so the history is not inflated.
 
     python benchmarks/synthetic.py 2000     # print the mix of a 2,000-step history

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from refold.context_commands import answer_command
+from refold.context.answers import answer
 from refold.history import History
 from refold.mechanisms.ledger import LedgerBook
 from refold.mechanisms.spans import SpanBook
@@ -74,15 +74,14 @@ def test_recorded_answers_are_the_librarys(run: tuple[list[dict[str, object]], H
     _, h = run
     checked = 0
     for s in h.steps:
-        recorded = s.meta.get("refold_result")
-        if not recorded:
+        if not s.outcomes:
             continue
-        cmd = parse_command(s.actions[0].command)
-        assert cmd is not None, s.index
-        answer = answer_command(h, cmd, t=s.index - 1)
-        assert s.output_texts[0] == answer.text, s.index
-        assert recorded == [answer.meta["refold_result"]], s.index
-        assert list(s.restore_of) == answer.meta.get("restore_of", []), s.index
+        cmd = s.actions[0].context
+        assert cmd is not None and cmd == parse_command(s.actions[0].command), s.index
+        a = answer(h, cmd, t=s.index - 1)
+        assert s.output_texts[0] == a.text, s.index
+        assert s.outcomes == (a.outcome,), s.index
+        assert s.restore_of == a.restore_of, s.index
         checked += 1
     assert checked >= 10
 

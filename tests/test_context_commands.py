@@ -1,4 +1,4 @@
-"""The one dispatcher: every context command answered from the history, nothing run."""
+"""refold.context: every context command recognized by one set of rules and answered from the history."""
 
 from __future__ import annotations
 
@@ -6,18 +6,15 @@ import json
 
 import pytest
 
-from refold.context_commands import (
-    TOOL_SCHEMAS,
-    Answer,
-    answer_command,
-    command_from_tool_call,
-    handle,
-    intercept,
-    ledger_view,
-)
+from refold.config import Config
+from refold.context import ANY, TOOL_SCHEMAS, Recognizer, from_shell, from_tool_call, offer
+from refold.context.answers import Answerer, answer
 from refold.history import History
+from refold.mechanisms.spans import SpanPolicy
 from refold.policy import Policy
 from refold.protocol import CM, COMMAND_NAMES, ContextCommand
+from refold.types import Answer, Outcome
+from refold.wire import answer_record
 from test_spans import Session
 
 from builders import SYSTEM, TASK
@@ -38,80 +35,103 @@ def test_tool_schemas_cover_every_command() -> None:
         params = t["function"]["parameters"]
         assert params["type"] == "object" and len(params["required"]) == 1
     json.dumps(TOOL_SCHEMAS)
-    assert command_from_tool_call("fold_span", '{"conclusion": "x because y"}') == ContextCommand("fold_span", "x because y")
-    assert command_from_tool_call("bash", '{"command": "ls"}') is None
+    assert from_tool_call("fold_span", '{"conclusion": "x because y"}') == ContextCommand("fold_span", "x because y")
+    assert from_tool_call("restore", '{"steps": [3, 4]}') == ContextCommand("restore", "3 4")
+    assert ANY.command("bash", '{"command": "ls"}') is None
 
 
-def test_intercept_leaves_coreutils_alone() -> None:
-    assert intercept("restore 3") == ContextCommand("restore", "3")
-    assert intercept('begin_span "q"') == ContextCommand("begin_span", "q")
-    assert intercept("fold 7.2") == ContextCommand("fold", "7.2")
-    assert intercept("expand S1") == ContextCommand("expand", "S1")
-    assert intercept("fold -w 80 notes.txt") is None and intercept("expand -t 4 a.py") is None
-    assert intercept("ls") is None
+def test_shell_form_leaves_coreutils_alone() -> None:
+    assert from_shell("restore 3") == ContextCommand("restore", "3")
+    assert from_shell('begin_span "q"') == ContextCommand("begin_span", "q")
+    assert from_shell("fold 7.2") == ContextCommand("fold", "7.2")
+    assert from_shell("expand S1") == ContextCommand("expand", "S1")
+    assert from_shell("fold -w 80 notes.txt") is None and from_shell("expand -t 4 a.py") is None
+    assert from_shell("ls") is None
 
 
-def test_restore_answer_and_meta() -> None:
+def test_offer_follows_the_config() -> None:
+    tools = [{"type": "function", "function": {"name": "bash"}}]
+    added, rec = offer(Config(), tools)
+    assert [t["function"]["name"] for t in added] == list(COMMAND_NAMES)
+    assert rec.functions == frozenset(COMMAND_NAMES) and rec.shell_tool and not rec.text
+    added, rec = offer(Config(spans=SpanPolicy(enabled=False)), tools)
+    assert "begin_span" not in rec.shell and "begin_span" not in {t["function"]["name"] for t in added}
+    assert rec.command("bash", 'begin_span "q"') is None  # span folding off: an ordinary command
+    added, rec = offer(Config(policy=Policy(reversible=False)), tools)
+    assert "restore" not in rec.functions and rec.command("bash", "restore 2") == ContextCommand("restore", "2")
+    own = [*tools, {"type": "function", "function": {"name": "restore"}}]
+    added, rec = offer(Config(), own)  # the client's own tool named restore is its own
+    assert "restore" not in {t["function"]["name"] for t in added} and rec.command("restore", "{}") is None
+    assert not Recognizer(frozenset(), frozenset(), text=False, shell_tool=False).possible
+
+
+def test_restore_answer_and_record() -> None:
     s = three_steps()
-    a = answer_command(s.h, ContextCommand("restore", "1"))
-    assert isinstance(a, Answer) and a.ok and a.meta["restore_of"] == [1]
+    a = answer(s.h, ContextCommand("restore", "1"))
+    assert isinstance(a, Answer) and a.ok and a.restore_of == (1,)
+    assert answer_record("restore", a) == {
+        "refold_command": "restore",
+        "refold_result": {"name": "restore", "ok": True, "target": "1"},
+        "restore_of": [1],
+    }
     assert "a.py" in a.text and "nothing was run again" in a.text
-    bad = answer_command(s.h, ContextCommand("restore", "9"))
-    assert not bad.ok and "no step 9" in bad.text
-    off = answer_command(s.h, ContextCommand("restore", "1"), Policy(reversible=False))
-    assert "switched off" in off.text and "restore_of" not in off.meta
+    bad = answer(s.h, ContextCommand("restore", "9"))
+    assert not bad.ok and "no step 9" in bad.text and bad.restore_of == ()
+    off = answer(s.h, ContextCommand("restore", "1"), Config(policy=Policy(reversible=False)))
+    assert "switched off" in off.text and off.restore_of == ()
 
 
 def test_answers_depend_only_on_steps_before_t() -> None:
     s = three_steps()
     fold = ContextCommand("fold_span", "x = 1 at a.py:1 is the bug because it is never reset")
-    assert answer_command(s.h, fold).ok
-    assert "no span is open" in answer_command(s.h, fold, t=1).text
-    assert answer_command(s.h, ContextCommand("fold", "3")).ok
-    assert not answer_command(s.h, ContextCommand("fold", "3"), t=2).ok
+    assert answer(s.h, fold).ok
+    assert "no span is open" in answer(s.h, fold, t=1).text
+    assert answer(s.h, ContextCommand("fold", "3")).ok
+    assert not answer(s.h, ContextCommand("fold", "3"), t=2).ok
+    with pytest.raises(ValueError, match="outside"):
+        Answerer(s.h, t=9)
+
+
+def test_commands_of_one_reply_are_answered_in_order() -> None:
+    s = three_steps()
+    a = Answerer(s.h)
+    first, second = a.answer(ContextCommand("begin_span", "q1")), a.answer(ContextCommand("begin_span", "q2"))
+    assert "Span S2 opened" in first.text and "Span S3 opened at step 4, inside span S2" in second.text
+    fold = a.answer(ContextCommand("fold", "1"))
+    search = a.answer(ContextCommand("search_ledger", "*"))
+    assert fold.ok and "1 [folded]" in search.text
 
 
 def test_every_answer_is_a_context_manager_text() -> None:
     s = three_steps()
     for name, arg in [("expand", "1"), ("expand", "S1"), ("expand", ""), ("search_ledger", ""), ("search_ledger", "a.py"), ("drop", "x")]:
-        a = answer_command(s.h, ContextCommand(name, arg))
-        assert a.text.startswith(CM) and a.meta["refold_result"]["name"] == name
+        a = answer(s.h, ContextCommand(name, arg))
+        assert a.text.startswith(CM) and a.outcome is not None and a.outcome.name == name
 
 
-def test_handle_matches_the_integration_handler_protocol() -> None:
-    from refold.integrations.commands import CommandContext
-
-    s = three_steps()
-    result = handle(ContextCommand("expand", "3"), CommandContext(history=s.h, policy=Policy(), step=4))
-    assert "x = 1" in result.text and result.extra["restore_of"] == [3] and result.extra["refold_command"] == "expand"
-
-
-def test_recorded_results_reach_the_step_meta() -> None:
+def test_recorded_outcomes_are_step_facts() -> None:
     s = three_steps()
     s.step('fold_span "found it"')
-    assert s.h.step(4).meta["refold_result"] == [{"name": "fold_span", "ok": False, "target": "S1"}]
+    assert s.h.step(4).outcomes == (Outcome("fold_span", False, "S1"),)
     h2 = History.from_messages(s.h.messages())
-    assert h2.step(4).meta["refold_result"] == s.h.step(4).meta["refold_result"]
+    assert h2.step(4).outcomes == s.h.step(4).outcomes and h2.digest == s.h.digest
 
 
 def test_ledger_view_lists_objects_and_spans() -> None:
     s = three_steps()
     s.step("fold 1")
-    view = ledger_view(s.h)
+    view = answer(s.h, ContextCommand("search_ledger", "*")).text
     assert view.startswith(CM)
     assert "1 [folded] 1/4:" in view and "3 [shown] 3/3: file a.py" in view
     assert "S1 [open since step 2]: where is the bug?" in view
 
 
 def test_search_ledger_star_is_the_ledger_view() -> None:
-    from refold.context_commands import answer_command
-    from refold.protocol import ContextCommand
-
     from builders import reply, text_history
 
     h = text_history([(reply("read", "-", "cat calc.py"), "def add(a, b):\n    return a - b\n")])
     for arg in ("*", ""):
-        text = answer_command(h, ContextCommand("search_ledger", arg)).text
+        text = answer(h, ContextCommand("search_ledger", arg)).text
         assert text.startswith("[context-manager] Ledger after step 1")
         assert "1 [" in text and "cat calc.py" in text
 
@@ -135,8 +155,8 @@ HUGE = "9" * 5000  # int() of more than 4300 digits raises ValueError
 def test_context_commands_with_huge_numbers_answer_without_raising(command: str, answered: bool) -> None:
     h = History([SYSTEM, TASK])
     h.append({"role": "assistant", "content": "x"}, [{"role": "user", "content": "y"}])
-    cmd = intercept(command)
+    cmd = from_shell(command)
     assert (cmd is not None) == answered
     if cmd is not None:
-        text = answer_command(h, cmd).text
+        text = answer(h, cmd).text
         assert text.startswith("[context-manager] restore:") and "is not a step number" in text and len(text) < 400

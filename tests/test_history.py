@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refold.errors import TrajectoryError
 from refold.history import History, load
+from refold.render import Renderer
 
 from builders import SYSTEM, TASK, seed_config
 from conftest import DATA, real_trajectories
@@ -167,9 +170,67 @@ def test_huge_output_is_handled(tmp_path: Path) -> None:
     ],
 )
 def test_text_actions_of_mini_1_and_2(content: str, command: str) -> None:
-    from refold.history import extract_actions
+    from refold.wire import read_actions
 
-    assert [a.command for a in extract_actions({"role": "assistant", "content": content})] == [command]
+    assert [a.command for a in read_actions({"role": "assistant", "content": content})] == [command]
+
+
+def test_step_facts_are_typed_and_covered_by_the_digest() -> None:
+    from refold.protocol import ContextCommand
+    from refold.types import Facts
+    from refold.wire import read_facts
+
+    reply = {"role": "assistant", "content": "PROGRESS: x\nSTALE: -\n```bash\nrestore 1\n```"}
+    obs = [{"role": "user", "content": "[context-manager] Step 1 restored", "extra": {"restore_of": [1]}}]
+    first = ({"role": "assistant", "content": "```bash\ncat a.py\n```"}, [{"role": "user", "content": "x = 1"}])
+
+    def history(facts: Facts | None = None) -> History:
+        h = History([{"role": "user", "content": "task"}])
+        h.append(*first)
+        h.append(reply, obs, facts=facts)
+        return h
+
+    plain = history()
+    step = plain.step(2)
+    assert step.restore_of == (1,) and step.actions[0].context == ContextCommand("restore", "1")
+    assert plain.step(1).actions[0].effects.reads == ("a.py",) and plain.step(1).actions[0].context is None
+    assert history(read_facts(reply, obs)).digest == plain.digest  # the messages' own facts: same digest
+    other = Facts(step.actions, (), ())  # the same messages, told they restored nothing
+    h = history(other)
+    assert h.step(2).restore_of == () and h.digest != plain.digest
+    assert Renderer().render(h).origins != Renderer().render(plain).origins  # the restore is shown as one
+
+
+_REPLIES = ("```bash\ncat a.py\n```", "```bash\nrestore 1\n```", '```bash\nbegin_span "why?"\n```')
+
+
+def _built(choices: list[tuple[int, int]]) -> History:
+    from refold.types import Facts, Outcome
+    from refold.wire import read_facts
+
+    h = History([{"role": "user", "content": "task"}])
+    for text, variant in choices:
+        reply = {"role": "assistant", "content": f"PROGRESS: p\nSTALE: -\n{_REPLIES[text]}"}
+        obs = [{"role": "user", "content": "out"}]
+        actions = read_facts(reply, obs).actions
+        facts = (None, Facts(actions), Facts(actions, (Outcome("begin_span", False),), (1,)))[variant]
+        h.append(reply, obs, facts=facts)
+    return h
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=3),
+)
+@settings(max_examples=60, deadline=None)
+def test_equal_digests_render_equally(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+    ha, hb = _built(a), _built(b)
+    facts_a = [(s.reply, s.actions, s.outcomes, s.restore_of) for s in ha.steps]
+    facts_b = [(s.reply, s.actions, s.outcomes, s.restore_of) for s in hb.steps]
+    assert (ha.digest == hb.digest) == (facts_a == facts_b)
+    if ha.digest == hb.digest:
+        ra, rb = Renderer().render(ha), Renderer().render(hb)
+        assert ra.serialized() == rb.serialized() and ra.origins == rb.origins
 
 
 def test_a_reply_with_a_huge_number_can_be_appended() -> None:

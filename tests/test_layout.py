@@ -126,11 +126,9 @@ def import_cycles(*, lazy: bool = False) -> list[frozenset[str]]:
 
 
 # Cycles other engineers are removing (issue 10). Each case flips to a failure (strict xfail) once its
-# cycle is gone: then delete it from this list. context_commands <-> integrations.commands closes only
-# through an import inside a function.
+# cycle is gone: then delete it from this list.
 KNOWN_CYCLES = [
     frozenset({"refold.history", "refold.loaders"}),
-    frozenset({"refold.context_commands", "refold.integrations.commands"}),
 ]
 
 

@@ -69,9 +69,9 @@ def test_bad_ids_are_refused_and_change_nothing() -> None:
 
 
 def intercept_passes(command: str) -> bool:
-    from refold.context_commands import intercept
+    from refold.context.recognize import from_shell
 
-    return intercept(command) is None
+    return from_shell(command) is None
 
 
 def test_expand_object_and_search() -> None:

@@ -30,7 +30,7 @@ from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 from refold.history import load, read_json  # noqa: E402
 from refold.integrations import config_path  # noqa: E402
 from refold.integrations.saved import renderer_for  # noqa: E402
-from refold.protocol import CM, COMMAND_NAMES, command_of, response_format_lines  # noqa: E402
+from refold.protocol import CM, COMMAND_NAMES, response_format_lines  # noqa: E402
 from refold.types import content_text  # noqa: E402
 from test_minisweagent_e2e import make_repo, outputs_of  # noqa: E402
 
@@ -267,16 +267,14 @@ def test_context_commands_end_to_end(style: str, tmp_path: Path, monkeypatch: py
     assert len(history) == n
     for turn, step in zip(turns, history.steps, strict=True):
         (action,) = step.actions
-        cmd = command_of(action.tool, action.command)
+        cmd = action.context  # the typed fact: coreutils fold/expand are no context commands
         if turn.tool == "bash":
-            assert action.command == turn.command and (
-                cmd is None or turn.command.startswith(("fold -w", "expand -t"))
-            )
+            assert action.command == turn.command and cmd is None
         else:
             assert cmd is not None and (cmd.name, cmd.argument) == (turn.tool, turn.command)
             assert step.reply["extra"]["actions"] == []  # taken out before the environment saw them
             assert step.observations[0]["extra"]["refold_command"] == turn.tool
-    assert [r["ok"] for r in history.step(6).meta["refold_result"]] == [False]
+    assert [r.ok for r in history.step(6).outcomes] == [False]
     assert history.step(21).restore_of == (3,)
 
     # replaying the saved file renders exactly the prompts the model saw, call by call

@@ -15,25 +15,33 @@ from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
 from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel  # noqa: E402
 
-from refold.config import PromptConfig
+from refold.config import Config, PromptConfig
+from refold.context.answers import answer  # noqa: E402
+from refold.context.recognize import ANY  # noqa: E402
 from refold.errors import PolicyError  # noqa: E402
-from refold.history import History, extract_actions  # noqa: E402
-from refold.integrations.commands import CommandContext, dispatch, match, registered, resolve_handlers  # noqa: E402
+from refold.history import History  # noqa: E402
 from refold.integrations.context_tools import with_context_tools  # noqa: E402
-from refold.integrations.minisweagent import RefoldModel  # noqa: E402
+from refold.integrations.minisweagent import RefoldModel, resolve_handlers  # noqa: E402
 from refold.integrations.saved import renderer_for  # noqa: E402
 from refold.mechanisms.spans import SpanPolicy  # noqa: E402
 from refold.policy import Policy  # noqa: E402
-from refold.protocol import CM, COMMAND_NAMES, ContextCommand, response_format_lines, system_section  # noqa: E402
+from refold.protocol import CM, ContextCommand, response_format_lines, system_section  # noqa: E402
 from refold.render import Renderer  # noqa: E402
 from refold.types import content_text  # noqa: E402
+from refold.wire import read_actions  # noqa: E402
 
 from builders import seed_config
 
 
-def test_every_context_command_has_a_handler() -> None:
-    assert set(registered()) == set(COMMAND_NAMES)
-    assert "fold_span" not in resolve_handlers({"fold_span": None})
+def test_refold_commands_switch_off_or_replace_answers() -> None:
+    assert resolve_handlers({"fold_span": None}) == ({}, frozenset({"fold_span"}))
+    handlers, off = resolve_handlers({"restore": "refold.context.answers.refused"})
+    assert set(handlers) == {"restore"} and not off
+    with pytest.raises(PolicyError, match="not a context command"):
+        resolve_handlers({"bogus": None})
+    with pytest.raises(PolicyError, match="cannot import"):
+        resolve_handlers({"restore": "no.such.module.fn"})
+    assert model(refold_commands={"fold_span": None}).recognizer.command("bash", 'fold_span "x"') is None
 
 
 @pytest.mark.parametrize(
@@ -52,22 +60,18 @@ def test_every_context_command_has_a_handler() -> None:
     ],
 )
 def test_match(command: str, tool: str, expected: tuple[str, str] | None) -> None:
-    parsed = match(command, registered(), tool)
+    parsed = ANY.command(tool, command)
     assert (None if parsed is None else (parsed.name, parsed.argument)) == expected
 
 
-def test_a_switched_off_command_runs_in_the_shell() -> None:
-    assert match('fold_span "x"', resolve_handlers({"fold_span": None})) is None
-
-
-def test_dispatch_uses_the_contexts_span_policy() -> None:
+def test_answers_use_the_configs_span_policy() -> None:
     h = History([{"role": "user", "content": "task"}])
     h.append({"role": "assistant", "content": "", "extra": {"actions": [{"command": 'begin_span "q"'}]}}, [])
     short = ContextCommand("fold_span", "done since x")
-    strict = dispatch(short, CommandContext(h, Policy(), 2))
-    lenient = dispatch(short, CommandContext(h, Policy(), 2, spans=SpanPolicy(min_chars=5)))
-    assert "refused" in strict.text and strict.extra["refold_result"]["ok"] is False
-    assert "Span S1 folded" in lenient.text and lenient.extra["refold_result"]["ok"] is True
+    strict = answer(h, short)
+    lenient = answer(h, short, Config(spans=SpanPolicy(min_chars=5)))
+    assert "refused" in strict.text and not strict.ok
+    assert "Span S1 folded" in lenient.text and lenient.ok
 
 
 def test_system_section_without_format_lines() -> None:
@@ -80,28 +84,31 @@ def test_system_section_without_format_lines() -> None:
     assert content_text(prompt[0]["content"]) == "sys" + system_section(3, include_format=False, masking=False)
 
 
-def test_extract_actions_prefers_the_wrappers_record() -> None:
+def test_read_actions_prefers_the_wrappers_record() -> None:
     kept = [{"command": '{"question": "q"}', "tool_call_id": "c1", "tool": "begin_span"}, {"command": "ls"}]
     reply: dict[str, Any] = {
         "role": "assistant",
         "content": "```mswea_bash_command\nls\n```",
         "extra": {"actions": [{"command": "ls"}], "refold": {"actions": kept}},
     }
-    actions = extract_actions(reply)
+    actions = read_actions(reply)
     assert [(a.command, a.tool, a.tool_call_id) for a in actions] == [
         ('{"question": "q"}', "begin_span", "c1"),
         ("ls", "bash", None),
     ]
+    assert [a.context for a in actions] == [ContextCommand("begin_span", "q"), None]
+    reply["extra"]["refold"]["context_actions"] = []  # the wrapper's word on which were answered wins
+    assert [a.context for a in read_actions(reply)] == [None, None]
     del reply["extra"]["refold"]
-    assert [a.command for a in extract_actions(reply)] == ["ls"]  # unchanged without the record
+    assert [a.command for a in read_actions(reply)] == ["ls"]  # unchanged without the record
 
 
 def test_context_tools_only_for_litellm_tool_call_models() -> None:
-    sub = with_context_tools(LitellmModel)
+    sub = with_context_tools(LitellmModel, [])
     assert sub is not None and issubclass(sub, LitellmModel)
     assert (sub.__module__, sub.__name__) == (LitellmModel.__module__, LitellmModel.__name__)
     assert (
-        with_context_tools(LitellmTextbasedModel) is None and with_context_tools(DeterministicModel) is None
+        with_context_tools(LitellmTextbasedModel, []) is None and with_context_tools(DeterministicModel, []) is None
     )
 
 
@@ -157,6 +164,8 @@ def test_a_context_tool_without_handler_is_answered_not_run() -> None:
     info: dict[str, Any] = {}
     m._intercept(extra, info)
     assert extra["actions"] == [{"command": "ls"}] and info["context_actions"][0]["name"] == "search_ledger"
-    msg = m._answer(info["actions"][0], info["context_actions"][0])
+    from refold.context.answers import Answerer
+
+    msg = m._answer(read_actions({"extra": {"refold": info}})[0], Answerer(History([])))
     assert msg["role"] == "tool" and msg["tool_call_id"] == "c1"
     assert msg["content"] == f"{CM} search_ledger is switched off in this run."

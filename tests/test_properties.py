@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -116,7 +117,7 @@ def histories(draw: st.DrawFn) -> History:
             head = f"PROGRESS: step {i}\nSTALE: {', '.join(map(str, marks)) or '-'}\n"
         kind = draw(st.sampled_from(["read", "read", "edit", "run", "restore"]))
         name = draw(st.sampled_from(sorted(files)))
-        meta = None
+        extra: dict[str, Any] = {}  # a restore's observation records what it showed again
         if kind == "read":
             lo = draw(st.integers(1, 60))
             hi = draw(st.integers(lo, 89))
@@ -135,15 +136,15 @@ def histories(draw: st.DrawFn) -> History:
             else:
                 target = draw(st.integers(1, i - 1))
                 cmd, output = f"restore {target}", restore_text(h, [target])
-                meta = {"restore_of": [target]}
+                extra = {"extra": {"restore_of": [target]}}
         text = f"{head}I will do {kind}."
         if tool_style:
             call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}
-            obs = {"role": "tool", "tool_call_id": f"c{i}", "content": output}
-            h.append({"role": "assistant", "content": text, "tool_calls": [call]}, [obs], meta=meta)
+            obs = {"role": "tool", "tool_call_id": f"c{i}", "content": output, **extra}
+            h.append({"role": "assistant", "content": text, "tool_calls": [call]}, [obs])
         else:
             reply = {"role": "assistant", "content": f"{text}\n```bash\n{cmd}\n```"}
-            h.append(reply, [{"role": "user", "content": output}], meta=meta)
+            h.append(reply, [{"role": "user", "content": output, **extra}])
     return h
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refold.context.recognize import from_shell, from_tool_call
 from refold.protocol import (
     bash_block,
-    command_of,
     parse_command,
     parse_head,
     parse_restore_args,
@@ -233,8 +233,8 @@ def test_megabyte_replies_parse_in_linear_time(name: str) -> None:
     for cmd in (parse_command(reply), parse_command("restore " + reply)):
         if cmd is not None and cmd.name == "restore":
             parse_restore_args(cmd.argument, 10)
-    command_of("restore", reply)
-    command_of("bash", reply)
+    from_tool_call("restore", reply)
+    from_shell(reply)
     # generous: the benchmark measures <= 50 ms; the quadratic parsers took minutes here
     assert time.perf_counter() - t0 < 2.0
 

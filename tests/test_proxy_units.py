@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from refold.config import Config
+from refold.context import ANY, offer
 from refold.errors import ProxyError
 from refold.history import History
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.mechanisms.spans import SpanPolicy
-from refold.policy import Policy
-from refold.proxy.commands import context_calls, observations, plan
+from refold.proxy.commands import context_calls, observations
 from refold.proxy.mapping import match, normalize, split
 from refold.proxy.metrics import Metrics
 from refold.proxy.records import StoredStep
@@ -90,23 +90,24 @@ def test_split_keeps_all_roles() -> None:
 
 def test_context_calls() -> None:
     assert (
-        context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": "restore 3"})]})[
+        context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": "restore 3"})]}, ANY)[
             0
-        ].command.argument
+        ].context.argument
         == "3"
     )  # type: ignore[index,union-attr]
-    fn = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": [3, 4]})]})
-    assert fn is not None and fn[0].command is not None and fn[0].command.argument == "3 4"
-    assert context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": "ls"})]}) is None
+    fn = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": [3, 4]})]}, ANY)
+    assert fn is not None and fn[0].context is not None and fn[0].context.argument == "3 4"
+    assert context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": "ls"})]}, ANY) is None
     mixed = context_calls(
         {
             "role": "assistant",
             "tool_calls": [call("bash", {"command": "ls"}, "a"), call("restore", {"steps": "1"}, "b")],
-        }
+        },
+        ANY,
     )
-    assert mixed is not None and [c.command is None for c in mixed] == [True, False]
-    assert context_calls({"role": "assistant", "content": "x\n```bash\nrestore 2\n```"}) is not None
-    assert context_calls({"role": "assistant", "content": "```bash\nrestore_db.sh\n```"}) is None
+    assert mixed is not None and [c.context is None for c in mixed] == [True, False]
+    assert context_calls({"role": "assistant", "content": "x\n```bash\nrestore 2\n```"}, ANY) is not None
+    assert context_calls({"role": "assistant", "content": "```bash\nrestore_db.sh\n```"}, ANY) is None
 
 
 def test_observations_answer_every_call() -> None:
@@ -118,46 +119,43 @@ def test_observations_answer_every_call() -> None:
         "role": "assistant",
         "tool_calls": [call("bash", {"command": "ls"}, "a"), call("restore", {"steps": "1"}, "b")],
     }
-    calls = context_calls(reply)
+    calls = context_calls(reply, ANY)
     assert calls is not None
-    stored, obs, meta = observations(h, reply, calls, Policy(), SpanPolicy(), LedgerPolicy())
-    assert meta["restore_of"] == [1] and [o["tool_call_id"] for o in obs] == ["a", "b"]
+    stored, obs, answers = observations(h, reply, calls, Config())
+    assert [a.restore_of for a in answers] == [(1,)] and [o["tool_call_id"] for o in obs] == ["a", "b"]
     assert "Not run" in obs[0]["content"] and "out-1" in obs[1]["content"]
-    assert obs[1]["extra"]["restore_of"] == [1] and meta["refold_result"][0]["ok"] is True
+    assert obs[1]["extra"]["restore_of"] == [1] and obs[1]["extra"]["refold_result"]["ok"] is True
     # the stored reply records its actions as answered (History reads them back)
-    assert [a["tool"] for a in stored["extra"]["refold"]["actions"]] == ["bash", "restore"]
-    bad = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": "9"})]})
+    assert [a.get("tool", "bash") for a in stored["extra"]["refold"]["actions"]] == ["bash", "restore"]
+    assert stored["extra"]["refold"]["context_actions"] == [{"index": 1, "name": "restore", "argument": "1"}]
+    h.append(stored, obs)
+    assert h.step(2).restore_of == (1,) and [a.context is not None for a in h.step(2).actions] == [False, True]
+    bad = context_calls({"role": "assistant", "tool_calls": [call("restore", {"steps": "9"})]}, ANY)
     assert bad is not None
-    _, obs, meta = observations(h, reply, bad, Policy(), SpanPolicy(), LedgerPolicy())
-    assert "restore_of" not in meta and "no step 9" in obs[0]["content"]
+    _, obs, answers = observations(h, reply, bad, Config())
+    assert answers[0].restore_of == () and "restore_of" not in obs[0]["extra"] and "no step 9" in obs[0]["content"]
 
 
 def test_plan_offers_context_tools_the_client_lacks() -> None:
     bash = {"type": "function", "function": {"name": "bash"}}
     mine = {"type": "function", "function": {"name": "expand"}}
-    added, rec = plan([bash, mine], Policy(), SpanPolicy(), LedgerPolicy(), offer=True)
+    added, rec = offer(Config(), [bash, mine])
     names = [t["function"]["name"] for t in added]
     assert names == ["restore", "begin_span", "fold_span", "fold", "drop", "search_ledger"]
     assert rec.possible and "expand" not in rec.functions  # the client's own tool stays the client's
     reply = {"role": "assistant", "tool_calls": [call("expand", {"x": "3"})]}
     assert context_calls(reply, rec) is None
-    added, rec = plan([bash], Policy(), SpanPolicy(enabled=False), LedgerPolicy(enabled=False), offer=True)
+    added, rec = offer(Config(spans=SpanPolicy(enabled=False), ledger=LedgerPolicy(enabled=False)), [bash])
     assert [t["function"]["name"] for t in added] == ["restore", "expand"]
     shell_span = {"role": "assistant", "tool_calls": [call("bash", {"command": 'begin_span "q"'})]}
     assert context_calls(shell_span, rec) is None  # spans off: an ordinary shell command
     # coreutils fold/expand with file arguments run in the shell
     for cmd in ("fold -w 80 notes.txt", "expand -t 4 a.py"):
-        assert context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": cmd})]}) is None
+        assert context_calls({"role": "assistant", "tool_calls": [call("bash", {"command": cmd})]}, ANY) is None
     # no shell tool and no context tools offered: no reply can be internal (streams relay live)
-    _, rec = plan(
-        [{"type": "function", "function": {"name": "edit"}}],
-        Policy(),
-        SpanPolicy(),
-        LedgerPolicy(),
-        offer=False,
-    )
+    _, rec = offer(Config(), [{"type": "function", "function": {"name": "edit"}}], offer=False)
     assert not rec.possible
-    _, rec = plan(None, Policy(), SpanPolicy(), LedgerPolicy(), offer=True)
+    _, rec = offer(Config(), None)
     assert rec.possible and rec.text
 
 
@@ -269,6 +267,45 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     assert not custom.context_tools
 
 
+def test_a_store_written_before_the_wire_codec_loads_and_verifies() -> None:
+    """Old proxy records: a context command in function-tool form without ``context_actions``, and
+    the outcomes repeated in the step's meta. The chained digests are unchanged."""
+    from refold.protocol import ContextCommand
+    from refold.proxy.mapping import INTERNAL
+    from refold.proxy.sessions import Session
+    from refold.render import Renderer
+    from refold.types import Outcome
+
+    prefix = [{"role": "user", "content": "task"}]
+    p = message_digest(prefix)
+    r1 = {"role": "assistant", "content": "r1", "tool_calls": [call("bash", {"command": "ls"}, "x")]}
+    o1 = [{"role": "tool", "tool_call_id": "x", "content": "out-1"}]
+    d1 = message_digest([r1, *o1], parent=p)
+    r2 = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("restore", {"steps": "1"}, "b")],
+        "extra": {"refold": {"actions": [{"command": json.dumps({"argument": "1"}), "tool": "restore", "tool_call_id": "b"}]}},
+    }
+    result = {"name": "restore", "ok": True, "target": "1"}
+    o2 = [{"role": "tool", "tool_call_id": "b", "content": "[context-manager] Step 1 restored", "extra": {"refold_command": "restore", "refold_result": result, "restore_of": [1]}}]
+    d2 = message_digest([r2, *o2], parent=d1)
+    s = Session("sid", "old", "owner", head=d2, prefixes={p: prefix})
+    s.steps = {
+        d1: StoredStep(d1, p, r1, tuple(o1), {}),
+        d2: StoredStep(d2, d1, r2, tuple(o2), {INTERNAL: True, "refold_result": [result], "restore_of": [1]}),
+    }
+    h = s.view(d2, Renderer).history  # raises if a digest fails verification
+    assert h.digest == d2
+    step = h.step(2)
+    assert step.restore_of == (1,) and step.outcomes == (Outcome("restore", True, "1"),)
+    assert step.actions[0].context == ContextCommand("restore", "1")
+    assert step.meta == {INTERNAL: True}  # the repeated facts are not kept as meta
+
+
+def test_a_clients_own_tool_is_never_a_context_command() -> None:
+    reply = {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "note", "arguments": "restore 3"}}]}
+    assert context_calls(reply, ANY) is None
 def test_proxy_config_accepts_tokenizer_aliases() -> None:
     from refold.errors import ConfigError
     from refold.proxy import ProxyConfig

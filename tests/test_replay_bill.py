@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.cache import DEFAULT_PRICES, price_for_model
-from refold.context_commands import TOOL_SCHEMAS
+from refold.context import TOOL_SCHEMAS
 from refold.errors import TrajectoryError
 from refold.history import History
 from refold.loaders import load, load_all, split_source, unreplied_calls

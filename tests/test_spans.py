@@ -9,15 +9,18 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refold.context_commands import answer_command, command_from_tool_call, intercept
+from refold.config import Config
+from refold.context.answers import answer
+from refold.context.recognize import from_shell, from_tool_call
 from refold.history import History
 from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
 from refold.mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from refold.policy import Policy
-from refold.protocol import CM
+from refold.protocol import CM, COMMAND_NAMES
 from refold.render import Renderer
 from refold.restore import restore_text
-from refold.types import Rendered, Shown, content_text
+from refold.types import Outcome, Rendered, Shown, content_text
+from refold.wire import answer_record
 
 from builders import SYSTEM, TASK, numbered, seed_config
 
@@ -53,20 +56,20 @@ class Session:
         head = f"PROGRESS: {progress or f'step {i}'}\nSTALE: {stale}\n"
         name, _, arg = command.partition(" ")
         if self.tools:
-            cmd = command_from_tool_call(name, json.dumps({"arg": arg.strip('"')}))
+            cmd = from_tool_call(name, json.dumps({"arg": arg.strip('"')})) if name in COMMAND_NAMES else None
             fn = {"name": name, "arguments": json.dumps({"arg": arg.strip('"')})} if cmd else {
                 "name": "bash",
                 "arguments": json.dumps({"command": command}),
             }
             reply: dict[str, Any] = {"role": "assistant", "content": head, "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}]}
         else:
-            cmd = intercept(command)
+            cmd = from_shell(command)
             reply = {"role": "assistant", "content": f"{head}Working.\n```bash\n{command}\n```"}
         obs: dict[str, Any] = {"role": "tool", "tool_call_id": f"c{i}"} if self.tools else {"role": "user"}
         if cmd is not None:
-            answer = answer_command(self.h, cmd, self.policy, spans=self.spans, ledger=self.ledger)
-            obs |= {"content": answer.text, "extra": dict(answer.meta)}
-            self.answers.append(answer.text)
+            a = answer(self.h, cmd, Config(policy=self.policy, spans=self.spans, ledger=self.ledger))
+            obs |= {"content": a.text, "extra": answer_record(cmd.name, a)}
+            self.answers.append(a.text)
         else:
             obs["content"] = out(output)
         self.h.extend_from_messages([*self.h.messages(), reply, obs])
@@ -181,7 +184,7 @@ def test_refusal_rules_are_configurable_and_recorded_results_win() -> None:
     s = Session(spans=lax)
     s.step('begin_span "q"')
     assert "folded" in s.step('fold_span "ok"')
-    assert s.h.step(2).meta["refold_result"] == [{"name": "fold_span", "ok": True, "target": "S1"}]
+    assert s.h.step(2).outcomes == (Outcome("fold_span", True, "S1"),)
     # replayed under the strict default policy, the recorded outcome still decides
     assert blocks(Renderer(seed_config()).render(s.h))
     s2 = Session()

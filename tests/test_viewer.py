@@ -133,7 +133,6 @@ def synthetic_run(steps: int = 24) -> History:
     restore = h.append(
         _reply("bring back the grep", "-", "restore 3", "I need the call sites again."),
         [{"role": "user", "content": restore_text(h, [3], Policy()), "extra": {"restore_of": [3]}}],
-        meta={"restore_of": [3]},
     )
     assert restore.restore_of == (3,)
     h.append(

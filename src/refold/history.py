@@ -7,13 +7,13 @@ appended; rendering reads them and never changes them.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .errors import TrajectoryError
-from .protocol import bash_block, parse_head
-from .types import Action, Message, Step, content_text, message_digest, step_numbers
+from .protocol import parse_head
+from .types import Facts, Message, Step, content_text, message_digest
+from .wire import facts_record, read_facts
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
@@ -58,21 +58,39 @@ class History:
         return self._steps[-1].digest if self._steps else message_digest(self._prefix)
 
     def append(
-        self, reply: Message, observations: Sequence[Message] = (), *, meta: dict[str, Any] | None = None
+        self,
+        reply: Message,
+        observations: Sequence[Message] = (),
+        *,
+        facts: Facts | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> Step:
-        """Add the next step: the agent's reply and the messages that answered it."""
+        """Add the next step: the agent's reply and the messages that answered it.
+
+        Its facts (actions, context commands, outcomes, restores) are read from the messages
+        (``refold.wire``) unless given. The digest covers the messages, and the facts too when
+        they are not the ones the messages say, so equal digests always render equally.
+        ``meta`` is for what no rendering reads (usage, flags).
+        """
         reply = copy.deepcopy(reply)
         obs = tuple(copy.deepcopy(list(observations)))
+        recorded = read_facts(reply, obs)
+        facts = recorded if facts is None else facts
+        covered: list[Message] = [reply, *obs]
+        if facts != recorded:
+            covered.append(facts_record(facts))
         head = parse_head(content_text(reply.get("content")))
         step = Step(
             index=len(self._steps) + 1,
             reply=reply,
             observations=obs,
-            actions=tuple(extract_actions(reply)),
+            actions=facts.actions,
             progress=head.progress,
             stale=head.stale,
             has_protocol=head.has_protocol,
-            digest=message_digest([reply, *obs], parent=self.digest),
+            digest=message_digest(covered, parent=self.digest),
+            outcomes=facts.outcomes,
+            restore_of=facts.restore_of,
             meta=dict(meta or {}),
         )
         self._steps.append(step)
@@ -152,11 +170,11 @@ class History:
 
 
 def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
+    """What a recorded step carries besides its facts: refold's call record and provider usage."""
     meta: dict[str, Any] = {}
     extra = _dict(reply.get("extra"))
-    for key in ("refold", "restore_of"):
-        if key in extra:
-            meta[key] = extra[key]
+    if "refold" in extra:
+        meta["refold"] = extra["refold"]
     usage = _dict(extra.get("response")).get("usage")
     if isinstance(usage, dict):
         details = usage.get("prompt_tokens_details") or {}
@@ -165,74 +183,11 @@ def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
             "cached_tokens": details.get("cached_tokens") if isinstance(details, dict) else None,
             "completion_tokens": usage.get("completion_tokens"),
         }
-    for o in obs:
-        ox = _dict(o.get("extra"))
-        if "restore_of" in ox:
-            meta["restore_of"] = ox["restore_of"]
-        if isinstance(ox.get("refold_result"), dict):
-            meta.setdefault("refold_result", []).append(ox["refold_result"])
-    if "restore_of" in meta:
-        meta["restore_of"] = step_numbers(meta["restore_of"])
     return meta
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def extract_actions(reply: Message) -> list[Action]:
-    """The commands of a reply: tool calls, mini's ``extra.actions``, SWE-agent's ``action``, or a ```bash block.
-
-    refold's mini wrapper keeps the actions as issued in ``extra.refold.actions`` when it takes
-    context commands out of ``extra.actions``; those win (``tool`` names a function tool).
-    """
-    kept = _refold_actions(reply)
-    if kept is not None:
-        return kept
-    calls = reply.get("tool_calls")
-    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    if calls:
-        out = []
-        for c in calls:
-            fn = _dict(c.get("function"))
-            args = fn.get("arguments") or ""
-            name = fn["name"] if isinstance(fn.get("name"), str) and fn["name"] else "bash"
-            command = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
-            try:
-                parsed = json.loads(args) if isinstance(args, str) else args
-                if isinstance(parsed, dict) and isinstance(parsed.get("command"), str) and name in ("bash", "shell"):
-                    command = parsed["command"]
-            except (ValueError, TypeError):
-                pass
-            out.append(Action(str(command), name, _call_id(c.get("id"))))
-        return out
-    actions = _dict(reply.get("extra")).get("actions")
-    if isinstance(actions, list) and actions:
-        return [
-            Action(str(a.get("command", "")), "bash", _call_id(a.get("tool_call_id")))
-            for a in actions
-            if isinstance(a, dict)
-        ]
-    if isinstance(reply.get("action"), str) and reply["action"].strip():
-        return [Action(reply["action"].strip(), "bash")]
-    text = content_text(reply.get("content"))
-    block = bash_block(text)  # linear time; mini's ```bash / ```mswea_bash_command / XML forms
-    return [] if block is None else [Action(block.strip(), "bash")]
-
-
-def _refold_actions(reply: Message) -> list[Action] | None:
-    actions = _dict(_dict(reply.get("extra")).get("refold")).get("actions")
-    if not isinstance(actions, list) or not actions:
-        return None
-    return [
-        Action(str(a.get("command", "")), str(a.get("tool") or "bash"), _call_id(a.get("tool_call_id")))
-        for a in actions
-        if isinstance(a, dict)
-    ]
-
-
-def _call_id(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
 
 
 # Loading lives in refold.loaders; re-exported here because ``refold.history.load`` is the

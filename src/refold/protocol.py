@@ -375,22 +375,6 @@ def reminder() -> str:
 # ---- spans and the ledger (seeds 001 and 002) ----------------------------------------------------
 
 
-def command_of(tool: str, command: str) -> ContextCommand | None:
-    """The context command an action is: ``restore 3`` in a shell, or a function call ``fold_span``."""
-    if tool in COMMAND_NAMES:
-        import json
-
-        try:
-            args = json.loads(command) if command.strip() else {}
-        except ValueError:
-            return ContextCommand(tool, command.strip())
-        if isinstance(args, dict):
-            values = [v for v in args.values() if isinstance(v, (str, int, float))]
-            return ContextCommand(tool, " ".join(str(v) for v in values).strip())
-        return ContextCommand(tool, str(args))
-    return parse_command(command)
-
-
 def span_section(*, min_chars: int = 40) -> str:
     """Appended to the system prompt when the agent may fold its own investigations (seed 001)."""
     return (

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .protocol import ContextCommand
+from .shell import CommandInfo
+
 Message = dict[str, Any]
 """An OpenAI-style chat message (role, content, optional tool_calls / tool_call_id / name)."""
 
@@ -26,11 +29,49 @@ class Shown(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """One command the agent issued in a reply (a ```bash block or a tool call)."""
+    """One command the agent issued in a reply (a ```bash block or a tool call), with its facts.
+
+    ``context`` is the context command it is (answered from the history, never run), ``effects``
+    what it reads and writes; both are computed once, by ``refold.wire``, when the step is appended.
+    """
 
     command: str
     tool: str = "bash"
     tool_call_id: str | None = None
+    context: ContextCommand | None = field(default=None, kw_only=True)
+    effects: CommandInfo = field(kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a context command did when it was answered: whether it took effect, and on what."""
+
+    name: str
+    ok: bool
+    target: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The answer to a context command: the text the agent reads, its outcome, the steps shown again."""
+
+    text: str
+    outcome: Outcome | None = None
+    restore_of: tuple[int, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None and self.outcome.ok
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a step's messages say beyond their text: its actions, and the recorded outcomes and
+    restores of the context commands among them (``refold.wire`` reads and writes them)."""
+
+    actions: tuple[Action, ...] = ()
+    outcomes: tuple[Outcome, ...] = ()
+    restore_of: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +89,12 @@ class Step:
     stale: tuple[int, ...]
     has_protocol: bool
     digest: str
+    outcomes: tuple[Outcome, ...] = ()
+    """Recorded outcomes of the step's context commands, in order (a recorded refusal stays one)."""
+    restore_of: tuple[int, ...] = ()
+    """Steps this step showed again (a restore or expand answered from history)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Facts no rendering reads (provider usage, the proxy's internal flag)."""
 
     @property
     def reply_text(self) -> str:
@@ -57,25 +103,6 @@ class Step:
     @property
     def output_texts(self) -> tuple[str, ...]:
         return tuple(content_text(m.get("content")) for m in self.observations)
-
-    @property
-    def restore_of(self) -> tuple[int, ...]:
-        """Steps this step restored (set by whoever answered the restore)."""
-        return tuple(step_numbers(self.meta.get("restore_of", ())))
-
-
-def step_numbers(value: Any) -> list[int]:
-    """Step numbers from a recorded ``restore_of`` (a list, or one number); junk entries are skipped."""
-    items = value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for v in items:
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, int):
-            out.append(v)
-        elif isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 9:
-            out.append(int(v))
-    return out
 
 
 def content_text(content: Any) -> str:

@@ -18,6 +18,7 @@ DEMO_FILE = "django__django-11477.traj.json.gz"
 
 COLUMNS = (  # (policy, STALE source, column label)
     ("base", "recorded", "base"),
+    ("default", "recorded", "default"),
     ("refold", "recorded", "refold"),
     ("refold-best", "recorded", "refold-best"),
     ("refold", "hindsight-conservative", "refold cons*"),
@@ -85,7 +86,9 @@ def demo(
     table.add_row("render ms", *(f"{m['render_ms_median']:.3f}" for m in runs.values()))
     console.print(table)
     console.print(
-        "base: the full history as recorded. refold: the seed's policy (k=3, dedup + fold + chunk) with the "
+        "base: the full history as recorded. default: refold's defaults (reversible masking of old outputs "
+        "and reasoning, a boundary that moves only when the move pays under the cache profile).\n"
+        "refold: the seed's policy (k=3, dedup + fold + chunk) with the "
         "run's own STALE lines; this agent never saw the protocol, so only dedup acts.\n"
         "refold-best: refold plus reversible masking of old outputs behind the boundary (restorable notes).\n"
         "refold cons* / aggr*: refold with STALE marks estimated in hindsight from what later turns used, "

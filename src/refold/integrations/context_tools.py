@@ -2,7 +2,7 @@
 
 mini's ``LitellmModel`` sends exactly one tool (``bash``) and refuses a call of any other tool as
 a format error. ``with_context_tools(cls)`` returns a subclass of such a model class that sends
-``[BASH_TOOL, *TOOL_SCHEMAS]`` and turns a call of a context tool into an action
+``[BASH_TOOL, *schemas]`` (``refold.context.tools.offer``) and turns a call of a context tool into an action
 ``{"command": <JSON arguments>, "tool_call_id": ..., "tool": <name>}``; ``RefoldModel`` takes
 those out of the actions before the environment sees them and answers them from the history.
 Every other tool call is parsed by mini's own ``parse_toolcall_actions`` (same errors as before).
@@ -14,14 +14,14 @@ context commands through the bash tool instead (``fold_span "..."``), which work
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from ..context_commands import TOOL_SCHEMAS
 from ..protocol import COMMAND_NAMES
 
 
-def with_context_tools(cls: type) -> type | None:
-    """A subclass of mini model class ``cls`` offering the context tools, or None if unsupported."""
+def with_context_tools(cls: type, schemas: Sequence[dict[str, Any]]) -> type | None:
+    """A subclass of mini model class ``cls`` offering ``schemas`` next to bash, or None if unsupported."""
     try:
         from minisweagent.models.litellm_model import LitellmModel
     except ImportError:  # pragma: no cover - mini is installed whenever this module is used
@@ -33,7 +33,7 @@ def with_context_tools(cls: type) -> type | None:
         and cls._parse_actions is LitellmModel._parse_actions
     ):
         return None
-    sub = type(cls.__name__, (cls,), {"_query": _query, "_parse_actions": _parse_actions})
+    sub = type(cls.__name__, (cls,), {"_query": _query, "_parse_actions": _parse_actions, "_refold_tools": list(schemas)})
     sub.__module__, sub.__qualname__ = cls.__module__, cls.__qualname__  # mini's model_type stays the same
     return sub
 
@@ -47,7 +47,7 @@ def _query(self: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         return litellm.completion(
             model=self.config.model_name,
             messages=messages,
-            tools=[BASH_TOOL, *TOOL_SCHEMAS],
+            tools=[BASH_TOOL, *self._refold_tools],
             **(self.config.model_kwargs | kwargs),
         )
     except litellm.exceptions.AuthenticationError as e:

@@ -3,10 +3,10 @@
 ``RefoldModel`` wraps any mini model class. Before each query it renders the agent's full
 message list (which mini keeps and saves untouched) through a ``Renderer`` and sends the
 rendered prompt instead. Actions that are context commands (restore, begin_span, fold_span,
-fold, drop, expand, search_ledger; handlers in ``refold.integrations.commands``) are taken out of
-``extra.actions`` so the environment never runs them (the actions as issued stay in
-``extra.refold.actions``), and ``format_observation_messages`` answers them from the history
-with the same span and ledger policies the renderer uses. With ``refold_context_tools`` a
+fold, drop, expand, search_ledger; recognized by ``refold.context``, the same rules as the proxy)
+are taken out of ``extra.actions`` so the environment never runs them (the actions as issued and
+which were answered stay in ``extra.refold``, ``refold.wire``), and ``format_observation_messages``
+answers them from the history, in order, with the config the renderer uses. With ``refold_context_tools`` a
 tool-call model is also offered the context commands as function tools (``context_tools``). It composes with every agent class (default, interactive, swebench's) because agents
 only talk to the model through ``query`` / ``format_observation_messages``; an environment
 wrapper would not work for ``mini-extra swebench``, which picks the image by environment class.
@@ -18,7 +18,8 @@ Model config keys (everything else goes to the inner model)::
       inner_model_class: litellm        # any mini model class name or dotted path
       refold: {k: 3, dedup: true}       # Policy fields; `enabled: false` sends the full history
       refold_tokenizer: qwen3.6         # counts rendered/base prompt tokens per call; null = off
-      refold_commands: {}               # context command name -> handler dotted path (null = off)
+      refold_commands: {}               # context command name -> handler dotted path (null = off);
+                                        # a handler is refold.context.answers.Handler
       refold_spans: {prompt: true}      # SpanPolicy fields (begin_span / fold_span)
       refold_ledger: {prompt: true, budget_tokens: 128000}  # LedgerPolicy fields; budget line
       refold_context_tools: true        # offer the context commands as function tools (tool calls)
@@ -32,6 +33,7 @@ PROGRESS/STALE format lines; automatic leaves them out when the task or system p
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -43,17 +45,21 @@ from minisweagent.utils.serialize import recursive_merge
 from pydantic import BaseModel, ValidationError
 
 from ..config import Config, PromptConfig
+from ..context.answers import Answerer, Handler, Request, refused
+from ..context.recognize import Recognizer, from_tool_call
+from ..context.tools import offer
 from ..errors import PolicyError
 from ..history import CHAT_ROLES, History
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..messages import clean
 from ..policy import Policy
-from ..protocol import CM, ContextCommand, response_format_lines, system_section
+from ..protocol import CM, COMMAND_NAMES, response_format_lines, system_section
 from ..render import Renderer
-from ..types import Message, Rendered, content_text
+from ..types import Action, Message, Rendered, content_text
+from ..wire import action as make_action
+from ..wire import actions_record, answer_record, read_actions
 from .cache_control import breakpoints, place_cache_control
-from .commands import CommandContext, CommandResult, Handler, match, resolve_handlers
 from .context_tools import with_context_tools
 
 logger = logging.getLogger("refold")
@@ -90,7 +96,10 @@ class RefoldModel:
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
         self.cache_control = set_cache_control is not None
-        self.handlers: dict[str, Handler] = resolve_handlers(refold_commands) if self.enabled else {}
+        self.handlers, off = resolve_handlers(refold_commands)
+        if not self.enabled:
+            off = frozenset(COMMAND_NAMES)
+        schemas, rec = offer(self.refold_config, [{"function": {"name": "bash"}}], switched_off=off, text=True)
         self.tokenizer_name = refold_tokenizer
         self._tokenizer: Any = None
         try:
@@ -102,7 +111,7 @@ class RefoldModel:
         self.inner_model_class = f"{inner_class.__module__}.{inner_class.__name__}"
         self.context_tools = False
         if refold_context_tools and self.enabled:
-            offering = with_context_tools(inner_class)
+            offering = with_context_tools(inner_class, schemas)
             if offering is None:
                 logger.warning(
                     "refold_context_tools: %s is not a litellm tool-call model; the agent can still "
@@ -111,6 +120,7 @@ class RefoldModel:
                 )
             else:
                 inner_class, self.context_tools = offering, True
+        self.recognizer = rec if self.context_tools else Recognizer(frozenset(), rec.shell, True, True)
         self.inner = inner_class(**kwargs)
         self._history: History | None = None
         self._renderer = self._new_renderer(None)
@@ -159,20 +169,22 @@ class RefoldModel:
         template_vars: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         info = (message.get("extra") or {}).get("refold") or {}
-        context = {c["index"]: c for c in info.get("context_actions") or []}
-        if not context:
+        if not info.get("context_actions"):
             out: list[dict[str, Any]] = self.inner.format_observation_messages(
                 message, outputs, template_vars
             )
             return out
+        history = self._history if self._history is not None else History([])
+        answerer = Answerer(history, self.refold_config)  # one reply's commands, in order
         pending = list(outputs)
         results: list[dict[str, Any]] = []
-        for i, action in enumerate(info["actions"]):
-            if i in context:
-                results.append(self._answer(action, context[i]))
+        issued = info["actions"]
+        for i, act in enumerate(read_actions(message)):
+            if act.context is not None:
+                results.append(self._answer(act, answerer))
                 continue
             # one env action at a time, so the inner model formats it exactly as it would alone
-            single = {**message, "extra": {**message["extra"], "actions": [action]}}
+            single = {**message, "extra": {**message["extra"], "actions": [issued[i]]}}
             results.extend(self.inner.format_observation_messages(single, pending[:1], template_vars))
             pending = pending[1:]
         return results
@@ -217,7 +229,7 @@ class RefoldModel:
                             "inner_model_type": self.inner_model_class,
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,
-                            "commands": sorted(self.handlers),
+                            "commands": sorted(self.recognizer.shell),
                         },
                     }
                 }
@@ -310,50 +322,75 @@ class RefoldModel:
         actions = extra.get("actions")
         if not isinstance(actions, list):
             return
-        context = []
-        for i, action in enumerate(actions):
-            if not isinstance(action, dict):
-                continue
-            tool = str(action.get("tool") or "bash")
-            parsed = match(str(action.get("command", "")), self.handlers, tool)
-            if parsed is None and tool != "bash":  # a context tool call never reaches the shell
-                parsed = ContextCommand(tool, "")
-            if parsed is not None:
-                context.append({"index": i, "name": parsed.name, "argument": parsed.argument})
-        if context:
+        typed: list[Action] = []
+        for a in actions:
+            a = a if isinstance(a, dict) else {}
+            tool, command = str(a.get("tool") or "bash"), str(a.get("command", ""))
+            call_id = a.get("tool_call_id")
+            cmd = self.recognizer.command(tool, command)
+            if cmd is None and tool in COMMAND_NAMES:  # a context tool call never reaches the shell
+                cmd = from_tool_call(tool, command)
+            typed.append(make_action(command, tool, str(call_id) if call_id is not None else None, cmd))
+        if any(a.context is not None for a in typed):
+            info |= actions_record(typed)
             info["actions"] = actions  # the full list, in order, as the model issued it
-            info["context_actions"] = context
-            skip = {c["index"] for c in context}
-            extra["actions"] = [a for i, a in enumerate(actions) if i not in skip]
+            extra["actions"] = [a for a, t in zip(actions, typed, strict=True) if t.context is None]
 
-    def _answer(self, action: dict[str, Any], command: dict[str, Any]) -> dict[str, Any]:
-        history = self._history if self._history is not None else History([])
-        name = command["name"]
-        ctx = CommandContext(history, self.policy, len(history) + 1, self.spans, self.ledger)
+    def _answer(self, act: Action, answerer: Answerer) -> dict[str, Any]:
+        cmd = act.context
+        assert cmd is not None
+        name = cmd.name
         handler = self.handlers.get(name)
         try:
-            if handler is None:
-                result = CommandResult(f"{CM} {name} is switched off in this run.", {"refold_error": True})
+            if name not in self.recognizer.shell:
+                answer = refused(name, f"{CM} {name} is switched off in this run.")
+            elif handler is not None:
+                answer = handler(cmd, Request(answerer.history, self.refold_config, answerer.t + 1))
             else:
-                result = handler(ContextCommand(name, command["argument"]), ctx)
+                answer = answerer.answer(cmd)
         except PolicyError as e:
-            result = CommandResult(f"{CM} {name}: {e}", {"refold_error": True})
+            answer = refused(name, f"{CM} {name}: {e}")
         msg: dict[str, Any] = {
             "role": "user",
-            "content": result.text,
+            "content": answer.text,
             "extra": {
-                "raw_output": result.text,
+                "raw_output": answer.text,
                 "returncode": 0,
                 "timestamp": time.time(),
                 "exception_info": "",
-                "refold_command": name,
-                **result.extra,
+                **answer_record(name, answer),
             },
         }
-        if action.get("tool_call_id"):
+        if act.tool_call_id:
             msg["role"] = "tool"
-            msg["tool_call_id"] = action["tool_call_id"]
+            msg["tool_call_id"] = act.tool_call_id
         return msg
+
+
+def resolve_handlers(spec: Mapping[str, str | None] | None) -> tuple[dict[str, Handler], frozenset[str]]:
+    """Custom handlers by context command name (dotted paths), and the names switched off (null)."""
+    handlers: dict[str, Handler] = {}
+    off: set[str] = set()
+    for name, path in (spec or {}).items():
+        if name not in COMMAND_NAMES:
+            raise PolicyError(f"refold_commands.{name}: not a context command ({', '.join(COMMAND_NAMES)})")
+        if path is None or path == "":
+            off.add(name)
+        else:
+            handlers[name] = _import(name, path)
+    return handlers, frozenset(off)
+
+
+def _import(name: str, path: str) -> Handler:
+    module_name, _, attr = path.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise PolicyError(f"refold_commands.{name}: cannot import handler '{path}' ({e})") from None
+    if not callable(obj):
+        raise PolicyError(f"refold_commands.{name}: '{path}' is not callable")
+    handler: Handler = obj
+    return handler
 
 
 def _parse(cls: type[_M], key: str, values: Mapping[str, Any] | None) -> _M:

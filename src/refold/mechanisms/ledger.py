@@ -14,14 +14,13 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..protocol import CM, ContextCommand, command_of
-from ..shell import analyze, paths_overlap
-from ..types import Step
-from .spans import Outcome, recorded_results, take_recorded
+from ..protocol import CM, ContextCommand
+from ..shell import paths_overlap
+from ..types import Answer, Outcome, Step
+from .spans import answer, take_recorded
 
 LEDGER_OPS = ("fold", "drop")
 _ID = re.compile(r"^\[?(?:step\s*)?(\d{1,9})(?:\.(\d{1,9}))?\]?$", re.IGNORECASE)  # bounded: no int() of 5000 digits
@@ -86,13 +85,12 @@ def objects_of(step: Step) -> list[LedgerObject]:
     for j, body in enumerate(texts):
         action = step.actions[j] if j < len(step.actions) else (step.actions[-1] if step.actions else None)
         command = action.command if action else ""
-        cmd = command_of(action.tool, command) if action else None
         if action is None:
             kind, path, lines = ("error" if body.strip() else "command"), None, None
-        elif cmd is not None:
+        elif action.context is not None:
             kind, path, lines = "context", None, None
         else:
-            info = analyze(command, action.tool)
+            info = action.effects
             path = (info.writes or info.reads or (None,))[0]
             kind = "command" if "git commit" in command else {"read": "file"}.get(info.kind, info.kind)
             if kind not in ("edit", "test") and _ERROR.search(body):
@@ -167,27 +165,27 @@ class LedgerBook:
 
     def observe(self, step: Step) -> None:
         if self.policy.enabled:
-            records = recorded_results(step)
+            records = list(step.outcomes)
             for action in step.actions:
-                cmd = command_of(action.tool, action.command)
+                cmd = action.context
                 if cmd is not None and cmd.name in LEDGER_OPS:
                     self.apply(cmd, step.index, take_recorded(records, cmd.name))
         self.outputs.append(len(step.observations))
         self.t = step.index
 
-    def apply(self, cmd: ContextCommand, at: int, recorded: dict[str, Any] | None = None) -> Outcome:
+    def apply(self, cmd: ContextCommand, at: int, recorded: Outcome | None = None) -> Answer:
         """Run ``fold`` / ``drop`` issued at step ``at``."""
         ids = parse_ids(cmd.argument)
         error = self._check(ids, at)
-        if recorded is not None and recorded.get("ok") is False:
+        if recorded is not None and recorded.ok is False:
             error = error or "it was refused when issued"
         if error:
-            return Outcome(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
+            return answer(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
         for step, sub in ids:
             self.ops.append(Op(at, cmd.name, step, sub))
         names = " ".join(cmd.argument.split())
         what = "replaced by its one-line summary" if cmd.name == "fold" else "removed (only a marker stays)"
-        return Outcome(
+        return answer(
             cmd.name,
             True,
             f"{CM} {names}: {what} from the next context refresh. `expand <id>` shows it again; "
@@ -259,13 +257,13 @@ def last_touched(steps: list[Step], obj: LedgerObject) -> int:
     last = obj.step
     for s in steps[obj.step :]:
         for a in s.actions:
-            cmd = command_of(a.tool, a.command)
+            cmd = a.context
             if cmd is not None:
                 if any(step == obj.step for step, _ in parse_ids(cmd.argument)):
                     last = s.index
                 continue
             if obj.path and obj.path not in (".", "/"):
-                info = analyze(a.command, a.tool)
+                info = a.effects
                 if any(paths_overlap(obj.path, p) for p in (*info.reads, *info.writes)):
                     last = s.index
     return last

@@ -5,21 +5,20 @@ conclusion (with inner spans' conclusions) and the artefacts kept (edits with th
 created, commits, the last test results). Nothing is deleted: every covered step still restores.
 
 The ``SpanBook`` replays the commands of a history in order; the renderer and the command
-dispatcher use the same book, so an answer and a rendering can never disagree. A recorded
-``refold_result`` (``{"name", "ok"}`` in the step's meta) wins over re-validation.
+answers (``refold.context``) use the same book, so an answer and a rendering can never disagree.
+A recorded outcome (``Step.outcomes``) wins over re-validation.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..protocol import CM, ContextCommand, command_of, span_reminder
-from ..shell import analyze
-from ..types import Message, Step, content_text
+from ..protocol import CM, ContextCommand, span_reminder
+from ..types import Answer, Message, Outcome, Step, content_text
 
 SPAN_COMMANDS = ("begin_span", "fold_span")
 RATIONALE = (
@@ -70,38 +69,21 @@ class Span:
         return tuple(range(self.begin, (self.end or self.begin) + 1))
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a span or ledger command did: the answer text and whether it took effect."""
-
-    name: str
-    ok: bool
-    text: str
-    target: str | None = None
-
-    def record(self) -> dict[str, Any]:
-        """For the observation's ``extra.refold_result`` (read back into the step's meta)."""
-        out: dict[str, Any] = {"name": self.name, "ok": self.ok}
-        if self.target:
-            out["target"] = self.target
-        return out
-
-
 def parse_span_id(text: str) -> int | None:
     m = _SPAN_ID.match(text)
     return int(m.group(1)) if m else None
 
 
-def recorded_results(step: Step) -> list[dict[str, Any]]:
-    value = step.meta.get("refold_result") or []
-    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
-
-
-def take_recorded(records: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+def take_recorded(records: list[Outcome], name: str) -> Outcome | None:
+    """The first recorded outcome of a command called ``name`` (removed from ``records``)."""
     for i, r in enumerate(records):
-        if r.get("name") == name:
+        if r.name == name:
             return records.pop(i)
     return None
+
+
+def answer(name: str, ok: bool, text: str, target: str | None = None) -> Answer:
+    return Answer(text, Outcome(name, ok, target))
 
 
 class SpanBook:
@@ -121,7 +103,7 @@ class SpanBook:
     def replay(cls, steps: list[Step], policy: SpanPolicy = DEFAULT_SPANS) -> SpanBook:
         """The book after ``steps`` (cheap when none of them mentions a span)."""
         book = cls(policy)
-        if policy.enabled and any("begin_span" in a.command or a.tool == "begin_span" for s in steps for a in s.actions):
+        if policy.enabled and any(a.context is not None and a.context.name == "begin_span" for s in steps for a in s.actions):
             for s in steps:
                 book.observe(s)
         elif steps:
@@ -130,20 +112,20 @@ class SpanBook:
 
     def observe(self, step: Step) -> None:
         if self.policy.enabled:
-            records = recorded_results(step)
+            records = list(step.outcomes)
             for action in step.actions:
-                cmd = command_of(action.tool, action.command)
+                cmd = action.context
                 if cmd is not None and cmd.name in SPAN_COMMANDS:
                     self.apply(cmd, step.index, take_recorded(records, cmd.name))
         self.t = step.index
 
-    def apply(self, cmd: ContextCommand, step: int, recorded: dict[str, Any] | None = None) -> Outcome:
-        """Run ``begin_span`` / ``fold_span`` issued at ``step``; the outcome's text answers the agent."""
-        forced = recorded.get("ok") if recorded else None
+    def apply(self, cmd: ContextCommand, step: int, recorded: Outcome | None = None) -> Answer:
+        """Run ``begin_span`` / ``fold_span`` issued at ``step``; the answer's text is for the agent."""
+        forced = recorded.ok if recorded else None
         if cmd.name == "begin_span":
             question = " ".join(cmd.argument.split())
             if forced is False or (not question and forced is not True):
-                return Outcome(cmd.name, False, f'{CM} begin_span needs a question: `begin_span "<what you want to find out>"`.')
+                return answer(cmd.name, False, f'{CM} begin_span needs a question: `begin_span "<what you want to find out>"`.')
             parent = self.stack[-1] if self.stack else None
             span = Span(f"S{len(self.spans) + 1}", question, step, parent, len(self.stack))
             self.spans[span.id] = span
@@ -151,7 +133,7 @@ class SpanBook:
             if parent:
                 self.spans[parent].children.append(span.id)
             inner = f", inside span {parent}" if parent else ""
-            return Outcome(
+            return answer(
                 cmd.name,
                 True,
                 f'{CM} Span {span.id} opened at step {step}{inner}: "{question}". When it is answered, '
@@ -159,12 +141,12 @@ class SpanBook:
                 span.id,
             )
         if not self.stack:
-            return Outcome(cmd.name, False, f"{CM} fold_span refused: no span is open; open one with `begin_span \"<question>\"`.")
+            return answer(cmd.name, False, f"{CM} fold_span refused: no span is open; open one with `begin_span \"<question>\"`.")
         span = self.spans[self.stack[-1]]
         missing = self.refusal(cmd.argument)
         if forced is False or (missing and forced is not True):
             why = missing or "it was refused when issued"
-            return Outcome(
+            return answer(
                 cmd.name,
                 False,
                 f"{CM} fold_span refused, span {span.id} (\"{span.question}\") stays open: {why}. "
@@ -174,7 +156,7 @@ class SpanBook:
         self.stack.pop()
         span.end, span.conclusion = step, " ".join(cmd.argument.split())
         self.closed.append(span)
-        return Outcome(
+        return answer(
             cmd.name,
             True,
             f"{CM} Span {span.id} folded: steps {span.begin}-{step} are now shown as one block with your "
@@ -275,10 +257,10 @@ def artefacts(steps: list[Step], edit_chars: int = 600) -> list[str]:
     for step in steps:
         texts = step.output_texts
         for j, action in enumerate(step.actions):
-            if command_of(action.tool, action.command) is not None:
+            if action.context is not None:
                 continue
             output = texts[j] if j < len(texts) else (texts[-1] if texts else "")
-            info = analyze(action.command, action.tool)
+            info = action.effects
             cmd = action.command.strip()
             commit = _COMMIT.search(output) if "commit" in cmd else None
             if commit:

@@ -218,9 +218,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
 
     if any(body.lstrip().startswith(p) for p in _FORMAT_ERRORS):
         return out("format", "format error: the reply's command was not run")
-    from ..protocol import command_of
+    from ..context.recognize import ANY  # lazy: refold.context reads the mechanisms
 
-    if command_of(tool, cmd) is not None:
+    if ANY.command(tool, cmd) is not None:
         return out("context", f"answer of context command `{command_line(tool, cmd, 60)}`")
     if verb in _CONTROL:
         return out(

@@ -20,10 +20,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..context.tools import offer
 from ..errors import ProxyError
 from ..messages import clean
 from ..types import Message
-from .commands import context_calls, observations, plan
+from .commands import context_calls, observations
 from .config import ProxyConfig
 from .mapping import INTERNAL, validate
 from .metrics import Metrics
@@ -79,7 +80,7 @@ class ChatService:
         req = {k: v for k, v in body.items() if k != "messages"}
         if stream:
             req["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
-        added, rec = plan(tools, cfg.policy, cfg.spans, cfg.ledger, offer=cfg.context_tools)
+        added, rec = offer(cfg.config, tools, offer=cfg.context_tools)
         if added:
             req["tools"] = [*(tools or []), *added]
         single = body.get("n") in (None, 1)
@@ -111,15 +112,13 @@ class ChatService:
                 reply["content"] = ""
             async with s.lock:
                 view = s.view(base, cfg.renderer)
-                stored, obs, meta = observations(
-                    view.history, reply, calls, cfg.policy, cfg.spans, cfg.ledger
-                )
-                tip = await self.manager.commit(s, base, [(stored, obs, {INTERNAL: True, **meta})])
+                stored, obs, answers = observations(view.history, reply, calls, cfg.config)
+                tip = await self.manager.commit(s, base, [(stored, obs, {INTERNAL: True})])
                 base, steps, messages_out = self._render(s.view(tip, cfg.renderer), None)
-            self.metrics.inc("refold_restores_total", len(meta.get("restore_of") or []))
+            self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
             for c in calls:
-                if c.command is not None:
-                    self.metrics.inc("refold_context_commands_total", command=c.command.name)
+                if c.context is not None:
+                    self.metrics.inc("refold_context_commands_total", command=c.context.name)
             self.metrics.inc("refold_turns_recorded_total")
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)

@@ -22,6 +22,7 @@ from ..errors import ProxyError, StoreConflict
 from ..history import History
 from ..render import Renderer
 from ..types import Message, message_digest
+from ..wire import read_stored
 from .mapping import ClientStep, Match, Norm, match, normalize, split
 from .records import Commit, SessionData, Store, StoredStep
 
@@ -114,7 +115,8 @@ class Session:
             p, steps = self.chain(digest)
             h = History(self.prefixes[p], source=f"session:{self.name}")
             for s in steps:
-                h.append(s.reply, s.observations, meta=s.meta)
+                facts, meta = read_stored(s.reply, s.observations, s.meta)
+                h.append(s.reply, s.observations, facts=facts, meta=meta)
                 if h.digest != s.digest:
                     raise ProxyError(
                         500, f"session {self.name}: step {s.digest} fails verification", type="server_error"
@@ -253,7 +255,8 @@ class SessionManager:
         v = s.views.pop(base, None) if stored else None
         if v is not None:
             for st in stored:
-                v.history.append(st.reply, st.observations, meta=st.meta)
+                facts, meta = read_stored(st.reply, st.observations, st.meta)
+                v.history.append(st.reply, st.observations, facts=facts, meta=meta)
             s.views[tip] = v
         if base in s.tips and stored:
             s.tips.remove(base)

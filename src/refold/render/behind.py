@@ -16,7 +16,6 @@ from ..mechanisms.dedup import DedupIndex
 from ..mechanisms.masking import newly_masked
 from ..mechanisms.spans import SpanBook
 from ..messages import label, with_content
-from ..shell import analyze
 from ..types import Message, Origin, Shown, Step, content_text
 from .received import Received
 
@@ -68,7 +67,7 @@ class Behind:
 
     def _push(self, step: Step, rec: Received, folded: set[int], spans: SpanBook) -> None:
         p = self.config.policy
-        infos = [analyze(a.command, a.tool) for a in step.actions]
+        infos = [a.effects for a in step.actions]
         for info in infos:
             self._dedup.note_writes(step.index, info)
         closed = spans.closed

@@ -28,6 +28,10 @@ class Received:
     suffix: str  # "" or "\n<note>\n<note>" appended to the last output
     chars: int  # characters of the contents (what the budget line and the cost rule count)
 
+    @property
+    def chars_of_reply(self) -> int:
+        return message_chars(self.msgs[0])
+
 
 def prefix_messages(history: History, config: Config) -> tuple[list[Message], list[Origin]]:
     """System prompt and task, as recorded, with refold's protocol section joined to the system prompt."""

@@ -57,6 +57,7 @@ class Renderer:
             self._prefix_chars = sum(message_chars(m) for m in self._prefix)
             self._seen = _seen_key(history, 0)
         self._received: list[Received] = []  # per step, index i-1
+        self._recv_cum = [0]  # characters of steps 1..i as received
         self._span_notes: list[str | None] = []  # span reminder shown with each step
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
@@ -70,6 +71,7 @@ class Renderer:
         self._reply_texts: dict[int, str | None] = {}
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
+        self._last_chars = 0  # characters of the last prompt rendered
         self._last: list[Message] = []
         self.fold_costs = {}
         self._reset_behind()
@@ -145,6 +147,10 @@ class Renderer:
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
             self._add_budget_line(history, t, messages)
         stable = self._stable(messages, layout, t)
+        if any((s.end or 0) > b for s in closed):
+            self._last_chars = sum(message_chars(m) for m in messages)
+        else:
+            self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
         self._note_fold_costs(t, messages)
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
@@ -173,6 +179,7 @@ class Renderer:
         size = sum(message_chars(m) for m in messages)
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
         self._received[t - 1] = with_budget_line(form, history.step(t), line)
+        self._recv_cum[t] += self._received[t - 1].chars - form.chars
         messages[-1] = self._received[t - 1].msgs[-1]
 
     def _receive(self, history: History, t: int) -> None:
@@ -181,7 +188,9 @@ class Renderer:
             self._ledger.observe(s)
             note = self._spans.reminder(s.index)
             self._span_notes.append(note)
-            self._received.append(received_form(s, self.config, note))
+            form = received_form(s, self.config, note)
+            self._received.append(form)
+            self._recv_cum.append(self._recv_cum[-1] + form.chars)
             if s.restore_of:
                 self._restores.append(s.index)
 
@@ -226,7 +235,20 @@ class Renderer:
             self._candidate = None
 
     def _candidate_of(self, history: History, layout: Layout, t: int, closed: list[Span]) -> Candidate:
-        """The size of the prompt ``layout`` gives at call t and what of it the cache holds."""
+        """The size of the prompt ``layout`` gives at call t and what of it the cache holds.
+
+        From running totals when the previous call was t-1 and no span is closed in the tail (the
+        usual case: the cost stays independent of the history's length); else from the messages."""
+        last = self._last_layout
+        if last is not None and self._t == t - 1 and not any((s.end or 0) > layout.b for s in closed):
+            size = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[layout.b]
+            if layout is last:
+                return Candidate(size, self._last_chars + self._received[t - 1].chars_of_reply)
+            d = layout.reused
+            while d < len(layout.msgs) and d < len(last.msgs) and (layout.msgs[d] is last.msgs[d] or layout.msgs[d] == last.msgs[d]):
+                d += 1
+            if d < len(layout.msgs) and d < len(last.msgs):
+                return Candidate(size, self._prefix_chars + (layout.chars[d - 1] if d else 0))
         messages = self._prefix + layout.msgs
         self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], messages, [])
         cached = self._last + ([clean(history.step(t).reply)] if t >= 1 else [])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, kv_spec, load_prices, price_for_model
-from ..context_commands import TOOL_SCHEMAS
+from ..context import TOOL_SCHEMAS
 from ..errors import PolicyError, RefoldError, TrajectoryError
 from ..history import History, load
 from ..loaders import load_all, split_source

@@ -26,7 +26,7 @@ import re
 
 from ..history import History
 from ..mechanisms.fold import one_line
-from ..shell import analyze, paths_overlap
+from ..shell import paths_overlap
 from ..types import Message, Step, content_text
 
 __all__ = ["STALE_SOURCES", "hindsight_marks", "with_stale"]
@@ -67,7 +67,7 @@ def _paths(step: Step) -> tuple[set[str], set[str]]:
     reads: set[str] = set()
     writes: set[str] = set()
     for a in step.actions:
-        info = analyze(a.command, a.tool)
+        info = a.effects
         reads.update(info.reads)
         writes.update(info.writes)
     return reads, writes

@@ -1,0 +1,163 @@
+"""Context commands answered from the history; nothing is ever run.
+
+    Answerer(history, config, t=None).answer(command) -> Answer(text, outcome, restore_of)
+
+``history`` holds the steps before the one issuing the commands (or pass ``t``: they are step
+t+1). One ``Answerer`` answers the commands of one reply in order, each seeing what the ones
+before it did (two ``begin_span`` open S1 and S2 inside it; a fold then a search finds the fold
+in effect), which is how the rendering replays that step, so an answer and a rendering never
+disagree. ``refold.wire.answer_record`` puts an answer into its observation's ``extra``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import DEFAULT, Config
+from ..history import History
+from ..mechanisms.ledger import LedgerBook, objects_of, parse_ids
+from ..mechanisms.spans import Span, SpanBook, block_text, parse_span_id
+from ..protocol import CM, ContextCommand, parse_restore_args
+from ..render import Renderer
+from ..restore import restore_text
+from ..types import Answer, Outcome, content_text
+from .search import ledger_view, search_text
+
+
+def refused(name: str, text: str, target: str | None = None) -> Answer:
+    return Answer(text, Outcome(name, False, target))
+
+
+class Answerer:
+    """Answers the context commands issued at step t+1 (default: after the whole history)."""
+
+    def __init__(self, history: History, config: Config = DEFAULT, t: int | None = None) -> None:
+        t = len(history) if t is None else t
+        if not 0 <= t <= len(history):
+            raise ValueError(f"t={t} is outside 0..{len(history)}")
+        self.history, self.config, self.t = history, config, t
+        self._spans: SpanBook | None = None
+        self._ledger: LedgerBook | None = None
+
+    @property
+    def spans(self) -> SpanBook:
+        if self._spans is None:
+            self._spans = SpanBook(self.config.spans)
+            for s in self.history.steps_between(0, self.t):
+                self._spans.observe(s)
+        return self._spans
+
+    @property
+    def ledger(self) -> LedgerBook:
+        if self._ledger is None:
+            self._ledger = LedgerBook(self.config.ledger)
+            for s in self.history.steps_between(0, self.t):
+                self._ledger.observe(s)
+        return self._ledger
+
+    def answer(self, command: ContextCommand) -> Answer:
+        name, arg, t = command.name, command.argument, self.t
+        if name == "restore":
+            found, error = parse_restore_args(arg, t)
+            if error is not None:
+                return refused(name, error)
+            return self._restore(found)
+        if name in ("begin_span", "fold_span"):
+            return self.spans.apply(command, t + 1)
+        if name in ("fold", "drop"):
+            return self.ledger.apply(command, t + 1)
+        if name == "expand":
+            return self._expand(arg)
+        if name == "search_ledger":
+            steps = self.history.steps_between(0, t)
+            view = (
+                ledger_view(steps, t, self.spans, self.ledger)
+                if arg.strip() in ("", "*")
+                else search_text(steps, arg, self.spans, self.ledger, self.config.ledger.search_results)
+            )
+            return Answer(view, Outcome(name, True))
+        return refused(name, f"{CM} unknown context command '{name}'.")
+
+    # ---- restore and expand ------------------------------------------------------------------
+
+    def _restore(self, steps: list[int]) -> Answer:
+        policy = self.config.policy
+        text = restore_text(self.history, steps, policy, spans=self.config.spans)
+        ok = policy.reversible
+        return Answer(text, Outcome("restore", ok, " ".join(map(str, steps))), tuple(steps) if ok else ())
+
+    def _expand(self, argument: str) -> Answer:
+        policy, t = self.config.policy, self.t
+        if not policy.reversible:
+            return refused("expand", restore_text(self.history, [], policy))
+        if parse_span_id(argument) is not None:
+            span = self.spans.get(argument)
+            if span is None or span.end is None:
+                known = ", ".join(s.id for s in self.spans.closed) or "none yet"
+                return refused("expand", f"{CM} expand: {argument.strip()} is not a folded span (folded: {known}).")
+            return self._expand_span(span)
+        ids = parse_ids(argument)
+        if not ids:
+            return refused("expand", f"{CM} expand needs an output id (`expand 7`, `expand 7.2`) or a span id (`expand S1`).")
+        parts: list[str] = []
+        shown: list[int] = []
+        for step_no, sub in ids:
+            if not 1 <= step_no <= t:
+                return refused("expand", f"{CM} expand: there is no step {step_no}; steps 1-{t} exist.")
+            step = self.history.step(step_no)
+            if sub is None:
+                parts.append(restore_text(self.history, [step_no], policy, spans=self.config.spans))
+            else:
+                objs = objects_of(step)
+                if not 0 <= sub < len(objs):
+                    return refused("expand", f"{CM} expand: step {step_no} has {len(objs)} output(s).")
+                received = Renderer(self.config).received(self.history, step_no)
+                parts.append(f"{CM} Output {objs[sub].id} restored from history (nothing was run again), as first shown:")
+                parts.append(content_text(received[1 + sub].get("content")))
+            shown.append(step_no)
+        return Answer("\n".join(parts), Outcome("expand", True, argument.strip()), tuple(dict.fromkeys(shown)))
+
+    def _expand_span(self, span: Span) -> Answer:
+        """One level: the span's own steps as first shown, its inner spans as their collapsed blocks."""
+        book, policy, h = self.spans, self.config.policy, self.history
+        parts = [
+            f"{CM} Span {span.id} expanded one level (steps {span.begin}-{span.end}), from history; nothing was run again.",
+            f"Question: {span.question}",
+            f"Conclusion: {span.conclusion}",
+        ]
+        children = [book.spans[c] for c in span.children if book.spans[c].end is not None]
+        own: list[int] = []
+        i = span.begin
+        while i <= (span.end or span.begin):
+            child = next((c for c in children if c.begin == i), None)
+            if child is not None:
+                steps = h.steps_between(child.begin - 1, child.end or child.begin)
+                parts.append(block_text(child, steps, book, reversible=policy.reversible))
+                i = (child.end or i) + 1
+                continue
+            parts.append(restore_text(h, [i], policy, spans=self.config.spans))
+            own.append(i)
+            i += 1
+        return Answer("\n".join(parts), Outcome("expand", True, span.id), tuple(own))
+
+
+def answer(history: History, command: ContextCommand, config: Config = DEFAULT, *, t: int | None = None) -> Answer:
+    """Answer one ``command`` issued at step t+1 (default: after the whole history)."""
+    return Answerer(history, config, t).answer(command)
+
+
+# ---- custom answers (mini's ``refold_commands``) ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a custom handler may read: the history before the step issuing the command."""
+
+    history: History
+    config: Config
+    step: int  # the step issuing the command (len(history) + 1)
+
+
+Handler = Callable[[ContextCommand, Request], Answer]
+"""Answers one context command in place of refold (``refold_commands: {name: dotted.path}``)."""

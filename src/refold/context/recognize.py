@@ -1,0 +1,88 @@
+"""Which actions are context commands: one set of rules for mini, the proxy and recorded runs.
+
+A context command is issued either as a call of one of the function tools refold offers
+(``fold_span`` with ``{"conclusion": ...}``) or as a shell command (``fold_span "..."``, through
+a shell tool or a reply's ```bash block). Coreutils ``fold -w 80 f`` and ``expand -t 4 f`` are
+shell commands: their arguments are not output or span ids.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..mechanisms.ledger import parse_ids
+from ..mechanisms.spans import parse_span_id
+from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
+
+SPAN_COMMANDS = frozenset({"begin_span", "fold_span"})
+LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger"})
+ALWAYS = frozenset({"restore", "expand"})  # a non-reversible policy answers that nothing comes back
+SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash", "run_command", "run_shell", "exec"})
+"""Function tools whose ``command`` argument is a shell command."""
+
+
+def from_shell(command: str) -> ContextCommand | None:
+    """The context command a shell command is, or None to run it."""
+    cmd = parse_command(command)
+    if cmd is None:
+        return None
+    if cmd.name in ("fold", "drop") and not parse_ids(cmd.argument):
+        return None
+    if cmd.name == "expand" and not parse_ids(cmd.argument) and parse_span_id(cmd.argument) is None:
+        return None
+    return cmd
+
+
+def from_tool_call(name: str, arguments: str) -> ContextCommand:
+    """The context command a call of function tool ``name`` is; its argument is the call's values
+    joined (``{"steps": [3, 4]}`` is ``restore 3 4``), or the raw text when it is not a JSON object."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return ContextCommand(name, arguments.strip())
+    if not isinstance(args, dict):
+        return ContextCommand(name, str(args))
+    words: list[str] = []
+    for v in args.values():
+        if isinstance(v, list):
+            words.append(" ".join(str(x) for x in v if isinstance(x, (str, int, float))))
+        elif isinstance(v, (str, int, float)) and not isinstance(v, bool):
+            words.append(str(v))
+    return ContextCommand(name, " ".join(words).strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Recognizer:
+    """Which context commands one agent surface answers, and in which forms."""
+
+    functions: frozenset[str] = frozenset(COMMAND_NAMES)
+    """Context commands offered (and so recognized) as function tools."""
+    shell: frozenset[str] = frozenset(COMMAND_NAMES)
+    """Context commands recognized as a shell command."""
+    text: bool = True
+    """Read the only ```bash command of a reply without tool calls."""
+    shell_tool: bool = True
+    """The agent has a shell tool (one of ``SHELL_TOOLS``)."""
+
+    def command(self, tool: str, command: str) -> ContextCommand | None:
+        """The context command an action (``tool`` called with ``command``) is, else None."""
+        if tool in COMMAND_NAMES:
+            return from_tool_call(tool, command) if tool in self.functions else None
+        cmd = from_shell(command)
+        return cmd if cmd is not None and cmd.name in self.shell else None
+
+    @property
+    def possible(self) -> bool:
+        """Whether any reply could carry a context command this recognizer answers."""
+        return bool(self.functions) or (bool(self.shell) and (self.text or self.shell_tool))
+
+
+ANY = Recognizer()
+"""Every command in every form: how a recorded run without the answering surface's record is read."""
+
+
+def active(*, spans: bool, ledger: bool) -> frozenset[str]:
+    """The context commands answered: restore and expand always, span and ledger commands when
+    those mechanisms are on (otherwise they are ordinary shell commands)."""
+    return ALWAYS | (SPAN_COMMANDS if spans else frozenset()) | (LEDGER_COMMANDS if ledger else frozenset())

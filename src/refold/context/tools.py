@@ -1,0 +1,72 @@
+"""The context commands as function tools, and which of them a request is offered."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from ..config import Config
+from .recognize import SHELL_TOOLS, Recognizer, active
+
+
+def _tool(name: str, description: str, arg: str, arg_doc: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {arg: {"type": "string", "description": arg_doc}},
+                "required": [arg],
+            },
+        },
+    }
+
+
+TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
+    _tool("restore", "Show earlier steps again exactly as first shown, without running anything.", "steps", "e.g. '3', '3 5' or '3-5'"),
+    _tool("begin_span", "Open a span before an investigation; fold it with fold_span when answered.", "question", "what you want to find out"),
+    _tool(
+        "fold_span",
+        "Close the innermost open span: its steps become one block with this conclusion and the artefacts kept.",
+        "conclusion",
+        "what you found AND why (because/since/so/..., or a file:line reference)",
+    ),
+    _tool("fold", "Replace an output by its one-line summary from the next context refresh.", "id", "output id, e.g. '7' or '7.2'"),
+    _tool("drop", "Remove an output (a marker stays; expand brings it back).", "id", "output id, e.g. '7' or '7.2'"),
+    _tool("expand", "Show an output or a folded span again as first shown (one level deep).", "id", "output id ('7', '7.2') or span id ('S1')"),
+    _tool("search_ledger", "Search every output and span, folded or not; lists matching ids ('*' lists the whole ledger).", "query", "words to look for, or * for the whole ledger"),
+)
+
+
+def answered(config: Config, switched_off: Collection[str] = ()) -> frozenset[str]:
+    """The context commands answered under ``config`` (minus ``switched_off``)."""
+    return active(spans=config.spans.enabled, ledger=config.ledger.enabled) - frozenset(switched_off)
+
+
+def offer(
+    config: Config,
+    tools: Sequence[dict[str, Any]] | None,
+    *,
+    offer: bool = True,
+    switched_off: Collection[str] = (),
+    text: bool | None = None,
+) -> tuple[list[dict[str, Any]], Recognizer]:
+    """The context function tools to send next to the agent's ``tools`` (only when it sends tools
+    and ``offer``; never one named like a tool of its own; restore and expand only under a reversible
+    policy) and the recognizer for its replies. ``text``: read a ```bash block of a reply without
+    tool calls (default: when the agent sends no tools)."""
+    names = answered(config, switched_off)
+    own = frozenset(str((t.get("function") or {}).get("name")) for t in tools or [])
+    added = [
+        dict(schema)
+        for schema in TOOL_SCHEMAS
+        if offer
+        and tools
+        and (name := schema["function"]["name"]) in names
+        and name not in own
+        and (config.policy.reversible or name not in ("restore", "expand"))
+    ]
+    functions = frozenset(t["function"]["name"] for t in added)
+    return added, Recognizer(functions, names, not tools if text is None else text, bool(own & SHELL_TOOLS))

@@ -1,0 +1,171 @@
+"""The one codec between step facts (``refold.types.Facts``) and the records they travel in.
+
+Records written by refold and read back here:
+
+* a reply's ``extra.refold`` (mini's wrapper, and the proxy's internal steps): ``actions``, the
+  actions as the model issued them (``{"command", "tool", "tool_call_id"}``), and
+  ``context_actions``, those answered as context commands (``{"index", "name", "argument"}``);
+* an answering observation's ``extra``: ``refold_command``, ``refold_result``
+  (``{"name", "ok", "target"}``) and ``restore_of`` (steps shown again);
+* the proxy store's step record (reply, observations, meta): the facts are in the messages;
+  stores written before this codec also repeated them in ``meta`` (read from the messages, dropped).
+
+Anything else is read the way the agent wrote it: tool calls, mini's ``extra.actions``, SWE-agent's
+``action``, or a reply's ```bash block; context commands among them by ``recognize.ANY``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .context.recognize import ANY, Recognizer
+from .protocol import ContextCommand, bash_block
+from .shell import analyze
+from .types import Action, Answer, Facts, Message, Outcome, content_text
+
+LEGACY_META = ("refold_result", "restore_of")
+"""Keys older proxy stores kept in a step's meta next to the same facts in its messages."""
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+def read_facts(reply: Message, observations: Sequence[Message]) -> Facts:
+    """The facts of a step, from its messages as recorded."""
+    outcomes: list[Outcome] = []
+    restored: list[int] = list(step_numbers(_dict(reply.get("extra")).get("restore_of", ())))
+    for o in observations:
+        ox = _dict(o.get("extra"))
+        result = ox.get("refold_result")
+        if isinstance(result, dict):
+            outcomes.append(_outcome(result))
+        restored += step_numbers(ox.get("restore_of", ()))
+    return Facts(read_actions(reply), tuple(outcomes), tuple(dict.fromkeys(restored)))
+
+
+def read_stored(reply: Message, observations: Sequence[Message], meta: Mapping[str, Any]) -> tuple[Facts, dict[str, Any]]:
+    """A proxy store record: its facts, and its meta without the keys older stores repeated there."""
+    return read_facts(reply, observations), {k: v for k, v in meta.items() if k not in LEGACY_META}
+
+
+def read_actions(reply: Message, recognizer: Recognizer = ANY) -> tuple[Action, ...]:
+    """The actions of a reply; refold's own record of them (``extra.refold``) wins."""
+    refold = _dict(_dict(reply.get("extra")).get("refold"))
+    recorded = refold.get("actions")
+    if isinstance(recorded, list) and recorded:
+        issued = [
+            (str(a.get("command", "")), str(a.get("tool") or "bash"), _call_id(a.get("tool_call_id")))
+            for a in recorded
+            if isinstance(a, dict)
+        ]
+        answered = refold.get("context_actions")
+        if isinstance(answered, list):  # the answering surface said which ones it answered
+            named: dict[int, ContextCommand] = {}
+            for c in answered:
+                if isinstance(c, dict) and isinstance(c.get("index"), int) and isinstance(c.get("name"), str):
+                    named[c["index"]] = ContextCommand(c["name"], str(c.get("argument", "")))
+            return tuple(action(cmd, tool, cid, named.get(i)) for i, (cmd, tool, cid) in enumerate(issued))
+        return tuple(action(cmd, tool, cid, recognizer.command(tool, cmd)) for cmd, tool, cid in issued)
+    return tuple(action(cmd, tool, cid, recognizer.command(tool, cmd)) for cmd, tool, cid in _issued(reply))
+
+
+def action(command: str, tool: str = "bash", tool_call_id: str | None = None, context: ContextCommand | None = None) -> Action:
+    """An action with its facts (the one place a command's reads and writes are analyzed)."""
+    return Action(command, tool, tool_call_id, context=context, effects=analyze(command, tool))
+
+
+def _issued(reply: Message) -> list[tuple[str, str, str | None]]:
+    calls = reply.get("tool_calls")
+    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    if calls:
+        out = []
+        for c in calls:
+            fn = _dict(c.get("function"))
+            args = fn.get("arguments") or ""
+            name = fn["name"] if isinstance(fn.get("name"), str) and fn["name"] else "bash"
+            command = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+            try:
+                parsed = json.loads(args) if isinstance(args, str) else args
+                if isinstance(parsed, dict) and isinstance(parsed.get("command"), str) and name in ("bash", "shell"):
+                    command = parsed["command"]
+            except (ValueError, TypeError):
+                pass
+            out.append((str(command), name, _call_id(c.get("id"))))
+        return out
+    actions = _dict(reply.get("extra")).get("actions")
+    if isinstance(actions, list) and actions:
+        return [(str(a.get("command", "")), "bash", _call_id(a.get("tool_call_id"))) for a in actions if isinstance(a, dict)]
+    if isinstance(reply.get("action"), str) and reply["action"].strip():  # SWE-agent
+        return [(reply["action"].strip(), "bash", None)]
+    text = content_text(reply.get("content"))
+    block = bash_block(text)  # linear time; mini's ```bash / ```mswea_bash_command / XML forms
+    return [] if block is None else [(block.strip(), "bash", None)]
+
+
+def _outcome(record: Mapping[str, Any]) -> Outcome:
+    target = record.get("target")
+    return Outcome(str(record.get("name", "")), record.get("ok") is True, str(target) if target else None)
+
+
+def step_numbers(value: Any) -> list[int]:
+    """Step numbers from a recorded ``restore_of`` (a list, or one number); junk entries are skipped."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for v in items:
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, int):
+            out.append(v)
+        elif isinstance(v, str) and v.strip().isdigit() and len(v.strip()) <= 9:
+            out.append(int(v))
+    return out
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _call_id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None if value is None else str(value)
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+
+def actions_record(actions: Sequence[Action]) -> dict[str, Any]:
+    """For a reply's ``extra.refold``: the actions as issued and which were context commands."""
+    return {
+        "actions": [
+            {"command": a.command, "tool_call_id": a.tool_call_id} | ({"tool": a.tool} if a.tool != "bash" else {})
+            for a in actions
+        ],
+        "context_actions": [
+            {"index": i, "name": a.context.name, "argument": a.context.argument}
+            for i, a in enumerate(actions)
+            if a.context is not None
+        ],
+    }
+
+
+def answer_record(name: str, answer: Answer) -> dict[str, Any]:
+    """For the ``extra`` of the observation answering context command ``name``."""
+    out: dict[str, Any] = {"refold_command": name}
+    if answer.outcome is not None:
+        o = answer.outcome
+        out["refold_result"] = {"name": o.name, "ok": o.ok} | ({"target": o.target} if o.target else {})
+    if answer.restore_of:
+        out["restore_of"] = list(answer.restore_of)
+    return out
+
+
+def facts_record(facts: Facts) -> dict[str, Any]:
+    """All facts as one record (what a step digest covers when they are not in its messages)."""
+    return {
+        "refold_facts": {
+            **actions_record(facts.actions),
+            "outcomes": [[o.name, o.ok, o.target] for o in facts.outcomes],
+            "restore_of": list(facts.restore_of),
+        }
+    }
