@@ -317,7 +317,7 @@ def test_every_test_asserts_something() -> None:
 # ---- tests are named after their subject ---------------------------------------------------------
 
 # Files whose subject is the package as a whole rather than one module.
-WHOLE_PACKAGE = {"layout", "public_api", "properties"}
+WHOLE_PACKAGE = {"layout", "public_api", "properties", "benchmarks"}  # benchmarks: the scripts under benchmarks/
 
 
 def test_every_test_file_is_named_after_a_module() -> None:

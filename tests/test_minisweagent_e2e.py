@@ -168,7 +168,13 @@ def run_mini(
                 "output_path": str(tmp / "traj.json"),
                 "cost_limit": 0,
             },
-            "model": {"model_name": model_name, "cost_tracking": "ignore_errors", "refold": {"k": k}},
+            # the seed's rendering (fixed boundary, no masking): these runs pin its mechanics end to end
+            "model": {
+                "model_name": model_name,
+                "cost_tracking": "ignore_errors",
+                "refold": {"k": k, "mask_after": None},
+                "refold_boundary": {"rule": "fixed"},
+            },
             "environment": {"cwd": str(repo), "env": {"PATH": f"{bin_dir}:{os.environ['PATH']}"}},
         },
     )
@@ -215,9 +221,8 @@ def test_mini_with_refold_end_to_end(style: str, tmp_path: Path, monkeypatch: py
         if t and policy.boundary(t) == policy.boundary(t - 1):
             prev = llm.prompts[t - 1]
             assert llm.prompts[t][: len(prev)] == prev, f"prefix changed at t={t} without a boundary move"
-    assert (
-        replies[-1]["extra"]["refold"]["prompt_tokens"] < replies[-1]["extra"]["refold"]["base_prompt_tokens"]
-    )
+    # (savings are asserted on a real run with the default config: tests/test_proxy_default_savings.py;
+    # this scripted run pins the seed's mechanics, whose protocol text can outweigh them on 27 short steps)
     assert sorted({r["extra"]["refold"]["boundary"] for r in replies}) == list(range(0, 28, 3))
 
     last = llm.prompts[-1]  # sent at t = 32, boundary 27

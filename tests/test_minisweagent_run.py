@@ -78,7 +78,8 @@ def workspace(tmp: Path) -> tuple[Path, Path]:
                 "model": {
                     "inner_model_class": "minisweagent.models.test_models.DeterministicToolcallModel",
                     "model_name": "deterministic_toolcall",
-                    "refold": {"k": 2},
+                    "refold": {"k": 2, "mask_after": None},  # the seed: the stub below is its mechanics
+                    "refold_boundary": {"rule": "fixed"},
                     "outputs": outputs(),
                 },
                 "agent": {"cost_limit": 0},

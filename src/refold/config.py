@@ -172,6 +172,16 @@ _HOSTS = (("anthropic.com", "anthropic"), ("openai.com", "openai"), ("openai.azu
           ("deepseek.com", "deepseek"), ("googleapis.com", "gemini"), ("openrouter.ai", "gemini"))
 
 
+def profile_for_model(model: str) -> str:
+    """The cache profile of a litellm model name (``anthropic/claude-...``, ``gpt-5-mini``, ...)."""
+    name = model.lower()
+    for needle, profile in (("claude", "anthropic"), ("anthropic", "anthropic"), ("gemini", "gemini"),
+                            ("deepseek", "deepseek"), ("gpt", "openai"), ("openai/", "openai"), ("o3", "openai"), ("o4", "openai")):
+        if needle in name:
+            return profile
+    return "vllm"
+
+
 def profile_for(upstream: str) -> str:
     """The cache profile of an upstream URL: a hosted API by its host, else a self-hosted server (vllm)."""
     host = upstream.split("://", 1)[-1].split("/", 1)[0].split("@")[-1].lower()

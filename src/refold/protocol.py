@@ -346,6 +346,7 @@ def system_section(
     ]
     if masking:
         kinds.append("- mask note: an old output hidden, with its command, exit status, size and a mechanical one-line summary.")
+        kinds.append("- old reply: its reasoning hidden after the first line; its command kept.")
     restore = (
         "`restore <step>` (or `restore 3 5`, `restore 3-5`) shows a step's reply, command and output again, "
         "byte for byte, without running anything (re-running a command shows the current state instead). "

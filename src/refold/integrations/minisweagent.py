@@ -44,7 +44,7 @@ from minisweagent.models import get_model_class
 from minisweagent.utils.serialize import recursive_merge
 from pydantic import BaseModel, ValidationError
 
-from ..config import Config, PromptConfig
+from ..config import BoundaryConfig, Config, PromptConfig, profile_for_model
 from ..context.answers import Answerer, Handler, Request, refused
 from ..context.recognize import Recognizer, from_tool_call
 from ..context.tools import offer
@@ -83,6 +83,8 @@ class RefoldModel:
         refold_ledger: Mapping[str, Any] | None = None,
         refold_context_tools: bool = False,
         refold_format_in_system: bool | None = None,
+        refold_boundary: Mapping[str, Any] | None = None,
+        refold_cache: str | None = None,
         set_cache_control: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -92,7 +94,10 @@ class RefoldModel:
         self.spans = _parse(SpanPolicy, "refold_spans", refold_spans)
         self.ledger = _parse(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
-        self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger)
+        cache = refold_cache or profile_for_model(str(kwargs.get("model_name", "")))
+        self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
+            boundary=_parse(BoundaryConfig, "refold_boundary", refold_boundary), cache=cache
+        )
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
         self.cache_control = set_cache_control is not None
