@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold.outline import OutlineEntry, format_outline, language_for, outline, strip_line_numbers
+from refold.outline import OutlineEntry, file_lines, format_outline, language_for, outline, strip_line_numbers
 
 
 def nl_ba(code: str, start: int = 1) -> str:
@@ -258,3 +258,39 @@ code_chars = st.text(alphabet="defclass (){}:;\n\t  xyz=,[]'\"#@", max_size=300)
 def test_outline_of_numbered_code_never_raises(code: str, language: str | None, start: int) -> None:
     for e in outline(nl_ba(code, start), language=language):
         assert start <= e.line < start + code.count("\n") + 1
+
+
+# ---- file line numbers for every output shape --------------------------------------------------
+
+
+def test_strip_inside_mini_wrapper_and_swe_agent_footer() -> None:
+    wrapped = "<returncode>0</returncode>\n<output>\n" + nl_ba("a\nb\nc", 83) + "</output>"
+    assert strip_line_numbers(wrapped) == ("a\nb\nc", [83, 84, 85])
+    window = swe_view("x = 1\ny = 2", 40) + "\n\n(Open file: /repo/pkg/mod.py)\n(Current directory: /repo)\nbash-$"
+    assert strip_line_numbers(window) == ("x = 1\ny = 2", [40, 41])
+
+
+def test_file_lines_from_a_known_first_line() -> None:
+    lines = ["<returncode>0</returncode>", "<output>", "", "class A:", "    pass", "</output>"]
+    code, numbers = file_lines(lines, first_line=120)
+    assert numbers == [None, None, 120, 121, 122, None]  # a blank first line is a file line too
+    assert code == lines
+    assert file_lines(lines)[1] == [None] * 6  # unknown without a first line
+
+
+def test_file_lines_of_a_too_long_mini_output() -> None:
+    lines = ["<returncode>0</returncode>", "<warning>", "too long", "</warning><output_head>",
+             "import os", "", "class A:", "</output_head>", "<elided_chars>", "99 characters elided",
+             "</elided_chars>", "<output_tail>", "    x = 1", "</output_tail>"]  # fmt: skip
+    _, numbers = file_lines(lines, first_line=1)
+    assert numbers[4:7] == [1, 2, 3] and set(numbers[7:]) == {None} and set(numbers[:4]) == {None}
+
+
+@given(st.integers(1, 5000), st.sampled_from(["nl", "swe", "mini-nl"]))
+@settings(max_examples=40, deadline=None)
+def test_outline_lines_are_file_lines(start: int, shape: str) -> None:
+    body = {"nl": nl_ba(PY, start), "swe": swe_view(PY, start, total=start + 100),
+            "mini-nl": "<returncode>0</returncode>\n<output>\n" + nl_ba(PY, start) + "</output>"}[shape]  # fmt: skip
+    src = PY.split("\n")
+    for e in outline(body, language="python"):
+        assert src[e.line - start].strip().startswith(e.signature.rstrip("\u2026").split("(")[0])

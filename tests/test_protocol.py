@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refold.protocol import parse_command, parse_head, parse_restore_args, parse_step_list
+from refold.context.recognize import from_shell, from_tool_call
+from refold.protocol import (
+    bash_block,
+    parse_command,
+    parse_head,
+    parse_restore_args,
+    parse_step_list,
+)
 
 
 @pytest.mark.parametrize(
@@ -94,6 +104,149 @@ def test_restore_arguments(arg: str, steps: list[int], error: str | None) -> Non
         assert err is None
     else:
         assert err is not None and error in err and "\n" not in err
+
+
+# ---- STALE takes whole step numbers only ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "stale"),
+    [
+        ("2.1", ()),  # a ledger id or a decimal is no step: not steps 1 and 2
+        ("7.2, 3", (3,)),
+        ("1.5-3", ()),
+        ("-1", ()),
+        ("3, -1", (3,)),
+        ("\u22122", ()),  # minus sign
+        ("1e3", ()),
+        ("2E5", ()),
+        ("3rd", ()),
+        ("py3", ()),
+        ("3.", (3,)),  # a full stop ends the sentence, not a decimal
+        ("3 - 5", (3, 4, 5)),
+        ("3\u20135", (3, 4, 5)),
+        ("3 through 5", (3, 4, 5)),
+        ("3 to 5 and 9", (3, 4, 5, 9)),
+        ("3..5", (3, 4, 5)),
+        ("**3**, `4`", (3, 4)),
+        ("none", ()),
+        ("-", ()),
+        ("\u2014", ()),
+        ("4, but not 2", (4,)),
+        ("6 (lines 1-100 of it)", (6,)),
+        ("(unclosed 1-3", (1, 2, 3)),
+    ],
+)
+def test_stale_integers_only(value: str, stale: tuple[int, ...]) -> None:
+    assert parse_step_list(value) == stale
+    assert parse_head(f"PROGRESS: x\nSTALE: {value}").stale == stale
+
+
+@given(st.integers(0, 10**6), st.from_regex(r"\A[0-9]{1,4}\Z"), st.sampled_from(["{}", "{}-9", "8-{}", "{}, 5"]))
+def test_stale_decimals_are_no_steps(whole: int, fraction: str, form: str) -> None:
+    decimal = f"{whole}.{fraction}"  # 2.1, 7.2 (a ledger id), 3.0
+    assert parse_step_list(decimal) == ()
+    assert parse_step_list(form.format(decimal)) == ((5,) if form == "{}, 5" else ())
+
+
+@given(st.integers(1, 10**6), st.sampled_from(["-", "\u2212", "\u2013"]))
+def test_stale_negatives_are_no_steps(n: int, sign: str) -> None:
+    assert parse_step_list(f"{sign}{n}") == ()
+
+
+@given(st.integers(1, 99), st.integers(0, 9), st.sampled_from(["e", "E", "e+", "e-", "E+"]))
+def test_stale_exponents_are_no_steps(m: int, e: int, mark: str) -> None:
+    assert parse_step_list(f"{m}{mark}{e}") == ()
+
+
+_SEPARATORS = st.sampled_from([", ", ",", " ", " and ", "; ", " & "])
+_RANGE_SEPS = st.sampled_from(["-", " - ", "\u2013", "\u2014", "..", " to ", " through ", " thru "])
+_DECOR = st.sampled_from(["{}", "[step {}]", "step {}", "#{}", "**{}**", "`{}`"])
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 500), st.integers(0, 6), _RANGE_SEPS, _DECOR), min_size=1, max_size=6),
+    _SEPARATORS,
+)
+def test_stale_tolerant_forms(items: list[tuple[int, int, str, str]], sep: str) -> None:
+    parts, expected = [], set()
+    for lo, width, dash, decor in items:
+        if width:
+            parts.append(f"{lo}{dash}{lo + width}")
+            expected.update(range(lo, lo + width + 1))
+        else:
+            parts.append(decor.format(lo))
+            expected.add(lo)
+    text = sep.join(parts)
+    assert parse_step_list(text) == tuple(sorted(expected))
+    assert parse_head(f"PROGRESS: x\nSTALE: {text}").stale == tuple(sorted(expected))
+
+
+# ---- the command block of a text reply --------------------------------------------------------
+
+_OLD_BLOCK = re.compile(
+    r"```(?:bash|sh|shell|mswea_bash_command)?\s*\n(.*?)\n```|<mswea_bash_command>(.*?)</mswea_bash_command>", re.DOTALL
+)
+_PIECES = ["```", "`", "bash", "sh", "shell", "ell", "mswea_bash_command", "\n", " ", "\t", "x", "\u00a0",
+           "<mswea_bash_command>", "</mswea_bash_command>", "```bash\n", "\n```"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=30))
+def test_bash_block_is_the_regex_it_replaces(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    m = _OLD_BLOCK.search(text)
+    expected = None if m is None else m.group(1) if m.group(1) is not None else m.group(2)
+    assert bash_block(text) == expected
+
+
+def test_bash_block_examples() -> None:
+    assert bash_block("THOUGHT: look\n\n```bash\nls -la\n```\nmore") == "ls -la"
+    assert bash_block("```mswea_bash_command\ncat a.py\n```") == "cat a.py"
+    assert bash_block("x <mswea_bash_command>pwd</mswea_bash_command>") == "pwd"
+    assert bash_block("```python\nprint(1)\n```") is None
+    assert bash_block("```bash\nunclosed") is None
+
+
+# ---- linear time: megabyte replies ------------------------------------------------------------
+
+_MB = 1_000_000
+_HOSTILE = {
+    "digits": "PROGRESS: x\nSTALE: " + "1" * _MB,  # quadratic in the regex this replaced (5 s at 4,000)
+    "digits-dash": "PROGRESS: x\nSTALE: " + "1" * _MB + "-",
+    "list": "PROGRESS: x\nSTALE: " + "1, " * (_MB // 3),
+    "asides": "PROGRESS: x\nSTALE: " + "(" * _MB,
+    "spaces": "PROGRESS" + " " * _MB + "x",
+    "think": "<think>" + "x" * _MB,
+    "fences": "```bash\nx" * (_MB // 9),
+    "xml": "<mswea_bash_command>" * (_MB // 20),
+    "blank-fence": "```bash" + " \n" * (_MB // 2),
+    "prose": ("PROGRESS: read\nSTALE: 3\n" + "Reasoning about the code at line 12-40. " * (_MB // 41) + "\n```bash\nls\n```"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HOSTILE))
+def test_megabyte_replies_parse_in_linear_time(name: str) -> None:
+    reply = _HOSTILE[name]
+    t0 = time.perf_counter()
+    parse_head(reply)
+    bash_block(reply)
+    for cmd in (parse_command(reply), parse_command("restore " + reply)):
+        if cmd is not None and cmd.name == "restore":
+            parse_restore_args(cmd.argument, 10)
+    from_tool_call("restore", reply)
+    from_shell(reply)
+    # generous: the benchmark measures <= 50 ms; the quadratic parsers took minutes here
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_restore_of_too_many_steps_is_one_sentence() -> None:
+    for arg in (" ".join(["1"] * 101), "1 " * 5000):
+        steps, err = parse_restore_args(arg, 10)
+        assert steps == [] and err is not None and "at most 100" in err and "\n" not in err
+    for arg in ("1" * 3000, "3 " + "4" * 3000, "3 " * 50 + "x" * 5000):
+        steps, err = parse_restore_args(arg, 10)
+        assert steps == [] and err is not None and "is not a step number" in err and len(err) < 200
+    assert parse_restore_args(" ".join(["1"] * 100), 10) == ([1], None)
 
 
 HUGE = "9" * 5000  # int() of more than 4300 digits raises ValueError

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from refold.shell import analyze, paths_overlap
+from refold.shell import OpenFile, analyze, paths_overlap
 
 
 @pytest.mark.parametrize(
@@ -16,7 +18,7 @@ from refold.shell import analyze, paths_overlap
         ("grep -rn foo src/", "search", ("src",), (), False),
         ("python -m pytest tests/x.py", "test", (), (), False),
         ("git checkout x.py", "edit", (), (), True),
-        ("patch -p1 < fix.diff", "edit", (), (), True),
+        ("patch -p1 < fix.diff", "edit", ("fix.diff",), (), True),
         ("echo hi > /dev/null", "command", (), (), False),
         ("python3 - <<'EOF'\ns = open('a.py').read()\nopen('a.py', 'w').write(s)\nEOF", "edit", (), (), True),
         ("python3 - <<'EOF'\nprint(open('a.py').read())\nEOF", "command", (), (), False),
@@ -33,3 +35,98 @@ def test_paths_overlap() -> None:
     assert paths_overlap("/testbed/django/a.py", "django/a.py")
     assert paths_overlap("django", "django/a.py")
     assert not paths_overlap("django/a.py", "django/b.py")
+
+
+@pytest.mark.parametrize(
+    ("command", "writes", "anything"),
+    [
+        ("python -c \"print(1 > 0)\"", (), False),
+        ("python -c 'x = a >> b'", (), False),
+        ("grep -n 'a > b' src/x.py", (), False),
+        ("echo \"a > b\" | cat", (), False),
+        ("cat <<'EOF' > t.py\nif a > b:\n    x >> 2\nEOF", ("t.py",), False),
+        ("cat <<'EOF' > t.py\nx\nEOF\npython t.py > log.txt 2>&1", ("t.py", "log.txt"), False),
+        ("edit 5:7\n    if a > b:\n        print(x, file=open('f', 'w'))\nend_of_edit", (), False),
+        ("echo x 2> err.txt; ls >&2", ("err.txt",), False),
+        ("bash -lc \"cat > t.py <<'PY'\nx\nPY\"", ("t.py",), False),
+        ("echo $(cat a.py > b.py)", ("b.py",), False),
+        ("mv a.py b.py", ("a.py", "b.py"), False),
+        ("create reproduce.py", ("reproduce.py",), False),
+        ("str_replace_editor create /repo/x.py --file_text 'a > b'", ("/repo/x.py",), False),
+        ("apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/a.py\n*** Add File: n.py\n*** End Patch\nEOF",
+         ("src/a.py", "n.py"), False),
+        ("git apply <<'EOF'\n--- a/src/x.py\n+++ b/src/x.py\n@@\nEOF", ("src/x.py",), False),
+        ("git apply fix.diff", (), True),
+    ],
+)
+def test_writes_and_what_is_data(command: str, writes: tuple[str, ...], anything: bool) -> None:
+    info = analyze(command)
+    assert (info.writes, info.writes_anything) == (writes, anything)
+
+
+_CODE = st.text(st.sampled_from(list("ab >|&;<'\"\\$()`\n x1")), max_size=40)
+
+
+@given(_CODE)
+def test_code_in_a_heredoc_or_an_edit_body_is_never_a_redirect(code: str) -> None:
+    body = "\n".join(line for line in code.split("\n") if line.strip() not in ("EOF", "end_of_edit"))
+    assert analyze(f"cat <<'EOF' > out.py\n{body}\nEOF").writes == ("out.py",)
+    info = analyze(f"edit 1:2\n{body}\nend_of_edit")
+    assert info.writes == () and info.open_writes and not info.writes_anything
+
+
+@given(st.text(st.sampled_from(list("ab >|&;<$()`\n x1")), max_size=40))
+def test_code_in_single_quotes_is_never_a_redirect(code: str) -> None:
+    quoted = code.replace("'", "")
+    assert analyze(f"python -c '{quoted}'").writes == ()
+    assert analyze(f"grep -rn '{quoted}' src/").writes == ()
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "writes", "open_writes"),
+    [
+        ("str_replace_based_edit_tool", '{"command": "str_replace", "path": "/t/a.py", "old_str": "a > b"}', ("/t/a.py",), False),
+        ("str_replace_editor", '{"command": "insert", "path": "a.py", "insert_line": 3, "new_str": "x"}', ("a.py",), False),
+        ("apply_patch", '{"input": "*** Begin Patch\\n*** Update File: a/b.py\\n*** End Patch"}', ("a/b.py",), False),
+        ("write_file", '{"path": "x.md", "content": "hi"}', ("x.md",), False),
+        ("Edit", '{"file_path": "/a/b.py", "old_string": "x", "new_string": "y"}', ("/a/b.py",), False),
+        ("create", '{"filename": "r.py"}', ("r.py",), False),
+        ("edit", '{"search": "a", "replace": "b"}', (), True),  # SWE-agent's windowed editor
+        ("insert", '{"text": "x", "line": 3}', (), True),
+    ],
+)
+def test_edit_tools(tool: str, args: str, writes: tuple[str, ...], open_writes: bool) -> None:
+    info = analyze(args, tool)
+    assert info.kind == "edit" and info.writes == writes and info.open_writes == open_writes
+
+
+def test_open_file_threads_swe_agent_commands() -> None:
+    state = OpenFile()
+    seen = [state.advance(analyze(c)) for c in ("open a.py", "goto 50", "edit 1:2\nx\nend_of_edit", "create b.py", "edit 1:1\ny\nend_of_edit", "scroll_down")]
+    assert seen[1].reads == ("a.py",) and seen[2].writes == ("a.py",)
+    assert seen[3].writes == ("b.py",) and seen[4].writes == ("b.py",) and seen[5].reads == ("b.py",)
+    assert OpenFile().advance(analyze("edit 1:2\nx\nend_of_edit")).writes_anything  # no file known
+
+
+@pytest.mark.parametrize(
+    ("command", "first"),
+    [
+        ("cat a.py", 1), ("sed -n '40,80p' a.py", 40), ("nl -ba a.py | sed -n '240,520p'", 240),
+        ("cat a.py | sed -n '10,20p'", 10), ("head -n 30 a.py", 1), ("tail -n +5 a.py", 5),
+        ("awk 'NR>=10 && NR<=20' a.py", 10), ("cd /x && sed -n '5,9p' a.py", 5),
+        ("sed -n '1,5p;9,12p' a.py", None), ("cat a.py b.py", None), ("tail -20 a.py", None), ("grep x a.py", None),
+    ],
+)  # fmt: skip
+def test_first_line_of_a_file_read(command: str, first: int | None) -> None:
+    assert analyze(command).first_line == first
+
+
+def test_megabyte_commands_are_analyzed_in_linear_time() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    analyze("cat <<'EOF' > big.py\n" + "x = a > b  # c << d\n" * 50_000 + "EOF")
+    analyze('python -c "' + "print(a > b); " * 70_000 + '"')
+    analyze("edit 1:2\n" + "    if a > b: return c >> 2\n" * 35_000 + "end_of_edit")
+    analyze("x" * 1_000_000)  # the path regex this replaced was quadratic on a long word
+    assert time.perf_counter() - t0 < 2.0  # generous: bench_parse.py measures the real figures

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OutlineEntry", "format_outline", "language_for", "outline", "strip_line_numbers"]
+__all__ = ["OutlineEntry", "file_lines", "format_outline", "is_frame", "language_for", "outline", "strip_line_numbers"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,34 @@ _NUMBERED = (
     re.compile(r"^ *(\d+)\u2192(.*)$"),  # "    40→code" (Read-style tools)
 )
 _MARKER = re.compile(
-    r"^\s*(\[File: .*\]|\(\d+ more lines? (above|below)\)|\[\d+ lines? (above|below) omitted\]|\(this is the (beginning|end) of the file\))\s*$"
+    r"^\s*(\[File: .*\]|\(\d+ more lines? (above|below)\)|\[\d+ lines? (above|below) omitted\]"
+    r"|\(this is the (beginning|end) of the file\))\s*$"
 )
+# Lines a tool wraps a file span in: mini's <returncode>/<output>, SWE-agent's footer
+_WRAPPER = re.compile(
+    r"^\s*(<returncode>-?\d+</returncode>|</?output>|<output>.*|</?warning>|\(Open file: .*\)"
+    r"|\(Current directory: .*\)|bash-\$\s*|\[context-manager\].*)\s*$"
+)
+
+
+def is_frame(line: str) -> bool:
+    """A line a tool wraps around file content (header, footer, mini's wrapper, a refold marker)."""
+    return bool(_MARKER.match(line) or _WRAPPER.match(line))
+
+
+def _content_span(lines: Sequence[str]) -> tuple[int, int]:
+    """Where a file's consecutive lines can be: after mini's too-long ``<warning>`` block, and
+    up to its ``</output_head>`` (what follows the elided characters has unknown line numbers)."""
+    start, stop = 0, len(lines)
+    for i, line in enumerate(lines[:4]):
+        if line.lstrip().startswith("<warning>"):
+            end = next((j for j in range(i, min(len(lines), i + 40)) if "</warning>" in lines[j]), -1)
+            if end >= 0:
+                start = end + 1
+            break
+    if start:
+        stop = next((j for j in range(start, len(lines)) if lines[j].strip() in ("</output_head>", "<elided_chars>")), stop)
+    return start, stop
 
 
 def strip_line_numbers(text: str) -> tuple[str, list[int] | None]:
@@ -45,14 +71,32 @@ def strip_line_numbers(text: str) -> tuple[str, list[int] | None]:
     or ``(text, None)`` when ``text`` is not a numbered span. Printed numbers must be consecutive,
     so multi-file grep output (``path:40:code``) and sparse matches are rejected. Plain ``nl``
     leaves blank lines unnumbered and uncounted; those spans are renumbered from the first line.
+    Frame lines around the span (SWE-agent's ``[File: ...]`` header and footer, mini's
+    ``<returncode>``/``<output>`` wrapper) are dropped.
     """
     lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    lo, hi = 0, len(lines)
-    while lo < hi and (not lines[lo].strip() or _MARKER.match(lines[lo])):
+    code, numbers = file_lines(lines)
+    kept = [(c, n) for c, n in zip(code, numbers, strict=True) if n is not None]
+    if len(kept) < 2:
+        return text, None
+    return "\n".join(c for c, _ in kept), [n for _, n in kept]
+
+
+def file_lines(lines: Sequence[str], first_line: int | None = None) -> tuple[list[str], list[int | None]]:
+    """Per output line: the line without its printed number, and its line number in the file.
+
+    Numbers come from the output itself (``cat -n``, ``nl``, SWE-agent's ``N:`` windows, mini's
+    wrapper around them), else from ``first_line``, the file line of the first line of content
+    when the command says it (``sed -n '40,80p' f``, ``cat f``). Frame lines and lines whose
+    number is unknown get None.
+    """
+    lines = list(lines)
+    none: list[int | None] = [None] * len(lines)
+    start, stop = _content_span(lines)
+    lo, hi = start, stop
+    while lo < hi and (not lines[lo].strip() or is_frame(lines[lo])):
         lo += 1
-    while hi > lo and (not lines[hi - 1].strip() or _MARKER.match(lines[hi - 1])):
+    while hi > lo and (not lines[hi - 1].strip() or is_frame(lines[hi - 1])):
         hi -= 1
     for pattern in _NUMBERED:
         code: list[str] = []
@@ -73,8 +117,20 @@ def strip_line_numbers(text: str) -> tuple[str, list[int] | None]:
                 break
         else:
             if last > first >= 0:
-                return "\n".join(code), list(range(first, first + len(code)))
-    return text, None
+                numbers = none[:]
+                numbers[lo:hi] = range(first, first + len(code))
+                return lines[:lo] + code + lines[hi:], numbers
+    if first_line is None:
+        return lines, none
+    # unnumbered content: only frame lines (never blank ones, which are file lines) lead it
+    lo, hi = start, stop
+    while lo < hi and is_frame(lines[lo]):
+        lo += 1
+    while hi > lo and is_frame(lines[hi - 1]):
+        hi -= 1
+    numbers = none[:]
+    numbers[lo:hi] = range(first_line, first_line + hi - lo)
+    return lines, numbers
 
 
 # ---- languages ------------------------------------------------------------------------------
@@ -294,10 +350,22 @@ def _collect(code: str, language: str | None, lines: list[str]) -> list[tuple[in
 
 
 def outline(
-    text: str, path: str | None = None, language: str | None = None, max_entries: int = 40
+    text: str,
+    path: str | None = None,
+    language: str | None = None,
+    max_entries: int = 40,
+    numbers: Sequence[int] | None = None,
 ) -> list[OutlineEntry]:
-    """Top-level definitions plus methods one level inside classes, with original line numbers."""
-    code, numbers = strip_line_numbers(text)
+    """Top-level definitions plus methods one level inside classes, with original line numbers.
+
+    ``numbers``, one per line of ``text``, gives the line numbers to report when the caller knows
+    them (``text`` is then code without printed numbers); otherwise they are read from ``text``.
+    """
+    given: list[int] | None
+    if numbers is not None and len(numbers) == text.count("\n") + 1:
+        code, given = text, list(numbers)
+    else:
+        code, given = strip_line_numbers(text)
     lines = code.split("\n")
     try:
         found = _collect(code, language or language_for(path, code), lines)
@@ -323,7 +391,7 @@ def outline(
         seen.add(row)
         if depth == 1 and kind == "function":
             kind = "method"
-        line_no = numbers[row] if numbers is not None and row < len(numbers) else row + 1
+        line_no = given[row] if given is not None and row < len(given) else row + 1
         entries.append(OutlineEntry(line_no, kind, sig, depth))
     if len(entries) > max_entries:  # keep top-level entries first, then members in order
         budget = max(0, max_entries - sum(1 for e in entries if e.depth == 0))

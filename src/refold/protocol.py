@@ -7,20 +7,39 @@ Wording of every prompt text here is refold's own; the protocol tokens (``PROGRE
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 CM = "[context-manager]"
 
+# Every parser here runs in time linear in its input (a reply may be megabytes of model output):
+# patterns have no two adjacent quantifiers that can share characters, and anything that
+# would need backtracking is a small hand-written scan instead.
 _HEAD_LINES = 4  # the two lines must open the reply; we allow a little slack before them
+_MAX_TOKENS = 512  # numbers and separators of a step list read: a real one has a few, a runaway one is cut
 _MARKUP = re.compile(r"^[\s>#*_`\-+]*(?:\d{1,2}[.)]\s+)?[\s>#*_`\-+]*")  # bullets, headings, "1. "
-_LINE = re.compile(r"^(PROGRESS|STALE)\s*[*_`]*\s*[:：\-–]\s*[*_`]*\s*(.*)$", re.IGNORECASE)
+_KEY = re.compile(r"(PROGRESS|STALE)\s*+[*_`]*+\s*+[:：\-–]\s*+[*_`]*+\s*+", re.IGNORECASE)
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"  # hyphen, en/em dashes, minus sign
-_RANGE = re.compile(r"(\d+)\s*(?:[" + _DASHES + r"]|\.\.|to|through|thru)\s*(\d+)", re.IGNORECASE)
-_NEGATION = re.compile(r"\b(?:except|but|not|keep|keeping|excluding|still)\b", re.IGNORECASE)  # '4, but not 2'
-_THINK = re.compile(r"^\s*<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_DASH_CLASS = "\\" + _DASHES  # inside [...]: the ASCII hyphen escaped, so it is no range
+# '4, but not 2'. Searched in lowercased text, each branch opening with a literal, so the regex
+# engine skips ahead by first character (a leading \b or IGNORECASE makes it ~50x slower).
+_NEGATION = re.compile(
+    "|".join(rf"{w}(?<!\w{w})\b" for w in ("except", "but", "not", "keeping", "keep", "excluding", "still"))
+)
+_THINK_OPEN = re.compile(r"\s*+<(think|thinking|reasoning)>", re.IGNORECASE)
 _MAX_DIGITS = 9  # longer numbers are no step (and int() of thousands of digits raises)
 _NONE_WORDS = {"", "-", "none", "n/a", "na", "nothing", "no", "nil", "[]", "—", "–"}
 _MAX_RANGE = 64
+# The tokens of a step list, each possessive: a number with its decimal parts and any letters
+# glued to it (2.1, a ledger id 7.2 and 1e3 are no steps), or a range separator. What lies
+# between tokens only matters as "blank or not". The pattern opens with one character class so
+# the engine skips to candidates in C; the word-boundary checks happen in parse_step_list.
+_TOKEN = re.compile(
+    r"[0-9.tT" + _DASH_CLASS + r"](?:"
+    r"(?<=[0-9])(?P<num>[0-9]*+(?:\.[0-9]++)*+)(?P<glued>[eE][+\-][0-9]++|\w++)?"
+    r"|(?<=\.)\.|(?<=[" + _DASH_CLASS + r"])"
+    r"|(?<=[tT])(?:[oO]|[hH][rR](?:[oO][uU][gG][hH]|[uU]))(?!\w))"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +49,32 @@ class Head:
     has_protocol: bool  # both lines present at the head of the reply
 
 
+def _head_lines(reply: str) -> Iterator[str]:
+    """The reply's lines from the top, lazily (the head is a few lines of a long reply)."""
+    pos, n = 0, len(reply)
+    while pos < n:
+        end = reply.find("\n", pos)
+        if end < 0:
+            end = n
+        yield reply[pos:end].rstrip("\r")
+        pos = end + 1
+
+
+def _skip_think(reply: str) -> str:
+    """Drop one opening ``<think>...</think>`` block (reasoning models open with one)."""
+    m = _THINK_OPEN.match(reply)
+    if not m:
+        return reply
+    close = reply.lower().find(f"</{m.group(1).lower()}>", m.end())
+    return reply if close < 0 else reply[close + len(m.group(1)) + 3 :]
+
+
 def parse_head(reply: str) -> Head:
     """Read PROGRESS and STALE from the first lines of a reply, and only from there."""
     progress: str | None = None
     stale: tuple[int, ...] | None = None
     seen = 0
-    reply = _THINK.sub("", reply, count=1)  # reasoning models may open with a <think> block
-    for raw in reply.splitlines():
+    for raw in _head_lines(_skip_think(reply)):
         if not raw.strip():
             continue
         if raw.lstrip().startswith("```"):
@@ -44,11 +82,11 @@ def parse_head(reply: str) -> Head:
         seen += 1
         if seen > _HEAD_LINES:
             break
-        line = _MARKUP.sub("", raw.strip())
-        m = _LINE.match(line)
+        line = _MARKUP.sub("", raw.strip(), count=1)
+        m = _KEY.match(line)
         if not m:
             continue
-        key, value = m.group(1).upper(), m.group(2).strip().strip("*_` ")
+        key, value = m.group(1).upper(), line[m.end() :].strip().strip("*_` ")
         if key == "PROGRESS" and progress is None:
             progress = value
         elif key == "STALE" and stale is None:
@@ -56,23 +94,159 @@ def parse_head(reply: str) -> Head:
     return Head(progress, stale or (), progress is not None and stale is not None)
 
 
+def _drop_asides(text: str) -> str:
+    """Remove '(...)' asides like '(lines 1-100)': each '(' up to the first ')' after it."""
+    out: list[str] = []
+    pos = 0
+    close = -1  # position of the next ')' at or after pos, -1 when there is none
+    while True:
+        open_ = text.find("(", pos)
+        if open_ < 0:
+            break
+        if close < open_ and close != -2:
+            close = text.find(")", open_)
+            if close < 0:
+                close = -2  # no ')' anywhere after: no later '(' closes either
+        if close == -2:
+            break
+        out.append(text[pos:open_])
+        out.append(" ")
+        pos = close + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def parse_step_list(text: str) -> tuple[int, ...]:
-    """'3, 4' / '3-5' / '[step 3] and 7' / '-' / 'none (all needed)' -> sorted step numbers."""
-    text = re.sub(r"\([^)]*\)", " ", text)  # asides like '(lines 1-100)' are not steps
-    text = _NEGATION.split(text, maxsplit=1)[0]  # '4, but not 2': only what comes before is stale
+    """'3, 4' / '3-5' / '[step 3] and 7' / '-' / 'none (all needed)' -> sorted step numbers.
+
+    Only whole, non-negative integers are steps: '2.1', a ledger id '7.2', '-1' and '1e3' name none.
+    Linear time; only the first ``_MAX_TOKENS`` numbers and separators are read.
+    """
+    text = _drop_asides(text)
+    m = _NEGATION.search(text.lower())  # str.lower keeps offsets for the ASCII words searched
+    if m:  # '4, but not 2': only what comes before is stale
+        text = text[: m.start()]
     if text.strip().lower().rstrip(".") in _NONE_WORDS:
         return ()
+    # (kind, value, blank before, touching): kind "n" a step number, "x" a number that is no
+    # step, "-" a range separator; "blank before" says only whitespace separates it from the
+    # previous token, "touching" that nothing does.
+    tokens: list[tuple[str, str, bool, bool]] = []
+    end = 0
+    for tok in _TOKEN.finditer(text):
+        if len(tokens) >= _MAX_TOKENS:
+            break
+        start = tok.start()
+        before = text[start - 1] if start else " "
+        glued_left = before.isalnum() or before == "_"
+        if tok.group(0)[0] in "tT" and glued_left:
+            continue  # 'into', 'auto': not the word 'to'
+        touching = start == end
+        blank = touching or text[end:start].isspace()
+        end = tok.end()
+        if tok.group("num") is None:
+            # a dash right after a word is a hyphen ('step-3'), not a minus sign
+            hyphen = before.isalpha() or before == "_"
+            tokens.append(("-", ".." if hyphen else tok.group(0), blank, touching))
+        else:
+            value = tok.group(0)
+            bad = (
+                tok.group("glued") is not None
+                or "." in value
+                or len(value) > _MAX_DIGITS
+                or glued_left  # py3, v2
+                or (before == "." and not text.startswith("..", start - 2))  # .5
+            )
+            tokens.append(("x" if bad else "n", value, blank, touching))
     found: set[int] = set()
-    for a, b in _RANGE.findall(text):
-        if len(a) > _MAX_DIGITS or len(b) > _MAX_DIGITS:
+    i, n = 0, len(tokens)
+    while i < n:
+        kind, value, _, touching = tokens[i]
+        is_range = i + 2 < n and kind in "nx" and tokens[i + 1][0] == "-" and tokens[i + 2][0] in "nx"
+        if is_range and tokens[i + 1][2] and tokens[i + 2][2]:
+            if kind == "n" and tokens[i + 2][0] == "n":
+                lo, hi = int(value), int(tokens[i + 2][1])
+                if lo <= hi and hi - lo <= _MAX_RANGE:
+                    found.update(range(lo, hi + 1))
+            i += 3  # a silly or non-integer range names no step at all
             continue
-        lo, hi = int(a), int(b)
-        if lo <= hi and hi - lo <= _MAX_RANGE:
-            found.update(range(lo, hi + 1))
-    for n in re.findall(r"\d+", _RANGE.sub(" ", text)):
-        if len(n) <= _MAX_DIGITS:
-            found.add(int(n))
+        if kind == "n" and not (touching and i > 0 and tokens[i - 1][0] == "-" and tokens[i - 1][1] != ".."):
+            found.add(int(value))  # '-1' is a negative number, no step
+        i += 1
     return tuple(sorted(found))
+
+
+# ---- the command of a text reply ------------------------------------------------------------
+
+# mini-swe-agent 1.x (```bash), 2.x text mode (```mswea_bash_command) and its XML variant
+_FENCE_LANGS = ("bash", "sh", "shell", "mswea_bash_command", "")  # in the order a regex tries them
+_XML_OPEN, _XML_CLOSE = "<mswea_bash_command>", "</mswea_bash_command>"
+_BLANK = re.compile(r"\s*+")
+
+
+class _NextFind:
+    """``text.find(needle, start)`` for non-decreasing starts in amortized linear total time."""
+
+    __slots__ = ("text", "needle", "at", "found")
+
+    def __init__(self, text: str, needle: str) -> None:
+        self.text, self.needle, self.at, self.found = text, needle, -1, -1
+
+    def __call__(self, start: int) -> int:
+        if self.at < 0 or start < self.at or (self.found >= 0 and start > self.found):
+            self.at, self.found = start, self.text.find(self.needle, start)
+        return self.found
+
+
+def bash_block(text: str) -> str | None:
+    r"""The body of a reply's first command block, in linear time.
+
+    Exactly what ``re.search(r"```(?:bash|sh|shell|mswea_bash_command)?\s*\n(.*?)\n```|"
+    r"<mswea_bash_command>(.*?)</mswea_bash_command>", text, re.DOTALL)`` finds (that regex is
+    quadratic on replies with many unclosed fences), or None.
+    """
+    fence_close = _NextFind(text, "\n```")
+    xml_close = _NextFind(text, _XML_CLOSE)
+    fence = text.find("```")
+    xml = text.find(_XML_OPEN)
+    while fence >= 0 or xml >= 0:
+        if xml >= 0 and (fence < 0 or xml < fence):
+            end = xml_close(xml + len(_XML_OPEN))
+            if end >= 0:
+                return text[xml + len(_XML_OPEN) : end]
+            xml = -1  # no closing tag after this one: none after a later one either
+            continue
+        if fence_close(fence) < 0:
+            fence = -1  # every fence needs a '\n```' after it: none can match from here on
+            continue
+        body = _fence_body(text, fence, fence_close)
+        if body is not None:
+            return body
+        fence = text.find("```", fence + 1)
+    return None
+
+
+def _fence_body(text: str, p: int, close: _NextFind) -> str | None:
+    c = text[p + 3 : p + 4]
+    if not c or not (c in "bms" or c.isspace()):
+        return None  # '```python': no language we read, and no newline right after the fence
+    for lang in _FENCE_LANGS:
+        q = p + 3 + len(lang)
+        if lang and not text.startswith(lang, p + 3):
+            continue
+        run_end = _BLANK.match(text, q).end()  # type: ignore[union-attr]  # \s*+ always matches
+        last = text.rfind("\n", q, run_end)
+        if last < 0:
+            continue
+        start = last + 1  # '\s*' is greedy: the body starts after the run's last newline
+        end = close(start)
+        if end >= 0:
+            return text[start:end]
+        # backtracking to an earlier newline helps only when the run's last newline opens a fence
+        before = text.rfind("\n", q, last)
+        if before >= 0 and text.startswith("```", start):
+            return text[before + 1 : last]
+    return None
 
 
 # ---- context commands -------------------------------------------------------------------
@@ -100,23 +274,35 @@ def parse_command(command: str) -> ContextCommand | None:
     return ContextCommand(m.group(1), arg)
 
 
+_RESTORE_NOISE = re.compile(r"(?i)\[?\bsteps?\b\]?|\]|(?<!\S)#")
+_RESTORE_DASH = re.compile(r"(?<=\d)\s*+(?:[" + _DASHES + r"]|\.\.)\s*+(?=\d)")  # '3–5', '3 - 5', '3..5'
+_RESTORE_WORD = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")  # _MAX_DIGITS
+_MAX_RESTORE_WORDS = 100  # steps or ranges in one restore: more is no real request
+_MAX_RESTORE_CHARS = 2000  # and no real request is longer (the regexes cost ~0.3 us a character)
+
+
 def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | None]:
     """Steps named by ``restore`` arguments, or an error sentence for the agent."""
-    text = re.sub(r"(?i)\[?\bsteps?\b\]?|\]|(?<!\S)#", " ", argument).replace(",", " ")
-    text = re.sub(r"(?<=\d)\s*[" + _DASHES + r"]\s*(?=\d)", "-", text)  # '3–5', '3 - 5'
-    text = re.sub(r"(?<=\d)\s*\.\.\s*(?=\d)", "-", text)  # '3..5'
-    if not text.strip():
+    if len(argument) > _MAX_RESTORE_CHARS:  # the cut word gets a '…', so it is reported, never misread
+        argument = argument[:_MAX_RESTORE_CHARS] + "…"
+    text = _RESTORE_NOISE.sub(" ", argument).replace(",", " ")
+    text = _RESTORE_DASH.sub("-", text)
+    words = text.split(None, _MAX_RESTORE_WORDS)
+    if not words:
         return [], f"{CM} restore needs a step number, e.g. `restore 3`, `restore 3 5` or `restore 3-5`."
+    if len(words) > _MAX_RESTORE_WORDS:
+        return [], f"{CM} restore: name at most {_MAX_RESTORE_WORDS} steps or ranges at once, e.g. `restore 3-5`."
     steps: list[int] = []
-    for word in text.split():
-        m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9}))?", word)  # _MAX_DIGITS
+    for word in words:
+        m = _RESTORE_WORD.fullmatch(word)
         if not m:
             shown = word if len(word) <= 40 else word[:39] + "…"
             return [], f"{CM} restore: '{shown}' is not a step number; use e.g. `restore 3` or `restore 3-5`."
         lo = int(m.group(1))
         hi = int(m.group(2) or lo)
         if hi < lo or hi - lo > _MAX_RANGE:
-            return [], f"{CM} restore: '{word}' is not a valid range."
+            shown = word if len(word) <= 40 else word[:39] + "…"
+            return [], f"{CM} restore: '{shown}' is not a valid range."
         steps.extend(range(lo, hi + 1))
     bad = [s for s in steps if s < 1 or s > latest]
     if bad:

@@ -2,23 +2,44 @@
 
 Dedup must not point a new file read at an old one when the file was edited in between,
 so we need a cheap, conservative guess of the paths each command reads and writes.
+
+The command line is lexed the way a shell reads it (quotes, escapes, operators, redirections,
+heredocs) in one linear pass, so ``a > b`` inside ``python -c "..."``, a heredoc body or an
+edit body is data, never a redirect. SWE-agent's windowed tools (``edit N:M``, ``goto``,
+``scroll_down``, function tools ``edit``/``insert`` without a path) act on the file opened
+last: ``analyze`` marks those ``open_reads``/``open_writes`` and names what a command opens
+(``opens``); ``OpenFile`` threaded through a run's commands in order resolves them to paths.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-_READERS = {"cat", "nl", "head", "tail", "less", "more", "sed", "awk", "open", "goto", "view", "bat"}
-_SEARCHERS = {"grep", "rg", "ag", "find", "ls", "tree", "search_file", "search_dir", "find_file", "git"}
-_EDITORS = {"edit", "create", "insert", "str_replace", "apply_patch", "write_file"}
-_TESTS = ("pytest", "tox", "unittest", "runtests", "manage.py test", "npm test", "go test", "cargo test")
-_PATH_RE = re.compile(r"^[\w./~+-]*[\w-]+\.[A-Za-z0-9]{1,8}$|^[\w.~+-]*/[\w./+-]*$")
-_REDIRECT_RE = re.compile(r"(?<![0-9&])>{1,2}\s*([^\s;&|<>]+)")
-_SPLIT_RE = re.compile(r"&&|\|\||;|\|")
-_INTERPRETER_RE = re.compile(r"\b(python[0-9.]*|perl|ruby|node)\b")
-_SCRIPT_WRITE_RE = re.compile(r"open\([^)]*['\"][wax]b?\+?['\"]|write_text|write_bytes|os\.replace|shutil\.|\.unlink\(")
+__all__ = ["CommandInfo", "OpenFile", "analyze", "normalize_path", "paths_overlap"]
+
+_READERS = {"cat", "nl", "head", "tail", "less", "more", "sed", "awk", "bat", "view", "wc", "diff", "xxd", "od"}
+_SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "ls", "tree", "git", "fd"}
+_PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # first operand is a pattern
+_WRITERS = {"tee", "touch", "rm", "mkdir", "rmdir", "truncate", "unlink", "ln"}
+_GIT_WRITES = {"apply", "checkout", "stash", "reset", "restore", "am", "merge", "rebase", "pull", "switch",
+               "revert", "cherry-pick", "clean", "mv", "rm"}  # fmt: skip
+_PREFIXES = {"sudo", "time", "env", "nohup", "command", "exec", "timeout", "nice", "xargs"}
+_TESTS = ("pytest", "tox", "unittest", "runtests", "manage.py test", "npm test", "go test", "cargo test",
+          "nosetests", "make test", "bin/test")  # fmt: skip
+_INTERPRETERS = {"python", "python2", "python3", "perl", "ruby", "node", "php"}
+_SHELLS = {"bash", "sh", "zsh", "dash"}
+_SCRIPT_WRITE_RE = re.compile(
+    r"open\([^)\n]*['\"][wax]b?\+?['\"]|write_text|write_bytes|os\.(?:replace|rename|remove|unlink)|shutil\."
+    r"|\.unlink\(|writeFileSync|File\.write|open\(\s*my\s*\$\w+\s*,\s*['\"]>"
+)
+# SWE-agent 0.x tools that take a body up to an end line, and the windowed tools
+_BODY_TOOLS = {"edit": "end_of_edit", "insert": "end_of_insert", "append": "end_of_append"}
+_OPEN_READERS = {"goto", "scroll_up", "scroll_down"}
+_SHELL_TOOLS = {"bash", "shell", "execute_bash", "run", "sh", "terminal", "run_command", "run_shell", "exec"}
+_MAX_PATH = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,23 +48,256 @@ class CommandInfo:
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     writes_anything: bool  # may change files we cannot name (git checkout, patch, ...)
+    open_reads: bool = False  # reads the file opened last (SWE-agent goto/scroll_down)
+    open_writes: bool = False  # writes the file opened last (SWE-agent edit N:M); see OpenFile
+    opens: str | None = None  # makes this the open file (SWE-agent open/create)
+    first_line: int | None = None  # file line of the output's first line (cat f, sed -n '40,80p' f)
 
 
-def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment, posix=True)
-    except ValueError:
-        return segment.split()
+@dataclass(slots=True)
+class OpenFile:
+    """The file SWE-agent's windowed tools act on, for one run: feed it every command in order.
+
+    ``advance(info)`` returns ``info`` with ``open_reads``/``open_writes`` resolved into ``reads``/
+    ``writes`` and then moves to the file ``info`` opens. A write to the open file while none is
+    known becomes ``writes_anything`` (conservative).
+    """
+
+    path: str | None = None
+
+    def resolve(self, info: CommandInfo) -> CommandInfo:
+        if not (info.open_reads or info.open_writes):
+            return info
+        reads, writes, anything = info.reads, info.writes, info.writes_anything
+        if info.open_reads and self.path is not None:
+            reads = tuple(dict.fromkeys((*reads, self.path)))
+        if info.open_writes:
+            if self.path is not None:
+                writes = tuple(dict.fromkeys((*writes, self.path)))
+            else:
+                anything = True
+        return replace(info, reads=reads, writes=writes, writes_anything=anything, open_reads=False, open_writes=False)
+
+    def advance(self, info: CommandInfo) -> CommandInfo:
+        resolved = self.resolve(info)
+        if info.opens is not None:
+            self.path = info.opens
+        return resolved
+
+
+# ---- lexing -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Simple:
+    """One simple command: its words (quotes removed), redirections and heredoc bodies."""
+
+    words: list[str] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)  # the words as written (quotes kept)
+    out: list[str] = field(default_factory=list)  # > >> &> >| targets
+    inp: list[str] = field(default_factory=list)  # < targets
+    bodies: list[str] = field(default_factory=list)  # heredoc and here-string data
+    subs: list[str] = field(default_factory=list)  # $(...) and `...` command substitutions
+
+
+_PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
+_DQ_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
+_REDIR = re.compile(r"(\d*)(>>|>\||>&|&>>|&>|<<<|<<-|<<|<>|<&|>|<)")
+_SPACES = re.compile(r"[ \t]++")
+
+
+def _lex(text: str) -> list[_Simple]:
+    """Simple commands of a command line, in linear time (never raises; unbalanced quotes run to the end)."""
+    out: list[_Simple] = []
+    cur = _Simple()
+    word: list[str] = []
+    raw_start = -1
+    pending: list[tuple[_Simple, str, bool]] = []  # heredocs whose bodies start at the next line
+    expect: tuple[str, bool] | None = None  # the next word is a redirect target / heredoc delimiter
+    n = len(text)
+    i = 0
+
+    def end_word(at: int) -> None:
+        nonlocal word, raw_start, expect
+        if raw_start < 0:
+            return
+        value, raw = "".join(word), text[raw_start:at]
+        word, raw_start = [], -1
+        if expect is not None:
+            op, _ = expect
+            expect = None
+            if op in ("<<", "<<-"):
+                pending.append((cur, value, op == "<<-"))
+            elif op == "<<<":
+                cur.bodies.append(value)
+            elif op in (">&", "<&") and (value.isdigit() or value == "-"):
+                pass  # fd duplication, no file
+            elif op.startswith("<") and op != "<>":
+                cur.inp.append(value)
+            else:
+                cur.out.append(value)
+            return
+        cur.words.append(value)
+        cur.raw.append(raw)
+
+    def end_command() -> None:
+        nonlocal cur
+        if cur.words or cur.out or cur.inp or cur.bodies or cur.subs:
+            out.append(cur)
+        cur = _Simple()
+
+    while i < n:
+        c = text[i]
+        m = _PLAIN.match(text, i)
+        if m:
+            if raw_start < 0:
+                raw_start = i
+            chunk = m.group(0)
+            r = _REDIR.match(text, m.end()) if chunk.isdigit() and raw_start == i else None
+            if r and r.group(1) == "" and r.start() == m.end():  # '2>' : the digits are an fd
+                i = m.end()
+                raw_start = -1
+                continue
+            word.append(chunk)
+            i = m.end()
+            continue
+        if c in " \t":
+            end_word(i)
+            i = _SPACES.match(text, i).end()  # type: ignore[union-attr]
+            continue
+        if c == "\n":
+            end_word(i)
+            end_command()
+            i += 1
+            for owner, delim, strip_tabs in pending:  # heredoc bodies follow, in order
+                i = _heredoc(text, i, delim, strip_tabs, owner)
+            pending.clear()
+            continue
+        if c == "'":
+            if raw_start < 0:
+                raw_start = i
+            j = text.find("'", i + 1)
+            j = n if j < 0 else j
+            word.append(text[i + 1 : j])
+            i = j + 1
+            continue
+        if c == '"':
+            if raw_start < 0:
+                raw_start = i
+            m = _DQ_BODY.match(text, i + 1)
+            j = m.end() if m else i + 1
+            word.append(re.sub(r"\\([\"\\$`])", r"\1", text[i + 1 : j]))
+            i = j + 1
+            continue
+        if c == "\\":
+            if raw_start < 0:
+                raw_start = i
+            if text.startswith("\n", i + 1):
+                i += 2  # line continuation
+                continue
+            word.append(text[i + 1 : i + 2])
+            i += 2
+            continue
+        if c == "`" or text.startswith("$(", i):
+            if raw_start < 0:
+                raw_start = i
+            j = _substitution_end(text, i)
+            word.append(text[i:j])
+            cur.subs.append(text[i + 1 : j - 1] if c == "`" else text[i + 2 : j - 1])
+            i = j
+            continue
+        if c == "$":
+            if raw_start < 0:
+                raw_start = i
+            if text.startswith("$'", i):
+                m = re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL).match(text, i + 2)
+                j = m.end() if m else i + 2
+                word.append(text[i + 2 : j])
+                i = j + 1
+                continue
+            word.append("$")
+            i += 1
+            continue
+        if c == "#" and raw_start < 0:
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        r = _REDIR.match(text, i)
+        if r:
+            end_word(i)
+            op = r.group(2)
+            if op == "&>>":
+                op = ">>"
+            expect = (op, True)
+            i = r.end()
+            continue
+        # operators and grouping: ; & | && || |& ( ) { }
+        end_word(i)
+        end_command()
+        i += 2 if text.startswith(("&&", "||", "|&", ";;"), i) else 1
+    end_word(n)
+    end_command()
+    for owner, _delim, _ in pending:  # a heredoc without its body line: nothing more to read
+        owner.bodies.append("")
+    return out
+
+
+def _heredoc(text: str, i: int, delim: str, strip_tabs: bool, owner: _Simple) -> int:
+    """Read a heredoc body starting at ``i``; returns the position after its delimiter line."""
+    end_re = re.compile(r"^" + (r"\t*" if strip_tabs else r"[ \t]*") + re.escape(delim) + r"[ \t\r]*$", re.MULTILINE)
+    m = end_re.search(text, i) if delim else None
+    if m is None:  # bash reads to the end and warns
+        owner.bodies.append(text[i:])
+        return len(text)
+    owner.bodies.append(text[i : m.start()])
+    return m.end() + 1
+
+
+def _substitution_end(text: str, i: int) -> int:
+    """End of a ``$(...)`` or backtick substitution starting at ``i`` (quotes inside respected)."""
+    if text[i] == "`":
+        j = text.find("`", i + 1)
+        return len(text) if j < 0 else j + 1
+    depth, j, n = 0, i + 1, len(text)
+    while j < n:
+        c = text[j]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        elif c == "'":
+            k = text.find("'", j + 1)
+            j = n if k < 0 else k
+        elif c == '"':
+            m = _DQ_BODY.match(text, j + 1)
+            j = m.end() if m else j
+        elif c == "\\":
+            j += 1
+        j += 1
+    return n
+
+
+# ---- paths ------------------------------------------------------------------------------------
+
+_PATH_CHARS = re.compile(r"[\w./~+-]++")
+
+
+def _is_path(word: str) -> bool:
+    """A word that names a file: has a slash, or a name with an extension (``a.py``)."""
+    if not word or len(word) > _MAX_PATH or not _PATH_CHARS.fullmatch(word):
+        return False
+    if word.replace(".", "").isdigit():
+        return False  # 1.2, 3
+    if "/" in word:
+        return True
+    stem, dot, ext = word.rpartition(".")
+    return bool(dot) and 1 <= len(ext) <= 8 and ext.isalnum() and bool(stem.strip(".~+"))
 
 
 def _paths(words: list[str]) -> list[str]:
-    out = []
-    for w in words:
-        if w.startswith("-") or "=" in w or w.startswith("'") or w.startswith("$"):
-            continue
-        if _PATH_RE.match(w) and not w.replace(".", "").isdigit():
-            out.append(normalize_path(w))
-    return out
+    return [normalize_path(w) for w in words if not w.startswith(("-", "$")) and "=" not in w and _is_path(w)]
 
 
 def normalize_path(path: str) -> str:
@@ -63,87 +317,294 @@ def paths_overlap(a: str, b: str) -> bool:
     return False
 
 
+# ---- analysis ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Facts:
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    anything: bool = False
+    open_reads: bool = False
+    open_writes: bool = False
+    opens: str | None = None
+    first_line: int | None = None
+
+    def info(self) -> CommandInfo:
+        if self.writes or self.anything or self.open_writes:
+            kind = "edit"
+        elif "test" in self.kinds:
+            kind = "test"
+        elif self.kinds and all(k == "read" for k in self.kinds):
+            kind = "read"
+        elif "search" in self.kinds:
+            kind = "search"
+        elif "read" in self.kinds:
+            kind = "read"
+        else:
+            kind = "command"
+        reads = tuple(dict.fromkeys(self.reads))
+        writes = tuple(dict.fromkeys(self.writes))
+        return CommandInfo(
+            kind, reads, writes, self.anything, self.open_reads, self.open_writes, self.opens, self.first_line
+        )
+
+
 def analyze(command: str, tool: str = "bash") -> CommandInfo:
     """Classify a command and name the paths it reads and writes (best effort, conservative)."""
-    if tool not in ("bash", "shell", "execute_bash", "run"):
-        # A named tool (SWE-agent's editor functions, our own context commands).
+    if tool.lower() not in _SHELL_TOOLS:
+        # A named tool (SWE-agent's editor functions, str_replace_editor, apply_patch, ...).
         return _analyze_tool(tool, command)
-    text = command.strip()
-    heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", text)
-    writes_anything = False
-    if heredoc:  # the heredoc body is data, not commands
-        first, _, body = text.partition("\n")
-        # ... unless an interpreter runs it and it writes files (python - <<EOF ... open(f, "w"))
-        writes_anything = bool(_INTERPRETER_RE.search(first) and _SCRIPT_WRITE_RE.search(body))
-        text = first
-    reads: list[str] = []
-    writes: list[str] = []
-    kinds: list[str] = []
-    for target in _REDIRECT_RE.findall(text):
-        if not target.startswith("/dev/"):
-            writes.append(normalize_path(target))
-    for segment in _SPLIT_RE.split(_REDIRECT_RE.sub(" ", text)):
-        words = _words(segment)
-        if not words:
-            continue
-        head = words[0].rsplit("/", 1)[-1]
-        rest = words[1:]
-        if head in ("sed", "perl") and any(w.startswith("-i") or w == "-pi" for w in rest):
-            operands = [w for w in rest if not w.startswith("-")]
-            writes.extend(_paths(operands[1:]))
-            kinds.append("edit")
-        elif head in ("tee", "touch", "rm", "mkdir"):
-            writes.extend(_paths(rest))
-            kinds.append("edit")
-        elif head in ("mv", "cp") and rest:
-            writes.extend(_paths(rest[-1:]))
-            kinds.append("edit")
-        elif head in ("patch",) or (head == "git" and rest[:1] and rest[0] in ("apply", "checkout", "stash", "reset", "restore", "am", "merge", "rebase", "pull", "switch")):
-            writes_anything = True
-            kinds.append("edit")
-        elif head in _EDITORS:
-            writes.extend(_paths(rest[:1]))
-            kinds.append("edit")
-        elif head in _READERS:
-            reads.extend(_paths(rest))
-            kinds.append("read")
-        elif head in _SEARCHERS:
-            reads.extend(_paths(rest) or ["."])
-            kinds.append("search")
-        elif any(t in segment for t in _TESTS):
-            kinds.append("test")
-        elif head in ("python", "python3") and rest[:1] == ["-c"]:
-            if re.search(r"open\([^)]*['\"][wa]", segment) or "write_text" in segment:
-                writes_anything = True
-                kinds.append("edit")
-            else:
-                kinds.append("command")
+    facts = _Facts()
+    _shell(command.strip(), facts, 0)
+    return facts.info()
+
+
+def _shell(text: str, facts: _Facts, depth: int) -> None:
+    first, nl, rest = text.partition("\n")
+    head = first.split(None, 1)[0] if first.strip() else ""
+    if head in _BODY_TOOLS and nl:
+        # SWE-agent 'edit 5:7' + body + 'end_of_edit': the body is file content, not commands
+        facts.open_writes = True
+        facts.kinds.append("edit")
+        end = re.search(r"^" + _BODY_TOOLS[head] + r"[ \t\r]*$", rest, re.MULTILINE)
+        if end is not None and rest[end.end() :].strip() and depth < 3:
+            _shell(rest[end.end() :].strip(), facts, depth + 1)
+        return
+    simples = _lex(text)
+    for simple in simples:
+        _simple(simple, facts, depth)
+    if depth == 0:
+        facts.first_line = _first_line(simples)
+
+
+def _simple(cmd: _Simple, facts: _Facts, depth: int) -> None:
+    for sub in cmd.subs if depth < 3 else ():
+        _shell(sub, facts, depth + 1)
+    for target in cmd.out:
+        if not target.startswith("/dev/") and target:
+            facts.writes.append(normalize_path(target))
+    for source in cmd.inp:
+        if _is_path(source):
+            facts.reads.append(normalize_path(source))
+    words = cmd.words
+    k = 0
+    while k < len(words) and (("=" in words[k] and not words[k].startswith("=")) or words[k] in _PREFIXES):
+        k += 1  # FOO=1 cmd, sudo cmd, timeout 10 cmd
+        while k < len(words) and words[k - 1] in ("timeout", "nice") and words[k][:1].isdigit():
+            k += 1
+    words = words[k:]
+    if not words:
+        if cmd.out:
+            facts.kinds.append("edit")
+        return
+    head = words[0].rsplit("/", 1)[-1]
+    rest = words[1:]
+    segment = " ".join(words)
+    body = "\n".join(cmd.bodies)
+    if head in ("sed", "perl") and any(w.startswith("-i") or w in ("-pi", "-pie") for w in rest):
+        operands = [w for w in rest if not w.startswith("-")]
+        facts.writes.extend(_paths(operands[1:]) if head == "sed" or "-e" not in rest else _paths(operands))
+        facts.kinds.append("edit")
+    elif head in _WRITERS:
+        facts.writes.extend(_paths(rest))
+        facts.kinds.append("edit")
+    elif head in ("mv", "cp", "install", "rsync") and rest:
+        operands = [w for w in rest if not w.startswith("-")]
+        moved = operands if head == "mv" else operands[-1:]  # mv removes its sources too
+        facts.writes.extend(_paths(moved))
+        facts.reads.extend(_paths(operands[:-1]) if head != "mv" else [])
+        facts.kinds.append("edit")
+    elif head == "apply_patch" or (head in ("patch", "git") and _patch_paths(body)):
+        named = _patch_paths(body) or _patch_paths(" ".join(rest))
+        if named:
+            facts.writes.extend(named)
         else:
-            kinds.append("command")
-    if writes or writes_anything:
-        kind = "edit"
-    elif "test" in kinds:
-        kind = "test"
-    elif kinds and all(k == "read" for k in kinds):
-        kind = "read"
-    elif "search" in kinds:
-        kind = "search"
-    elif "read" in kinds:
-        kind = "read"
+            facts.anything = True
+        facts.kinds.append("edit")
+    elif head == "patch" or (head == "git" and rest[:1] and rest[0] in _GIT_WRITES):
+        facts.anything = True
+        facts.kinds.append("edit")
+    elif head == "str_replace_editor" and len(rest) >= 2:
+        path = normalize_path(rest[1])
+        if rest[0] == "view":
+            facts.reads.append(path)
+            facts.kinds.append("read")
+        else:
+            facts.writes.append(path)
+            facts.kinds.append("edit")
+    elif head in ("open", "create") and rest:
+        path = normalize_path(rest[0])
+        facts.opens = path
+        if head == "create":
+            facts.writes.append(path)
+            facts.kinds.append("edit")
+        else:
+            facts.reads.append(path)
+            facts.kinds.append("read")
+    elif head in _BODY_TOOLS:  # a one-line 'edit 5:7' (body missing) still targets the open file
+        facts.open_writes = True
+        facts.kinds.append("edit")
+    elif head in _OPEN_READERS:
+        facts.open_reads = True
+        facts.kinds.append("read")
+    elif head == "search_file":
+        named = _paths(rest[1:2])
+        facts.reads.extend(named)
+        facts.open_reads = facts.open_reads or not named
+        facts.kinds.append("search")
+    elif head in ("search_dir", "find_file"):
+        facts.reads.extend(_paths(rest[1:2]) or ["."])
+        facts.kinds.append("search")
+    elif head in _INTERPRETERS and _inline_code(rest, body) is not None:
+        code = _inline_code(rest, body) or ""
+        if _SCRIPT_WRITE_RE.search(code):
+            facts.anything = True
+            facts.kinds.append("edit")
+        elif any(t in segment for t in _TESTS):
+            facts.kinds.append("test")
+        else:
+            facts.kinds.append("command")
+    elif head in _SHELLS and len(rest) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", rest[0]) and depth < 3:
+        _shell(rest[1], facts, depth + 1)  # bash -c / bash -lc 'cmd': analyze the inner command
+    elif head in _READERS:
+        facts.reads.extend(_paths(rest))
+        facts.kinds.append("read")
+    elif head in _SEARCHERS:
+        operands = [w for w in rest if not w.startswith("-")]
+        if head in _PATTERN_FIRST and not any(w in ("-e", "-f") or w.startswith("--regexp") for w in rest):
+            operands = operands[1:]
+        facts.reads.extend(_paths(operands) or ["."])
+        facts.kinds.append("search")
+    elif any(t in segment for t in _TESTS):
+        facts.kinds.append("test")
     else:
-        kind = "command"
-    return CommandInfo(kind, tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes)), writes_anything)
+        facts.kinds.append("command")
+
+
+def _inline_code(rest: list[str], body: str) -> str | None:
+    """The program text of ``python -c CODE`` / ``python - <<EOF`` / ``perl -e CODE``, else None."""
+    for flag in ("-c", "-e", "-E", "-r"):
+        if flag in rest:
+            at = rest.index(flag)
+            return rest[at + 1] if at + 1 < len(rest) else ""
+    if body and (not rest or rest[0] == "-" or rest[0].startswith("-")):
+        return body
+    return None
+
+
+_SED_RANGE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
+_AWK_FROM = re.compile(r"NR\s*(>=|==|>)\s*(\d+)")
+
+
+def _first_line(simples: list[_Simple]) -> int | None:
+    """File line of the output's first line when the command prints one file from a known line.
+
+    ``cat f``, ``head f`` -> 1; ``sed -n '40,80p' f``, ``tail -n +40 f``, ``awk 'NR>=40' f`` -> 40;
+    filters after a pipe shift it (``cat f | sed -n '40,80p'``). Anything else: None.
+    """
+    cmds = [c.words for c in simples if c.words and c.words[0] not in ("cd", "pushd", "true")]
+    if not cmds or cmds[0][0].rsplit("/", 1)[-1] not in ("cat", "sed", "head", "tail", "awk", "nl"):
+        return None
+    head, *rest = cmds[0]
+    head = head.rsplit("/", 1)[-1]
+    operands = [w for w in rest if not w.startswith("-")]
+    start: int | None
+    if head in ("cat", "nl"):
+        start = 1 if len(operands) == 1 else None
+    elif head == "head":
+        start = 1 if len(_paths(operands)) == 1 else None
+    elif head == "tail":
+        m = re.fullmatch(r"\+(\d+)", rest[rest.index("-n") + 1]) if "-n" in rest[:-1] else None
+        start = int(m.group(1)) if m and len(_paths(operands)) == 1 else None
+    else:
+        start = _filter_start(head, rest, has_file=True)
+    for words in cmds[1:]:
+        if start is None:
+            return None
+        name = words[0].rsplit("/", 1)[-1]
+        if name == "head":
+            continue
+        shift = _filter_start(name, words[1:], has_file=False) if name in ("sed", "awk") else None
+        start = None if shift is None else start + shift - 1
+    return start
+
+
+def _filter_start(head: str, rest: list[str], *, has_file: bool) -> int | None:
+    """First printed line of ``sed -n 'a,bp'`` / ``awk 'NR>=a'``, with or without a file operand."""
+    operands = [w for w in rest if not w.startswith("-")]
+    if len(operands) != (2 if has_file else 1) or (has_file and not _is_path(operands[1])):
+        return None
+    script = operands[0].strip()
+    if head == "sed":
+        m = _SED_RANGE.fullmatch(script) if "-n" in rest else None
+        return int(m.group(1)) if m else None
+    m = _AWK_FROM.search(script)
+    if m is None or ";" in script or "||" in script:
+        return None
+    return int(m.group(2)) + (1 if m.group(1) == ">" else 0)
+
+
+_PATCH_FILE = re.compile(
+    r"^(?:\*\*\* (?:Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (?:b/)?)(\S[^\n\t]*?)[ \t]*$", re.MULTILINE
+)
+
+
+def _patch_paths(text: str) -> list[str]:
+    """Files a patch names: apply_patch's ``*** Update File: p`` lines, a diff's ``+++ b/p``."""
+    out = []
+    for p in _PATCH_FILE.findall(text):
+        if p != "/dev/null" and len(p) <= _MAX_PATH:
+            out.append(normalize_path(p))
+    return out
+
+
+# ---- named tools ------------------------------------------------------------------------------
+
+_PATH_KEYS = ("path", "file", "filename", "file_name", "file_path", "filepath", "target_file", "target", "dir")
+_READ_VERBS = {"view", "open", "read_file", "read", "cat"}
+_OPEN_READ_VERBS = {"goto", "scroll_up", "scroll_down"}
+_WRITE_VERBS = {"create", "str_replace", "insert", "edit", "undo_edit", "write_file", "write", "apply_patch",
+                "edit_file", "multiedit", "replace", "append", "delete_file", "patch", "notebookedit"}  # fmt: skip
+_SEARCH_VERBS = {"search_file", "search_dir", "find_file", "grep", "glob", "search", "find", "ls", "list_dir"}
 
 
 def _analyze_tool(tool: str, arguments: str) -> CommandInfo:
-    paths = re.findall(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', arguments)
-    norm = tuple(normalize_path(p) for p in paths)
-    sub = re.search(r'"command"\s*:\s*"(\w+)"', arguments)
-    verb = sub.group(1) if sub else tool
-    if verb in ("view", "open", "read_file", "goto", "scroll_up", "scroll_down"):
-        return CommandInfo("read", norm, (), False)
-    if verb in ("create", "str_replace", "insert", "edit", "undo_edit", "write_file", "apply_patch"):
-        return CommandInfo("edit", (), norm, not norm)
-    if verb in ("search_file", "search_dir", "find_file", "grep", "glob"):
-        return CommandInfo("search", norm or (".",), (), False)
-    return CommandInfo("command", norm, (), False)
+    args = _json_object(arguments)
+    if args is None:  # not JSON: the old key sniffing, bounded
+        paths = re.findall(r'"(?:path|file|filename|file_path)"\s*+:\s*+"([^"]{1,4096})"', arguments)
+        sub = re.search(r'"command"\s*+:\s*+"(\w++)"', arguments)
+        args = {"command": sub.group(1)} if sub else {}
+        named = [normalize_path(p) for p in paths]
+    else:
+        named = [normalize_path(v) for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v.strip()]
+    verb = str(args.get("command") or args.get("action") or tool).lower()
+    name = tool.lower()
+    if name == "apply_patch" or verb == "apply_patch":
+        patch = " ".join(str(v) for v in args.values() if isinstance(v, str)) or arguments
+        named = _patch_paths(patch) or named
+        return CommandInfo("edit", (), tuple(dict.fromkeys(named)), not named)
+    if name == "create" and named:  # SWE-agent's create opens what it creates
+        return CommandInfo("edit", (), tuple(named[:1]), False, opens=named[0])
+    if verb in _READ_VERBS:
+        return CommandInfo("read", tuple(named), (), False, opens=named[0] if named and name == "open" else None)
+    if verb in _OPEN_READ_VERBS:
+        return CommandInfo("read", tuple(named), (), False, open_reads=not named)
+    if verb in _WRITE_VERBS or name in _WRITE_VERBS:
+        if named:
+            return CommandInfo("edit", (), tuple(dict.fromkeys(named)), False)
+        # SWE-agent's windowed edit/insert/append change the open file
+        return CommandInfo("edit", (), (), False, open_writes=True)
+    if verb in _SEARCH_VERBS:
+        dirs = [normalize_path(v) for v in (args.get("dir"), args.get("directory")) if isinstance(v, str)]
+        return CommandInfo("search", tuple(dict.fromkeys(named + dirs)) or (".",), (), False)
+    return CommandInfo("command", tuple(named), (), False)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

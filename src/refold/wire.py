@@ -17,19 +17,14 @@ Anything else is read the way the agent wrote it: tool calls, mini's ``extra.act
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .context.recognize import ANY, Recognizer
-from .protocol import ContextCommand
+from .protocol import ContextCommand, bash_block
 from .shell import analyze
 from .types import Action, Answer, Facts, Message, Outcome, content_text
 
-# mini-swe-agent 1.x (```bash), 2.x text mode (```mswea_bash_command) and its XML variant
-_BASH_BLOCK = re.compile(
-    r"```(?:bash|sh|shell|mswea_bash_command)?\s*\n(.*?)\n```|<mswea_bash_command>(.*?)</mswea_bash_command>", re.DOTALL
-)
 LEGACY_META = ("refold_result", "restore_of")
 """Keys older proxy stores kept in a step's meta next to the same facts in its messages."""
 
@@ -105,7 +100,8 @@ def _issued(reply: Message) -> list[tuple[str, str, str | None]]:
     if isinstance(reply.get("action"), str) and reply["action"].strip():  # SWE-agent
         return [(reply["action"].strip(), "bash", None)]
     text = content_text(reply.get("content"))
-    return [((a or b).strip(), "bash", None) for a, b in _BASH_BLOCK.findall(text)[:1]]
+    block = bash_block(text)  # linear time; mini's ```bash / ```mswea_bash_command / XML forms
+    return [] if block is None else [(block.strip(), "bash", None)]
 
 
 def _outcome(record: Mapping[str, Any]) -> Outcome:

@@ -4,18 +4,38 @@ Works on lines: runs of at least ``min_lines`` consecutive lines (and ``min_char
 that appear, in order, in the shown output of an earlier step are cut and replaced by one marker
 line naming that step. An output that is (almost) all repeats becomes a single stub. Earlier file
 reads stop being sources once a later command may have written the file.
+
+What an agent must still be able to read from a condensed output stays: the lines that carry
+its verdict (mini's ``<returncode>``, exit status lines, a test run's summary and last lines) are
+never cut; an output gets at most ``_MAX_MARKERS`` markers (the longest runs), so a file window
+is never a patchwork of pointers; and a whole-output stub never cites an output whose verdict
+differs (a failing run stubbed as "the same as" a passing one is kept as received instead).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..protocol import CM
-from ..shell import CommandInfo, paths_overlap
+from ..shell import CommandInfo, OpenFile, paths_overlap
 
 _W = 3  # lines per shingle
 _MAX_CANDIDATES = 8  # most recent positions kept per shingle
 _WHOLE_SLACK = 80  # characters of new text an output may have and still become one stub
+_MAX_MARKERS = 2  # markers in one output; more runs keep only the longest ones
+_TEST_TAIL = 3  # last non-blank lines of a test run that are never cut
+# Lines that say how a command ended. Case-sensitive ones are test runners' summaries.
+_VERDICT_I = re.compile(
+    r"^\s*(?:<returncode>\s*-?\d+\s*</returncode>|(?:exit(?:ed)? (?:status|code|with(?: code| status)?)"
+    r"|return ?code|command exited)\b.{0,40}$|error: .{0,200}$|traceback \(most recent call last\):)",
+    re.IGNORECASE,
+)
+_VERDICT = re.compile(
+    r"^\s*(?:=+ .{0,200}\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.{0,80} =+\s*$"
+    r"|(?:FAILED|ERROR|PASSED|OK|FAIL)\b.{0,200}$|Ran \d+ tests? in |\d+ (?:passed|failed)\b"
+    r"|Tests? (?:passed|failed)|(?:[A-Z]\w*(?:Error|Exception)): .{0,200}$)"
+)
 
 
 @dataclass(slots=True)
@@ -25,6 +45,7 @@ class _Source:
     first_line: list[int]  # line number in the step's original output, per line
     paths: tuple[str, ...]
     is_file_view: bool
+    verdict: tuple[str, ...] = ()  # the verdict lines of the step's whole output
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +55,7 @@ class Run:
     source_step: int
     source_first: int  # 1-based line in the source step's output
     source: int = -1  # index of the source in the DedupIndex
+    source_pos: int = 0  # index of the run's first line in the source's kept lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +78,15 @@ class DedupIndex:
     _last_write: dict[str, int] = field(default_factory=dict)
     _last_write_any: int = 0
     _retired: set[int] = field(default_factory=set)
+    _open: OpenFile = field(default_factory=OpenFile)  # SWE-agent's open file, for edit N:M / goto
 
     def note_writes(self, step: int, info: CommandInfo) -> None:
+        """Record what a step's command writes; call once per action, in step order, before ``process``.
+
+        Writes to SWE-agent's open file (``edit 5:7``) are resolved here against the file the
+        run opened last (``open``/``create`` earlier in the history), which this index tracks.
+        """
+        info = self._open.advance(info)
         for p in info.writes:
             self._last_write[p] = step
         if info.writes_anything:
@@ -82,7 +111,10 @@ class DedupIndex:
 
     def process(self, step: int, body: str, info: CommandInfo | None) -> DedupResult:
         """Dedup ``body`` (an output of ``step``) against earlier shown outputs, then index what stays shown."""
+        if info is not None:
+            info = self._open.resolve(info)  # goto/scroll_down read the open file
         lines = body.split("\n")
+        verdict = _verdict(lines, info)
         runs = self._find_runs(lines)
         whole_src = self._whole.get(body)
         if not runs and whole_src is not None and len(body) >= self.min_chars and self._valid(self._sources[whole_src]):
@@ -90,32 +122,65 @@ class DedupIndex:
             result = DedupResult(self._stub_text(step, [src.step], body, info, 0, len(lines)), "stub", (src.step,), len(lines))
             return result
         if not runs:
-            self._index(step, lines, list(range(1, len(lines) + 1)), info)
+            self._index(step, lines, list(range(1, len(lines) + 1)), info, verdict)
             return DedupResult(body, "received")
         covered = sum(r.end - r.start for r in runs)
         new_chars = sum(len(lines[i]) + 1 for i in _uncovered(runs, len(lines)))
         sources = tuple(dict.fromkeys(r.source_step for r in runs))
         if new_chars <= _WHOLE_SLACK and self._repeats_only(lines, runs):
-            return DedupResult(
-                self._stub_text(step, list(sources), body, info, 0, len(lines)), "stub", sources, covered
-            )
+            if all(self._sources[si].verdict == verdict for si in {r.source for r in runs}):
+                return DedupResult(
+                    self._stub_text(step, list(sources), body, info, 0, len(lines)), "stub", sources, covered
+                )
+            # it repeats outputs that ended otherwise: a stub would hide how this one ended
+            self._index(step, lines, list(range(1, len(lines) + 1)), info, verdict)
+            return DedupResult(body, "received")
+        runs = self._keep_verdict(runs, lines, info)
+        if len(runs) > _MAX_MARKERS:  # no patchwork: only the longest runs become markers
+            longest = sorted(runs, key=lambda r: -sum(len(x) + 1 for x in lines[r.start : r.end]))
+            runs = sorted(longest[:_MAX_MARKERS], key=lambda r: r.start)
+        if not runs:
+            self._index(step, lines, list(range(1, len(lines) + 1)), info, verdict)
+            return DedupResult(body, "received")
+        covered = sum(r.end - r.start for r in runs)
+        sources = tuple(dict.fromkeys(r.source_step for r in runs))
         out: list[str] = []
         kept: list[str] = []
         kept_no: list[int] = []
         pos = 0
+        numbers: list[int | None] | None = None  # file line of each output line, computed when needed
         for r in runs:
             for i in range(pos, r.start):
                 out.append(lines[i])
                 kept.append(lines[i])
                 kept_no.append(i + 1)
-            out.append(self._marker(step, r, lines, info))
+            if numbers is None and r.end - r.start >= self.outline_min_lines:
+                numbers = _file_numbers(lines, info)
+            out.append(self._marker(step, r, lines, info, numbers))
             pos = r.end
         for i in range(pos, len(lines)):
             out.append(lines[i])
             kept.append(lines[i])
             kept_no.append(i + 1)
-        self._index(step, kept, kept_no, info)
+        self._index(step, kept, kept_no, info, verdict)
         return DedupResult("\n".join(out), "trimmed", sources, covered)
+
+    def _keep_verdict(self, runs: list[Run], lines: list[str], info: CommandInfo | None) -> list[Run]:
+        """Cut runs around the lines that carry the output's verdict; pieces too small to pay are kept."""
+        protected = _verdict_rows(lines, info)
+        if not protected:
+            return runs
+        out: list[Run] = []
+        for r in runs:
+            start = r.start
+            for p in [*sorted(i for i in protected if r.start <= i < r.end), r.end]:
+                if p - start >= self.min_lines and sum(len(x) + 1 for x in lines[start:p]) >= self.min_chars:
+                    offset = start - r.start
+                    src = self._sources[r.source]
+                    pos = r.source_pos + offset
+                    out.append(Run(start, p, r.source_step, src.first_line[pos], r.source, pos))
+                start = p + 1
+        return out
 
     def _repeats_only(self, lines: list[str], runs: list[Run]) -> bool:
         """Every line outside the runs is blank or shown by a source step too, so "it repeats" is true.
@@ -159,17 +224,21 @@ class DedupIndex:
                 if chars >= self.min_chars:
                     si, q = best
                     src = self._sources[si]
-                    runs.append(Run(p, p + best_len, src.step, src.first_line[q], si))
+                    runs.append(Run(p, p + best_len, src.step, src.first_line[q], si, q))
                     p += best_len
                     continue
             p += 1
         return runs
 
-    def _index(self, step: int, lines: list[str], numbers: list[int], info: CommandInfo | None) -> None:
+    def _index(
+        self, step: int, lines: list[str], numbers: list[int], info: CommandInfo | None, verdict: tuple[str, ...]
+    ) -> None:
         body = "\n".join(lines)
         si = len(self._sources)
-        paths = info.reads if info else ()
-        self._sources.append(_Source(step, lines, numbers, paths, bool(info and info.kind in ("read", "search"))))
+        paths = tuple(dict.fromkeys((*info.reads, *info.writes))) if info else ()
+        # an edit's output (SWE-agent shows the edited window) is a view of the file, too
+        view = bool(info and info.kind in ("read", "search", "edit"))
+        self._sources.append(_Source(step, lines, numbers, paths, view, verdict))
         if len(body) >= self.min_chars:
             self._whole.setdefault(body, si)
         for q in range(0, len(lines) - _W + 1):
@@ -190,9 +259,14 @@ class DedupIndex:
     def _stub_text(self, step: int, sources: list[int], body: str, info: CommandInfo | None, lo: int, hi: int) -> str:
         refs = " and ".join(f"[step {s}]" for s in sources)
         text = f"{CM} Output omitted ({hi - lo} lines): it repeats what {refs} shows above.{self._restore_hint(step)}"
-        return text + _outline_suffix(body, info, self.outline_min_lines)
+        lines = body.split("\n")
+        if len(lines) < self.outline_min_lines:
+            return text
+        return text + _outline_suffix(lines, _file_numbers(lines, info), info, self.outline_min_lines)
 
-    def _marker(self, step: int, run: Run, lines: list[str], info: CommandInfo | None) -> str:
+    def _marker(
+        self, step: int, run: Run, lines: list[str], info: CommandInfo | None, numbers: list[int | None] | None
+    ) -> str:
         n = run.end - run.start
         text = (
             f"{CM} {n} lines omitted here (lines {run.start + 1}-{run.end} of this output): "
@@ -200,7 +274,10 @@ class DedupIndex:
         )
         if self.reversible:
             text += f" `restore {step}` shows them."
-        return text + _outline_suffix("\n".join(lines[run.start : run.end]), info, self.outline_min_lines)
+        if numbers is None:
+            return text
+        span = slice(run.start, run.end)
+        return text + _outline_suffix(lines[span], numbers[span], info, self.outline_min_lines, run.start)
 
 
 def _uncovered(runs: list[Run], n: int) -> list[int]:
@@ -213,17 +290,55 @@ def _uncovered(runs: list[Run], n: int) -> list[int]:
     return out
 
 
-def _outline_suffix(text: str, info: CommandInfo | None, min_lines: int) -> str:
-    if text.count("\n") + 1 < min_lines:
-        return ""
+def _verdict_rows(lines: list[str], info: CommandInfo | None) -> set[int]:
+    """Indices of the lines that say how the command ended (plus a test run's last lines)."""
+    # a file read carries only its wrapper's exit status; code lines like 'OK = 1' are no verdict
+    runs_something = info is None or info.kind not in ("read", "search")
+    rows = {i for i, ln in enumerate(lines) if _VERDICT_I.match(ln) or (runs_something and _VERDICT.match(ln))}
+    if info is not None and info.kind == "test":
+        tail = [i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() and lines[i].strip() != "</output>"]
+        rows.update(tail[:_TEST_TAIL])
+    return rows
+
+
+def _verdict(lines: list[str], info: CommandInfo | None) -> tuple[str, ...]:
+    """How an output ended, as its verdict lines (no test tail: that is only kept, not compared)."""
+    kind = None if info is None or info.kind == "test" else info
+    return tuple(lines[i].strip() for i in sorted(_verdict_rows(lines, kind)))
+
+
+def _file_numbers(lines: list[str], info: CommandInfo | None) -> list[int | None]:
     from .. import outline as ol  # lazy: tree-sitter loads only when a long code span is stubbed
 
-    path = info.reads[0] if info and info.reads else None
-    code, numbers = ol.strip_line_numbers(text)
+    return ol.file_lines(lines, info.first_line if info else None)[1]
+
+
+def _outline_suffix(
+    lines: list[str], numbers: list[int | None], info: CommandInfo | None, min_lines: int, offset: int = 0
+) -> str:
+    """Outline of omitted lines, numbered by file line when known, else by line of this output."""
+    if len(lines) < min_lines:
+        return ""
+    from .. import outline as ol
+
+    path = info.reads[0] if info and info.reads else info.writes[0] if info and info.writes else None
+    code_lines, _ = ol.file_lines(lines)
+    if any(n is not None for n in numbers):
+        rows = [i for i, n in enumerate(numbers) if n is not None]
+        code = "\n".join(code_lines[i] for i in rows)
+        nums = [n for n in numbers if n is not None]
+        header = "\nOutline of the omitted lines:\n"
+    else:  # not a file view we can number: say which lines of this output they are
+        rows = [i for i, ln in enumerate(lines) if not ol.is_frame(ln)]
+        code = "\n".join(lines[i] for i in rows)
+        nums = [offset + i + 1 for i in rows]
+        header = "\nOutline of the omitted lines (numbered by line of this output):\n"
+    if not rows:
+        return ""
     language = ol.language_for(path, code)
     if language is None:
         return ""
-    entries = ol.outline(text, path=path, language=language)
+    entries = ol.outline(code, path=path, language=language, numbers=nums)
     if not entries:
         return ""
-    return "\nOutline of the omitted lines:\n" + ol.format_outline(entries)
+    return header + ol.format_outline(entries)
