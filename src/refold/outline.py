@@ -64,6 +64,9 @@ def _content_span(lines: Sequence[str]) -> tuple[int, int]:
     return start, stop
 
 
+_TAB_NUMBERED = re.compile(r"^ *(\d{1,9})\t")
+
+
 def strip_line_numbers(text: str) -> tuple[str, list[int] | None]:
     """Remove per-line numbers from a numbered file span.
 
@@ -77,6 +80,10 @@ def strip_line_numbers(text: str) -> tuple[str, list[int] | None]:
     lines = text.split("\n")
     code, numbers = file_lines(lines)
     kept = [(c, n) for c, n in zip(code, numbers, strict=True) if n is not None]
+    body = text.rstrip("\n")
+    one = _TAB_NUMBERED.match(body) if "\n" not in body else None
+    if one:  # a single line: only nl's / cat -n's tab form is surely a number
+        return body[one.end() :], [int(one.group(1))]
     if len(kept) < 2:
         return text, None
     return "\n".join(c for c, _ in kept), [n for _, n in kept]
