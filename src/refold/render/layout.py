@@ -63,7 +63,7 @@ def first_change(prev: Layout | None, b: int, spans: list[Span], hidden: Hidden,
     ids = tuple(s.id for s in spans)
     if ids != prev.spans:
         start = min((start, *(span.begin for span in spans if span.id not in prev.spans)))
-        start = 1 if set(prev.spans) - set(ids) else start
+        # a span that stopped being outermost lies inside a new one, which starts no later
     start = min(start, b + 1)
     if start > 1 and start - 1 <= len(prev.group_of):
         start = prev.group_of[start - 2]  # a note or block that step start-1 belongs to may grow
