@@ -18,7 +18,8 @@ def pct(x: float | None) -> str:
 
 
 def main(path: str) -> int:
-    data = json.load(open(path, encoding="utf-8"))
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
     rows = data["summary"]["all"]["policies"]
     print("| policy | prompt tokens | Δ tokens | cached | cost $ | Δ cost | median peak prompt | Δ peak KV (median) "
           "| recomputed | hidden-then-needed | removed restorable | removed lost | compactions |")
