@@ -73,7 +73,7 @@ def best_ms(fn: Callable[[str], None], text: str, repeat: int) -> float:
 
 
 def real_texts(paths: list[str]) -> list[tuple[str, Callable[[str], None], str]]:
-    from refold.history import load
+    from refold.loaders import load
     from refold.types import content_text
 
     out: list[tuple[str, Callable[[str], None], str]] = []

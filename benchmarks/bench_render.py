@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from refold.config import Config
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 
 try:
     from refold.render import Renderer

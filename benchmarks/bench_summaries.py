@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from refold.errors import TrajectoryError
-from refold.history import load
+from refold.loaders import load
 from refold.mechanisms.summary import MAX_CHARS, _summarize, command_line, summarize
 from refold.messages import action_of, mask_note
 from refold.policy import DEFAULT

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from refold.history import load
+from refold.loaders import load
 from refold.viewer import build_report
 
 CHROMIUM = "/usr/bin/chromium"

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from refold.config import Config
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.render import Renderer
 
 sys.path.insert(0, str(Path(__file__).parent))

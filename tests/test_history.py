@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.errors import TrajectoryError
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.render import Renderer
 
 from builders import SYSTEM, TASK, seed_config

@@ -125,13 +125,6 @@ def import_cycles(*, lazy: bool = False) -> list[frozenset[str]]:
     return found
 
 
-# Cycles other engineers are removing (issue 10). Each case flips to a failure (strict xfail) once its
-# cycle is gone: then delete it from this list.
-KNOWN_CYCLES = [
-    frozenset({"refold.history", "refold.loaders"}),
-]
-
-
 def test_graph_reads_relative_imports() -> None:
     # ``from ._output import x``, ``from ..errors import y`` and ``from . import module`` land right
     assert "refold.errors" in imports_of("refold.cli")
@@ -144,17 +137,8 @@ def test_graph_reads_relative_imports() -> None:
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["import-time", "with-imports-on-first-use"])
 def test_no_import_cycles(lazy: bool) -> None:
-    unknown = [sorted(c) for c in import_cycles(lazy=lazy) if c not in KNOWN_CYCLES]
-    assert unknown == [], f"import cycles: {unknown}"
-
-
-@pytest.mark.parametrize(
-    "cycle",
-    [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="known cycle, being removed")) for c in KNOWN_CYCLES],
-    ids=lambda c: "-".join(sorted(m.removeprefix("refold.") for m in c)),
-)
-def test_known_cycle_is_gone(cycle: frozenset[str]) -> None:
-    assert not any(cycle <= c for c in import_cycles(lazy=True))
+    cycles = [sorted(c) for c in import_cycles(lazy=lazy)]
+    assert cycles == [], f"import cycles: {cycles}"
 
 
 # ---- re-exports kept for old paths ----------------------------------------------------------------
@@ -172,23 +156,8 @@ def reexports() -> list[str]:
     return sorted(found)
 
 
-# In modules other engineers are rewriting (history/loaders); strict xfail flips.
-KNOWN_REEXPORTS = {
-    "refold.history": ["refold.history:MAX_FILE_BYTES", "refold.history:detect_format", "refold.history:load", "refold.history:read_json"],
-}
-
-
 def test_no_reexports_for_old_paths() -> None:
-    known = {r for rs in KNOWN_REEXPORTS.values() for r in rs}
-    assert [r for r in reexports() if r not in known] == []
-
-
-@pytest.mark.parametrize(
-    "module",
-    [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="known re-export, being removed")) for m in KNOWN_REEXPORTS],
-)
-def test_known_reexports_are_gone(module: str) -> None:
-    assert not [r for r in reexports() if r in KNOWN_REEXPORTS[module]]
+    assert reexports() == []
 
 
 # ---- every exception in refold.errors ------------------------------------------------------------

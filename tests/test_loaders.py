@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refold.errors import TrajectoryError
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.policy import Policy
 from refold.render import Renderer

@@ -26,8 +26,9 @@ from minisweagent.environments import get_environment  # noqa: E402
 from minisweagent.models import get_model  # noqa: E402
 from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 
-from refold.history import History, load  # noqa: E402
+from refold.history import History  # noqa: E402
 from refold.integrations import config_path  # noqa: E402
+from refold.loaders import load  # noqa: E402
 from refold.messages import clean  # noqa: E402
 from refold.policy import Policy  # noqa: E402
 from refold.protocol import CM, response_format_lines  # noqa: E402

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from minisweagent.agents.default import DefaultAgent
 
-from refold.history import load
 from refold.integrations.saved import renderer_for
+from refold.loaders import load
 from refold.policy import Policy
 from test_minisweagent_e2e import FakeLLM, Turn, run_mini, scenario
 

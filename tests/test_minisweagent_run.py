@@ -18,8 +18,8 @@ import yaml
 from typer.testing import CliRunner
 
 from refold.cli import app
-from refold.history import load
 from refold.integrations import CONFIGS, config_path
+from refold.loaders import load
 from refold.protocol import CM, response_format_lines
 
 FIXTURE = Path(__file__).parent / "data" / "mswea11_toolcall_refold.traj.json"

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refold.config import Config
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.policy import Policy
 from refold.render import Renderer
 from refold.restore import restore_text

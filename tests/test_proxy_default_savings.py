@@ -18,7 +18,8 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.proxy import ProxyConfig, create_app
 from refold.tokens import get_tokenizer
 

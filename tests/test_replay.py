@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.replay import (
     FORMAT,
     POLICIES,

@@ -12,7 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refold.history import History, load
+from refold.history import History
+from refold.loaders import load
 from refold.serversim import (
     Engine,
     ServerConfig,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold.history import load
+from refold.loaders import load
 from refold.mechanisms.summary import MAX_CHARS, command_line, exit_status, summarize, unwrap
 
 DATA = Path(__file__).parent / "data"

@@ -7,7 +7,8 @@
 
 from .config import Config
 from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
-from .history import History, load
+from .history import History
+from .loaders import load
 from .policy import Policy
 from .protocol import parse_command, parse_head, response_format_lines, system_section
 from .render import Renderer, render

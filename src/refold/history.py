@@ -188,11 +188,3 @@ def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-# Loading lives in refold.loaders; re-exported here because ``refold.history.load`` is the
-# long-standing entry point (imported last: loaders needs History).
-from .loaders import MAX_FILE_BYTES as MAX_FILE_BYTES  # noqa: E402
-from .loaders import detect_format as detect_format  # noqa: E402
-from .loaders import load as load  # noqa: E402
-from .loaders import read_json as read_json  # noqa: E402

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import RefoldError
-from ..history import load
+from ..loaders import load
 from ._output import check_output
 
 DEMO_FILE = "django__django-11477.traj.json.gz"

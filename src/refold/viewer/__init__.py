@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PolicyError, RefoldError
-from ..history import History, load
+from ..history import History
+from ..loaders import load
 from ..replay import STALE_SOURCES, Options
 from ..tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from .data import VIEW_FORMAT, build_data
@@ -88,7 +89,7 @@ def write_report(
     budget: int = 32_768,
     mask_after: int | None = None,
 ) -> Path:
-    """Load a recorded run (any format ``refold.history.load`` reads) and write its report."""
+    """Load a recorded run (any format ``refold.loaders.load`` reads) and write its report."""
     history = load(path_in)
     page = build_report(
         history,
