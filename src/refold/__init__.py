@@ -11,7 +11,7 @@ from .history import History
 from .loaders import load
 from .policy import Policy
 from .protocol import parse_command, parse_head, response_format_lines, system_section
-from .render import Renderer, render
+from .render import Renderer
 from .restore import restore_text
 from .types import Action, Origin, Rendered, RenderStats, Shown, Step
 
@@ -35,7 +35,6 @@ __all__ = [
     "load",
     "parse_command",
     "parse_head",
-    "render",
     "response_format_lines",
     "restore_text",
     "system_section",
