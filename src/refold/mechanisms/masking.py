@@ -72,11 +72,21 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     hidden = len(lines) - len(kept)
     if hidden <= 0:
         return None
+    shown = "\n".join(kept)
+    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(prose) if m.group(0) not in shown))
+    if names:  # what the hidden reasoning talked about stays findable: files, functions, tests
+        more = f" (+{len(names) - _MAX_NAMES} more)" if len(names) > _MAX_NAMES else ""
+        kept.append("Mentions: " + ", ".join(names[:_MAX_NAMES]) + more)
     hint = f" `restore {step.index}` shows it." if reversible else ""
     kept.append(f"{CM} The rest of this reply's reasoning ({hidden} lines) is hidden to save context.{hint}")
     return "\n".join(kept) + "".join("\n\n" + _short_block(b, step.index, reversible) for b in blocks)
 
 
+_NAME = re.compile(
+    r"[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
+    r"|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
+)  # paths, snake_case, camelCase and CamelCase names (plain words and numbers are not names)
+_MAX_NAMES = 12
 _BLOCK_KEEP = (4, 2)  # first and last lines of a long command kept (its opening and its heredoc end)
 
 

@@ -1,0 +1,31 @@
+"""Condensed old replies: head, first line, the names the hidden reasoning mentioned, commands byte-exact."""
+
+from __future__ import annotations
+
+from refold.history import History
+from refold.mechanisms.masking import condensed_reply
+
+from builders import SYSTEM, TASK
+
+
+def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
+    h = History([SYSTEM, TASK])
+    reply = (
+        "PROGRESS: find the bug\nSTALE: -\nTHOUGHT: The bug is in `django/db/models/query.py` near _filter_or_exclude.\n"
+        "QuerySet.update calls bulk_update, see test_bulk_update_large.\nThe rest of a long reasoning.\n" * 3
+        + "\n```bash\nsed -n '1,40p' django/db/models/query.py\n```"
+    )
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None
+    assert text.startswith("PROGRESS: find the bug\nSTALE: -\nTHOUGHT: The bug is in")
+    assert "Mentions: " in text and all(n in text for n in ("QuerySet", "bulk_update", "test_bulk_update_large"))
+    assert text.count("_filter_or_exclude") == 1  # already in the first line: not repeated
+    assert text.endswith("```bash\nsed -n '1,40p' django/db/models/query.py\n```")  # the command, byte-exact
+    assert "`restore 1` shows it" in text and len(text) < len(reply)
+
+
+def test_a_short_reply_is_not_condensed() -> None:
+    h = History([SYSTEM, TASK])
+    step = h.append({"role": "assistant", "content": "THOUGHT: look.\n\n```bash\nls\n```"}, [{"role": "user", "content": "a"}])
+    assert condensed_reply(step, reversible=True, min_chars=400) is None
