@@ -1,0 +1,204 @@
+"""How a shell splits a command line: simple commands, their words, redirections and heredocs.
+
+One linear pass over the text (quotes, escapes, operators, ``$(...)``, backticks, heredocs), so
+``refold.shell`` can tell data (``a > b`` inside ``python -c "..."`` or a heredoc body) from a
+redirect. It never raises: unbalanced quotes run to the end of the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Simple", "lex"]
+
+
+@dataclass(slots=True)
+class Simple:
+    """One simple command: its words (quotes removed), redirections and heredoc bodies."""
+
+    words: list[str] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)  # the words as written (quotes kept)
+    out: list[str] = field(default_factory=list)  # > >> &> >| targets
+    inp: list[str] = field(default_factory=list)  # < targets
+    bodies: list[str] = field(default_factory=list)  # heredoc and here-string data
+    subs: list[str] = field(default_factory=list)  # $(...) and `...` command substitutions
+
+
+_PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
+_DQ_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
+_REDIR = re.compile(r"(\d*)(>>|>\||>&|&>>|&>|<<<|<<-|<<|<>|<&|>|<)")
+_SPACES = re.compile(r"[ \t]++")
+
+
+def lex(text: str) -> list[Simple]:
+    """Simple commands of a command line, in linear time (never raises; unbalanced quotes run to the end)."""
+    out: list[Simple] = []
+    cur = Simple()
+    word: list[str] = []
+    raw_start = -1
+    pending: list[tuple[Simple, str, bool]] = []  # heredocs whose bodies start at the next line
+    expect: tuple[str, bool] | None = None  # the next word is a redirect target / heredoc delimiter
+    n = len(text)
+    i = 0
+
+    def end_word(at: int) -> None:
+        nonlocal word, raw_start, expect
+        if raw_start < 0:
+            return
+        value, raw = "".join(word), text[raw_start:at]
+        word, raw_start = [], -1
+        if expect is not None:
+            op, _ = expect
+            expect = None
+            if op in ("<<", "<<-"):
+                pending.append((cur, value, op == "<<-"))
+            elif op == "<<<":
+                cur.bodies.append(value)
+            elif op in (">&", "<&") and (value.isdigit() or value == "-"):
+                pass  # fd duplication, no file
+            elif op.startswith("<") and op != "<>":
+                cur.inp.append(value)
+            else:
+                cur.out.append(value)
+            return
+        cur.words.append(value)
+        cur.raw.append(raw)
+
+    def end_command() -> None:
+        nonlocal cur
+        if cur.words or cur.out or cur.inp or cur.bodies or cur.subs:
+            out.append(cur)
+        cur = Simple()
+
+    while i < n:
+        c = text[i]
+        m = _PLAIN.match(text, i)
+        if m:
+            if raw_start < 0:
+                raw_start = i
+            chunk = m.group(0)
+            r = _REDIR.match(text, m.end()) if chunk.isdigit() and raw_start == i else None
+            if r and r.group(1) == "" and r.start() == m.end():  # '2>' : the digits are an fd
+                i = m.end()
+                raw_start = -1
+                continue
+            word.append(chunk)
+            i = m.end()
+            continue
+        if c in " \t":
+            end_word(i)
+            i = _SPACES.match(text, i).end()  # type: ignore[union-attr]
+            continue
+        if c == "\n":
+            end_word(i)
+            end_command()
+            i += 1
+            for owner, delim, strip_tabs in pending:  # heredoc bodies follow, in order
+                i = _heredoc(text, i, delim, strip_tabs, owner)
+            pending.clear()
+            continue
+        if c == "'":
+            if raw_start < 0:
+                raw_start = i
+            j = text.find("'", i + 1)
+            j = n if j < 0 else j
+            word.append(text[i + 1 : j])
+            i = j + 1
+            continue
+        if c == '"':
+            if raw_start < 0:
+                raw_start = i
+            m = _DQ_BODY.match(text, i + 1)
+            j = m.end() if m else i + 1
+            word.append(re.sub(r"\\([\"\\$`])", r"\1", text[i + 1 : j]))
+            i = j + 1
+            continue
+        if c == "\\":
+            if raw_start < 0:
+                raw_start = i
+            if text.startswith("\n", i + 1):
+                i += 2  # line continuation
+                continue
+            word.append(text[i + 1 : i + 2])
+            i += 2
+            continue
+        if c == "`" or text.startswith("$(", i):
+            if raw_start < 0:
+                raw_start = i
+            j = _substitution_end(text, i)
+            word.append(text[i:j])
+            cur.subs.append(text[i + 1 : j - 1] if c == "`" else text[i + 2 : j - 1])
+            i = j
+            continue
+        if c == "$":
+            if raw_start < 0:
+                raw_start = i
+            if text.startswith("$'", i):
+                m = re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL).match(text, i + 2)
+                j = m.end() if m else i + 2
+                word.append(text[i + 2 : j])
+                i = j + 1
+                continue
+            word.append("$")
+            i += 1
+            continue
+        if c == "#" and raw_start < 0:
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        r = _REDIR.match(text, i)
+        if r:
+            end_word(i)
+            op = r.group(2)
+            if op == "&>>":
+                op = ">>"
+            expect = (op, True)
+            i = r.end()
+            continue
+        # operators and grouping: ; & | && || |& ( ) { }
+        end_word(i)
+        end_command()
+        i += 2 if text.startswith(("&&", "||", "|&", ";;"), i) else 1
+    end_word(n)
+    end_command()
+    for owner, _delim, _ in pending:  # a heredoc without its body line: nothing more to read
+        owner.bodies.append("")
+    return out
+
+
+def _heredoc(text: str, i: int, delim: str, strip_tabs: bool, owner: Simple) -> int:
+    """Read a heredoc body starting at ``i``; returns the position after its delimiter line."""
+    end_re = re.compile(r"^" + (r"\t*" if strip_tabs else r"[ \t]*") + re.escape(delim) + r"[ \t\r]*$", re.MULTILINE)
+    m = end_re.search(text, i) if delim else None
+    if m is None:  # bash reads to the end and warns
+        owner.bodies.append(text[i:])
+        return len(text)
+    owner.bodies.append(text[i : m.start()])
+    return m.end() + 1
+
+
+def _substitution_end(text: str, i: int) -> int:
+    """End of a ``$(...)`` or backtick substitution starting at ``i`` (quotes inside respected)."""
+    if text[i] == "`":
+        j = text.find("`", i + 1)
+        return len(text) if j < 0 else j + 1
+    depth, j, n = 0, i + 1, len(text)
+    while j < n:
+        c = text[j]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        elif c == "'":
+            k = text.find("'", j + 1)
+            j = n if k < 0 else k
+        elif c == '"':
+            m = _DQ_BODY.match(text, j + 1)
+            j = m.end() if m else j
+        elif c == "\\":
+            j += 1
+        j += 1
+    return n
