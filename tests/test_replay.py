@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from refold.chat_tokens import count_messages
 from refold.history import History
 from refold.loaders import load
 from refold.replay import (
@@ -24,7 +25,7 @@ from refold.replay import (
     replay_paths,
     with_stale,
 )
-from refold.tokens import count_messages, get_tokenizer
+from refold.tokens import get_tokenizer
 from refold.types import Shown
 
 from builders import reply, text_history

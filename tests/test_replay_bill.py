@@ -21,13 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.cache import DEFAULT_PRICES, price_for_model
+from refold.chat_tokens import MINI_BASH_TOOL, count_messages, prompt_token_ids, tools_token_ids
 from refold.context import TOOL_SCHEMAS
 from refold.errors import TrajectoryError
 from refold.history import History
 from refold.loaders import load, load_all, split_source, unreplied_calls
 from refold.replay import Settings, build_report, replay_paths
 from refold.replay.runner import TaskResult, replay_history, request_tools
-from refold.tokens import MINI_BASH_TOOL, count_messages, get_tokenizer, prompt_token_ids, tools_token_ids
+from refold.tokens import get_tokenizer
 
 from conftest import DATA, run_cli
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from refold.chat_tokens import message_tokens
 from refold.history import History
 from refold.messages import clean
 from refold.replay import Options, Settings, TaskResult, build_report, iter_prompts, make_projector, write_csv
@@ -20,7 +21,7 @@ from refold.replay.needed import (
     reply_keys,
 )
 from refold.replay.runner import replay_history
-from refold.tokens import get_tokenizer, message_tokens
+from refold.tokens import get_tokenizer
 from refold.types import Message, Origin, Shown
 
 from builders import SYSTEM, reply, text_history, tool_history

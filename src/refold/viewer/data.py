@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import common_prefix_len
+from ..chat_tokens import message_tokens
 from ..history import History
 from ..mechanisms.fold import valid_marks
 from ..messages import clean
 from ..replay import Projector, Prompt, measure, with_stale
-from ..tokens import Tokenizer, message_tokens
+from ..tokens import Tokenizer
 from ..types import Message, Origin, Shown, Step, content_text
 from .encode import TextTable
 from .variants import SWITCHES, Variant
