@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.messages import mask_note, mask_text
-from refold.protocol import CM, ledger_section, span_section, system_section
+from refold.prompts import ledger_section, span_section, system_section
+from refold.protocol import CM
 from refold.render import Renderer
 from refold.types import Shown
 

@@ -31,7 +31,8 @@ from refold.integrations import config_path  # noqa: E402
 from refold.loaders import load  # noqa: E402
 from refold.messages import clean  # noqa: E402
 from refold.policy import Policy  # noqa: E402
-from refold.protocol import CM, response_format_lines  # noqa: E402
+from refold.prompts import response_format_lines  # noqa: E402
+from refold.protocol import CM  # noqa: E402
 from refold.restore import restore_text  # noqa: E402
 from refold.types import content_text  # noqa: E402
 

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from refold.cli import app
 from refold.integrations import CONFIGS, config_path
 from refold.loaders import load
-from refold.protocol import CM, response_format_lines
+from refold.prompts import response_format_lines
+from refold.protocol import CM
 
 FIXTURE = Path(__file__).parent / "data" / "mswea11_toolcall_refold.traj.json"
 FILE = "\n".join(f"line {i}: some configuration value number {i}" for i in range(40)) + "\n"

@@ -25,7 +25,8 @@ from refold.integrations.minisweagent import RefoldModel, resolve_handlers  # no
 from refold.integrations.saved import renderer_for  # noqa: E402
 from refold.mechanisms.spans import SpanPolicy  # noqa: E402
 from refold.policy import Policy  # noqa: E402
-from refold.protocol import CM, ContextCommand, response_format_lines, system_section  # noqa: E402
+from refold.prompts import response_format_lines, system_section  # noqa: E402
+from refold.protocol import CM, ContextCommand  # noqa: E402
 from refold.render import Renderer  # noqa: E402
 from refold.types import content_text  # noqa: E402
 from refold.wire import read_actions  # noqa: E402

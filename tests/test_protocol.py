@@ -10,13 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from refold.context.recognize import from_shell, from_tool_call
-from refold.protocol import (
-    bash_block,
-    parse_command,
-    parse_head,
-    parse_restore_args,
-    parse_step_list,
-)
+from refold.protocol import bash_block, parse_command, parse_head, parse_restore_args, parse_step_list
 
 
 @pytest.mark.parametrize(

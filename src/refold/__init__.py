@@ -10,7 +10,8 @@ from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
 from .history import History
 from .loaders import load
 from .policy import Policy
-from .protocol import parse_command, parse_head, response_format_lines, system_section
+from .prompts import response_format_lines, system_section
+from .protocol import parse_command, parse_head
 from .render import Renderer
 from .restore import restore_text
 from .types import Action, Origin, Rendered, RenderStats, Shown, Step

@@ -54,7 +54,8 @@ from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..messages import clean
 from ..policy import Policy
-from ..protocol import CM, COMMAND_NAMES, response_format_lines, system_section
+from ..prompts import response_format_lines, system_section
+from ..protocol import CM, COMMAND_NAMES
 from ..render import Renderer
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action

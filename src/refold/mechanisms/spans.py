@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..protocol import CM, ContextCommand, span_reminder
+from ..prompts import span_reminder
+from ..protocol import CM, ContextCommand
 from ..types import Answer, Message, Outcome, Step, content_text
 
 SPAN_COMMANDS = ("begin_span", "fold_span")

@@ -13,7 +13,7 @@ from ..config import Config
 from ..history import History
 from ..mechanisms.ledger import budget_line
 from ..messages import clean, label, with_content, with_text
-from ..protocol import ledger_section, reminder, span_section, system_section
+from ..prompts import ledger_section, reminder, span_section, system_section
 from ..types import Message, Origin, Shown, Step, content_text
 
 SYSTEM_ROLES = ("system", "developer")
