@@ -30,11 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refold.cache import DEFAULT_PRICES, cost_usd, price_for_model
 from refold.history import History
+from refold.lab.cache import DEFAULT_PRICES, cost_usd, price_for_model
+from refold.lab.replay import Settings
+from refold.lab.replay.runner import TaskResult, collect_paths, replay_history
 from refold.loaders import load_all
-from refold.replay import Settings
-from refold.replay.runner import TaskResult, collect_paths, replay_history
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -1,4 +1,4 @@
-"""Benchmark refold.cache simulators on synthetic agent sessions.
+"""Benchmark refold.lab.cache simulators on synthetic agent sessions.
 
 21 sessions x 8 "policies" x 100 turns; prompts grow to ~60k tokens; each turn appends the previous
 completion and a tool output; policy k re-renders the history every few turns by replacing an
@@ -14,7 +14,7 @@ import random
 import time
 from itertools import accumulate, chain
 
-from refold.cache import PrefixCacheSim, make_cache
+from refold.lab.cache import PrefixCacheSim, make_cache
 
 SESSIONS, POLICIES, TURNS = 21, 8, 100
 

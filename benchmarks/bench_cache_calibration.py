@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from refold.cache import CalibratedCache, make_cache
+from refold.lab.cache import CalibratedCache, make_cache
+from refold.lab.replay.metrics import CallIds, measure
+from refold.lab.replay.policies import Options, make_projector
+from refold.lab.replay.runner import collect_paths, request_tools
 from refold.loaders import load_all
-from refold.replay.metrics import CallIds, measure
-from refold.replay.policies import Options, make_projector
-from refold.replay.runner import collect_paths, request_tools
 from refold.tokens import get_tokenizer
 
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refold.replay.runner import Settings, collect_paths, replay_paths
+from refold.lab.replay.runner import Settings, collect_paths, replay_paths
 
 CACHES = ("vllm", "openai", "anthropic", "gemini-openrouter")
 TARGETS = {"tokens": 0.60, "peak_kv_p50": 0.70, "cost": 0.92, "hindsight_tokens": 0.45}

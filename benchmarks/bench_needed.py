@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from refold.history import History
+from refold.lab.replay.needed import NeededIndex, hidden_then_needed
+from refold.lab.replay.runner import Settings, TaskResult, collect_paths, iter_prompts, replay_history
 from refold.loaders import load_all
-from refold.replay.needed import NeededIndex, hidden_then_needed
-from refold.replay.runner import Settings, TaskResult, collect_paths, iter_prompts, replay_history
 from refold.tokens import Tokenizer
 
 

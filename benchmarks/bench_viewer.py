@@ -26,8 +26,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from refold.lab.viewer import build_report
 from refold.loaders import load
-from refold.viewer import build_report
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -1,4 +1,4 @@
-"""Tests for refold.cache: brute-force references, hand-computed cases, KV sizes, costs."""
+"""Tests for refold.lab.cache: brute-force references, hand-computed cases, KV sizes, costs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold.cache import (
+from refold.errors import KVCapacityError
+from refold.lab.cache import (
     CACHE_NAMES,
     AnthropicCache,
     CacheResult,
@@ -30,7 +31,6 @@ from refold.cache import (
     make_cache,
     session_peak_kv_bytes,
 )
-from refold.errors import KVCapacityError
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -141,6 +141,21 @@ def test_no_import_cycles(lazy: bool) -> None:
     assert cycles == [], f"import cycles: {cycles}"
 
 
+SURFACES = ("refold.lab", "refold.cli", "refold.__main__", "refold.proxy", "refold.integrations.minisweagent")
+
+
+def core_modules() -> list[str]:
+    return [m for m in MODULES if not m.startswith(SURFACES)]
+
+
+def test_core_never_imports_the_lab_or_a_surface() -> None:
+    # The lab measures the core and the surfaces attach to it; the arrows point one way only.
+    leaks = sorted(
+        f"{m} -> {i}" for m in core_modules() for i in imports_of(m, lazy=True) if i.startswith(SURFACES)
+    )
+    assert core_modules() and leaks == []
+
+
 # ---- re-exports kept for old paths ----------------------------------------------------------------
 
 

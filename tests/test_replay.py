@@ -12,8 +12,7 @@ import pytest
 
 from refold.chat_tokens import count_messages
 from refold.history import History
-from refold.loaders import load
-from refold.replay import (
+from refold.lab.replay import (
     FORMAT,
     POLICIES,
     Options,
@@ -25,6 +24,7 @@ from refold.replay import (
     replay_paths,
     with_stale,
 )
+from refold.loaders import load
 from refold.tokens import get_tokenizer
 from refold.types import Shown
 
@@ -284,7 +284,7 @@ def test_cli_all_ok_exits_zero_and_usage_errors_exit_two(tmp_path: Path) -> None
 
 
 def test_base_vs_itself_is_exactly_zero() -> None:
-    from refold.replay.runner import replay_file
+    from refold.lab.replay.runner import replay_file
 
     settings = Settings(policies=("base", "clear-tool-uses"), tokenizer="chars4", validate=False)
     report = build_report([replay_file(str(SWE_SMALL), settings)], settings)
@@ -294,7 +294,7 @@ def test_base_vs_itself_is_exactly_zero() -> None:
 
 
 def test_report_records_mask_after() -> None:
-    from refold.replay import BEST_MASK_AFTER
+    from refold.lab.replay import BEST_MASK_AFTER
 
     assert build_report([], Settings(tokenizer="chars4"))["mask_after"] == BEST_MASK_AFTER
     assert build_report([], Settings(tokenizer="chars4", mask_after=5))["mask_after"] == 5

@@ -20,14 +20,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold.cache import DEFAULT_PRICES, price_for_model
 from refold.chat_tokens import MINI_BASH_TOOL, count_messages, prompt_token_ids, tools_token_ids
 from refold.context import TOOL_SCHEMAS
 from refold.errors import TrajectoryError
 from refold.history import History
+from refold.lab.cache import DEFAULT_PRICES, price_for_model
+from refold.lab.replay import Settings, build_report, replay_paths
+from refold.lab.replay.runner import TaskResult, replay_history, request_tools
 from refold.loaders import load, load_all, split_source, unreplied_calls
-from refold.replay import Settings, build_report, replay_paths
-from refold.replay.runner import TaskResult, replay_history, request_tools
 from refold.tokens import get_tokenizer
 
 from conftest import DATA, run_cli
@@ -251,7 +251,7 @@ def test_unreplied_prompt_is_messages_before_interrupt(roles: list[str]) -> None
 
 
 def test_server_trace_has_every_call_with_tools() -> None:
-    from refold.serversim import build_trace
+    from refold.lab.serversim import build_trace
 
     h = load(MINI2)
     tr = build_trace(h, "base", tokenizer="o200k", block_size=16)

@@ -11,16 +11,24 @@ from hypothesis import strategies as st
 
 from refold.chat_tokens import message_tokens
 from refold.history import History
-from refold.messages import clean
-from refold.replay import Options, Settings, TaskResult, build_report, iter_prompts, make_projector, write_csv
-from refold.replay.needed import (
+from refold.lab.replay import (
+    Options,
+    Settings,
+    TaskResult,
+    build_report,
+    iter_prompts,
+    make_projector,
+    write_csv,
+)
+from refold.lab.replay.needed import (
     NeededIndex,
     hidden_then_needed,
     keys_of,
     message_text,
     reply_keys,
 )
-from refold.replay.runner import replay_history
+from refold.lab.replay.runner import replay_history
+from refold.messages import clean
 from refold.tokens import get_tokenizer
 from refold.types import Message, Origin, Shown
 

@@ -1,4 +1,4 @@
-"""The shared-server simulator (refold.serversim): hand-checked tiny scenarios, invariants, the CLI.
+"""The shared-server simulator (refold.lab.serversim): hand-checked tiny scenarios, invariants, the CLI.
 
 Step time is a constant 1 s per engine step in the hand-checked cases, so every clock value below
 can be worked out on paper.  Nothing here is timed.
@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refold.history import History
-from refold.loaders import load
-from refold.serversim import (
+from refold.lab.serversim import (
     Engine,
     ServerConfig,
     StepPlan,
@@ -28,6 +27,7 @@ from refold.serversim import (
     set_shared_prefixes,
     simulate,
 )
+from refold.loaders import load
 
 from conftest import CliResult, run_cli
 
@@ -256,8 +256,8 @@ def test_cli_runs_and_writes_json(tmp_path: Path) -> None:
 
 
 def test_hybrid_state_pins_blocks_and_hits_stop_at_the_prompt() -> None:
-    from refold.cache.kv import hybrid_block_size, state_blocks
-    from refold.serversim.engine import Engine, Request
+    from refold.lab.cache.kv import hybrid_block_size, state_blocks
+    from refold.lab.serversim.engine import Engine, Request
 
     assert hybrid_block_size("qwen3.6-27b") == 784 and hybrid_block_size("qwen3-next-80b-a3b") == 544
     assert hybrid_block_size("qwen3-32b") is None and state_blocks("qwen3-32b", 16) == 0

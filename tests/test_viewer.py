@@ -16,15 +16,15 @@ from typer.testing import CliRunner
 from refold.cli import app
 from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
+from refold.lab.replay import POLICIES
+from refold.lab.viewer import VIEW_FORMAT, build_report, write_report
+from refold.lab.viewer.data import build_data, display_text
+from refold.lab.viewer.encode import TextTable, decode, split_lines
+from refold.lab.viewer.variants import build_variants, mechanism_id
 from refold.policy import Policy
 from refold.render import Renderer
-from refold.replay import POLICIES
 from refold.restore import restore_text
 from refold.tokens import get_tokenizer
-from refold.viewer import VIEW_FORMAT, build_report, write_report
-from refold.viewer.data import build_data, display_text
-from refold.viewer.encode import TextTable, decode, split_lines
-from refold.viewer.variants import build_variants, mechanism_id
 
 from builders import seed_config
 
@@ -150,7 +150,7 @@ def run() -> History:
 @pytest.fixture(scope="module")
 def data(run: History) -> dict[str, Any]:
     tok = get_tokenizer("chars4")
-    from refold.replay import Options
+    from refold.lab.replay import Options
 
     return build_data(run, build_variants(None, Options(tokenizer=tok)), tok, title="synthetic")
 
@@ -243,7 +243,7 @@ def test_identical_variants_are_stored_once() -> None:
         text = "\n".join(ln for ln in s.reply_text.splitlines() if not ln.startswith(("PROGRESS", "STALE")))
         plain.append({"role": "assistant", "content": text}, s.observations)
     tok = get_tokenizer("chars4")
-    from refold.replay import Options
+    from refold.lab.replay import Options
 
     d = build_data(plain, build_variants(["refold"], Options(tokenizer=tok)), tok)
     v = {x["id"]: x for x in d["variants"]}
@@ -260,7 +260,7 @@ def test_identical_variants_are_stored_once() -> None:
 
 
 def test_variants_cover_policies_and_switches() -> None:
-    from refold.replay import Options
+    from refold.lab.replay import Options
 
     vs = build_variants(None, Options(tokenizer=get_tokenizer("chars4")))
     ids = [v.id for v in vs]
@@ -348,7 +348,7 @@ def test_agent_chosen_spans_are_shown_as_folded_steps() -> None:
     for cmd, output in script:
         span.append(_reply("span work", "-", cmd, "Spans."), [_out(output)])
     tok = get_tokenizer("chars4")
-    from refold.replay import Options
+    from refold.lab.replay import Options
 
     d = build_data(span, build_variants(["refold"], Options(tokenizer=tok)), tok)
     parts = {d["codes"]["part"][p[3]] for p in d["pieces"]}
@@ -358,7 +358,7 @@ def test_agent_chosen_spans_are_shown_as_folded_steps() -> None:
 
 
 def test_view_title_with_a_template_marker() -> None:
-    from refold.viewer.page import render_page
+    from refold.lab.viewer.page import render_page
 
     page = render_page({"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}, version="1")
     m = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)

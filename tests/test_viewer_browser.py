@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from refold.history import History
+from refold.lab.replay.policies import refold_policy
+from refold.lab.viewer import build_report
+from refold.lab.viewer.encode import decode
 from refold.render import Renderer
-from refold.replay.policies import refold_policy
-from refold.viewer import build_report
-from refold.viewer.encode import decode
 from test_viewer import HOSTILE, MARKER, synthetic_run
 
 from builders import seed_config

@@ -31,8 +31,8 @@ def demo_path() -> Path:
 
 
 def _policy_runs(path: Path, tokenizer: str, cache: str) -> dict[str, dict[str, Any]]:
-    from ..replay import Settings, TaskResult
-    from ..replay.runner import replay_history
+    from ..lab.replay import Settings, TaskResult
+    from ..lab.replay.runner import replay_history
 
     history = load(path)
     out: dict[str, dict[str, Any]] = {}
@@ -56,7 +56,7 @@ def demo(
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip writing the HTML report.")] = False,
 ) -> None:
     """Replay a real recorded agent run (shipped in the package): base vs refold, per call and in total."""
-    from ..replay import Settings
+    from ..lab.replay import Settings
 
     Settings(policies=("base",), tokenizer=tokenizer, cache=cache).check()  # usage errors first
     if not no_report:
@@ -96,7 +96,7 @@ def demo(
     )
     if not no_report:
         try:
-            from ..viewer import build_report
+            from ..lab.viewer import build_report
         except ImportError as e:  # pragma: no cover - the viewer ships with the package
             raise RefoldError(f"the viewer is not available: {e}") from None
         page = build_report(history, title=f"refold demo: {path.name}", tokenizer=tokenizer)

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import PolicyError
-from ..replay import (
+from ..lab.replay import (
     POLICIES,
     STALE_SOURCES,
     Settings,

@@ -14,13 +14,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..cache import kv_spec
-from ..cache.kv import hybrid_block_size
-from ..cache.kv import state_blocks as state_blocks_for
 from ..errors import PolicyError, RefoldError
-from ..loaders import load_all
-from ..replay import POLICIES, STALE_SOURCES, collect_paths
-from ..serversim import (
+from ..lab.cache import kv_spec
+from ..lab.cache.kv import hybrid_block_size
+from ..lab.cache.kv import state_blocks as state_blocks_for
+from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths
+from ..lab.serversim import (
     GPUS,
     MODELS,
     STEP_MODELS,
@@ -35,7 +34,8 @@ from ..serversim import (
     set_shared_prefixes,
     simulate,
 )
-from ..serversim.steptime import gpu as gpu_spec
+from ..lab.serversim.steptime import gpu as gpu_spec
+from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
 from ._output import check_output, write_output
 

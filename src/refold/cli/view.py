@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from ..errors import PolicyError, RefoldError
+from ..lab.replay import POLICIES, STALE_SOURCES
+from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
-from ..replay import POLICIES, STALE_SOURCES
-from ..viewer import MECHANISMS, write_report
 from ._output import check_output
 
 

@@ -30,7 +30,7 @@ class Prices:
     ttl_s: float | None  # idle seconds after which the cache is cold (None: no lifetime modeled)
 
 
-# Read multipliers and write surcharges as in reference cache_spec.md §3.1 and refold.cache.pricing:
+# Read multipliers and write surcharges as in reference cache_spec.md §3.1 and refold.lab.cache.pricing:
 # OpenAI and Gemini read at 0.1x with free writes; Anthropic reads 0.1x and writes 1.25x (5-minute
 # cache); DeepSeek reads ~0.02x. A self-hosted server pays compute: a cached token still costs its
 # attention and KV memory, about a tenth of recomputing it (the vllm price row).

@@ -174,10 +174,10 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
     async def session_view(request: Request, name: str) -> Response:
         s = await find(request, name)
         try:
-            from ..viewer import build_report
+            from ..lab.viewer import build_report
         except ImportError:
             raise ProxyError(
-                404, "the HTML viewer (refold.viewer) is not installed in this build", code="viewer_missing"
+                404, "the HTML viewer (refold.lab.viewer) is not installed in this build", code="viewer_missing"
             ) from None
         async with s.lock:
             current = s.view(s.head or "", cfg.renderer).history

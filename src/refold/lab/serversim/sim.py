@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import ServerSimError
+from ...errors import ServerSimError
 from ..replay.metrics import percentile
 from .engine import Engine, Request
 from .steptime import StepTime

@@ -15,11 +15,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..errors import PolicyError, RefoldError
-from ..history import History
-from ..loaders import load
+from ...errors import PolicyError, RefoldError
+from ...history import History
+from ...loaders import load
+from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from ..replay import STALE_SOURCES, Options
-from ..tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from .data import VIEW_FORMAT, build_data
 from .page import render_page
 from .variants import MECHANISMS, SWITCHES, build_variants

@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..chat_tokens import message_tokens, prompt_token_ids
-from ..history import History
-from ..messages import clean
+from ...chat_tokens import message_tokens, prompt_token_ids
+from ...history import History
+from ...messages import clean
+from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
 from ..replay.metrics import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
 from ..replay.runner import request_tools
-from ..tokens import Tokenizer, get_tokenizer
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
 

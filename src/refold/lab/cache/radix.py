@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable, Sequence
 
-from ..errors import KVCapacityError
+from ...errors import KVCapacityError
 from .base import CacheResult, common_prefix_len, generated_ids
 
 __all__ = ["RadixTree", "SglangRadixCache"]

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...chat_tokens import message_tokens, prompt_token_ids
+from ...history import History
+from ...messages import clean
+from ...tokens import Tokenizer
+from ...types import Shown
 from ..cache import DEFAULT_PRICES, ROUTED_CACHES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
-from ..chat_tokens import message_tokens, prompt_token_ids
-from ..history import History
-from ..messages import clean
-from ..tokens import Tokenizer
-from ..types import Shown
 from .policies import Projector, Prompt
 
 __all__ = [

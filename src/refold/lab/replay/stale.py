@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import re
 
-from ..history import History
-from ..mechanisms.fold import one_line
-from ..shell import paths_overlap
-from ..types import Message, Step, content_text
+from ...history import History
+from ...mechanisms.fold import one_line
+from ...shell import paths_overlap
+from ...types import Message, Step, content_text
 
 __all__ = ["STALE_SOURCES", "hindsight_marks", "with_stale"]
 

@@ -30,7 +30,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from ..errors import KVCapacityError
+from ...errors import KVCapacityError
 from .base import CacheResult, first_difference, generated_ids
 
 __all__ = ["VllmPrefixCache", "VllmRunning"]

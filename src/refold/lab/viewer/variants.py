@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import PolicyError
+from ...errors import PolicyError
 from ..replay import POLICIES, STALE_POLICIES, Options, Projector, make_projector
 from ..replay.policies import RendererProjector, refold_policy
 

@@ -22,17 +22,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..chat_tokens import count_messages, message_tokens
-from ..config import CACHE_PROFILES, BoundaryConfig, Config
-from ..config import DEFAULT as DEFAULT_CONFIG
-from ..history import History
-from ..integrations.cache_control import breakpoints
-from ..messages import clean
-from ..policy import Policy
-from ..protocol import CM
-from ..render import Renderer
-from ..tokens import Tokenizer
-from ..types import Message, Origin, RenderStats, Shown, content_text
+from ...chat_tokens import count_messages, message_tokens
+from ...config import CACHE_PROFILES, BoundaryConfig, Config
+from ...config import DEFAULT as DEFAULT_CONFIG
+from ...history import History
+from ...integrations.cache_control import breakpoints
+from ...messages import clean
+from ...policy import Policy
+from ...protocol import CM
+from ...render import Renderer
+from ...tokens import Tokenizer
+from ...types import Message, Origin, RenderStats, Shown, content_text
 
 __all__ = [
     "BEST_MASK_AFTER",

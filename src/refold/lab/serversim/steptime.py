@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...errors import PolicyError
 from ..cache import kv_spec
-from ..errors import PolicyError
 from .engine import StepPlan
 
 __all__ = [

@@ -68,11 +68,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..chat_tokens import message_tokens
-from ..history import History
-from ..messages import clean
-from ..tokens import Tokenizer
-from ..types import Message, Origin, Shown, content_text
+from ...chat_tokens import message_tokens
+from ...history import History
+from ...messages import clean
+from ...tokens import Tokenizer
+from ...types import Message, Origin, Shown, content_text
 from .policies import Projector, Prompt
 
 __all__ = [
@@ -91,7 +91,7 @@ NEEDED_NOTE = (
     "Hidden-then-needed (estimated from recorded replies): calls whose next recorded reply names a "
     "path, identifier, test id or error string that occurred before the call only in content the "
     "prompt did not show; restore tokens: the size of the recorded pieces holding them, once per "
-    "piece per call. Definitions: refold.replay.needed."
+    "piece per call. Definitions: refold.lab.replay.needed."
 )
 
 MIN_IDENT = 8

@@ -17,14 +17,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ...chat_tokens import message_tokens
+from ...history import History
+from ...mechanisms.fold import valid_marks
+from ...messages import clean
+from ...tokens import Tokenizer
+from ...types import Message, Origin, Shown, Step, content_text
 from ..cache import common_prefix_len
-from ..chat_tokens import message_tokens
-from ..history import History
-from ..mechanisms.fold import valid_marks
-from ..messages import clean
 from ..replay import Projector, Prompt, measure, with_stale
-from ..tokens import Tokenizer
-from ..types import Message, Origin, Shown, Step, content_text
 from .encode import TextTable
 from .variants import SWITCHES, Variant
 

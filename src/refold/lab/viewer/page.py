@@ -14,7 +14,7 @@ ASSETS = ("charts.js", "viewer.js", "ui.js", "controls.js")
 
 @cache
 def _asset(name: str) -> str:
-    return resources.files("refold.viewer").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("refold.lab.viewer").joinpath(name).read_text(encoding="utf-8")
 
 
 def embed_json(data: Any) -> str:

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...chat_tokens import MINI_BASH_TOOL
+from ...context import TOOL_SCHEMAS
+from ...errors import PolicyError, RefoldError, TrajectoryError
+from ...history import History
+from ...loaders import load, load_all, split_source
+from ...tokens import TOKENIZER_NAMES, get_tokenizer
 from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, kv_spec, load_prices, price_for_model
-from ..chat_tokens import MINI_BASH_TOOL
-from ..context import TOOL_SCHEMAS
-from ..errors import PolicyError, RefoldError, TrajectoryError
-from ..history import History
-from ..loaders import load, load_all, split_source
-from ..tokens import TOKENIZER_NAMES, get_tokenizer
 from .metrics import CallIds, default_price, measure, step_tokens, validate_cache
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
