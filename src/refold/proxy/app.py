@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from ..errors import ProxyError, RefoldError
 from ..history import History
 from ..tokens import tokenizer_name
+from .apis import mount
 from .chat import ChatService
 from .config import ProxyConfig
 from .mapping import INTERNAL
@@ -193,6 +194,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             raise ProxyError(409, f"cannot show session '{name}': {e}", code="session_not_viewable") from None
         return HTMLResponse(page)
 
+    mount(app, cfg, state, metrics, auth, read_json)  # /v1/messages, /v1/responses, other /v1 paths
     return app
 
 

@@ -1,0 +1,100 @@
+"""The routes of the other API surfaces, mounted by ``create_app`` after its own:
+``/v1/messages`` (+ ``/count_tokens``), ``/v1/responses``, and every other ``/v1/...`` path
+forwarded to the upstream unchanged (docs/proxy-apis.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from ..errors import ProxyError
+from . import anthropic, passthrough, responses
+from .config import ProxyConfig
+from .metrics import Metrics
+from .surface import SurfaceService
+
+Auth = Callable[[Request], tuple[str, str | None]]
+ReadJson = Callable[[Request], Coroutine[Any, Any, Any]]
+
+
+def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics, auth: Auth, read_json: ReadJson) -> None:
+    anthropic_adapter = anthropic.AnthropicAdapter(cfg, metrics)
+    conversations = responses.Conversations()
+
+    def service() -> SurfaceService:
+        s = state.get("surfaces")
+        if s is None:  # built on first use: the manager and upstream exist once the app has started
+            s = state["surfaces"] = SurfaceService(cfg, state["manager"], state["upstream"], metrics)
+        assert isinstance(s, SurfaceService)
+        return s
+
+    async def forward(path: str, body: Any, headers: Mapping[str, str], query: str) -> Response:
+        s = service()
+        return await passthrough.forward(s.client, s.url(path, query), "POST", body, headers)
+
+    def counted(status: int) -> None:
+        metrics.inc("refold_requests_total", status=str(status))
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        try:
+            body = await read_json(request)
+            out = await anthropic.messages(
+                service(), anthropic_adapter, body, request.headers, request.url.query, forward
+            )
+        except ProxyError as e:
+            counted(e.status)
+            return anthropic.anthropic_error(e)
+        counted(out.status_code)
+        return out
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        try:
+            body = await read_json(request)
+            return await anthropic.count_tokens(
+                service(), anthropic_adapter, body, request.headers, request.url.query
+            )
+        except ProxyError as e:
+            return anthropic.anthropic_error(e)
+
+    @app.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        owner, key = auth(request)
+        body = await read_json(request)
+        s = service()
+        adapter = state.get("responses_adapter")
+        if adapter is None:
+            adapter = state["responses_adapter"] = responses.ResponsesAdapter(s.upstream, conversations)
+        try:
+            out = await responses.responses(s, adapter, body, owner, key, request.headers, request.url.query, forward)
+        except ProxyError as e:
+            counted(e.status)
+            raise
+        counted(out.status_code)
+        return out
+
+    @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def forwarded(request: Request, path: str) -> Response:
+        _, key = auth(request)
+        raw = await read_raw(request, cfg.max_body)
+        s = service()
+        headers = s.upstream.headers(key, dict(request.headers))
+        metrics.inc("refold_passthrough_total", surface="path")
+        return await passthrough.forward(
+            s.client, s.url(passthrough.upstream_path(path), request.url.query), request.method, raw or None, headers
+        )
+
+
+async def read_raw(request: Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
