@@ -27,9 +27,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from fake_upstream import ServerThread  # noqa: E402
-
 from refold.proxy import ProxyConfig, create_app  # noqa: E402
+
+from fake_upstream import ServerThread  # noqa: E402
 
 TURNS = 3
 
@@ -63,13 +63,14 @@ class Upstreams:
         async def messages(request: Request) -> Response:
             body = await request.json()
             tools = [t.get("name") for t in body.get("tools") or []]
+            shell = next((t for t in body.get("tools") or [] if str(t.get("name")).lower() in ("bash", "shell")), None)
             msgs = body["messages"]
             results = [b for m in msgs if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
             restored = any(b.get("tool_use_id", "").startswith("toolu_restore") for b in results)
-            if "Bash" in tools and len(results) < TURNS:
+            if shell is not None and len(results) < TURNS:
                 content = [{"type": "text", "text": f"Step {len(results) + 1}."},
-                           {"type": "tool_use", "id": f"toolu_{len(results)}", "name": "Bash",
-                            "input": {"command": f"echo turn-{len(results)} && ls", "description": "list files"}}]
+                           {"type": "tool_use", "id": f"toolu_{len(results)}", "name": shell["name"],
+                            "input": _args(shell.get("input_schema") or {}, f"echo turn-{len(results)} && ls")}]
             elif "restore" in tools and not restored:
                 content = [{"type": "tool_use", "id": "toolu_restore", "name": "restore", "input": {"steps": "1"}}]
             else:
@@ -92,16 +93,13 @@ class Upstreams:
             body = await request.json()
             items = body.get("input") or []
             tools = {t.get("name"): t for t in body.get("tools") or [] if t.get("type") == "function"}
-            shell = next((n for n in ("shell", "shell_command", "exec_command") if n in tools), None)
+            shell = next((n for n in tools if n.lower() in ("bash", "shell", "shell_command", "exec_command")), None)
             outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
             restored = any(str(i.get("call_id", "")).startswith("call_restore") for i in outputs)
             if shell and len(outputs) < TURNS:
-                args = tools[shell].get("parameters", {}).get("properties", {})
-                cmd = f"echo turn-{len(outputs)} && ls"
-                value: Any = ["bash", "-lc", cmd] if args.get("command", {}).get("type") == "array" else cmd
-                key = "command" if "command" in args else "cmd"
+                call = _args(tools[shell].get("parameters") or {}, f"echo turn-{len(outputs)} && ls")
                 output = [{"type": "function_call", "id": f"fc_{len(outputs)}", "call_id": f"call_{len(outputs)}",
-                           "name": shell, "arguments": json.dumps({key: value}), "status": "completed"}]
+                           "name": shell, "arguments": json.dumps(call), "status": "completed"}]
             elif "restore" in tools and not restored:
                 output = [{"type": "function_call", "id": "fc_r", "call_id": "call_restore", "name": "restore",
                            "arguments": json.dumps({"steps": "1"}), "status": "completed"}]
@@ -139,6 +137,19 @@ class Upstreams:
             })
 
 
+def _args(schema: dict[str, Any], command: str) -> dict[str, Any]:
+    """A call of a harness's shell tool: the command, and a plain value for its other required fields."""
+    props = schema.get("properties") or {}
+    key = "cmd" if "cmd" in props and "command" not in props else "command"
+    out: dict[str, Any] = {key: ["bash", "-lc", command] if (props.get(key) or {}).get("type") == "array" else command}
+    for name in schema.get("required") or []:
+        if name in out:
+            continue
+        p = props.get(name) or {}
+        out[name] = p["enum"][0] if p.get("enum") else {"boolean": False, "integer": 30, "number": 30}.get(p.get("type"), "list files")
+    return out
+
+
 def _responses_sse(resp: dict[str, Any]) -> Iterator[str]:
     seq = 0
 
@@ -166,6 +177,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--claude")
     ap.add_argument("--codex")
+    ap.add_argument("--copilot")
     args = ap.parse_args()
     ups = Upstreams()
     work = tempfile.mkdtemp(prefix="refold-harness-")
@@ -196,6 +208,17 @@ def main() -> None:
                                  "List the files here."], env, work)
                 version = run([args.codex, "--version"], env, work)[1]
                 report(version, code, out, ups.seen[start:])
+            if args.copilot:
+                for kind, url, extra in (("anthropic", px.url, {}),
+                                         ("openai", f"{px.url}/v1", {"COPILOT_PROVIDER_WIRE_API": "responses"})):
+                    home = tempfile.mkdtemp(prefix="copilot-home-")
+                    env = {**base_env, "HOME": home, "COPILOT_PROVIDER_BASE_URL": url, "COPILOT_PROVIDER_TYPE": kind,
+                           "COPILOT_PROVIDER_API_KEY": "sk-test", "COPILOT_MODEL": "claude-sonnet-4.5" if kind == "anthropic" else "gpt-5.4",
+                           **extra}
+                    start = len(ups.seen)
+                    code, out = run([args.copilot, "-p", "List the files here.", "--allow-all-tools"], env, work)
+                    version = run([args.copilot, "--version"], env, work)[1].splitlines()[0]
+                    report(f"{version} BYOK type={kind}{' wire=responses' if extra else ''}", code, out, ups.seen[start:])
 
 
 def report(name: str, code: int, out: str, seen: list[dict[str, Any]]) -> None:
