@@ -197,6 +197,7 @@ def main() -> None:
 
     totals: dict[str, list[int]] = {k: [0, 0, 0, 0] for k in ("chat", "messages", "responses")}
     up = Recorded()
+    repaired = 0.0
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, ServerThread(up.app) as u:
         cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(Path(tmp) / "s.db"), tokenizer="off")
@@ -216,9 +217,13 @@ def main() -> None:
                 ratios = "  ".join(f"{got[k][2] / got[k][1]:>8.3f}x" for k in ("chat", "messages", "responses"))
                 badness = sum(v[3] for v in got.values())
                 say(f"{run.parent.name + '/' + run.name[:40]:<52} {got['chat'][0]:>5}  {ratios}" + (f"  ({badness} answers changed!)" if badness else ""))
+            metrics = client.get("/metrics", headers={"authorization": "Bearer x"}).text
+            repaired = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                           if line.startswith("refold_orphan_blocks_repaired_total"))
     say("")
     for k, (calls, plain, sent, bad) in totals.items():
         say(f"{k:<10} {calls:>5} calls  plain {plain:>12,}  sent {sent:>12,}  {sent / max(plain, 1):.3f}x  answers changed: {bad}")
+    say(f"Anthropic blocks the orphan repair had to change: {repaired:g}")
     say(f"({time.perf_counter() - t0:.0f} s)")
     if args.out:
         Path(args.out).write_text("# bench_surfaces.py " + " ".join(args.paths) + "\n" + "\n".join(lines) + "\n")

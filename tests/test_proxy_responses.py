@@ -276,10 +276,10 @@ def test_openai_agents_default_model_runs_a_tool_loop(env: Env) -> None:
         [reasoning(1), fcall("call_2", "read_file", {"path": "b.py"})],
         [message("msg_f", "Both files set x = 1.")],
     ])
-    client = openai.AsyncOpenAI(base_url=f"{env.url}/v1", api_key="sk-agents", max_retries=0)
+    # the README recipe: the SDK's default client pointed at the proxy, the default (Responses) model
+    agents.set_default_openai_client(openai.AsyncOpenAI(base_url=f"{env.url}/v1", api_key="sk-agents", max_retries=0))
     agents.set_tracing_disabled(True)
-    model = agents.OpenAIResponsesModel(model="gpt-test", openai_client=client)
-    agent = agents.Agent(name="coder", instructions="You read code.", tools=[read_file], model=model)
+    agent = agents.Agent(name="coder", instructions="You read code.", tools=[read_file])
     result = agents.Runner.run_sync(agent, "What do a.py and b.py set?")
     assert result.final_output == "Both files set x = 1."
     assert read_calls == ["a.py", "b.py"]
