@@ -291,3 +291,30 @@ def test_openai_agents_default_model_runs_a_tool_loop(env: Env) -> None:
     assert reasoning(1) in reqs[-1]["body"]["input"]
     outs = [item_text(i) for i in reqs[-1]["body"]["input"] if i.get("type") == "function_call_output"]
     assert len(outs) == 2 and "a.py" in outs[0]
+
+
+def test_restore_typed_into_codex_exec_command_is_answered(env: Env) -> None:
+    exec_command = {"type": "function", "name": "exec_command", "description": "Run a command.",
+                    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
+    client = env.client()
+    env.fake.script.append([fcall("call_x", "exec_command", {"cmd": "cat setup.py"})])
+    r = client.responses.create(model="m", input="Look at setup.py", tools=[exec_command])
+    items = [{"role": "user", "content": "Look at setup.py"}, *as_input(r.output),
+             {"type": "function_call_output", "call_id": "call_x", "output": "from setuptools import setup\n" * 20}]
+    env.fake.script.append([fcall("call_y", "exec_command", {"cmd": "restore 1"})])
+    final = client.responses.create(model="m", input=items, tools=[exec_command], extra_headers={"x-refold-session": "codex"})
+    assert [o.type for o in final.output] == ["message"]
+    sent = env.fake.requests[-1]["body"]["input"]
+    assert sent[-2]["name"] == "exec_command" and json.loads(sent[-2]["arguments"]) == {"cmd": "restore 1"}  # native call upstream
+    assert "[context-manager] Step 1" in item_text(sent[-1])
+
+
+def test_shell_tools_are_recorded_as_bash() -> None:
+    from refold.proxy.surface import canonical_call
+
+    assert canonical_call("Bash", '{"command": "ls -la", "description": "list"}') == ("bash", '{"command": "ls -la"}')
+    assert canonical_call("exec_command", '{"cmd": "cat a.py", "yield_time_ms": 10}') == ("bash", '{"command": "cat a.py"}')
+    assert canonical_call("shell", '{"command": ["bash", "-lc", "grep -n x *.py"]}') == ("bash", '{"command": "grep -n x *.py"}')
+    assert canonical_call("shell", '{"command": ["ls", "my dir"]}') == ("bash", '{"command": "ls \'my dir\'"}')
+    assert canonical_call("read_file", '{"path": "a"}') == ("read_file", '{"path": "a"}')
+    assert canonical_call("bash", "not json") == ("bash", "not json")

@@ -28,7 +28,7 @@ from ..integrations.cache_control import MAX_BREAKPOINTS, breakpoints
 from ..protocol import CM
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction as compaction_text
-from .surface import Parsed
+from .surface import Parsed, canonical_call, tool_name
 
 KEY = "anthropic"
 VOLATILE = (re.compile(r"^\s*x-anthropic-billing-header:", re.IGNORECASE),)
@@ -90,15 +90,12 @@ def is_compaction(body: dict[str, Any]) -> bool:
 
 
 def tool_calls(blocks: list[Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": b.get("id"),
-            "type": "function",
-            "function": {"name": b.get("name"), "arguments": json.dumps(b.get("input", {}), ensure_ascii=False)},
-        }
-        for b in blocks
-        if isinstance(b, dict) and b.get("type") == "tool_use"
-    ]
+    out = []
+    for b in blocks:
+        if isinstance(b, dict) and b.get("type") == "tool_use":
+            name, args = canonical_call(str(b.get("name") or ""), json.dumps(b.get("input", {}), ensure_ascii=False))
+            out.append({"id": b.get("id"), "type": "function", "function": {"name": name, "arguments": args}})
+    return out
 
 
 def assistant_message(content: Any) -> Message:
@@ -164,7 +161,7 @@ def parse(body: dict[str, Any]) -> Parsed:
     tools = body.get("tools")
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise bad("tools: must be an array of objects")
-    named = [{"type": "function", "function": {"name": t["name"]}} for t in tools or [] if isinstance(t.get("name"), str)]
+    named = [{"type": "function", "function": {"name": tool_name(t["name"])}} for t in tools or [] if isinstance(t.get("name"), str)]
     state = {
         "volatile": volatile,
         "system_cc": _cc_of(sys_blocks),

@@ -20,7 +20,7 @@ from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
-from .surface import Parsed
+from .surface import Parsed, canonical_call, tool_name
 
 KEY = "responses"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -68,6 +68,7 @@ def _call(item: dict[str, Any]) -> dict[str, Any]:
     else:
         raw = item.get("arguments")
         name, args = str(item.get("name") or ""), raw if isinstance(raw, str) else json.dumps(raw or {})
+    name, args = canonical_call(name, args)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
@@ -131,7 +132,7 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
     tools = body.get("tools")
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise bad("tools: must be an array of objects")
-    named = [{"type": "function", "function": {"name": t["name"]}} for t in tools or [] if isinstance(t.get("name"), str)]
+    named = [{"type": "function", "function": {"name": tool_name(t["name"])}} for t in tools or [] if isinstance(t.get("name"), str)]
     return Parsed(out, named or None, {"items": items})
 
 

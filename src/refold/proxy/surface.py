@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,34 @@ class Adapter(Protocol):
     def done(self, parsed: Parsed, data: Any) -> None:
         """The client's final answer is known (a non-streamed body or an aggregated stream)."""
         ...
+
+
+SHELL_NAMES = frozenset({"bash", "shell", "exec_command", "shell_command", "local_shell"})
+"""A harness's shell tool under its own name: Claude Code's ``Bash``, Copilot's ``bash``, Codex's
+``shell`` (an argv list) and ``exec_command`` (``cmd``)."""
+
+
+def canonical_call(name: str, arguments: str) -> tuple[str, str]:
+    """How the session records a call: a harness's shell tool as ``bash`` with ``{"command": str}``
+    (what refold's shell analysis and context-command recognizer read); other tools as issued.
+    Only the session sees this form; what goes upstream is the call's native block or item."""
+    if name.lower() not in SHELL_NAMES:
+        return name, arguments
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return name, arguments
+    cmd = args.get("command", args.get("cmd")) if isinstance(args, dict) else None
+    if isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd):
+        shell_c = len(cmd) == 3 and cmd[0] in ("bash", "sh", "zsh") and cmd[1] in ("-c", "-lc")
+        cmd = cmd[2] if shell_c else shlex.join(cmd)
+    if not isinstance(cmd, str):
+        return name, arguments
+    return "bash", json.dumps({"command": cmd}, ensure_ascii=False)
+
+
+def tool_name(name: str) -> str:
+    return "bash" if name.lower() in SHELL_NAMES else name
 
 
 def recognizable(reply: Message) -> Message:
