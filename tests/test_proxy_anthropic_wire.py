@@ -101,3 +101,19 @@ def test_repair_fixes_orphans() -> None:
     assert wire.repair(msgs) == 2
     assert msgs[2]["content"][0] == {"type": "tool_result", "tool_use_id": "a", "content": "[context-manager] No output was recorded for this call."}
     assert {"type": "text", "text": "stray"} in msgs[2]["content"]
+
+
+def test_breakpoints_take_the_clients_ttl_from_its_system_breakpoint() -> None:
+    body: dict[str, Any] = {
+        "model": "m", "max_tokens": 5,
+        "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+                     {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}],
+    }
+    parsed = wire.parse(body)
+    history, tail = stateless_history(parsed)
+    out, _ = wire.build(body, parsed, Renderer(DEFAULT).render(history), history, tail, [], first_party=False)
+    found = [b["cache_control"] for m in out["messages"] for b in m["content"] if "cache_control" in b]
+    found += [b["cache_control"] for b in out["system"] if "cache_control" in b]
+    assert found and all(c == {"type": "ephemeral", "ttl": "1h"} for c in found)
+    assert "cache_control" in out["system"][-1] and out["system"][0]["text"] == "sys"

@@ -354,7 +354,8 @@ def build(
     while len(tool_marks) > 2:
         del tool_marks.pop(0)["cache_control"]
     used = len(tool_marks)
-    cc = parsed.state.get("cc") or parsed.state.get("system_cc") or EPHEMERAL
+    # the system's own value first: a longer ttl must not follow a shorter one
+    cc = parsed.state.get("system_cc") or parsed.state.get("cc") or EPHEMERAL
     if parsed.state.get("system_cc") and system:
         target = _cacheable(system)
         if target is not None:
