@@ -320,10 +320,12 @@ def test_compaction_request_and_passthrough_header_are_forwarded_untouched(env: 
             {"role": "user", "content": "Your task is to create a detailed summary of the conversation so far, paying close attention"},
         ],
     }
+    raw = json.dumps(body, indent=1).encode()  # as the harness wrote it, byte for byte
     with httpx.Client(base_url=env.url, timeout=30) as h:
-        r = h.post("/v1/messages?beta=true", json=body, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
+        r = h.post("/v1/messages?beta=true", content=raw,
+                   headers={"x-api-key": "k", "anthropic-version": "2023-06-01", "content-type": "application/json"})
         assert r.status_code == 200
-        assert env.fake.requests[-1]["body"] == body
+        assert env.fake.requests[-1]["raw"] == raw
         assert env.fake.requests[-1]["query"] == "beta=true"
         plain = {**body, "messages": body["messages"][:2] + [{"role": "user", "content": "go on"}]}
         h.post("/v1/messages", json=plain, headers={"x-api-key": "k", "X-Refold-Passthrough": "1"})

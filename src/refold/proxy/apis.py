@@ -4,6 +4,7 @@ forwarded to the upstream unchanged (docs/proxy-apis.md)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -17,10 +18,10 @@ from .metrics import Metrics
 from .surface import SurfaceService
 
 Auth = Callable[[Request], tuple[str, str | None]]
-ReadJson = Callable[[Request], Coroutine[Any, Any, Any]]
+Forward = Callable[[str, Any, Mapping[str, str], str], Coroutine[Any, Any, Response]]
 
 
-def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics, auth: Auth, read_json: ReadJson) -> None:
+def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics, auth: Auth) -> None:
     anthropic_adapter = anthropic.AnthropicAdapter(cfg, metrics)
     conversations = responses.Conversations()
 
@@ -31,9 +32,15 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
         assert isinstance(s, SurfaceService)
         return s
 
-    async def forward(path: str, body: Any, headers: Mapping[str, str], query: str) -> Response:
-        s = service()
-        return await passthrough.forward(s.client, s.url(path, query), "POST", body, headers)
+    async def read(request: Request) -> tuple[Any, Forward]:
+        """The body as JSON, and how to send it upstream unchanged (its bytes, for a pass-through)."""
+        raw = await read_raw(request, cfg.max_body)
+
+        async def forward(path: str, body: Any, headers: Mapping[str, str], query: str) -> Response:
+            s = service()
+            return await passthrough.forward(s.client, s.url(path, query), "POST", raw, headers)
+
+        return parse_body(raw), forward
 
     def counted(status: int) -> None:
         metrics.inc("refold_requests_total", status=str(status))
@@ -41,7 +48,7 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
     @app.post("/v1/messages")
     async def messages(request: Request) -> Response:
         try:
-            body = await read_json(request)
+            body, forward = await read(request)
             out = await anthropic.messages(
                 service(), anthropic_adapter, body, request.headers, request.url.query, forward
             )
@@ -54,7 +61,7 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
         try:
-            body = await read_json(request)
+            body, _ = await read(request)
             return await anthropic.count_tokens(
                 service(), anthropic_adapter, body, request.headers, request.url.query
             )
@@ -64,7 +71,7 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
     @app.post("/v1/responses")
     async def create_response(request: Request) -> Response:
         owner, key = auth(request)
-        body = await read_json(request)
+        body, forward = await read(request)
         s = service()
         adapter = state.get("responses_adapter")
         if adapter is None:
@@ -89,7 +96,23 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
         )
 
 
+def parse_body(raw: bytes) -> Any:
+    if not raw.strip():
+        raise ProxyError(400, "request body is empty; expected a JSON object", code="invalid_json")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
+    except json.JSONDecodeError as e:
+        raise ProxyError(
+            400, f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="invalid_json"
+        ) from None
+
+
 async def read_raw(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

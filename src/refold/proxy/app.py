@@ -194,7 +194,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             raise ProxyError(409, f"cannot show session '{name}': {e}", code="session_not_viewable") from None
         return HTMLResponse(page)
 
-    mount(app, cfg, state, metrics, auth, read_json)  # /v1/messages, /v1/responses, other /v1 paths
+    mount(app, cfg, state, metrics, auth)  # /v1/messages, /v1/responses, other /v1 paths
     return app
 
 
