@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from refold.history import History  # noqa: E402
-from refold.loaders import load  # noqa: E402
+from refold.loaders import load_all  # noqa: E402
 from refold.proxy import ProxyConfig, create_app  # noqa: E402
 from refold.tokens import get_tokenizer  # noqa: E402
 
@@ -203,20 +203,25 @@ def main() -> None:
         cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(Path(tmp) / "s.db"), tokenizer="off")
         with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=120) as client:
             say(f"{'run':<52} {'calls':>5}  {'chat':>7} {'messages':>9} {'responses':>10}   (tokens sent / plain history)")
-            for n, run in enumerate(files(args.paths)):
+            n = 0
+            for run in files(args.paths):
                 try:
-                    h = load(run)
+                    sessions = load_all(run)  # a multi-agent file: each agent is its own session
                 except Exception as e:  # noqa: BLE001 - one unreadable run is reported, not fatal
                     say(f"{run.name[:52]:<52} unreadable: {type(e).__name__}")
                     continue
-                if len(h) < 2:
-                    continue
-                got = replay(run, h, up, client, n)
-                for k, v in got.items():
-                    totals[k] = [a + b for a, b in zip(totals[k], v, strict=True)]
-                ratios = "  ".join(f"{got[k][2] / got[k][1]:>8.3f}x" for k in ("chat", "messages", "responses"))
-                badness = sum(v[3] for v in got.values())
-                say(f"{run.parent.name + '/' + run.name[:40]:<52} {got['chat'][0]:>5}  {ratios}" + (f"  ({badness} answers changed!)" if badness else ""))
+                for h in sessions:
+                    n += 1
+                    if len(h) < 2:
+                        continue
+                    got = replay(run, h, up, client, n)
+                    for k, v in got.items():
+                        totals[k] = [a + b for a, b in zip(totals[k], v, strict=True)]
+                    ratios = "  ".join(f"{got[k][2] / got[k][1]:>8.3f}x" for k in ("chat", "messages", "responses"))
+                    badness = sum(v[3] for v in got.values())
+                    agent = h.source.rsplit("#", 1)[1] if "#" in h.source else ""
+                    label = f"{run.parent.name}/{run.name[:36]}" + (f"#{agent}" if agent else "")
+                    say(f"{label[:52]:<52} {got['chat'][0]:>5}  {ratios}" + (f"  ({badness} answers changed!)" if badness else ""))
             metrics = client.get("/metrics", headers={"authorization": "Bearer x"}).text
             repaired = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                            if line.startswith("refold_orphan_blocks_repaired_total"))
