@@ -88,6 +88,7 @@ def test_proxy_token_is_not_forwarded(tmp_path: Path) -> None:
                           tokens=("tok",), upstream_key="sk-up")
         with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=30) as h:
             assert h.post("/v1/embeddings", json={"model": "e", "input": ["a"]}).status_code == 401
-            r = h.post("/v1/embeddings", json={"model": "e", "input": ["a"]}, headers={"authorization": "Bearer tok"})
+            r = h.post("/v1/embeddings", json={"model": "e", "input": ["a"]}, headers={"authorization": "Bearer tok", "x-api-key": "tok"})
             assert r.status_code == 200
             assert echo.seen[-1]["headers"]["authorization"] == "Bearer sk-up"
+            assert "tok" not in json.dumps({k: v for k, v in echo.seen[-1]["headers"].items() if k != "authorization"})

@@ -15,13 +15,17 @@ from ..errors import ProxyError
 from . import anthropic, passthrough, responses
 from .config import ProxyConfig
 from .metrics import Metrics
+from .sessions import owner_of
 from .surface import SurfaceService
 
 Auth = Callable[[Request], tuple[str, str | None]]
 Forward = Callable[[str, Any, Mapping[str, str], str], Coroutine[Any, Any, Response]]
 
 
-def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics, auth: Auth) -> None:
+CREDENTIALS = ("authorization", "api-key", "x-api-key")
+
+
+def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics, auth: Auth | None = None) -> None:
     anthropic_adapter = anthropic.AnthropicAdapter(cfg, metrics)
     conversations = responses.Conversations()
 
@@ -41,6 +45,22 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
             return await passthrough.forward(s.client, s.url(path, query), "POST", raw, headers)
 
         return parse_body(raw), forward
+
+    def who(request: Request) -> tuple[str, str | None]:
+        """(owner, the client's key to send upstream): the tenant a middleware resolved, else
+        ``auth``, else the key in ``x-api-key`` or the bearer (checked against ``--token``)."""
+        t = request.scope.get("state", {}).get("tenant")
+        if t is not None and isinstance(getattr(t, "owner", None), str):
+            return t.owner, getattr(t, "key", None)
+        if auth is not None:
+            return auth(request)
+        key = anthropic.client_key(cfg, request.headers)
+        return owner_of(key), None if cfg.tokens else key
+
+    def client_headers(request: Request) -> dict[str, str]:
+        # the client's own credential headers stay here when the proxy has tokens or its own key
+        strip = CREDENTIALS if (cfg.tokens or cfg.upstream_key) else ()
+        return {k: v for k, v in request.headers.items() if k.lower() not in strip}
 
     def counted(status: int) -> None:
         metrics.inc("refold_requests_total", status=str(status))
@@ -70,14 +90,16 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
 
     @app.post("/v1/responses")
     async def create_response(request: Request) -> Response:
-        owner, key = auth(request)
+        owner, key = who(request)
         body, forward = await read(request)
         s = service()
         adapter = state.get("responses_adapter")
         if adapter is None:
             adapter = state["responses_adapter"] = responses.ResponsesAdapter(s.upstream, conversations)
         try:
-            out = await responses.responses(s, adapter, body, owner, key, request.headers, request.url.query, forward)
+            out = await responses.responses(
+                s, adapter, body, owner, key, client_headers(request), request.url.query, forward
+            )
         except ProxyError as e:
             counted(e.status)
             raise
@@ -86,10 +108,10 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def forwarded(request: Request, path: str) -> Response:
-        _, key = auth(request)
+        _, key = who(request)
         raw = await read_raw(request, cfg.max_body)
         s = service()
-        headers = s.upstream.headers(key, dict(request.headers))
+        headers = s.upstream.headers(key, client_headers(request))
         metrics.inc("refold_passthrough_total", surface="path")
         return await passthrough.forward(
             s.client, s.url(passthrough.upstream_path(path), request.url.query), request.method, raw or None, headers
