@@ -74,7 +74,7 @@ def test_bytes_status_query_and_methods_unchanged(proxy: tuple[Echo, str]) -> No
         assert echo.seen[-1]["method"] == "GET" and echo.seen[-1]["path"] == "responses/resp_1/input_items"
         r = h.delete("/v1/responses/resp_1")
         assert echo.seen[-1]["method"] == "DELETE"
-        r = h.post("/v1/teapot", content=b"{}")
+        r = h.post("/v1/teapot", content=b"{}", headers={"content-type": "application/json"})
         assert r.status_code == 418  # the upstream's status, not a proxy error
         r = h.get("/v1/stream")
         assert r.text == "data: 0\n\ndata: 1\n\ndata: 2\n\n"

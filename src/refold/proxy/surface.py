@@ -309,7 +309,7 @@ class SurfaceService:
                     return self._failed(got, out_headers)
                 data = got
             upstream_ms += (time.perf_counter() - t0) * 1000
-            self.metrics.inc("refold_upstream_calls_total", surface=adapter.key)
+            self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)
             calls = context_calls(recognizable(reply), rec) if reply is not None and not final else None
             if calls is None or reply is None:
