@@ -7,6 +7,7 @@
     │   ├── CommandError       a context command the agent issued is malformed
     │   ├── ConfigError        the proxy cannot run safely as configured (bind, token, store URL)
     │   ├── ProxyError         answered to an HTTP client as ``{"error": {...}}`` with a status
+    │   │   └── StoreUnavailable   the session store failed (disk, lock, Redis, file gone): a 503
     │   ├── RunError           ``refold run`` cannot start mini-swe-agent (task, model, config)
     │   ├── ServerSimError     a server simulation cannot run as asked
     │   └── KVCapacityError    a simulated KV pool cannot hold a request (also a ValueError)
@@ -33,6 +34,7 @@ __all__ = [
     "ServerSimError",
     "StaleConnection",
     "StoreConflict",
+    "StoreUnavailable",
     "TrajectoryError",
 ]
 
@@ -76,6 +78,16 @@ class ProxyError(RefoldError):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+
+
+class StoreUnavailable(ProxyError):
+    """The session store failed (disk full, locked, unreachable, file deleted): a 503 with one line."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            503, f"session store unavailable: {cause}", type="server_error", code="store_unavailable"
+        )
+        self.cause = cause
 
 
 class RunError(RefoldError):
