@@ -24,8 +24,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ("demo", "replay", "view", "run", "serve", "simulate")
-EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "httpx": "serve", "redis": "serve", "minisweagent": "mini"}
+COMMAND_MODULES = ("demo", "replay", "view", "run", "serve", "simulate", "sessions")
+EXTRAS = {
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "httpx": "serve",
+    "redis": "serve",
+    "prometheus_client": "serve",
+    "minisweagent": "mini",
+}
 """Optional dependencies -> the extra that installs them (``pip install 'refold[serve]'``)."""
 
 

@@ -2,7 +2,9 @@
 
 A view re-renders the session under every policy variant (seconds at a few hundred steps), so it
 runs in its own worker processes (by default one; CPU-bound Python in a thread would still take the
-GIL from the event loop), never in the thread pool store calls or token counting use. At most
+GIL from the event loop), never in the thread pool store calls or token counting use. Workers
+are spawned, not forked (the proxy has threads); like any spawn pool, a script that starts the app
+itself needs an ``if __name__ == "__main__":`` guard (``refold serve`` has one). At most
 ``max_pending`` views build or wait at once; one more is a 503 to retry. A built page is cached by
 (session, head digest), and concurrent requests for the same page share one build.
 """
@@ -14,7 +16,7 @@ import multiprocessing
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
 
 from ..errors import ProxyError, RefoldError
 from ..history import History
@@ -87,6 +89,11 @@ class ViewPool:
                 page = await loop.run_in_executor(self.executor(), self.build, history, title, tokenizer)
             except RefoldError as e:
                 raise ProxyError(409, f"cannot show {title}: {e}", code="session_not_viewable") from None
+            except BrokenExecutor as e:  # a worker died (killed, out of memory): start afresh next time
+                self.close()
+                raise ProxyError(
+                    503, f"the view worker stopped ({type(e).__name__}); retry", type="server_error", code="views_busy"
+                ) from None
             self.builds += 1
             self.metrics.observe("refold_view_build_ms", (time.perf_counter() - t0) * 1000)
             self.metrics.inc("refold_views_total", outcome="built")
