@@ -37,9 +37,9 @@ def upstream() -> Iterator[tuple[FakeUpstream, str]]:
 @asynccontextmanager
 async def proxy(cfg: ProxyConfig, base: str = "http://127.0.0.1:8077") -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(cfg)
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base, timeout=30) as c:
-            yield c
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url=base) as c:
+        yield c
 
 
 def cfg_for(upstream: tuple[FakeUpstream, str], tmp_path: Path, **kw: Any) -> ProxyConfig:
