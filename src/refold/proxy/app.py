@@ -7,6 +7,7 @@ views) live in ``app.state.refold`` once the lifespan has started; routes are gr
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,6 +51,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
             chat=ChatService(cfg, manager, upstream, metrics),
             views=pool,
         )
+        await asyncio.to_thread(warm_up, cfg)
         try:
             yield
         finally:
@@ -81,6 +83,23 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
     app.include_router(_session_routes(cfg, state))
     app.include_router(_ops_routes(state, metrics))
     return app
+
+
+def warm_up(cfg: ProxyConfig) -> None:
+    """Pay the first request's one-time costs before serving: the metric's tokenizer and the
+    render path's lazy imports (otherwise the first clients wait seconds)."""
+    if cfg.tokenizer and cfg.tokenizer != "off":
+        from ..chat_tokens import count_messages
+        from ..tokens import get_tokenizer
+
+        count_messages([{"role": "user", "content": "warm up"}], get_tokenizer(cfg.tokenizer))
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], source="warm-up")
+    for i in range(4):
+        h.append(
+            {"role": "assistant", "content": f"PROGRESS: warm up\nSTALE: -\n```bash\ncat f{i}.py\n```"},
+            [{"role": "user", "content": "def f():\n    return 1\n" * 40}],
+        )
+    cfg.renderer().render(h)
 
 
 async def read_json(request: Request, max_body: int) -> Any:
