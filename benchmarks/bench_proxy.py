@@ -295,7 +295,7 @@ def spawn(args: list[str]) -> subprocess.Popen[bytes]:
 @contextmanager
 def serving(proc: subprocess.Popen[bytes], url: str) -> Iterator[str]:
     try:
-        wait_http(url + "/healthz" if "/v1" not in url else url + "/models")
+        wait_http(url + "/healthz" if "/v1" not in url else url + "/models", timeout=180)  # a busy box starts slowly
         yield url
     finally:
         proc.terminate()
@@ -311,6 +311,15 @@ def proxy(up_port: int, store: str, tokenizer: str) -> tuple[subprocess.Popen[by
     args = ["-c", code, "serve", "--upstream", f"http://127.0.0.1:{up_port}/v1", "--store", store,
             "--port", str(port), "--tokenizer", tokenizer]
     return spawn(args), f"http://127.0.0.1:{port}"
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -386,16 +395,19 @@ def main() -> None:
             for i, (name, url) in enumerate(stores):
                 proc, purl = proxy(up_port, url, a.tokenizer)
                 with serving(proc, purl):
+                    cpu0 = proc_cpu(proc.pid)
                     load, convs, wall, _, base = asyncio.run(
                         run_agents(purl + "/v1", a, a.sessions, a.tool_ms, None, control=direct)
                     )
+                    cpu = (proc_cpu(proc.pid) - cpu0) * 1000 / max(1, len(load.lat))
                     exp, found = verify(purl, convs, a.turns)
                     full, sent = tokens(purl)
                     lines.append(row("direct (same time)", base, None, "-"))
                     lines.append(row(f"proxy, {name}", load, base, str(exp - found)) + f"   wall {wall:.1f} s")
                     lines.append(
-                        f"{'':<30}turns checked {found}/{exp}; client retries {load.retries}; prompt tokens {sent:,.0f} "
-                        f"sent vs {full:,.0f} full ({(1 - sent / full) * 100 if full else 0:.1f}% saved)"
+                        f"{'':<30}turns checked {found}/{exp}; client retries {load.retries}; proxy CPU {cpu:.1f} ms per "
+                        f"call; prompt tokens {sent:,.0f} sent vs {full:,.0f} full "
+                        f"({(1 - sent / full) * 100 if full else 0:.1f}% saved)"
                     )
                     if i == 0 and "views" not in skip:
                         asyncio.run(seed_viewed(purl + "/v1", 30))
@@ -434,19 +446,23 @@ def main() -> None:
 
             proc, purl = proxy(up_port, f"sqlite:///{tmp}/runs.db", a.tokenizer)
             with serving(proc, purl):
+                cpu0 = proc_cpu(proc.pid)
                 asyncio.run(replay_all(purl + "/v1"))
+                cpu = (proc_cpu(proc.pid) - cpu0) * 1000 / max(1, len(rl.lat))
                 exp, found = verify_runs(purl, histories)
                 full, sent = tokens(purl)
                 lines.append(row("direct (same time)", rbase, None, "-"))
                 lines.append(row("proxy, sqlite WAL", rl, rbase, str(exp - found)))
-                lines.append(f"{'':<30}turns checked {found}/{exp}; prompt tokens {sent:,.0f} sent vs {full:,.0f} "
-                             f"full ({(1 - sent / full) * 100 if full else 0:.1f}% saved)")
+                lines.append(f"{'':<30}turns checked {found}/{exp}; proxy CPU {cpu:.1f} ms per call; prompt tokens "
+                             f"{sent:,.0f} sent vs {full:,.0f} full ({(1 - sent / full) * 100 if full else 0:.1f}% saved)")
     lines += [
         "",
         "p50/p99: client-measured latency per call (ms), request sent to response read. +p50/+p99: the",
         "same percentile through the proxy minus the direct sessions run at the same time by the same client",
         "(so both see whatever else the machine runs); ratio: p50 / direct p50.",
         "self p50: the proxy's own X-Refold-Added-Ms (time outside upstream calls), for comparison only.",
+        "proxy CPU per call: the proxy process's user+system CPU over the load / calls (includes the",
+        "tokens-saved metric's tokenizer); unlike latency it does not depend on what else the machine runs.",
         "lost: recorded turns missing or differing from what the client sent. The upstream is a script",
         "(its latency is a fixed sleep), so nothing here is a model's speed.",
     ]
