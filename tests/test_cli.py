@@ -176,3 +176,28 @@ def test_core_install_without_extras() -> None:
     r = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, UP], capture_output=True, text=True, timeout=600)
     assert r.stdout.splitlines()[-1] == "[0, 2]", r.stderr  # demo ran, serve refused
     assert r.stderr.strip() == "refold: error: 'refold serve' needs fastapi: pip install 'refold[serve]'"
+
+
+def test_top_level_help_lists_what_each_command_says() -> None:
+    """``refold --help`` lists commands from COMMAND_HELP without importing them: each entry must be
+    the command's own help."""
+    import typer.main
+
+    from refold.cli import COMMAND_HELP, COMMAND_MODULES, load_command
+
+    assert set(COMMAND_HELP) <= set(COMMAND_MODULES)
+    for name in COMMAND_MODULES:
+        cmd = typer.main.get_command(load_command(name))
+        own = " ".join((cmd.help or "").split("\n\n")[0].split())
+        assert COMMAND_HELP.get(name, own) == own, name
+
+
+def test_top_level_help_imports_no_command() -> None:
+    code = (
+        "import sys\nfrom refold.cli import main\nmain(['--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('refold.cli.', 'refold.config', 'refold.lab', 'pydantic'))))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "simulate" in r.stdout and "replay" in r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "[]"
