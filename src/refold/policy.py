@@ -6,19 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import PolicyError
-
-
-class SettingError(PolicyError):
-    """An invalid setting: ``section``, ``field`` (dotted) and ``reason`` name what is wrong."""
-
-    def __init__(self, section: str, field: str, reason: str, allowed: tuple[str, ...] = ()) -> None:
-        if allowed:
-            message = f"unknown {section} field '{field}'; allowed: {', '.join(allowed)}"
-        else:
-            message = f"invalid {section} field '{field}': {reason}"
-        super().__init__(message)
-        self.section, self.field, self.reason = section, field, reason
+from .errors import SettingError
 
 
 def setting_error(e: ValidationError, section: str, model: type[BaseModel]) -> SettingError:

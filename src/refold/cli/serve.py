@@ -13,10 +13,10 @@ from typing import Annotated
 import typer
 
 from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
-from ..errors import PolicyError
+from ..errors import PolicyError, SettingError
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
-from ..policy import Policy, SettingError
+from ..policy import Policy
 from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
