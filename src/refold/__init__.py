@@ -8,12 +8,10 @@ The names below are imported on first use, so ``import refold`` (and ``refold --
 imports ``refold.cli``) does not build the pydantic models and the renderer it does not need.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+import typing as _typing
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .config import Config
     from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
     from .history import History
@@ -74,11 +72,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'refold' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 
