@@ -304,3 +304,13 @@ def test_plot_mistakes_are_one_line_before_any_work(
     r = run_cli(command, str(SWE), "--tokenizer", "chars4", "--plot", str(tmp_path / "chart.png"), cwd=tmp_path)
     assert_one_line_error(r, "pip install 'refold[plot]'")
     assert r.stdout == ""  # nothing was replayed or simulated
+
+
+def test_plot_with_no_per_call_json(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    chart, report = tmp_path / "c.svg", tmp_path / "r.json"
+    r = run_cli("replay", str(SWE), "--policy", "base", "--tokenizer", "chars4", "--no-per-call",
+                "--plot", str(chart), "--json", str(report))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "per_call" not in report.read_text()
+    assert 'id="legend_2"' in chart.read_text()  # a legend for the per-call lines, another for the bars

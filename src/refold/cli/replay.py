@@ -83,6 +83,15 @@ def _rows(report: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _without_per_call(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as ``--no-per-call`` asks for it when per-call lists were kept for ``--plot``."""
+    tasks = [
+        {**t, "policies": {n: {k: v for k, v in e.items() if k != "per_call"} for n, e in t.get("policies", {}).items()}}
+        for t in report.get("tasks", [])
+    ]
+    return {**report, "tasks": tasks}
+
+
 def summary_line(files: int, failed_files: int, sessions: int, seconds: float, jobs: int) -> str:
     """``3 files (1 failed) in 2.0 s with 1 job.``: counts of files, not of sessions."""
     done = f"{plural(files, 'file')}" + (f" ({failed_files} failed)" if failed_files else "")
@@ -163,7 +172,7 @@ def replay(
         budget=budget,
         mask_after=mask_after,
         validate=not no_validate,
-        per_call=per_call,
+        per_call=per_call or plot is not None,  # the plot draws every call
     )
     settings.check()
     if mask_after is not None and mask_after < 1:
@@ -202,7 +211,8 @@ def replay(
     failed_files = len({r.file.split("#", 1)[0] for r in failed})
     out.print(summary_line(len(files), failed_files, len(results), seconds, jobs), report["simulated"], highlight=False)
     if json_out:
-        write_output(json_out, json.dumps(report, indent=1, sort_keys=False) + "\n")
+        saved = report if per_call else _without_per_call(report)
+        write_output(json_out, json.dumps(saved, indent=1, sort_keys=False) + "\n")
     if csv_out:
         try:
             write_csv(results, csv_out)
