@@ -171,6 +171,7 @@ sys.meta_path.insert(0, Block())
 from refold.cli import main
 print([main(["demo", "--no-report", "--tokenizer", "chars4"]), main(["serve", "--upstream", sys.argv[1]])])
 """
+BLOCK_EXTRAS_HELP = BLOCK_EXTRAS.split("print(")[0] + "print([main(['--help'])])\n"
 
 
 def test_core_install_without_extras() -> None:
@@ -178,6 +179,10 @@ def test_core_install_without_extras() -> None:
     r = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, UP], capture_output=True, text=True, timeout=600)
     assert r.stdout.splitlines()[-1] == "[0, 2]", r.stderr  # demo ran, serve refused
     assert r.stderr.strip() == "refold: error: 'refold serve' needs fastapi: pip install 'refold[serve]'"
+    r = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS_HELP], capture_output=True, text=True, timeout=600)
+    assert r.stdout.splitlines()[-1] == "[0]", r.stderr
+    serve = next(line for line in r.stdout.splitlines() if " serve " in line)
+    assert "Not installed: needs the 'serve' extra." in serve
 
 
 def test_top_level_help_lists_what_each_command_says() -> None:

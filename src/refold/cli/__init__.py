@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import importlib.util
 import sys
 from typing import Any
 
@@ -30,6 +31,8 @@ COMMAND_HELP = {
     "serve": "Serve an OpenAI-compatible proxy that renders folded prompts (sessions are durable).",
     "simulate": "Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED).",
 }
+# Packages a command's module imports: missing ones make the listing say which extra to install.
+NEEDS = {"serve": ("fastapi", "uvicorn", "httpx")}
 EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "httpx": "serve", "redis": "serve", "minisweagent": "mini"}
 """Optional dependencies -> the extra that installs them (``pip install 'refold[serve]'``)."""
 
@@ -63,6 +66,14 @@ def _register_missing(app: typer.Typer, command: str, package: str, extra: str) 
     )(unavailable)
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 class _LazyGroup(TyperGroup):
     """Imports a command's module only when that command runs or shows its own help."""
 
@@ -80,6 +91,9 @@ class _LazyGroup(TyperGroup):
         if cmd_name in self.commands or cmd_name not in COMMAND_MODULES:
             return self.commands.get(cmd_name)
         if cmd_name in COMMAND_HELP:  # a stand-in for the listing
+            missing = [m for m in NEEDS.get(cmd_name, ()) if not _installed(m)]
+            if missing:
+                return TyperCommand(cmd_name, help=f"Not installed: needs the '{EXTRAS[missing[0]]}' extra.")
             return TyperCommand(cmd_name, help=COMMAND_HELP[cmd_name])
         return self._load(cmd_name)
 
