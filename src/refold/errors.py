@@ -4,6 +4,7 @@
     ├── RefoldError            base of every error refold raises on purpose
     │   ├── TrajectoryError    a trajectory file cannot be read (names file and reason)
     │   ├── PolicyError        an invalid policy / configuration value (names the field)
+    │   │   └── SettingError   a Policy/Config section built with a bad value (section, field, reason)
     │   ├── CommandError       a context command the agent issued is malformed
     │   ├── ConfigError        the proxy cannot run safely as configured (bind, token, store URL)
     │   ├── ProxyError         answered to an HTTP client as ``{"error": {...}}`` with a status
@@ -32,6 +33,7 @@ __all__ = [
     "RefoldError",
     "RunError",
     "ServerSimError",
+    "SettingError",
     "StaleConnection",
     "StoreConflict",
     "StoreUnavailable",
@@ -54,6 +56,18 @@ class TrajectoryError(RefoldError):
 
 class PolicyError(RefoldError):
     """A policy or configuration value is invalid."""
+
+
+class SettingError(PolicyError):
+    """An invalid setting: ``section``, ``field`` (dotted) and ``reason`` name what is wrong."""
+
+    def __init__(self, section: str, field: str, reason: str, allowed: tuple[str, ...] = ()) -> None:
+        if allowed:
+            message = f"unknown {section} field '{field}'; allowed: {', '.join(allowed)}"
+        else:
+            message = f"invalid {section} field '{field}': {reason}"
+        super().__init__(message)
+        self.section, self.field, self.reason = section, field, reason
 
 
 class CommandError(RefoldError):

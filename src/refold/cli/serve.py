@@ -11,10 +11,9 @@ import os
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
-from ..errors import PolicyError
+from ..errors import PolicyError, SettingError
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
@@ -116,9 +115,8 @@ def serve(
         ledger_policy = LedgerPolicy(
             enabled=ledger, prompt=ledger and ledger_prompt, budget_tokens=budget_tokens
         )
-    except ValidationError as e:  # e.g. --budget-tokens 0
-        err = e.errors()[0]
-        raise PolicyError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
+    except SettingError as e:  # e.g. --budget-tokens 0
+        raise PolicyError(f"--{e.field.replace('_', '-')}: {e.reason}") from None
     cfg = ProxyConfig(
         upstream=upstream,
         store=store,
