@@ -37,7 +37,11 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(sessions_app, name="sessions")
+    """``app`` becomes the ``sessions`` group (the CLI loads each command module into its own app)."""
+    app.info.help = sessions_app.info.help
+    app.info.no_args_is_help = True
+    for cmd in sessions_app.registered_commands:
+        app.registered_commands.append(cmd)
 
 
 def parse_age(text: str) -> float:
