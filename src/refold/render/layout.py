@@ -8,6 +8,7 @@ the first step it touches, so only that part is laid out again.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from ..types import Message, Origin, Shown, Step
 from .behind import Behind
 from .received import Received, message_chars
 
+_SERIALS = itertools.count()
 Hidden = tuple[tuple[int, int, str], ...]
 Counts = tuple[int, int, int, int]  # stubs, trimmed, folded steps, notes
 
@@ -41,7 +43,9 @@ class Layout:
     counts_at: list[Counts] = field(default_factory=list)
     group_of: list[int] = field(default_factory=list)  # first step of the unit (note/span) holding step i
     counts: Counts = (0, 0, 0, 0)
-    reused: int = 0  # leading messages taken unchanged from the previous layout
+    reused: int = 0  # leading messages taken unchanged from the previous layout ...
+    base: int = -1  # ... the one with this serial (-1: laid out from the start)
+    serial: int = field(default_factory=lambda: next(_SERIALS))
 
     @property
     def total_chars(self) -> int:
@@ -84,6 +88,7 @@ def lay_out(
     hidden_texts: dict[tuple[int, int, str], str],
     reply_texts: dict[int, str | None],
     prev: Layout | None,
+    mask_notes: dict[tuple[int, int], Message],
 ) -> Layout:
     """The layout of steps 1..b, reusing ``prev`` up to its first change."""
     reversible = config.policy.reversible
@@ -101,13 +106,18 @@ def lay_out(
         out.group_of = prev.group_of[: start - 1]
         stubs, trimmed, folded, n_notes = prev.counts_at[start - 1] if start - 1 < len(prev.counts_at) else prev.counts
         out.reused = cut
+        out.base = prev.serial
     else:
         start = 1
         stubs = trimmed = folded = n_notes = 0
     msgs, origins, chars = out.msgs, out.origins, out.chars
-    cover = cover_map(spans)
+    cover = cover_map([s for s in spans if (s.end or 0) >= start])  # only the steps laid out again
     gone = {(s, j): kind for s, j, kind in hidden}
-    gone_steps = {s for s, _, _ in hidden} | behind.masked
+    ledger_steps = {s for s, _, _ in hidden}
+    masked = behind.masked
+
+    def is_gone(i: int) -> bool:
+        return i in masked or i in ledger_steps
     group: list[Step] = []
 
     def add(m: Message, o: Origin) -> None:
@@ -161,12 +171,15 @@ def lay_out(
         if i in behind.masked:
             add(reply, reply_origin)
             for j, obs in enumerate(step.observations):
-                add(with_content(obs, mask_note(step, j, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
+                note = mask_notes.get((i, j))
+                if note is None:
+                    note = mask_notes[(i, j)] = with_content(obs, mask_note(step, j, reversible=reversible))
+                add(note, Origin(i, "output", Shown.NOTE, (i,)))
             continue
         shown, shown_origins = form.msgs, form.origins
-        if form.sources & gone_steps:  # its stubs would point at what is no longer shown
+        if any(is_gone(j) for j in form.sources):  # its stubs would point at what is no longer shown
             shown, shown_origins = received[i - 1].msgs, received[i - 1].origins
-        if i in gone_steps:
+        if i in ledger_steps:
             shown, shown_origins = list(shown), list(shown_origins)
             for j, text in hidden_outputs(step, gone, hidden_texts, reversible=reversible):
                 shown[1 + j] = with_content(step.observations[j], text)

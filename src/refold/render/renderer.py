@@ -69,6 +69,8 @@ class Renderer:
         self._note_lines: dict[int, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
         self._reply_texts: dict[int, str | None] = {}
+        self._mask_notes: dict[tuple[int, int], Message] = {}
+        self._hidden_memo: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
@@ -148,10 +150,11 @@ class Renderer:
             self._add_budget_line(history, t, messages)
         stable = self._stable(messages, layout, t)
         if any((s.end or 0) > b for s in closed):
-            self._last_chars = sum(message_chars(m) for m in messages)
+            head = len(self._prefix) + len(layout.msgs)
+            self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
-        self._note_fold_costs(t, messages)
+        self._note_fold_costs(t, messages, self._known_same(layout, t))
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
@@ -208,7 +211,13 @@ class Renderer:
     def _hidden(self, b: int, t: int) -> tuple[tuple[int, int, str], ...]:
         p = self.config.policy
         limit = min(t, b + p.k) if p.chunk else t
-        return self._ledger.hidden(b, limit)
+        key = (b, limit)  # final: every op issued at a step <= limit <= t has been observed
+        found = self._hidden_memo.get(key)
+        if found is None:
+            if len(self._hidden_memo) >= 8:  # asked for the kept and the moved boundary: a few keys live
+                self._hidden_memo.clear()
+            found = self._hidden_memo[key] = self._ledger.hidden(b, limit)
+        return found
 
     def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...]]:
         return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b)
@@ -224,7 +233,7 @@ class Renderer:
         layout = lay_out(
             history, self.config, b, spans, hidden, self._behind, self._received,
             lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts,
-            self._reply_texts, self._layout,
+            self._reply_texts, self._layout, self._mask_notes,
         )
         self._candidate = layout
         return layout
@@ -249,15 +258,40 @@ class Renderer:
                 d += 1
             if d < len(layout.msgs) and d < len(last.msgs):
                 return Candidate(size, self._prefix_chars + (layout.chars[d - 1] if d else 0))
-        messages = self._prefix + layout.msgs
-        self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], messages, [])
+        tail: list[Message] = []
+        self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], tail, [])
+        n_prefix, n_layout = len(self._prefix), len(layout.msgs)
+        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         cached = self._last + ([clean(history.step(t).reply)] if t >= 1 else [])
-        common = 0
-        for old, new in zip(cached, messages, strict=False):
+        i = self._known_same(layout, t)  # compared from there on: work in proportion to the tail
+        if i < n_prefix:
+            i = common = 0
+        else:
+            common = self._prefix_chars + (layout.chars[i - n_prefix - 1] if i > n_prefix else 0)
+        while i < len(cached):
+            j = i - n_prefix
+            new = self._prefix[i] if j < 0 else layout.msgs[j] if j < n_layout else tail[j - n_layout] if j - n_layout < len(tail) else None
+            if new is None:
+                break
+            old = cached[i]
             if old is not new and old != new:
                 break
             common += message_chars(new)
-        return Candidate(sum(message_chars(m) for m in messages), common)
+            i += 1
+        return Candidate(size, common)
+
+    def _known_same(self, layout: Layout, t: int) -> int:
+        """How many leading messages of a prompt with ``layout`` at call t are the last prompt's, for certain."""
+        last = self._last_layout
+        if last is None or self._t != t - 1 or not self._last:
+            return 0
+        if layout is last:
+            same = len(layout.msgs)
+        elif layout.base == last.serial:
+            same = layout.reused
+        else:
+            return 0
+        return min(len(self._last), len(self._prefix) + same)
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
@@ -281,11 +315,14 @@ class Renderer:
                 msgs.append(msg)
                 origins.append(origin)
 
-    def _note_fold_costs(self, t: int, messages: list[Message]) -> None:
+    def _note_fold_costs(self, t: int, messages: list[Message], same: int) -> None:
+        """``same``: leading messages known to equal the last prompt's (not compared again)."""
         for span in reversed(self._spans.closed):
             if span.end != t:
                 break
-            self.fold_costs.setdefault(span.id, fold_cost(span, t, self._last, messages))
+            if span.id not in self.fold_costs:
+                c = fold_cost(span, t, self._last[same:], messages[same:])
+                self.fold_costs[span.id] = c._replace(kept_messages=same + c.kept_messages)
         self._last = messages
 
 
