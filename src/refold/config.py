@@ -7,7 +7,8 @@
     ├── prompt    PromptConfig   where the protocol text goes
     ├── boundary  BoundaryConfig when the boundary moves: the seed's fixed rule, or only when it pays
     ├── cache     str            cache profile whose prices the cost rule uses
-    └── tokenizer str            tokenizer for reported token counts
+    ├── tokenizer str            tokenizer for reported token counts
+    └── mechanisms tuple[str]    the projection rules that shape steps behind the boundary, in order
 
 Built from keyword arguments (``Config.parse(k=4, spans={"prompt": True})``; a policy field may be
 given at the top level), from ``a.b=value`` overrides as mini-swe-agent's ``-c`` takes them
@@ -29,6 +30,8 @@ from .mechanisms.ledger import LedgerPolicy
 from .mechanisms.spans import SpanPolicy
 from .policy import Policy
 
+MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies")
+"""The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
 CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
 BoundaryRule = Literal["fixed", "cost"]
 
@@ -70,6 +73,9 @@ class Config(BaseModel):
     boundary: BoundaryConfig = BoundaryConfig()
     cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
     tokenizer: str = "qwen3.6"
+    mechanisms: tuple[str, ...] = MECHANISMS
+    """How steps behind the boundary are shaped, in order: built-in names or dotted paths of
+    ``refold.render.mechanism.Mechanism`` classes."""
 
     @classmethod
     def parse(cls, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:

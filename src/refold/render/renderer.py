@@ -30,6 +30,7 @@ from ..messages import clean
 from ..types import Message, Origin, Rendered, RenderStats, Shown
 from .behind import Behind
 from .layout import Layout, lay_out
+from .mechanism import LayoutView, resolve
 from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
 
 
@@ -43,6 +44,7 @@ class Renderer:
 
     def __init__(self, config: Config = DEFAULT) -> None:
         self.config = config
+        self._mechanisms = resolve(config.mechanisms)
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
@@ -230,11 +232,11 @@ class Renderer:
         for known in (self._layout, self._candidate):
             if known is not None and (known.b, known.hidden, known.spans) == key and known.masked_upto == len(self._behind.mask_order):
                 return known
-        layout = lay_out(
-            history, self.config, b, spans, hidden, self._behind, self._received,
-            lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts,
-            self._reply_texts, self._layout, self._mask_notes,
+        view = LayoutView(
+            history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms,
+            hidden_texts=self._hidden_texts, reply_texts=self._reply_texts, mask_notes=self._mask_notes,
         )
+        layout = lay_out(view, lambda span: self._block(history, span), self._notes, self._note_lines, self._layout)
         self._candidate = layout
         return layout
 
