@@ -27,7 +27,7 @@ from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown
+from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
@@ -50,7 +50,7 @@ class Renderer:
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
-        self._seen: tuple[int, str] | None = None
+        self._seen: tuple[int, str, float | None] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
         self._prefix_chars = 0
@@ -140,7 +140,9 @@ class Renderer:
             self._commit(moved)
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
-        elif should_move(self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed)):
+        elif should_move(
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
+        ):
             self._commit(moved)
         layout = self._layout
         assert layout is not None
@@ -328,8 +330,23 @@ class Renderer:
         self._last = messages
 
 
-def _seen_key(history: History, n: int) -> tuple[int, str] | None:
-    """What identifies the first ``n`` steps of a history by content (digests chain the prefix)."""
+def _seen_key(history: History, n: int) -> tuple[int, str, float | None] | None:
+    """What identifies the first ``n`` steps of a history by content (digests chain the prefix;
+    recorded times are not in digests, and the last one decides whether the cache was cold)."""
     if n > len(history):
         return None
-    return n, history.step(n).digest if n else history.digest
+    return (n, history.step(n).digest, step_time(history.step(n))) if n else (0, history.digest, None)
+
+
+def step_time(step: Step) -> float | None:
+    """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
+    at = step.meta.get("time")
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
+def idle_s(history: History, t: int) -> float | None:
+    """Seconds between model call t (made when step t-1 was complete) and call t+1 (step t), if recorded."""
+    if t < 2:
+        return None
+    now, before = step_time(history.step(t)), step_time(history.step(t - 1))
+    return None if now is None or before is None else now - before
