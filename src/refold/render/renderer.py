@@ -17,7 +17,6 @@ and returns exactly what ``render`` returns.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import time
 
 from ..config import DEFAULT, Config
@@ -99,10 +98,8 @@ class Renderer:
             self._reset(history)
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
-                self._render(history, u)
-        out = self._render(history, t)
-        ms = (time.perf_counter() - start) * 1000
-        return Rendered(out.messages, out.origins, dataclasses.replace(out.stats, render_ms=ms))
+                self._render(history, u, start)
+        return self._render(history, t, start)
 
     def received(self, history: History, index: int) -> list[Message]:
         """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
@@ -124,7 +121,7 @@ class Renderer:
     def _sequential(self) -> bool:
         return bool(self.config.ledger.budget_tokens) or self.config.boundary.rule == "cost"
 
-    def _render(self, history: History, t: int) -> Rendered:
+    def _render(self, history: History, t: int, start: float) -> Rendered:
         self._receive(history, t)
         self._seen = _seen_key(history, len(self._received))
         self._advance_marks(history, t)
@@ -158,12 +155,13 @@ class Renderer:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
-        self._note_fold_costs(t, messages, self._known_same(layout, t))
+        self._note_fold_costs(t, messages, layout)
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
         self._last_layout = layout
-        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, 0.0, stable))
+        ms = (time.perf_counter() - start) * 1000
+        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
 
     def _stable(self, messages: list[Message], layout: Layout, t: int) -> int:
         if self._t != t - 1 or not self._last:
@@ -319,12 +317,12 @@ class Renderer:
                 msgs.append(msg)
                 origins.append(origin)
 
-    def _note_fold_costs(self, t: int, messages: list[Message], same: int) -> None:
-        """``same``: leading messages known to equal the last prompt's (not compared again)."""
+    def _note_fold_costs(self, t: int, messages: list[Message], layout: Layout) -> None:
         for span in reversed(self._spans.closed):
             if span.end != t:
                 break
             if span.id not in self.fold_costs:
+                same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
                 c = fold_cost(span, t, self._last[same:], messages[same:])
                 self.fold_costs[span.id] = c._replace(kept_messages=same + c.kept_messages)
         self._last = messages
