@@ -148,7 +148,7 @@ class Renderer:
         origins = self._prefix_origins + layout.origins
         self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
-            self._add_budget_line(history, t, messages)
+            self._add_budget_line(history, t, messages, layout)
         stable = self._stable(messages, layout, t)
         if any((s.end or 0) > b for s in closed):
             head = len(self._prefix) + len(layout.msgs)
@@ -175,13 +175,14 @@ class Renderer:
             same += 1
         return same
 
-    def _add_budget_line(self, history: History, t: int, messages: list[Message]) -> None:
+    def _add_budget_line(self, history: History, t: int, messages: list[Message], layout: Layout) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
         form = self._received[t - 1]
         if not messages or messages[-1] is not form.msgs[-1] or len(form.msgs) < 2:
             return
-        size = sum(message_chars(m) for m in messages)
+        head = len(self._prefix) + len(layout.msgs)  # prefix and layout sizes are running totals
+        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
         self._received[t - 1] = with_budget_line(form, history.step(t), line)
         self._recv_cum[t] += self._received[t - 1].chars - form.chars
