@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from refold.config import Config
 from refold.history import History
 from refold.render import Renderer, render
@@ -92,3 +95,14 @@ def test_step_time_reads_each_format() -> None:
     assert step_time({"role": "assistant", "content": "a", "extra": {"timestamp": 12}}, []) is None  # not unix seconds
     h = History.from_messages([{"role": "user", "content": "task"}, mini1, {"role": "user", "content": "o"}, mini1_next, {"role": "user", "content": "p"}])
     assert [s.meta.get("time") for s in h.steps] == [T0 + 9, T0 + 9]  # the last step: when its own call began
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.dictionaries(st.integers(2, 18), st.sampled_from([0.0, 200.0, 400.0, 5000.0]), max_size=6), st.permutations(range(19)))
+def test_with_any_gaps_the_memo_is_pure_and_never_hides_more_than_the_fixed_rule(gaps: dict[int, float], order: list[int]) -> None:
+    h = run(gaps, 18)
+    r = Renderer(CONFIG)
+    for t in order:
+        out = r.render(h, t)
+        assert out.messages == render(h, CONFIG, t).messages
+        assert out.stats.boundary <= CONFIG.policy.boundary(t)
