@@ -37,8 +37,9 @@ class ProxyConfig:
     """Offer the context commands as function tools next to the client's tools (requests with tools)."""
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
-    tokenizer: str = "qwen3.6"
-    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate)."""
+    tokenizer: str = ""
+    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate, ``off``): "" reads
+    ``config.tokenizer``; given here, it replaces the config's, so the two always agree."""
     require_key: bool = False
     """Refuse requests that carry no credential (else they share one anonymous owner)."""
     allow_hosts: tuple[str, ...] = ()
@@ -51,6 +52,9 @@ class ProxyConfig:
     """Views building or queued at once; more get a 503 to retry."""
 
     def __post_init__(self) -> None:
+        if self.tokenizer and self.tokenizer != self.config.tokenizer:
+            object.__setattr__(self, "config", self.config.replace(tokenizer=self.tokenizer))
+        object.__setattr__(self, "tokenizer", self.config.tokenizer)
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"--upstream must be an http(s) URL, got '{self.upstream}'")
         if self.max_rounds < 0:
