@@ -92,21 +92,23 @@ def _timestamp(message: Message) -> float | None:
     return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
 
 
-def _latency(step: Step, before: Message | None) -> float | None:
+def _latency(step: Step, before: Message | None) -> tuple[float | None, bool]:
     """Seconds the model took for this reply, when the run recorded it: the reply's timestamp
-    minus that of the message before it (mini 2.x), or minus the provider's ``created``."""
+    minus that of the message before it (mini 2.x), or (approximately: ``True``) minus the
+    provider's whole-second ``created``."""
     done = _timestamp(step.reply)
     if done is None:
-        return None
+        return None, False
     start = _timestamp(before) if before is not None else None
+    approx = start is None
     if start is None:
         extra = step.reply.get("extra")
         response = extra.get("response") if isinstance(extra, dict) else None
         created = response.get("created") if isinstance(response, dict) else None
         start = float(created) if isinstance(created, int | float) and not isinstance(created, bool) else None
     if start is None or not 0 <= done - start < 86_400:
-        return None
-    return round(done - start, 2)
+        return None, False
+    return round(done - start, 2), approx
 
 
 def _recorded_cost(step: Step) -> float | None:
@@ -241,6 +243,7 @@ def _step_data(step: Step, tables: _Tables, k: int, before: Message | None = Non
         tables.piece(o, Origin(step.index, "output", shown, step.restore_of)) for o in step.observations
     ]
     usage = step.meta.get("usage") if isinstance(step.meta.get("usage"), dict) else None
+    latency, approx = _latency(step, before)
     return {
         "reply": reply,
         "outputs": outputs,
@@ -253,7 +256,8 @@ def _step_data(step: Step, tables: _Tables, k: int, before: Message | None = Non
         "recorded_prompt_tokens": usage.get("prompt_tokens") if usage else None,
         "recorded_cached_tokens": usage.get("cached_tokens") if usage else None,
         "recorded_cost": _recorded_cost(step),
-        "latency": _latency(step, before),
+        "latency": latency,
+        "latency_approx": approx,
     }
 
 

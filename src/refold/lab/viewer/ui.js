@@ -272,7 +272,7 @@ function stepFacts(s) { // what the run recorded about the call that produced st
   if (st.recorded_prompt_tokens !== null && st.recorded_prompt_tokens !== undefined)
     out.push(["recorded prompt", `${fmt(st.recorded_prompt_tokens)} tokens` + (st.recorded_cached_tokens !== null && st.recorded_cached_tokens !== undefined ? `, ${fmt(st.recorded_cached_tokens)} cached` : "")]);
   if (st.recorded_cost !== null && st.recorded_cost !== undefined) out.push(["recorded cost", usd(st.recorded_cost)]);
-  out.push(["latency", st.latency !== null && st.latency !== undefined ? `${st.latency.toFixed(1)} s (recorded)` : "not recorded in this run"]);
+  out.push(["latency", st.latency !== null && st.latency !== undefined ? `${st.latency_approx ? "≈ " : ""}${st.latency.toFixed(1)} s (recorded)` : "not recorded in this run"]);
   return out;
 }
 
@@ -534,7 +534,7 @@ function renderFigures() {
   const rec = [];
   if (st.recorded_prompt_tokens !== null && st.recorded_prompt_tokens !== undefined) rec.push(`${fmt(st.recorded_prompt_tokens)} prompt tokens` + (st.recorded_cached_tokens !== null && st.recorded_cached_tokens !== undefined ? `, ${fmt(st.recorded_cached_tokens)} cached` : ""));
   if (st.recorded_cost !== null && st.recorded_cost !== undefined) rec.push(usd(st.recorded_cost));
-  rec.push(st.latency !== null && st.latency !== undefined ? `latency ${st.latency.toFixed(1)} s` : "latency not recorded");
+  rec.push(st.latency !== null && st.latency !== undefined ? `latency ${st.latency_approx ? "≈ " : ""}${st.latency.toFixed(1)} s` : "latency not recorded");
   box.appendChild(document.createTextNode(" · "));
   box.appendChild(el("span", { class: "rec", "data-testid": "figures-recorded" }, `recorded in the run: ${rec.join(", ")}`));
 }
