@@ -372,10 +372,20 @@ def test_view_title_with_a_template_marker() -> None:
 T0 = 1_800_000_000.0
 HEREDOC = "cat <<'EOF' > fix.py\ndef divide(a, b):\n    if b == 0:\n        raise ValueError('zero')\n    return a / b\nEOF"
 TOOL_STEPS: list[tuple[dict[str, Any], str, int, float]] = [  # arguments, output, exit status, seconds
-    ({"command": "ls -la"}, "total 8\ndrwxr-xr-x 2 root root 4096 .\n-rw-r--r-- 1 root root 120 calc.py\n-rw-r--r-- 1 root root 80 README.md", 0, 2.5),
+    (
+        {"command": "ls -la"},
+        "total 8\ndrwxr-xr-x 2 root root 4096 .\n-rw-r--r-- 1 root root 120 calc.py\n-rw-r--r-- 1 root root 80 README.md",
+        0,
+        2.5,
+    ),
     ({"command": "nl -ba calc.py | sed -n '1,40p'"}, _nl(_calc_lines(40)), 0, 1.25),
     ({"command": HEREDOC, "timeout": 30}, "", 0, 4.0),
-    ({"command": "python -m pytest -q"}, "F.\nFAILED tests/test_calc.py::test_zero - ZeroDivisionError\n1 failed, 1 passed in 0.02s", 1, 3.5),
+    (
+        {"command": "python -m pytest -q"},
+        "F.\nFAILED tests/test_calc.py::test_zero - ZeroDivisionError\n1 failed, 1 passed in 0.02s",
+        1,
+        3.5,
+    ),
 ]
 
 
@@ -384,7 +394,11 @@ def toolcall_trajectory(*, format_error: bool = True) -> dict[str, Any]:
     outputs, per-call usage, cost and timestamps, and (optionally) a format-error call."""
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a helpful assistant that can run bash commands."},
-        {"role": "user", "content": "<pr_description>\ndivide() crashes on zero.\n</pr_description>", "extra": {"timestamp": T0}},
+        {
+            "role": "user",
+            "content": "<pr_description>\ndivide() crashes on zero.\n</pr_description>",
+            "extra": {"timestamp": T0},
+        },
     ]
     now = T0
     for i, (args, out, rc, secs) in enumerate(TOOL_STEPS, start=1):
@@ -394,22 +408,51 @@ def toolcall_trajectory(*, format_error: bool = True) -> dict[str, Any]:
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps(args)}}],
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps(args)},
+                    }
+                ],
                 "extra": {
                     "actions": [{"command": args["command"], "tool_call_id": call_id}],
                     "cost": 0.001 * i,
                     "timestamp": now,
-                    "response": {"created": int(now - secs), "usage": {"prompt_tokens": 900 + 300 * i, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 640 * (i - 1)}}},
+                    "response": {
+                        "created": int(now - secs),
+                        "usage": {
+                            "prompt_tokens": 900 + 300 * i,
+                            "completion_tokens": 20,
+                            "prompt_tokens_details": {"cached_tokens": 640 * (i - 1)},
+                        },
+                    },
                 },
             }
         )
         now += 0.5
         msgs.append(
-            {"role": "tool", "tool_call_id": call_id, "content": f"<returncode>{rc}</returncode>\n<output>\n{out}\n</output>", "extra": {"returncode": rc, "timestamp": now}}
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": f"<returncode>{rc}</returncode>\n<output>\n{out}\n</output>",
+                "extra": {"returncode": rc, "timestamp": now},
+            }
         )
         if format_error and i == 2:
-            msgs.append({"role": "user", "content": "Please always provide EXACTLY ONE action.", "extra": {"interrupt_type": "FormatError"}})
-    return {"trajectory_format": "mini-swe-agent-1.1", "messages": msgs, "info": {"exit_status": "Submitted"}, "instance_id": "toolcall__calc-1"}
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": "Please always provide EXACTLY ONE action.",
+                    "extra": {"interrupt_type": "FormatError"},
+                }
+            )
+    return {
+        "trajectory_format": "mini-swe-agent-1.1",
+        "messages": msgs,
+        "info": {"exit_status": "Submitted"},
+        "instance_id": "toolcall__calc-1",
+    }
 
 
 @pytest.fixture
@@ -424,11 +467,17 @@ def _toolcall_data(path: Path, **kw: Any) -> dict[str, Any]:
     from refold.loaders import load
 
     tok = get_tokenizer("chars4")
-    return build_data(load(path), build_variants(["refold", "masking"], Options(tokenizer=tok), mechanisms=False), tok, **kw)
+    return build_data(
+        load(path), build_variants(["refold", "masking"], Options(tokenizer=tok), mechanisms=False), tok, **kw
+    )
 
 
 def _piece(d: dict[str, Any], step: int, part: str) -> list[Any]:
-    return next(p for p in d["pieces"] if p[2] == step and d["codes"]["part"][p[3]] == part and d["codes"]["shown"][p[4]] == "received")
+    return next(
+        p
+        for p in d["pieces"]
+        if p[2] == step and d["codes"]["part"][p[3]] == part and d["codes"]["shown"][p[4]] == "received"
+    )
 
 
 def test_rows_preview_the_command_and_a_summary_of_the_output(toolcall_file: Path) -> None:
@@ -446,7 +495,11 @@ def test_rows_preview_the_command_and_a_summary_of_the_output(toolcall_file: Pat
     from refold.lab.replay import Options
 
     d2 = build_data(run, build_variants(["refold"], Options(tokenizer=tok), mechanisms=False), tok)
-    outs = {d2["strings"][p[7]] for p in d2["pieces"] if p[2] == 2 and p[3] == d2["codes"]["part"].index("output") and p[7] >= 0}
+    outs = {
+        d2["strings"][p[7]]
+        for p in d2["pieces"]
+        if p[2] == 2 and p[3] == d2["codes"]["part"].index("output") and p[7] >= 0
+    }
     assert len(outs) == 1  # received and trimmed copies alike
     assert outs.pop().startswith("src/calc.py lines 1-60: def operation_1 L1, def operation_13 L13")
 
@@ -457,8 +510,18 @@ def test_tool_call_arguments_are_pretty_printed(toolcall_file: Path) -> None:
     assert '{"command"' not in text
     assert text.startswith("→ bash\n  command:\n      cat <<'EOF' > fix.py\n      def divide(a, b):\n")
     assert text.endswith("\n  timeout: 30")
-    assert display_text({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}) == "→ f\n  not json"
-    nested = display_text({"role": "assistant", "tool_calls": [{"function": {"name": "edit", "arguments": '{"path": "a.py", "lines": [1, 2]}'}}]})
+    assert (
+        display_text(
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}
+        )
+        == "→ f\n  not json"
+    )
+    nested = display_text(
+        {
+            "role": "assistant",
+            "tool_calls": [{"function": {"name": "edit", "arguments": '{"path": "a.py", "lines": [1, 2]}'}}],
+        }
+    )
     assert nested == "→ edit\n  path: a.py\n  lines: [\n      1,\n      2\n    ]"
 
 
@@ -486,7 +549,9 @@ def test_per_call_figures_line_up_with_the_calls_and_sum_to_the_totals(toolcall_
     for v in d["variants"]:
         if "same_as" in v:
             continue
-        assert len(v["tokens"]) == len(v["cached"]) == len(v["cost"]) == 4  # the format-error call is left out
+        assert (
+            len(v["tokens"]) == len(v["cached"]) == len(v["cost"]) == 4
+        )  # the format-error call is left out
         assert v["totals"]["unreplied_calls"] == 1
         assert all(0 <= c <= n for c, n in zip(v["cached"], v["tokens"], strict=True))
         assert 0 < sum(v["cost"]) < v["totals"]["cost_usd"]  # the unreplied call is billed in the total only
@@ -496,7 +561,9 @@ def test_per_call_figures_line_up_with_the_calls_and_sum_to_the_totals(toolcall_
 
 def test_progress_is_reported_per_rendering() -> None:
     seen: list[tuple[int, int, str]] = []
-    build_report(synthetic_run(8), variants=["refold"], tokenizer="chars4", progress=lambda *a: seen.append(a))
+    build_report(
+        synthetic_run(8), variants=["refold"], tokenizer="chars4", progress=lambda *a: seen.append(a)
+    )
     total = seen[0][1]
     assert total == 2 + 16  # base, refold and the 16 switch combinations
     assert [s[0] for s in seen] == list(range(total + 1))

@@ -72,7 +72,9 @@ def toolcall_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     traj = folder / "toolcall.traj.json"
     traj.write_text(json.dumps(toolcall_trajectory()), encoding="utf-8")
     path = folder / "report.html"
-    path.write_text(build_report(load(traj), variants=["refold"], tokenizer="chars4", mechanisms=False), encoding="utf-8")
+    path.write_text(
+        build_report(load(traj), variants=["refold"], tokenizer="chars4", mechanisms=False), encoding="utf-8"
+    )
     return path
 
 
@@ -83,7 +85,9 @@ class Page:
         self.url = url
         self.requests: list[str] = []
         self.errors: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1440, "height": 900}, java_script_enabled=javascript)
+        self.context = browser.new_context(
+            viewport={"width": 1440, "height": 900}, java_script_enabled=javascript
+        )
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("request", lambda r: self.requests.append(r.url))
@@ -142,7 +146,9 @@ def test_every_piece_decodes_as_in_python(page: Page, report: Path) -> None:
 
 def test_jump_to_a_call_shows_history_and_prompt(page: Page, run: History) -> None:
     page.jump(CALL)
-    rendered = Renderer(seed_config(refold_policy())).render(run, CALL - 1)  # the viewer's refold variant is the seed
+    rendered = Renderer(seed_config(refold_policy())).render(
+        run, CALL - 1
+    )  # the viewer's refold variant is the seed
     assert page.rows("prompt").count() == len(rendered.messages)
     assert page.rows("history").count() == 2 + sum(1 + len(s.observations) for s in run.steps[: CALL - 1])
     assert page.rows("history", "note").count() == 6  # reply and output of steps 1, 3 and 4
@@ -247,7 +253,12 @@ def test_state_is_in_the_address(browser: Any, report: Path) -> None:
 def _in_viewport(page: Page, selector: str) -> dict[str, float]:
     box = page.page.locator(selector).bounding_box()
     assert box is not None, f"{selector} is not shown"
-    assert box["x"] >= 0 and box["y"] >= 0 and box["x"] + box["width"] <= 1440 + 0.5 and box["y"] + box["height"] <= 900 + 0.5, box
+    assert (
+        box["x"] >= 0
+        and box["y"] >= 0
+        and box["x"] + box["width"] <= 1440 + 0.5
+        and box["y"] + box["height"] <= 900 + 0.5
+    ), box
     return dict(box)
 
 
@@ -258,7 +269,10 @@ def test_previews_show_the_command_and_the_output_summary(page: Page) -> None:
     assert reply == "$ nl -ba src/calc.py"
     assert output.startswith("src/calc.py lines 1-60: def operation_1 L1")
     assert page.page.locator("#prompt .row[data-step='2'][data-part='output'] .pre").inner_text() == output
-    assert not any(t.strip() in ("{", "<returncode>0</returncode>") for t in page.page.locator("#history .row .pre").all_inner_texts())
+    assert not any(
+        t.strip() in ("{", "<returncode>0</returncode>")
+        for t in page.page.locator("#history .row .pre").all_inner_texts()
+    )
 
 
 def test_the_detail_opens_beside_the_panes_in_the_viewport(page: Page, run: History) -> None:
@@ -311,10 +325,14 @@ def test_search_finds_the_steps_and_jumps_to_them(page: Page) -> None:
 def test_filter_shows_one_kind_of_row(page: Page) -> None:
     page.jump(CALL)
     page.page.select_option("#filter", "reply")
-    parts = page.page.locator("#history .row:not(.filtered)").evaluate_all("rs => rs.map(r => r.dataset.part)")
+    parts = page.page.locator("#history .row:not(.filtered)").evaluate_all(
+        "rs => rs.map(r => r.dataset.part)"
+    )
     assert parts and set(parts) == {"reply"}
     page.page.select_option("#filter", "condensed")
-    shown = page.page.locator("#prompt .row:not(.filtered)").evaluate_all("rs => rs.map(r => r.dataset.shown)")
+    shown = page.page.locator("#prompt .row:not(.filtered)").evaluate_all(
+        "rs => rs.map(r => r.dataset.shown)"
+    )
     assert shown and not {"received", "prefix"} & set(shown)
     page.page.select_option("#filter", "all")
     assert page.page.locator(".row.filtered").count() == 0
@@ -323,7 +341,11 @@ def test_filter_shows_one_kind_of_row(page: Page) -> None:
 def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
     data = _data(report)
     stats = next(v for v in data["variants"] if v["id"] == "refold")["stats"]
-    moved = next(c for c in range(2, len(stats) + 1) if stats[c - 1][0] != stats[c - 2][0] and stats[c - 1][1] > stats[c - 2][1])
+    moved = next(
+        c
+        for c in range(2, len(stats) + 1)
+        if stats[c - 1][0] != stats[c - 2][0] and stats[c - 1][1] > stats[c - 2][1]
+    )
     page.jump(moved)
     page.page.click("#diff")
     _in_viewport(page, "#detail-panel")
@@ -352,9 +374,15 @@ def test_per_call_figures_are_labeled_simulated_and_recorded(browser: Any, toolc
         sim = p.text("[data-testid=figures-sim]")
         data = _data(toolcall_report)
         v = next(x for x in data["variants"] if x["id"] == "refold")
-        assert f"{v['tokens'][1]:,} prompt tokens = {v['cached'][1]:,} cached + {v['tokens'][1] - v['cached'][1]:,} recomputed" in sim
+        assert (
+            f"{v['tokens'][1]:,} prompt tokens = {v['cached'][1]:,} cached + {v['tokens'][1] - v['cached'][1]:,} recomputed"
+            in sim
+        )
         assert "$" in sim and "(simulated: vLLM prefix cache" in sim
-        assert p.text("[data-testid=figures-recorded]") == "recorded in the run: 1,500 prompt tokens, 640 cached, $0.0020, latency 1.3 s"
+        assert (
+            p.text("[data-testid=figures-recorded]")
+            == "recorded in the run: 1,500 prompt tokens, 640 cached, $0.0020, latency 1.3 s"
+        )
         assert "cost, simulated" in p.text("#summary")
         assert p.errors == []
     finally:
@@ -437,6 +465,8 @@ def test_a_banner_shows_while_the_report_builds(browser: Any, report: Path) -> N
 
 
 def _data(report: Path) -> dict[str, Any]:
-    raw = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', report.read_text("utf-8"), re.S)
+    raw = re.search(
+        r'<script type="application/json" id="refold-data">(.*?)</script>', report.read_text("utf-8"), re.S
+    )
     assert raw is not None
     return dict(json.loads(raw.group(1)))

@@ -51,7 +51,9 @@ def _progress(run: Path) -> Iterator[Callable[[int, int, str], None]]:
             return
         said.add(quarter)
         if done >= total:
-            print(f"refold view: {total}/{total} renderings done, writing the page", file=sys.stderr, flush=True)
+            print(
+                f"refold view: {total}/{total} renderings done, writing the page", file=sys.stderr, flush=True
+            )
         else:
             print(f"refold view: rendering {done + 1}/{total} ({what})", file=sys.stderr, flush=True)
 

@@ -24,10 +24,10 @@ from typing import Any
 from ...chat_tokens import message_tokens
 from ...history import History
 from ...mechanisms.fold import valid_marks
+from ...mechanisms.summary import Summary, command_line, summarize
 from ...messages import clean
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown, Step, content_text
-from ...mechanisms.summary import Summary, command_line, summarize
 from ..cache import DEFAULT_PRICES, common_prefix_len, cost_usd
 from ..replay import Projector, Prompt, measure, with_stale
 from ..replay.metrics import default_price
@@ -80,7 +80,9 @@ def display_text(message: Message) -> str:
         fn = (call or {}).get("function") or {}
         args = pretty_arguments(fn.get("arguments", ""))
         head = f"→ {fn.get('name', 'tool')}"
-        blocks.append(head + ("\n" + "\n".join("  " + ln for ln in args.split("\n")) if args.strip() else "()"))
+        blocks.append(
+            head + ("\n" + "\n".join("  " + ln for ln in args.split("\n")) if args.strip() else "()")
+        )
     if blocks:
         text = (text + "\n" if text else "") + "\n".join(blocks)
     return text
@@ -129,7 +131,11 @@ def _summary(step: Step, j: int, text: str) -> Summary:
 def reply_preview(step: Step) -> str:
     """A reply's row: the command(s) it ran, or its first line when it ran none."""
     first_line = next(
-        (ln.strip() for ln in step.reply_text.split("\n") if ln.strip() and not ln.strip().upper().startswith(("PROGRESS", "STALE"))),
+        (
+            ln.strip()
+            for ln in step.reply_text.split("\n")
+            if ln.strip() and not ln.strip().upper().startswith(("PROGRESS", "STALE"))
+        ),
         "",
     )
     if step.observations and _summary(step, 0, step.output_texts[0]).kind == "format":
@@ -209,12 +215,21 @@ class _Tables:
                 j = next((i for i, o in enumerate(step.observations) if o is message), None)
                 if j is None:  # a rendered copy: find the recorded output it shows
                     call_id = message.get("tool_call_id")
-                    j = next((i for i, o in enumerate(step.observations) if call_id and o.get("tool_call_id") == call_id), None)
+                    j = next(
+                        (
+                            i
+                            for i, o in enumerate(step.observations)
+                            if call_id and o.get("tool_call_id") == call_id
+                        ),
+                        None,
+                    )
                 if j is None:
                     j = next((i for i, t in enumerate(step.output_texts) if t and t in text), 0)
                 # as received: what the command printed; trimmed: what was sent, without its label
                 recorded = step.output_texts[j] if j < len(step.observations) else text
-                line = output_preview(step, j, recorded if origin.shown != Shown.TRIMMED else _LABEL.sub("", text, count=1))
+                line = output_preview(
+                    step, j, recorded if origin.shown != Shown.TRIMMED else _LABEL.sub("", text, count=1)
+                )
             hit = self._previews[key] = self.texts.string(line) if line else -1
         return hit
 
@@ -301,7 +316,9 @@ def _variant_data(variant: Variant, recorded: _Recorded, history: History, table
     tokens = [per_call["prompt_tokens"][i] for i in keep]
     cached = [per_call["cached_tokens"][i] for i in keep]
     outputs = [per_call["output_tokens"][i] for i in keep]
-    cost = [round(cost_usd(price, n, c, n - c, o), 7) for n, c, o in zip(tokens, cached, outputs, strict=True)]
+    cost = [
+        round(cost_usd(price, n, c, n - c, o), 7) for n, c, o in zip(tokens, cached, outputs, strict=True)
+    ]
     return {
         "id": variant.id,
         "label": variant.label,

@@ -391,7 +391,9 @@ function diffLines(a, b) {
 function diffRow(kind, pid) {
   const r = el("div", { class: `diff-row ${kind}` });
   r.appendChild(el("b", {}, kind === "add" ? "+" : "−"));
-  r.appendChild(el("span", { class: "pre" }, `${label(pid, true)} · ${shownOf(pid)} · ${fmt(tokensOf(pid))} tok · ${preview(pid)}`));
+  const sh = shownOf(pid);
+  const how = sh === "received" || sh === "prefix" ? " · as received" : label(pid, true).endsWith(sh) ? "" : ` · ${sh}`;
+  r.appendChild(el("span", { class: "pre" }, `${label(pid, true)}${how} · ${fmt(tokensOf(pid))} tok · ${preview(pid)}`));
   return r;
 }
 
