@@ -575,11 +575,13 @@ def test_view_command_prints_progress(tmp_path: Path) -> None:
 
     traj = tmp_path / "run.traj.json"
     traj.write_text(json.dumps(toolcall_trajectory()), encoding="utf-8")
-    r = run_cli("view", str(traj), "-o", str(tmp_path / "r.html"), "--tokenizer", "chars4")
+    r = run_cli(
+        "view", str(traj), "-o", str(tmp_path / "r.html"), "--tokenizer", "chars4", "--policy", "refold"
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
-    assert lines[0] == f"refold view: loading {traj}"
-    assert any(ln.startswith("refold view: rendering 1/") for ln in lines)
+    assert lines[0] == f"refold view: {traj} loaded, 18 renderings to build"
+    assert lines[1] == "refold view: rendering 2/18 (refold)"
     assert lines[-1].endswith("renderings done, writing the page")
     assert len(lines) <= 6  # a few lines for a log, not one per rendering
     assert r.stdout.startswith("wrote ")

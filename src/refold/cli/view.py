@@ -42,13 +42,16 @@ def _progress(run: Path) -> Iterator[Callable[[int, int, str], None]]:
 
             yield tick
         return
+    # nothing before the first rendering is done: a file that fails to load or render leaves
+    # its one-line error alone on stderr
     said: set[int] = set()
-    print(f"refold view: loading {run}", file=sys.stderr, flush=True)
 
     def line(done: int, total: int, what: str) -> None:
-        quarter = 4 * done // max(1, total)  # at most five lines: 0, 1/4, 1/2, 3/4, all
-        if quarter in said:
+        quarter = 4 * done // max(1, total)  # at most five lines: the first, 1/4, 1/2, 3/4, all
+        if done == 0 or quarter in said:
             return
+        if not said:
+            print(f"refold view: {run} loaded, {total} renderings to build", file=sys.stderr, flush=True)
         said.add(quarter)
         if done >= total:
             print(
