@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from refold.cli import app
@@ -18,7 +20,7 @@ from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
 from refold.lab.replay import POLICIES
 from refold.lab.viewer import VIEW_FORMAT, build_report, write_report
-from refold.lab.viewer.data import build_data, display_text
+from refold.lab.viewer.data import build_data, display_text, pretty_arguments
 from refold.lab.viewer.encode import TextTable, decode, split_lines
 from refold.lab.viewer.variants import build_variants, mechanism_id
 from refold.policy import Policy
@@ -585,3 +587,22 @@ def test_view_command_prints_progress(tmp_path: Path) -> None:
     assert lines[-1].endswith("renderings done, writing the page")
     assert len(lines) <= 6  # a few lines for a log, not one per rendering
     assert r.stdout.startswith("wrote ")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=st.dictionaries(st.text(min_size=1, max_size=8), _json | st.text(max_size=60), max_size=4))
+def test_pretty_arguments_keep_every_key_and_string(args: dict[str, Any]) -> None:
+    out = pretty_arguments(json.dumps(args))
+    for key, value in args.items():
+        assert f"{key}:" in out
+        if isinstance(value, str):
+            for line in value.split("\n"):
+                assert line in out
+    assert pretty_arguments("not json {") == "not json {"

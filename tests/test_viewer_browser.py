@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from refold.history import History
 from refold.lab.replay.policies import refold_policy
@@ -310,6 +312,7 @@ def test_search_finds_the_steps_and_jumps_to_them(page: Page) -> None:
     assert page.text("#call-label").startswith("call 4 /")  # step 3 is first in the history at call 4
     assert "in 2 steps (3, 23)" in page.text("#search-info")  # step 23 restores step 3
     assert page.page.locator("#detail mark").first.inner_text() == "call site 0 of divide"
+    _in_viewport(page, "#detail mark >> nth=0")  # the side panel scrolled to the match
     assert page.page.locator("#history .row.hit").count() == 1
     page.page.press("#search", "Enter")
     assert page.text("#call-label").startswith("call 24 /")
@@ -408,23 +411,32 @@ def _top_anchor(page: Page, pane: str) -> int:
     return int(page.page.evaluate(f"topRow(document.getElementById('{pane}')).dataset.anchor"))
 
 
+FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))"
+LINKED = """() => {
+  const h = topRow(document.getElementById('history')), p = topRow(document.getElementById('prompt'));
+  return h && p && Number(h.dataset.anchor) > 1 && Math.abs(Number(h.dataset.anchor) - Number(p.dataset.anchor)) <= 2;
+}"""
+
+
 def test_history_and_prompt_scroll_together(page: Page, run: History) -> None:
     page.jump(len(run))
     assert page.page.is_checked("#link-scroll")
     page.page.locator("#history").hover()
     page.page.mouse.wheel(0, -100_000)  # to the top of the history
-    page.page.wait_for_function("document.getElementById('history').scrollTop === 0")
-    page.page.wait_for_function("document.getElementById('prompt').scrollTop === 0")
-    page.page.mouse.wheel(0, 700)
-    page.page.wait_for_timeout(150)
-    h = _top_anchor(page, "history")
-    assert h > 1
-    assert abs(_top_anchor(page, "prompt") - h) <= 2  # the same step at the top of both panes
+    page.page.wait_for_function("() => document.getElementById('history').scrollTop === 0")
+    page.page.wait_for_function("() => document.getElementById('prompt').scrollTop === 0")
+    page.page.mouse.wheel(0, 300)
+    page.page.wait_for_function(LINKED)  # the same step at the top of both panes
+    page.page.evaluate(FRAMES)
     page.page.uncheck("#link-scroll")
-    before = page.page.evaluate("document.getElementById('prompt').scrollTop")
-    page.page.mouse.wheel(0, 400)
-    page.page.wait_for_timeout(150)
-    assert page.page.evaluate("document.getElementById('prompt').scrollTop") == before
+    before = page.page.evaluate(
+        "[document.getElementById('history').scrollTop, document.getElementById('prompt').scrollTop]"
+    )
+    page.page.locator("#history").hover()
+    page.page.mouse.wheel(0, -150)
+    page.page.wait_for_function(f"() => document.getElementById('history').scrollTop < {before[0]}")
+    page.page.evaluate(FRAMES)  # scroll events are handled before the next frames
+    assert page.page.evaluate("document.getElementById('prompt').scrollTop") == before[1]
 
 
 def test_two_policies_side_by_side(page: Page, report: Path) -> None:
@@ -470,3 +482,18 @@ def _data(report: Path) -> dict[str, Any]:
     )
     assert raw is not None
     return dict(json.loads(raw.group(1)))
+
+
+_lines = st.lists(st.sampled_from(["a", "b", "c", "", "def f():", "  return 1", "x = 2"]), max_size=30)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=_lines, b=_lines)
+def test_line_diff_rebuilds_both_texts(page: Page, a: list[str], b: list[str]) -> None:
+    x, y = "\n".join(a), "\n".join(b)
+    ops = page.page.evaluate("([x, y]) => lineDiff(x, y)", [x, y])
+    assert [line for k, line in ops if k != "add"] == x.split("\n")
+    assert [line for k, line in ops if k != "del"] == y.split("\n")
+    same = sum(1 for k, _ in ops if k == "same")
+    if x == y:
+        assert same == len(x.split("\n"))

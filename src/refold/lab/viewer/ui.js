@@ -121,6 +121,7 @@ function renderPanes() {
     $("history-tokens").textContent = `≈ ${fmt(histTokens)} tokens · ${c - 1} steps`;
   }
   $("prompt-tokens").textContent = paneTokens(v);
+  $("prompt-name").textContent = selected().label;
   follow();
 }
 
@@ -224,6 +225,7 @@ function select(pane, idx) {
   const r = rowAt(pane, idx);
   if (r) r.classList.add("sel");
   showDetail(pane, idx);
+  if (state.query) showFirstMark();
   quiet();
   if (r) reveal(pane, idx, "nearest");
   linkedRows(pane, idx).forEach(([p, i], n) => {
@@ -344,6 +346,15 @@ function showDetail(pane, idx) {
     steps.slice(0, 400).forEach((s, i) => box.appendChild(stepDetails(s, i < 1)));
     if (steps.length > 400) box.appendChild(el("p", { class: "hint" }, `… and ${steps.length - 400} more steps.`));
   }
+}
+
+function showFirstMark() { // scroll the side panel (only it) to the first search match
+  const box = $("detail"), mark = box.querySelector("mark");
+  if (!mark) return;
+  const pre = mark.closest("pre");
+  const at = mark.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  box.scrollTop = Math.max(0, at - box.clientHeight / 3);
+  if (pre) pre.scrollTop = 0;
 }
 
 /* ---- diff of call N against call N-1 -------------------------------------------------------- */
@@ -531,7 +542,7 @@ function renderFigures() {
   box.appendChild(el("b", {}, `Call ${c}: `));
   box.appendChild(el("span", { class: "sim", "data-testid": "figures-sim" }, `${selected().label}: ${figuresOf(v, c)} (simulated: vLLM prefix cache, ${D.price.name} prices)`));
   if (w) box.appendChild(document.createTextNode(` · ${VARIANTS.get(state.compare).label}: ${figuresOf(w, c)}`));
-  if (v !== b) box.appendChild(document.createTextNode(` · base: ${figuresOf(b, c)}`));
+  if (v !== b && w !== b) box.appendChild(document.createTextNode(` · base: ${figuresOf(b, c)}`));
   const st = D.history.steps[c - 1];
   const rec = [];
   if (st.recorded_prompt_tokens !== null && st.recorded_prompt_tokens !== undefined) rec.push(`${fmt(st.recorded_prompt_tokens)} prompt tokens` + (st.recorded_cached_tokens !== null && st.recorded_cached_tokens !== undefined ? `, ${fmt(st.recorded_cached_tokens)} cached` : ""));
@@ -559,6 +570,6 @@ function renderSummary() {
     chip("recomputed", fmt(tv - cv), `(base ${fmt(tb - cb)})`),
     chip("cost, simulated", usd(sum(v.cost)), `(base ${usd(sum(b.cost))})`),
   ];
-  if (w) chips.push(chip(`vs ${VARIANTS.get(state.compare).label}`, pct(tv, sum(w.tokens)), `(${fmt(sum(w.tokens))} tokens)`));
+  if (w && w !== b) chips.push(chip(`vs ${VARIANTS.get(state.compare).label}`, pct(tv, sum(w.tokens)), `(${fmt(sum(w.tokens))} tokens)`));
   $("summary").replaceChildren(...chips);
 }
