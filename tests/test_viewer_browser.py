@@ -457,6 +457,8 @@ def test_two_policies_side_by_side(page: Page, report: Path) -> None:
     page.page.locator("#compare-rows .row[data-step='18'][data-part='reply']").click()
     assert page.page.locator("#prompt .row.linked[data-step='18'][data-part='reply']").count() == 1
     assert "compare=masking" in page.page.url
+    assert page.page.locator("#chart-total polyline").count() == 3  # base, refold and masking
+    assert page.page.locator("#compare-legend").is_visible()
     page.page.select_option("#compare", "")
     assert page.page.locator("#pane-history").is_visible()
 

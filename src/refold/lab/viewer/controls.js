@@ -32,11 +32,15 @@ function syncControls() {
 
 function renderCharts() {
   const v = variant();
-  if (view.chartsFor === v.id) return;
-  view.chartsFor = v.id;
+  const w = compareV();
+  const key = v.id + "|" + (w ? w.id : "");
+  if (view.chartsFor === key) return;
+  view.chartsFor = key;
   const base = baseV().tokens;
   view.markSize = drawSizeChart($("chart-size"), { tokens: v.tokens, cached: v.cached, base }, (c) => setCall(c));
-  view.markTotal = drawTotalChart($("chart-total"), { tokens: v.tokens, base }, (c) => setCall(c));
+  view.markTotal = drawTotalChart($("chart-total"), { tokens: v.tokens, base, other: w && w !== baseV() ? w.tokens : null }, (c) => setCall(c));
+  $("compare-legend").hidden = !(w && w !== baseV());
+  $("compare-label").textContent = w ? VARIANTS.get(state.compare).label : "";
 }
 
 function writeHash() {

@@ -313,7 +313,7 @@ function showDetail(pane, idx) {
   head.appendChild(document.createTextNode(` · ${fmt(tokensOf(pid))} tokens · ${pane === "history" ? "history at" : `sent by ${who} at`} call ${state.call}`));
   box.appendChild(head);
   const step = stepOf(pid);
-  if (preview(pid)) box.appendChild(kv([[partOf(pid) === "reply" ? "runs" : "summary", preview(pid)]]));
+  if (P[pid][7] >= 0) box.appendChild(kv([[partOf(pid) === "reply" ? "runs" : "summary", preview(pid)]]));
   if (step && partOf(pid) === "reply") box.appendChild(kv(stepFacts(step)));
   if (pane === "history") {
     box.appendChild(block("In the history, as recorded", pieceText(pid)));

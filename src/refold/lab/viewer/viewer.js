@@ -87,6 +87,7 @@ function preview(pid) {
       if (line && !/^\[step \d+\]$/.test(line) && !/^<\/?(returncode|output)>/.test(line)) { p = line; break; }
       start = end + 1;
     }
+    p = p.replace(/^\[context-manager\]\s*/, ""); // the row's color already says it is a note or stub
     p = p.length > 220 ? p.slice(0, 220) + "…" : p;
     previews.set(pid, p);
   }
