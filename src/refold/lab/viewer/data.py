@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -155,9 +154,6 @@ def output_preview(step: Step, j: int, text: str) -> str:
     return status + s.text
 
 
-_LABEL = re.compile(r"^\[step \d+\][^\n]*\n")
-
-
 class _Tables:
     """The interned string and piece tables shared by the history and every variant."""
 
@@ -225,11 +221,9 @@ class _Tables:
                     )
                 if j is None:
                     j = next((i for i, t in enumerate(step.output_texts) if t and t in text), 0)
-                # as received: what the command printed; trimmed: what was sent, without its label
+                # what the command printed, as recorded (a trimmed copy's marker is no output of it)
                 recorded = step.output_texts[j] if j < len(step.observations) else text
-                line = output_preview(
-                    step, j, recorded if origin.shown != Shown.TRIMMED else _LABEL.sub("", text, count=1)
-                )
+                line = output_preview(step, j, recorded)
             hit = self._previews[key] = self.texts.string(line) if line else -1
         return hit
 
