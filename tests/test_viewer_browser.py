@@ -441,6 +441,8 @@ def test_history_and_prompt_scroll_together(page: Page, run: History) -> None:
 
 def test_two_policies_side_by_side(page: Page, report: Path) -> None:
     page.jump(20)
+    assert page.page.locator("#compare-legend").is_hidden()
+    assert page.page.locator("#chart-total polyline").count() == 2
     page.page.select_option("#compare", "masking")
     assert page.page.locator("#pane-history").is_hidden()
     assert page.page.locator("#pane-compare").is_visible()
