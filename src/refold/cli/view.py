@@ -115,7 +115,7 @@ def view(
     check_output(out, "--output")
     start = time.perf_counter()
     try:
-        with _progress(Path(file)) as tick:
+        with _progress(run) as tick:
             written = write_report(
                 run,
                 out,
