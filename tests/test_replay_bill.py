@@ -5,6 +5,9 @@ Fixtures in tests/data/bill/ (written for these tests, same formats as real runs
 tests/data itself, whose every file the loader and golden-prompt tests walk):
 * ``coder_multiagent.traj``: a CodeR-style SWE-agent .traj with two agents; its
   ``tokens_sent`` was computed with the OpenAI cookbook formula per agent (bpe_openai directly).
+* ``coder_reproducer.traj``: a CodeR-style file whose Reproducer runs 8 calls under CodeR's
+  ``LastNObservations(n=5)``, with one requery after a format error the file does not hold;
+  ``tokens_sent`` counts every call as sent (cookbook formula, bpe_openai directly).
 * ``mini2_formaterror.traj.json``: a mini-swe-agent 2.x tool-call run with two format errors,
   reasoning and cached tokens; each stored call's ``prompt_tokens`` follows the rule measured on
   gpt-5-mini (cookbook + tool block + tool-call framing), computed independently of refold.
@@ -34,6 +37,7 @@ from conftest import DATA, run_cli
 
 CODER = DATA / "bill" / "coder_multiagent.traj"
 MINI2 = DATA / "bill" / "mini2_formaterror.traj.json"
+REPRO = DATA / "bill" / "coder_reproducer.traj"
 
 
 def _base(history: History, **kw: Any) -> dict[str, Any]:
@@ -86,6 +90,60 @@ def test_per_agent_replay_reproduces_tokens_sent() -> None:
     tok = get_tokenizer("cl100k")
     merged_total = sum(count_messages(merged.messages()[: i], tok) for i, m in enumerate(merged.messages()) if m["role"] == "assistant" and not m.get("is_demo"))
     assert merged_total > sent  # what replaying the merged file used to count
+
+
+def _cookbook(msgs: list[dict[str, Any]]) -> int:
+    import bpe_openai
+
+    enc = bpe_openai.get_encoding("cl100k_base")
+    return 3 + sum(3 + len(enc.encode_ordinary(m["role"])) + len(enc.encode_ordinary(m["content"])) for m in msgs)
+
+
+def _last_n(msgs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+    keep = {users[0], *users[-n:]}
+    return [
+        m if m["role"] != "user" or i in keep else {**m, "content": f"Old output omitted ({len(m['content'].splitlines())} lines)"}
+        for i, m in enumerate(msgs)
+    ]
+
+
+def test_base_replays_the_clients_own_cut() -> None:
+    raw = json.loads(REPRO.read_text())["history"]
+    mine = [{"role": m["role"], "content": m["content"]} for m in raw if m["agent"] == "Reproducer"]
+    calls = [i for i, m in enumerate(mine) if m["role"] == "assistant"]
+    expected = sum(_cookbook(_last_n(mine[:i], 5)) for i in calls)
+    full = sum(_cookbook(mine[:i]) for i in calls)
+    repro = load(f"{REPRO}#Reproducer")
+    got = _base(repro, tokenizer="cl100k", cache="none")["base"]
+    assert got["prompt_tokens"] == expected < full  # the first 2 outputs are cut in the last calls
+    assert got["removed_tokens_lost"] > 0  # what the client cut is gone for good
+    manager = load(f"{REPRO}#Manager")  # other roles send their whole history
+    m = [{"role": x["role"], "content": x["content"]} for x in raw if x["agent"] == "Manager"]
+    assert _base(manager, tokenizer="cl100k", cache="none")["base"]["prompt_tokens"] == _cookbook(m[:2]) + _cookbook(m[:4])
+
+
+def test_requeries_the_file_counts_are_estimated_per_file() -> None:
+    stats = json.loads(REPRO.read_text())["info"]["model_stats"]
+    s = Settings(policies=("base", "refold"), tokenizer="cl100k", cache="none", price="gpt-4-turbo", validate=False)
+    results = replay_paths([str(REPRO)], s)
+    assert sum(r.calls for r in results) == stats["api_calls"] - 1
+    stored = sum(r.policies["base"]["prompt_tokens"] for r in results)
+    assert stored < stats["tokens_sent"]
+    report = build_report(results, s)
+    f = report["files"][str(REPRO)]
+    est = f["estimated"]
+    assert est["calls"] == 1 and f["calls"] == stats["api_calls"]
+    out = sum(r.policies["base"]["output_tokens"] for r in results)
+    assert est["output_tokens_per_call"] == stats["tokens_received"] - out
+    total = f["policies"]["base"]["prompt_tokens"]
+    assert total == stored + est["policies"]["base"]["prompt_tokens"]
+    assert abs(total / stats["tokens_sent"] - 1) < abs(stored / stats["tokens_sent"] - 1)
+    assert abs(total / stats["tokens_sent"] - 1) < 0.03
+    assert f["policies"]["refold"]["prompt_tokens"] > sum(r.policies["refold"]["prompt_tokens"] for r in results)
+    assert report["tasks"][0]["unrecorded_calls_estimated"]["calls"] == 1
+    # a file whose counts agree gets no estimate
+    assert "estimated" not in build_report(replay_paths([str(CODER)], s), s)["files"][str(CODER)]
 
 
 def test_replay_paths_reports_per_agent_and_per_file() -> None:
