@@ -205,6 +205,45 @@ def test_every_call_replayed_and_counted_as_billed() -> None:
     assert pc["prompt_tokens"][1] < pc["prompt_tokens"][2] < pc["prompt_tokens"][3]
 
 
+def _mini2_run(path: Path, cached: list[int] | None) -> Path:
+    """A mini 2.x tool-call run with outputs long enough to cache; usage filled from ``cached``."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
+        {"role": "user", "content": "<pr_description>\nparse() fails on empty input.\n</pr_description>\n" + "\n".join(f"rule {j}: keep case {j}" for j in range(300))},
+    ]
+    for i in range(5):
+        call = {"function": {"arguments": json.dumps({"command": f"cat part{i}.py"}), "name": "bash"}, "id": f"c{i}", "type": "function"}
+        usage = {"prompt_tokens": 0, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 0}}
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call],
+                     "extra": {"actions": [{"command": f"cat part{i}.py", "tool_call_id": f"c{i}"}], "response": {"usage": usage}}})
+        body = "\n".join(f"def f{i}_{j}(x):\n    return x * {j} + {i}" for j in range(400))
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": body})
+    data = {"info": {"model_stats": {"api_calls": 5}, "config": {"model": {"model_name": "openai/gpt-5-mini"}}, "mini_version": "2.2.4"}, "messages": msgs, "trajectory_format": "mini-swe-agent-1.1"}
+    path.write_text(json.dumps(data))
+    if cached is None:
+        return path
+    counts = [n for n, st in zip(*(lambda pc: (pc["prompt_tokens"], pc["step"]))(_base(load(path), tokenizer="o200k", cache="none")["base"]["per_call"]), strict=True) if st]
+    for m, n, c in zip([x for x in msgs if x["role"] == "assistant"], counts, cached, strict=True):
+        m["extra"]["response"]["usage"].update(prompt_tokens=n, prompt_tokens_details={"cached_tokens": c})
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_replayed_cache_meets_the_recorded_state(tmp_path: Path) -> None:
+    probe = _base(load(_mini2_run(tmp_path / "a.traj.json", None)), tokenizer="o200k", cache="openai-exact")["base"]
+    full = probe["per_call"]["cached_tokens"]  # the documented rule's hits: every call warm
+    assert all(c >= 1024 for c in full[1:])
+    # recorded: call 3 reached a cold machine, call 5 one holding calls 1..3 only
+    recorded = [0, full[1], 0, full[3], full[3]]
+    run = load(_mini2_run(tmp_path / "b.traj.json", recorded))
+    got = _base(run, tokenizer="o200k", cache="openai-replayed", policies=("base", "refold-best", "masking"))
+    assert got["base"]["per_call"]["cached_tokens"] == recorded
+    plain = _base(run, tokenizer="o200k", cache="openai")["base"]["per_call"]["cached_tokens"]
+    assert plain[2] > 0  # the predictive profile cannot know call 3 missed
+    # other policies meet the same cold call
+    assert got["masking"]["per_call"]["cached_tokens"][2] == 0 == got["refold-best"]["per_call"]["cached_tokens"][2]
+
+
 def test_reasoning_tokens_in_output_kv_and_cost() -> None:
     h = load(MINI2)
     m = _base(h, tokenizer="o200k", cache="none", price="gpt-5-mini")["base"]

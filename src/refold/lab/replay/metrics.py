@@ -12,7 +12,16 @@ from ...history import History
 from ...messages import clean
 from ...tokens import Tokenizer
 from ...types import Shown
-from ..cache import DEFAULT_PRICES, ROUTED_CACHES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
+from ..cache import (
+    DEFAULT_PRICES,
+    ROUTED_CACHES,
+    PrefixCacheSim,
+    Price,
+    ReplayedCache,
+    cost_usd,
+    kv_gib,
+    make_cache,
+)
 from .policies import Projector, Prompt
 
 __all__ = [
@@ -22,6 +31,7 @@ __all__ = [
     "measure",
     "percentile",
     "reasoning_tokens",
+    "recorded_as_of",
     "recorded_completion_tokens",
     "unreplied_by_step",
     "unreplied_output_estimate",
@@ -35,7 +45,9 @@ PRICE_FOR_CACHE = {
     "none": "qwen3.6-27b-vllm",
     "openai": "gpt-5-mini",
     "openai-exact": "gpt-5-mini",
+    "openai-replayed": "gpt-5-mini",
     "gemini-openrouter": "gemini-3-pro",
+    "gemini-openrouter-replayed": "gemini-3-pro",
     "anthropic": "claude-sonnet-4.5",
     "deepseek": "deepseek-v4",
 }
@@ -222,6 +234,7 @@ def measure(
     base_step_tokens: Sequence[int] | None = None,
     keep_ids: list[CallIds] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
+    as_of: Sequence[int | None] | None = None,
 ) -> PolicyMetrics:
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
@@ -230,7 +243,8 @@ def measure(
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
-    ``keep_ids`` (a list) receives each call (for cache validation).
+    ``keep_ids`` (a list) receives each call (for cache validation); ``as_of[k]`` is the cache
+    state model call ``k`` meets under a replayed profile (``recorded_as_of``).
     """
     price = price or DEFAULT_PRICES[default_price(cache_name)]
     cache = make_cache(cache_name)
@@ -247,6 +261,8 @@ def measure(
     lost_out = unreplied_output_estimate(history) if unreplied else 0
 
     routed = cache_name in ROUTED_CACHES
+    stale = cache if isinstance(cache, ReplayedCache) and as_of is not None else None
+    states: Sequence[int | None] = as_of or ()
 
     def call(
         ids: list[int],
@@ -259,6 +275,9 @@ def measure(
     ) -> None:
         # a routed profile keeps one cache per recorded endpoint (every policy is routed alike)
         where = f"{session}@{route}" if routed else session
+        if stale is not None:  # this call meets the provider's recorded state (as base did)
+            k = m.calls
+            stale.calls, stale.as_of = k, states[k] if k < len(states) else None
         cached, written = _request(cache, cache_name, ids, msgs, tok, gen, where, marks)
         n = len(ids)
         m.calls += 1
@@ -281,6 +300,8 @@ def measure(
         if p.compaction is not None:
             c = p.compaction
             cids = prompt_token_ids(c.input_messages, tok, tools=tools)
+            if stale is not None:
+                stale.calls, stale.as_of = m.calls, None
             cached, written = _request(
                 cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
             )
@@ -350,6 +371,29 @@ def step_tokens(history: History, tok: Tokenizer) -> list[int]:
         sum(len(message_tokens(msg, tok)) for msg in (clean(s.reply), *(clean(o) for o in s.observations)))
         for s in history.steps
     ]
+
+
+def recorded_as_of(history: History, calls: Sequence[CallIds], cache_name: str) -> list[int | None] | None:
+    """For a replayed profile: the cache state each model call of ``history`` met, from ``base``'s
+    calls (``calls``, in order) and the recorded cached tokens (scaled by the recorded share when
+    the tokenizers differ). None for other profiles or runs without a record."""
+    cache = make_cache(cache_name)
+    if not isinstance(cache, ReplayedCache):
+        return None
+    out: list[int | None] = []
+    recorded = 0
+    routed = cache_name in ROUTED_CACHES
+    for c in calls:
+        usage = history.step(c.step).meta.get("usage") or {} if c.step else {}
+        p, hit = usage.get("prompt_tokens"), usage.get("cached_tokens")
+        where = c.route if routed else None
+        if isinstance(p, int) and p > 0 and isinstance(hit, int):
+            out.append(cache.probe(c.ids, hit / p * len(c.ids), generated=c.generated, session=where))
+            recorded += 1
+        else:  # no record: the latest state
+            cache.probe(c.ids, float("inf"), generated=c.generated, session=where)
+            out.append(None)
+    return out if recorded else None
 
 
 def validate_cache(

@@ -369,7 +369,12 @@ def _refold(o: Options, **extra: object) -> Policy:
 
 def _default(o: Options) -> RendererProjector:
     """The library's default Config (reminders off: a replay's replies cannot react to them)."""
-    profile = {"gemini-openrouter": "gemini", "openai-exact": "openai"}.get(o.cache, o.cache)
+    profile = {
+        "gemini-openrouter": "gemini",
+        "gemini-openrouter-replayed": "gemini",
+        "openai-exact": "openai",
+        "openai-replayed": "openai",
+    }.get(o.cache, o.cache)
     config = DEFAULT_CONFIG.replace(cache=profile if profile in CACHE_PROFILES else DEFAULT_CONFIG.cache)
     policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
     return RendererProjector("default", policy, config.replace(policy=policy))

@@ -16,8 +16,17 @@ from ...errors import PolicyError, RefoldError, TrajectoryError
 from ...history import History
 from ...loaders import load, load_all, split_source
 from ...tokens import TOKENIZER_NAMES, get_tokenizer
-from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, cost_usd, kv_spec, load_prices, price_for_model
-from .metrics import CallIds, default_price, measure, step_tokens, validate_cache
+from ..cache import (
+    CACHE_NAMES,
+    DEFAULT_PRICES,
+    REPLAYED,
+    Price,
+    cost_usd,
+    kv_spec,
+    load_prices,
+    price_for_model,
+)
+from .metrics import CallIds, default_price, measure, recorded_as_of, step_tokens, validate_cache
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
 from .stale import STALE_SOURCES, with_stale
@@ -204,6 +213,11 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)
+    as_of: list[int | None] | None = None
+    if settings.cache in REPLAYED:  # the state each call met, from base's calls and the record
+        calls: list[CallIds] = []
+        measure(history, make_projector("base", opts), tok, cache_name="none", keep_ids=calls, tools=request_tools(history, "base"))
+        as_of = recorded_as_of(history, calls, settings.cache)
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
         keep: list[CallIds] | None = [] if name == "base" and settings.validate else None
@@ -218,6 +232,7 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
             base_step_tokens=base_tokens,
             keep_ids=keep,
             tools=request_tools(history, name),
+            as_of=as_of,
         )
         m.hidden_needed_calls = tap.totals.needed_calls
         m.hidden_needed_restore_tokens = tap.totals.restore_tokens
