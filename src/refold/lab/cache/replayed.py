@@ -36,12 +36,12 @@ class ReplayedCache:
     def __init__(self, base_profile: str) -> None:
         params = dict(CALIBRATED[base_profile])
         self.name = f"{base_profile}-replayed"
-        self.min_tokens = int(params["min_tokens"])  # type: ignore[call-overload]
-        self.increment = int(params["increment"])  # type: ignore[call-overload]
-        self.cache_generated = bool(params["cache_generated"])
-        self.per_route = bool(params["per_route"])
-        self.block = math.gcd(self.min_tokens, self.increment)
         self._fallback = CalibratedCache(base_profile, **params)  # type: ignore[arg-type]
+        self.min_tokens: int = self._fallback.min_tokens
+        self.increment: int = self._fallback.increment
+        self.cache_generated: bool = self._fallback.cache_generated
+        self.per_route: bool = self._fallback.per_route
+        self.block = math.gcd(self.min_tokens, self.increment)
         self._stores: dict[Hashable, dict[int, int]] = {}
         self.calls = 0
         self.as_of: int | None = None
@@ -74,7 +74,7 @@ class ReplayedCache:
             if v > as_of:
                 break
             n += 1
-        return min(p, int(self._grid(n * self.block)))
+        return min(p, self._grid(n * self.block))
 
     def _store(self, session: Hashable) -> dict[int, int]:
         return self._stores.setdefault(session if self.per_route else None, {})
