@@ -119,8 +119,9 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
         price_name = price_for_model(model) or "gpt-5-mini"
         price = DEFAULT_PRICES[price_name]
         m = _replay(h, "o200k", price_name, "openai")
+        rp = _replay(h, "o200k", price_name, "openai-replayed")["per_call"]
         pc = m["per_call"]
-        stored_prompt = stored_cost_sim = stored_cost_rec = rec_cost = 0.0
+        stored_prompt = stored_cost_sim = stored_cost_rec = rec_cost = stored_cost_replayed = 0.0
         unreplied_prompt = 0
         for i, step in enumerate(pc["step"]):
             n, out = pc["prompt_tokens"][i], pc["output_tokens"][i]
@@ -134,6 +135,7 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
                 per_call.append(abs(n - rep) / rep)
             stored_prompt += n
             sim = _call_cost(price, n, pc["cached_tokens"][i], out)
+            stored_cost_replayed += _call_cost(price, n, rp["cached_tokens"][i], out)
             rec = _call_cost(price, n, min(cached, n), out)
             stored_cost_sim += sim
             stored_cost_rec += rec
@@ -156,6 +158,7 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
                 "stored_cost_simulated_cache": stored_cost_sim,
                 "cost_error_recorded_cache": stored_cost_rec / inst - 1 if inst else None,
                 "cost_error_simulated_cache": stored_cost_sim / inst - 1 if inst else None,
+                "cost_error_replayed_cache": stored_cost_replayed / inst - 1 if inst else None,
                 "replayed_cost_all_calls": m["cost_usd"],
                 "reasoning_tokens": m["reasoning_tokens"],
                 "output_tokens": m["output_tokens"],
@@ -189,6 +192,7 @@ def openrouter(files: list[str]) -> dict[str, Any]:
             continue
         price = DEFAULT_PRICES[price_name]
         m = _replay(h, "qwen3.6", price_name, "gemini-openrouter")
+        mr = _replay(h, "qwen3.6", price_name, "gemini-openrouter-replayed")
         pc = m["per_call"]
         rec_tok_cost = 0.0
         for s in h.steps:
@@ -209,6 +213,7 @@ def openrouter(files: list[str]) -> dict[str, Any]:
                 "price_row_error": rec_tok_cost / recorded - 1,
                 "replayed_cost": m["cost_usd"],
                 "replayed_cost_error": m["cost_usd"] / recorded - 1,
+                "replayed_cost_error_replayed_cache": mr["cost_usd"] / recorded - 1,
                 "replayed_prompt_vs_reported": sum(pc["prompt_tokens"]) / max(1, reported_prompt) - 1,
                 "reasoning_tokens": m["reasoning_tokens"],
                 "output_tokens": m["output_tokens"],
@@ -248,16 +253,21 @@ def main(argv: list[str] | None = None) -> int:
             f"mini 2.x tool calls: {t['exact_calls']}/{t['calls']} stored calls exact; per-call prompt error "
             f"median {t['prompt_error_median']:.4%} p95 {t['prompt_error_p95']:.4%} max {t['prompt_error_max']:.4%}"
         )
+    within = [abs(r["cost_error_replayed_cache"]) <= 0.05 for r in t["runs"] if r["cost_error_replayed_cache"] is not None]
+    within_sim = [abs(r["cost_error_simulated_cache"]) <= 0.05 for r in t["runs"] if r["cost_error_simulated_cache"] is not None]
+    print(f"gpt-5-mini base cost within 5% of instance_cost: openai-replayed {sum(within)}/{len(within)}, openai {sum(within_sim)}/{len(within_sim)}")
     for r in t["runs"]:
         print(
             f"  {r['run']:<55} calls {r['replayed_calls']}/{r['api_calls']} (unreplied {r['unreplied_calls']}, "
             f"{r['unreplied_prompt_share']:.0%} of prompt tokens)  cost vs instance_cost: recorded cache "
-            f"{_p(r['cost_error_recorded_cache'])}, simulated cache {_p(r['cost_error_simulated_cache'])}"
+            f"{_p(r['cost_error_recorded_cache'])}, openai {_p(r['cost_error_simulated_cache'])}, "
+            f"openai-replayed {_p(r['cost_error_replayed_cache'])}"
         )
     for r in result["openrouter_qwen3.6"]["runs"]:
         print(
             f"  {r['run']:<55} price row on recorded usage {r['price_row_error']:+.2%}; replayed (qwen3.6) "
-            f"{r['replayed_cost_error']:+.2%}, prompt {r['replayed_prompt_vs_reported']:+.2%}"
+            f"{r['replayed_cost_error']:+.2%} (gemini-openrouter-replayed {r['replayed_cost_error_replayed_cache']:+.2%}), "
+            f"prompt {r['replayed_prompt_vs_reported']:+.2%}"
         )
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

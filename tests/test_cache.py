@@ -358,7 +358,8 @@ def test_factory_and_protocol() -> None:
     assert make_cache("vllm", capacity_blocks=10).request([1] * 40).evicted_tokens == 0
     assert NoCache().request([1, 2, 3]) == CacheResult(3, 0, 0)
     assert set(CACHE_NAMES) == {
-        "vllm", "sglang", "openai", "gemini-openrouter", "openai-replayed", "gemini-openrouter-replayed",
+        "vllm", "sglang", "openai", "gemini-openrouter", "openai-expected", "gemini-openrouter-expected",
+        "openai-replayed", "gemini-openrouter-replayed",
         "openai-exact", "anthropic", "deepseek", "none",
     }
     with pytest.raises(ValueError, match="valid choices: vllm, sglang, openai, gemini-openrouter"):
@@ -392,6 +393,10 @@ def test_calibrated_profile_grid_routes_and_expected_misses() -> None:
         CalibratedCache("t", min_tokens=0, increment=1)
     assert calibrated("gemini-openrouter").per_route and not calibrated("openai").per_route
     assert calibrated("openai", miss_rate=0.5).miss_rate == 0.5
+    # the expected-value profiles spread the misses over every call: totals unbiased, never 0
+    ev_openai = make_cache("openai-expected")
+    ev_openai.request(toks[:4000])
+    assert ev_openai.request(toks[:5000]).cached_tokens == round((3968 - 128) * (1 - 0.06))
 
 
 def _replay_states(prompts: list[list[int]], recorded: list[int]) -> tuple[list[int], list[int]]:

@@ -67,6 +67,9 @@ _FACTORIES: dict[str, Any] = {
     # fitted on recorded usage (CALIBRATED; benchmarks/results/cache_calibration.md)
     "openai": lambda **o: calibrated("openai", **o),
     "gemini-openrouter": lambda **o: calibrated("gemini-openrouter", **o),
+    # the expected-value mode: totals unbiased (hits scaled by the fitted miss rate)
+    "openai-expected": lambda **o: calibrated("openai-expected", **o),
+    "gemini-openrouter-expected": lambda **o: calibrated("gemini-openrouter-expected", **o),
     # the same grids, each call's staleness replayed from the run's recorded cached tokens
     "openai-replayed": lambda: replayed("openai-replayed"),
     "gemini-openrouter-replayed": lambda: replayed("gemini-openrouter-replayed"),
@@ -77,7 +80,7 @@ _FACTORIES: dict[str, Any] = {
     "none": NoCache,
 }
 CACHE_NAMES: tuple[str, ...] = tuple(_FACTORIES)
-ROUTED_CACHES = frozenset({"gemini-openrouter", "gemini-openrouter-replayed"})
+ROUTED_CACHES = frozenset({"gemini-openrouter", "gemini-openrouter-expected", "gemini-openrouter-replayed"})
 """Profiles with one cache per route: replay passes each call's recorded endpoint as ``session``."""
 
 

@@ -128,13 +128,13 @@ class ReplayedCache:
         return CacheResult(p, cached, max(0, min(p - before, p - cached)))
 
 
-REPLAYED = tuple(f"{name}-replayed" for name in CALIBRATED)
+REPLAYED = ("openai-replayed", "gemini-openrouter-replayed")
 """Cache names of the replayed profiles (one per calibrated profile)."""
 
 
 def replayed(name: str) -> ReplayedCache:
     """``openai-replayed`` -> ReplayedCache("openai")."""
     base = name.removesuffix("-replayed")
-    if base not in CALIBRATED or base == name:
+    if name not in REPLAYED:
         raise ValueError(f"unknown replayed profile {name!r}; valid: {', '.join(REPLAYED)}")
     return ReplayedCache(base)

@@ -46,8 +46,10 @@ PRICE_FOR_CACHE = {
     "openai": "gpt-5-mini",
     "openai-exact": "gpt-5-mini",
     "openai-replayed": "gpt-5-mini",
+    "openai-expected": "gpt-5-mini",
     "gemini-openrouter": "gemini-3-pro",
     "gemini-openrouter-replayed": "gemini-3-pro",
+    "gemini-openrouter-expected": "gemini-3-pro",
     "anthropic": "claude-sonnet-4.5",
     "deepseek": "deepseek-v4",
 }

@@ -372,6 +372,8 @@ def _default(o: Options) -> RendererProjector:
     profile = {
         "gemini-openrouter": "gemini",
         "gemini-openrouter-replayed": "gemini",
+        "gemini-openrouter-expected": "gemini",
+        "openai-expected": "openai",
         "openai-exact": "openai",
         "openai-replayed": "openai",
     }.get(o.cache, o.cache)
