@@ -126,7 +126,7 @@ def hindsight_table(out: Path) -> list[str]:
             f"| {label} | {marks} | {_pct(ps['refold']['prompt_tokens_vs_base'])} | {_pct(ps['refold']['cost_vs_base'])} | "
             f"{_pct(ps['default']['prompt_tokens_vs_base'])} | {_pct(ps['default']['cost_vs_base'])} | "
             f"{_pct(ps['refold-best']['prompt_tokens_vs_base'])} | {_pct(ps['refold-best']['cost_vs_base'])} | "
-            f"{_pct(ps['refold-best']['median_peak_kv_vs_base'])} | {ps['compact+refold']['total_compactions']} |"
+            f"{_pct(ps['refold-best']['median_peak_kv_vs_base'])} | {_n(ps['compact+refold']['total_compactions'])} |"
         )
     return lines
 
@@ -210,7 +210,7 @@ def unseen_table(out: Path) -> list[str]:
     if g5 is not None:
         b = g5["summary"]["all"]["policies"]["base"]
         lines.append(
-            f"| output of calls whose reply was not stored (gpt-5-mini) | {b['total_unreplied_calls']} of {g5['summary']['all']['calls']} calls; "
+            f"| output of calls whose reply was not stored (gpt-5-mini) | {_n(b['total_unreplied_calls'])} of {g5['summary']['all']['calls']} calls; "
             f"their {_n(b['total_unreplied_output_tokens'])} output tokens are the run's mean (ESTIMATED) | `unreplied_output_tokens` |"
         )
     return lines
