@@ -29,8 +29,9 @@ from typing import Any
 
 from refold.history import History
 from refold.lab.cache import REPLAYED, ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
-from refold.lab.replay.metrics import CallIds, measure, recorded_as_of
+from refold.lab.replay.metrics import CallIds, measure
 from refold.lab.replay.policies import Options, make_projector
+from refold.lab.replay.recorded import recorded_as_of
 from refold.lab.replay.runner import collect_paths, request_tools
 from refold.loaders import load_all
 from refold.tokens import get_tokenizer

@@ -5,7 +5,7 @@ prompt that would have been sent (``Prompt``: messages + provenance). Sources of
 are in ``../shared/reference/peers.md`` and ``docs/results.md``:
 
 * ``base``: the history as the client sent it: as recorded, no refold protocol, nothing removed,
-  except where the client itself cut it before sending (``CLIENT_HISTORY``: CodeR's Reproducer).
+  except where the client itself cut it before sending (``replay.client``: CodeR's Reproducer).
 * ``refold``: the seed, k=3, dedup + STALE folding + chunked boundary.
 * ``refold-best``: ``refold`` plus reversible automatic masking (``Policy.mask_after``).
 * ``masking`` / ``masking-polling``: SWE-agent ``LastNObservations(n=5)`` (also the "Complexity
@@ -34,12 +34,11 @@ from ...protocol import CM
 from ...render import Renderer
 from ...tokens import Tokenizer
 from ...types import Message, Origin, RenderStats, Shown, content_text
+from .client import client_history
 
 __all__ = [
     "BEST_MASK_AFTER",
-    "CLIENT_HISTORY",
     "POLICIES",
-    "ClientHistory",
     "Compaction",
     "Options",
     "Projector",
@@ -192,36 +191,10 @@ class MaskingProjector:
 # ---- what the client itself sent ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ClientHistory:
-    """A client's own history processor: all observations but the task and the last ``keep``
-    shown as ``placeholder`` (``{lines}``: the output's line count), as SWE-agent 0.x's
-    ``last_n_history`` does."""
-
-    keep: int
-    placeholder: str
-
-
-CLIENT_HISTORY: dict[tuple[str, str], ClientHistory] = {
-    # CodeR (NL2Code/CodeR config/roles/reproducer.yml at d634683): the Reproducer runs
-    # ``history_processor: LastNObservations`` with n=5 (SWE-agent 0.x); the other roles send all
-    ("swe-agent", "Reproducer"): ClientHistory(5, "Old output omitted ({lines} lines)"),
-}
-"""(file format, agent) -> how that agent's client cut its history; ``base`` replays the cut."""
-
-
-def client_history(history: History) -> ClientHistory | None:
-    """The client's own history processor for one agent of a multi-agent file, if known."""
-    agent, fmt = history.meta.get("agent"), history.meta.get("format")
-    if not isinstance(agent, str) or not isinstance(fmt, str):
-        return None
-    return CLIENT_HISTORY.get((fmt, agent))
-
-
 class BaseProjector:
     """``base``: what the client sent. Mostly the recorded history itself; an agent whose client
-    cut old observations (``CLIENT_HISTORY``) is replayed with that cut, so ``base`` counts what
-    the provider billed (CodeR's ``tokens_sent``). What the cut hid is lost for good."""
+    cut old observations (``replay.client.CLIENT_HISTORY``) is replayed with that cut, so ``base``
+    counts what the provider billed (CodeR's ``tokens_sent``). What the cut hid is lost for good."""
 
     name = "base"
 
@@ -233,13 +206,7 @@ class BaseProjector:
             return
         for p in inner:
             start = time.perf_counter()
-            outputs = [i for i, o in enumerate(p.origins) if o.part == "output"]
-            msgs, origins = list(p.messages), list(p.origins)
-            for idx in outputs[: max(0, len(outputs) - cut.keep)]:
-                lines = len(content_text(msgs[idx].get("content")).splitlines())
-                msgs[idx] = {**msgs[idx], "content": cut.placeholder.format(lines=lines)}
-                o = origins[idx]
-                origins[idx] = Origin(o.step, "output", Shown.NOTE, (o.step,) if o.step else ())
+            msgs, origins = cut.apply(p.messages, p.origins)
             ms = p.render_ms + (time.perf_counter() - start) * 1000
             yield Prompt(p.t, msgs, origins, ms)
 

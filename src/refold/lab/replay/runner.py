@@ -26,9 +26,10 @@ from ..cache import (
     load_prices,
     price_for_model,
 )
-from .metrics import CallIds, default_price, measure, recorded_as_of, step_tokens, validate_cache
+from .metrics import CallIds, default_price, measure, step_tokens
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
+from .recorded import recorded_as_of, validate_cache
 from .stale import STALE_SOURCES, with_stale
 from .unrecorded import unrecorded_calls
 
