@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +22,7 @@ from .records import Store
 from .sessions import Session, SessionManager, owner_of
 from .store import open_store
 from .upstream import Upstream
+from .validate import parse_json_body
 
 SESSION_HEADER = "X-Refold-Session"
 
@@ -93,19 +93,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
                     code="request_too_large",
                 )
             chunks.append(chunk)
-        raw = b"".join(chunks)
-        if not raw.strip():
-            raise ProxyError(400, "request body is empty; expected a JSON object", code="invalid_json")
-        try:
-            return json.loads(raw)
-        except UnicodeDecodeError:
-            raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
-        except json.JSONDecodeError as e:
-            raise ProxyError(
-                400,
-                f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
-                code="invalid_json",
-            ) from None
+        return parse_json_body(b"".join(chunks))
 
     @app.post("/v1/chat/completions")
     @app.post("/chat/completions")

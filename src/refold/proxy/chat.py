@@ -54,7 +54,7 @@ from .upstream import Live, Result, Upstream
 from .validate import check_chat_request
 
 SEPARATOR = "\n\n"
-"""Streamed between an internal round's relayed text and the next round's."""
+"""Streamed between an internal round's relayed text and the next round's (so one blank line)."""
 _PENDING = 16  # replies per session remembered in the form the client was shown
 _SESSIONS = 4096
 
@@ -117,7 +117,7 @@ class ChatService:
         self.manager = manager
         self.upstream = upstream
         self.metrics = metrics
-        self.strip = bool(getattr(cfg, "strip_protocol", False))
+        self.strip = cfg.strip_protocol
         self._tok: Any = None
         self._background: set[asyncio.Task[None]] = set()
         self._plain_config = plain_config(cfg.config)
@@ -264,7 +264,19 @@ class ChatService:
     # ---- streaming ---------------------------------------------------------------------------
 
     async def sse(self, outcome: Outcome) -> AsyncIterator[bytes]:
-        """The response's events: every round of the request, relayed as it arrives."""
+        """The response's events: every round of the request, relayed as it arrives. Once the
+        response has started, a failure is an error event and the stream still ends properly."""
+        try:
+            async for data in self._rounds(outcome):
+                yield data
+        except ProxyError as e:
+            yield error_event(e.message, e.code or "upstream_error")
+            yield DONE
+        except Exception as e:  # noqa: BLE001 - a 200 stream must end with an event, not a broken body
+            yield error_event(f"internal proxy error: {type(e).__name__}: {e}", "server_error")
+            yield DONE
+
+    async def _rounds(self, outcome: Outcome) -> AsyncIterator[bytes]:
         p = outcome.plan
         assert p is not None
         include_usage = outcome.include_usage
@@ -331,8 +343,9 @@ class ChatService:
                 if tail:
                     yield event(text_chunk({**result.body, **ids}, {"content": tail}))
                 if shown:
-                    shown += SEPARATOR
-                    yield event(text_chunk({**result.body, **ids}, {"content": SEPARATOR}))
+                    sep = SEPARATOR[len(shown) - len(shown.rstrip("\n")) :] or SEPARATOR
+                    shown += sep
+                    yield event(text_chunk({**result.body, **ids}, {"content": sep}))
                 p.shown.append(shown)
                 p.rounds += 1
                 p.base, _, messages_out = await self._internal(p.s, p.base, result.message, calls, shown)
