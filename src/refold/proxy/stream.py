@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from ..protocol import _KEY, _MARKUP
+from .validate import scrub_calls
 
 _MARKERS = ("```", "<mswea_bash_command>")
 """Where a command block of a reply may begin (``protocol.bash_block`` reads only these)."""
@@ -170,6 +171,7 @@ class Accumulator:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content, **self.extra}
         if self.calls:
             msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+            scrub_calls(msg)
         return msg
 
     def body(self) -> dict[str, Any]:

@@ -108,6 +108,42 @@ def scrub_text(s: str) -> str:
     return s
 
 
+def scrub_arguments(text: str) -> str:
+    """Tool-call arguments (JSON text) whose escapes decode to lone surrogates, re-encoded with
+    U+FFFD in their place: the command they carry is read, summarized and stored like any text."""
+    if "\\u" not in text:
+        return text
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(_scrub_value(value), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        pass
+    return text
+
+
+def _scrub_value(v: Any) -> Any:
+    if isinstance(v, str):
+        return scrub_text(v)
+    if isinstance(v, dict):
+        return {scrub_text(str(k)): _scrub_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_scrub_value(x) for x in v]
+    return v
+
+
+def scrub_calls(message: dict[str, Any]) -> None:
+    """``scrub_arguments`` on every tool call of a checked message, in place."""
+    for c in message.get("tool_calls") or []:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+            fn["arguments"] = scrub_arguments(fn["arguments"])
+
+
 def check_tree(value: Any, path: str = "body", *, max_depth: int = MAX_DEPTH, upstream: bool = False) -> Any:
     """``value`` with lone surrogates replaced; an error naming the first value JSON cannot carry
     through a store and back (NaN, a huge integer, nesting deeper than ``max_depth``). From the
@@ -240,7 +276,8 @@ def check_chat_request(body: Any) -> dict[str, Any]:
         raise ProxyError(400, "request body must be a JSON object", code="invalid_body")
     checked: dict[str, Any] = check_tree(body, "")
     body = checked
-    check_messages(body.get("messages"))
+    for m in check_messages(body.get("messages")):
+        scrub_calls(m)
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise FieldError("model", "'model' must be a non-empty string", code="invalid_model")
     check_tools(body.get("tools"))
@@ -285,6 +322,7 @@ def check_upstream_reply(data: Any) -> dict[str, Any]:
             continue
         m = {"role": "assistant", **msg} if isinstance(msg, dict) and "role" not in msg else msg
         check_message(m, f"choices[{i}].message", bad_upstream)
+        scrub_calls(msg)
     if data.get("usage") is not None and not isinstance(data["usage"], dict):
         raise bad_upstream("usage", "is not an object")
     return checked
