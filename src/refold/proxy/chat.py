@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
-from ..context.recognize import Recognizer
+from ..context.recognize import ANY, Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
 from ..messages import clean
 from ..render import Renderer
 from ..types import Message
+from ..wire import _issued as issued
 from ..wire import actions_record, read_actions
 from .commands import context_calls, observations
 from .config import ProxyConfig
@@ -68,14 +69,35 @@ def plain_config(config: Config) -> Config:
 def unanswered(message: Message) -> Message:
     """A client's assistant message recorded so that no context command in it is applied: the
     proxy did not answer it (the client's own shell ran it, or refused it)."""
+    if not _has_context_command(message):
+        return message  # the common case, without analyzing every command
     actions = read_actions(message)
-    if not any(a.context is not None for a in actions):
-        return message
     out = dict(message)
     extra = dict(out["extra"]) if isinstance(out.get("extra"), dict) else {}
     extra["refold"] = actions_record([dataclasses.replace(a, context=None) for a in actions])
     out["extra"] = extra
     return out
+
+
+_SEEN: OrderedDict[Any, bool] = OrderedDict()  # clients resend every reply each turn: read each once
+
+
+def _has_context_command(message: Message) -> bool:
+    calls = message.get("tool_calls")
+    key = (
+        str(message.get("content")),
+        tuple(
+            (str(fn.get("name")), str(fn.get("arguments")))
+            for c in (calls if isinstance(calls, list) else [])
+            if isinstance(c, dict) and isinstance(fn := c.get("function"), dict)
+        ),
+    )
+    found = _SEEN.get(key)
+    if found is None:
+        found = _SEEN[key] = any(ANY.command(tool, cmd) is not None for cmd, tool, _ in issued(message))
+        while len(_SEEN) > 65536:
+            _SEEN.popitem(last=False)
+    return found
 
 
 @dataclass
