@@ -30,44 +30,20 @@ ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class FieldError(ProxyError):
-    """A 400 (or, for an upstream reply, 502) naming the offending field in ``param``."""
-
-    def __init__(
-        self,
-        param: str,
-        message: str,
-        *,
-        status: int = 400,
-        type: str = "invalid_request_error",
-        code: str = "invalid_value",
-    ) -> None:
-        super().__init__(status, message, type=type, code=code)
-        self.param = param
-
-    def body(self) -> dict[str, Any]:
-        out = super().body()
-        out["error"]["param"] = self.param
-        return out
-
-
 def _name(param: str) -> str:
     return param if "." in param or "[" in param else f"'{param}'"
 
 
-def _bad(param: str, what: str, code: str = "invalid_value") -> FieldError:
-    return FieldError(param, f"{_name(param)} {what}", code=code)
+def _bad(param: str, what: str, code: str = "invalid_value") -> ProxyError:
+    """An OpenAI-style 400 whose ``param`` names the field."""
+    return ProxyError(400, f"{_name(param)} {what}", code=code, param=param)
 
 
 # ---- parsing ------------------------------------------------------------------------------------
 
 
 def _no_constant(name: str) -> Any:
-    raise _Constant(name)
-
-
-class _Constant(ValueError):
-    pass
+    raise ValueError(f"request body contains {name}, which JSON does not allow")
 
 
 def parse_json_body(raw: bytes) -> Any:
@@ -82,16 +58,15 @@ def parse_json_body(raw: bytes) -> Any:
         raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
     try:
         return json.loads(text, parse_constant=_no_constant)
-    except _Constant as e:
-        raise ProxyError(400, f"request body contains {e}, which JSON does not allow", code="invalid_json") from None
     except json.JSONDecodeError as e:
         raise ProxyError(
             400, f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="invalid_json"
         ) from None
     except RecursionError:
         raise ProxyError(400, f"request body is nested too deeply (limit {MAX_DEPTH})", code="invalid_json") from None
-    except ValueError as e:  # int() digit limit
-        raise ProxyError(400, f"request body has a number Python cannot read: {e}", code="invalid_json") from None
+    except ValueError as e:  # NaN / Infinity, or int()'s digit limit
+        what = str(e) if "JSON does not allow" in str(e) else "request body has a number too long to read"
+        raise ProxyError(400, what, code="invalid_json") from None
 
 
 # ---- the whole tree -----------------------------------------------------------------------------
@@ -242,7 +217,9 @@ def check_message(m: Any, p: str, fail: Callable[[str, str], ProxyError] = _bad)
 
 def check_messages(messages: Any, param: str = "messages") -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
-        raise FieldError(param, f"'{param}' must be a non-empty array of message objects", code="invalid_messages")
+        raise ProxyError(
+            400, f"'{param}' must be a non-empty array of message objects", code="invalid_messages", param=param
+        )
     for i, m in enumerate(messages):
         check_message(m, f"{param}[{i}]")
     return messages
@@ -279,7 +256,7 @@ def check_chat_request(body: Any) -> dict[str, Any]:
     for m in check_messages(body.get("messages")):
         scrub_calls(m)
     if not isinstance(body.get("model"), str) or not body["model"]:
-        raise FieldError("model", "'model' must be a non-empty string", code="invalid_model")
+        raise ProxyError(400, "'model' must be a non-empty string", code="invalid_model", param="model")
     check_tools(body.get("tools"))
     for key in ("stream", "parallel_tool_calls", "logprobs"):
         if body.get(key) is not None and not isinstance(body[key], bool):
@@ -299,9 +276,10 @@ def check_chat_request(body: Any) -> dict[str, Any]:
 # ---- upstream replies ---------------------------------------------------------------------------
 
 
-def bad_upstream(param: str, what: str) -> FieldError:
-    return FieldError(
-        param, f"upstream reply: {_name(param)} {what}", status=502, type="upstream_error", code="bad_upstream_response"
+def bad_upstream(param: str, what: str) -> ProxyError:
+    """A 502 naming the field of the upstream's reply at fault."""
+    return ProxyError(
+        502, f"upstream reply: {_name(param)} {what}", type="upstream_error", code="bad_upstream_response", param=param
     )
 
 
