@@ -364,8 +364,8 @@ class ChatService:
                 shown = "".join(emitted) + (tail if tail else "")
                 if tail:
                     yield event(text_chunk({**result.body, **ids}, {"content": tail}))
-                if shown:
-                    sep = SEPARATOR[len(shown) - len(shown.rstrip("\n")) :] or SEPARATOR
+                sep = SEPARATOR[min(len(SEPARATOR), len(shown) - len(shown.rstrip("\n"))) :] if shown else ""
+                if sep:
                     shown += sep
                     yield event(text_chunk({**result.body, **ids}, {"content": sep}))
                 p.shown.append(shown)
