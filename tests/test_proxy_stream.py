@@ -282,3 +282,27 @@ def test_used_up_rounds_end_with_a_prompt_that_offers_nothing(
         assert r.status_code == 200
         last = f.requests[-1]["body"]["messages"]
         assert not any("restored from history" in str(m.get("content")) for m in last)
+
+
+def test_a_model_repeating_itself_under_strip_protocol_keeps_one_branch(
+    fake: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    """Found replaying real runs: two replies that read the same once their heads are stripped.
+    Only the latest reply is mapped back to what the model wrote, so the earlier one, stored as
+    written, still matches and the session does not fork."""
+    f, url = fake
+
+    def reply(k: int) -> dict[str, Any]:
+        content = f"PROGRESS: step {k}\nSTALE: -\nRun it again.\n```bash\nmake test\n```"
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+
+    with TestClient(create_app(_cfg(url, tmp_path, strip_protocol=True))) as c:
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        for k in range(1, 5):
+            f.raw(reply(k))
+            r = c.post("/v1/chat/completions", json={"model": "m", "messages": msgs}, headers={"X-Refold-Session": "rep"})
+            msg = r.json()["choices"][0]["message"]
+            assert msg["content"] == "Run it again.\n```bash\nmake test\n```"
+            msgs += [msg, {"role": "user", "content": "FAILED"}]
+        steps = _visible(c, "rep")
+        assert [s["progress"] for s in steps] == ["step 1", "step 2", "step 3"]

@@ -156,7 +156,7 @@ class ChatService:
         tools = body.get("tools")
         cfg = self.cfg
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), body["messages"], owner))
-        messages = [self._as_sent(s, m) if m.get("role") == "assistant" else m for m in body["messages"]]
+        messages = [unanswered(m) if m.get("role") == "assistant" else m for m in self._as_sent(s, body["messages"])]
         single = body.get("n") in (None, 1)
         added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0)
         async with s.lock:
@@ -264,12 +264,21 @@ class ChatService:
         while len(self._pending) > _SESSIONS:
             self._pending.popitem(last=False)
 
-    def _as_sent(self, s: Session, m: Message) -> Message:
+    def _as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
+        """``messages`` with the latest reply the client was shown in another form replaced by
+        what the model wrote. Only the latest: a model may repeat itself, and an earlier reply
+        that reads the same is already stored as written."""
         book = self._pending.get(s.sid)
-        real = book.get(normalize(m)) if book else None
-        if real is not None:
-            m = {**m, **real}
-        return unanswered(m)
+        if not book:
+            return messages
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if m.get("role") != "assistant":
+                continue
+            real = book.get(normalize(m))
+            if real is not None:
+                return [*messages[:i], {**m, **real}, *messages[i + 1 :]]
+        return messages
 
     def _shown_body(self, s: Session, body: dict[str, Any], strip: bool) -> dict[str, Any]:
         if not strip:
