@@ -1,15 +1,17 @@
 """Time to first token through ``refold serve`` vs. directly, in the same run, on loopback.
 
-A fake upstream (separate process) streams each reply in 7-character deltas with a fixed delay
-before each one (``DELAY:<ms>``: a model generating tokens). Each scenario runs sequential agent
-sessions that resend their whole conversation every turn, as real clients do, and measures, from
-the client's side, the time from sending a request to the first non-empty text delta, and to the
-end of the stream. Scenarios: directly against the upstream, and through the proxy with a shell
+A fake upstream (separate process) streams each reply (the PROGRESS/STALE head, a line of
+reasoning, a command) in 7-character deltas with a fixed delay before each one (``DELAY:<ms>``:
+a model generating tokens). Each scenario runs agent sessions
+that resend their whole conversation every turn, as real clients do, directly and through the
+proxy interleaved turn by turn (so both see the same machine load), and measures from the
+client's side the time from sending a request to the first text or tool-call delta, and to the
+end of the stream. Scenarios: with a shell
 tool (a round that may be an internal context-command round), without tools (text mode: the
 reply's text is relayed up to its command block), and with ``--strip-protocol`` (the first token
 the client sees comes after the PROGRESS/STALE head, which the proxy holds back).
 
-    python benchmarks/bench_ttft.py [--sessions 8] [--turns 6] [--delay-ms 20]
+    python benchmarks/bench_ttft.py [--sessions 10] [--turns 8] [--delay-ms 20]
         [--src OTHER/src] [--out benchmarks/results/ttft.txt]
 
 ``--src`` runs the proxy from another checkout's ``src`` (e.g. main before this change).
@@ -50,58 +52,80 @@ def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def run_sessions(url: str, tools: bool, sessions: int, turns: int, delay: float, tag: str) -> dict[str, list[float]]:
-    ttft: list[float] = []
-    total: list[float] = []
+class Agent:
+    """One session: sends its whole conversation each turn, streams the reply, appends it."""
+
+    def __init__(self, client: httpx.Client, url: str, tools: bool, delay: float, name: str) -> None:
+        self.client, self.url, self.tools, self.delay, self.name = client, url, tools, delay, name
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": f"Task {name}: fix the failing test. DELAY:{delay:g} TALK"},
+        ]
+
+    def turn(self) -> tuple[float, float]:
+        """(ms to the first text or tool-call delta, ms to the end of the stream)."""
+        body: dict[str, Any] = {"model": "m", "messages": self.messages, "stream": True}
+        if self.tools:
+            body["tools"] = [BASH]
+        first = None
+        content, calls = "", {}
+        t0 = time.perf_counter()
+        with self.client.stream(
+            "POST", f"{self.url}/chat/completions", json=body, headers={"X-Refold-Session": self.name}
+        ) as r:
+            if r.status_code != 200:
+                raise RuntimeError(f"{self.name}: HTTP {r.status_code}: {r.read()[:300]!r}")
+            for line in r.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for c in json.loads(line[6:]).get("choices") or []:
+                    d = c.get("delta") or {}
+                    if first is None and (d.get("content") or d.get("tool_calls")):
+                        first = time.perf_counter()
+                    content += d.get("content") or ""
+                    for tc in d.get("tool_calls") or []:
+                        slot = calls.setdefault(tc["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                        slot["id"] = tc.get("id") or slot["id"]
+                        slot["function"]["name"] += (tc.get("function") or {}).get("name") or ""
+                        slot["function"]["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+        end = time.perf_counter()
+        if first is None:
+            raise RuntimeError(f"{self.name}: an empty reply")
+        out = f"output {len(self.messages)} DELAY:{self.delay:g} TALK"
+        msg: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            msg["tool_calls"] = [calls[k] for k in sorted(calls)]
+            self.messages += [msg, {"role": "tool", "tool_call_id": calls[0]["id"], "content": out}]
+        else:
+            self.messages += [msg, {"role": "user", "content": out}]
+        return (first - t0) * 1000, (end - t0) * 1000
+
+
+def run_pair(direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str) -> dict[str, list[float]]:
+    """Direct and proxy sessions interleaved turn by turn (alternating which goes first), so both
+    see the same load on a shared machine; the paired difference is the figure."""
+    r: dict[str, list[float]] = {"direct": [], "proxy": [], "diff": [], "direct_total": [], "proxy_total": []}
     with httpx.Client(timeout=120) as client:
         for sid in range(sessions):
-            messages: list[dict[str, Any]] = [
-                {"role": "system", "content": "You are a coding agent."},
-                {"role": "user", "content": f"Task {tag}-{sid}: fix the failing test. DELAY:{delay:g}"},
-            ]
-            headers = {"X-Refold-Session": f"ttft-{tag}-{sid}"}
+            a = Agent(client, direct, tools, delay, f"{tag}-d{sid}")
+            b = Agent(client, proxy, tools, delay, f"{tag}-p{sid}")
             for turn in range(turns):
-                body: dict[str, Any] = {"model": "m", "messages": messages, "stream": True}
-                if tools:
-                    body["tools"] = [BASH]
-                first = None
-                content, calls = "", {}
-                t0 = time.perf_counter()
-                with client.stream("POST", f"{url}/chat/completions", json=body, headers=headers) as r:
-                    if r.status_code != 200:
-                        raise RuntimeError(f"{tag}: HTTP {r.status_code}: {r.read()[:300]!r}")
-                    for line in r.iter_lines():
-                        if not line.startswith("data: ") or line == "data: [DONE]":
-                            continue
-                        ch = json.loads(line[6:])
-                        for c in ch.get("choices") or []:
-                            d = c.get("delta") or {}
-                            if first is None and (d.get("content") or d.get("tool_calls")):
-                                first = time.perf_counter()
-                            content += d.get("content") or ""
-                            for tc in d.get("tool_calls") or []:
-                                slot = calls.setdefault(tc["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-                                slot["id"] = tc.get("id") or slot["id"]
-                                slot["function"]["name"] += (tc.get("function") or {}).get("name") or ""
-                                slot["function"]["arguments"] += (tc.get("function") or {}).get("arguments") or ""
-                end = time.perf_counter()
-                if first is None:
-                    raise RuntimeError(f"{tag}: an empty reply")
-                ttft.append((first - t0) * 1000)
-                total.append((end - t0) * 1000)
-                msg: dict[str, Any] = {"role": "assistant", "content": content}
-                if calls:
-                    msg["tool_calls"] = [calls[k] for k in sorted(calls)]
-                    messages += [msg, {"role": "tool", "tool_call_id": calls[0]["id"], "content": f"output {turn} DELAY:{delay:g}"}]
+                if (sid + turn) % 2:
+                    (pt, ptot), (dt, dtot) = b.turn(), a.turn()
                 else:
-                    messages += [msg, {"role": "user", "content": f"output {turn} DELAY:{delay:g}"}]
-    return {"ttft": ttft, "total": total}
+                    (dt, dtot), (pt, ptot) = a.turn(), b.turn()
+                r["direct"].append(dt)
+                r["proxy"].append(pt)
+                r["diff"].append(pt - dt)
+                r["direct_total"].append(dtot)
+                r["proxy_total"].append(ptot)
+    return r
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sessions", type=int, default=8)
-    ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--delay-ms", type=float, default=20.0)
     ap.add_argument("--src", type=Path, help="run the proxy from this src directory instead")
     ap.add_argument("--out", type=Path)
@@ -141,50 +165,43 @@ def main() -> None:
                 proxies[name] = f"http://127.0.0.1:{port}/v1"
             for url in proxies.values():
                 wait_http(f"{url}/models")
-            # warm up every path once (imports, first connections)
-            for url in (upstream, *proxies.values()):
-                run_sessions(url, True, 1, 2, a.delay_ms, f"warm{free_port()}")
-            scenarios = [
-                ("direct, shell tool", upstream, True),
-                ("proxy, shell tool", proxies["plain"], True),
-                ("direct, no tools", upstream, False),
-                ("proxy, no tools (text mode)", proxies["plain"], False),
-            ]
+            with httpx.Client(timeout=120) as client:  # warm up every path once (imports, connections)
+                for url in (upstream, *proxies.values()):
+                    for tools in (True, False):
+                        Agent(client, url, tools, a.delay_ms, f"warm-{free_port()}").turn()
+            scenarios = [("shell tool", "plain", True), ("no tools (text mode)", "plain", False)]
             if "strip" in proxies:
-                scenarios.append(("proxy --strip-protocol, shell tool", proxies["strip"], True))
-                scenarios.append(("proxy --strip-protocol, no tools", proxies["strip"], False))
-            for name, url, tools in scenarios:
-                rows.append((name, run_sessions(url, tools, a.sessions, a.turns, a.delay_ms, name.split(",")[0].replace(" ", "")[:8] + str(len(rows)))))
+                scenarios += [("--strip-protocol, shell tool", "strip", True), ("--strip-protocol, no tools", "strip", False)]
+            for name, which, tools in scenarios:
+                rows.append((name, run_pair(upstream, proxies[which], tools, a.sessions, a.turns, a.delay_ms, f"s{len(rows)}")))
     finally:
         for p in procs:
             p.terminate()
             p.wait(timeout=20)
 
     n = a.sessions * a.turns
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        f"refold time-to-first-token benchmark: {a.sessions} sequential sessions x {a.turns} turns per scenario, loopback",
+        f"refold time-to-first-token benchmark: {a.sessions} sessions x {a.turns} turns per scenario, loopback",
         f"fake upstream streams 7-char deltas, {a.delay_ms:g} ms before each (a simulated model); python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}" + (f"; proxy from {a.src}" if a.src else ""),
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at the end; {time.strftime('%Y-%m-%d')}" + (f"; proxy from {a.src}" if a.src else ""),
         "",
-        f"{'scenario':38} {'requests':>8} {'TTFT p50':>9} {'TTFT p90':>9} {'total p50':>10} {'TTFT p50 vs direct':>19}",
+        f"{'scenario':30} {'pairs':>5} {'direct p50':>10} {'proxy p50':>10} {'proxy p90':>10} {'added p50':>10} {'added p90':>10} {'total p50 d/p':>15}",
     ]
-    direct = {True: statistics.median(rows[0][1]["ttft"]), False: statistics.median(rows[2][1]["ttft"])}
     for name, r in rows:
-        tools = "no tools" not in name
-        d = statistics.median(r["ttft"]) - direct[tools]
-        vs = "-" if name.startswith("direct") else f"{d:+.1f} ms"
         lines.append(
-            f"{name:38} {len(r['ttft']):>8} {statistics.median(r['ttft']):>9.1f} {pct(r['ttft'], 90):>9.1f} "
-            f"{statistics.median(r['total']):>10.1f} {vs:>19}"
+            f"{name:30} {len(r['diff']):>5} {statistics.median(r['direct']):>10.1f} {statistics.median(r['proxy']):>10.1f} "
+            f"{pct(r['proxy'], 90):>10.1f} {statistics.median(r['diff']):>+10.1f} {pct(r['diff'], 90):>+10.1f} "
+            f"{statistics.median(r['direct_total']):>7.0f}/{statistics.median(r['proxy_total']):<7.0f}"
         )
     lines += [
         "",
-        f"TTFT = client-measured ms from sending the request to the first non-empty text or tool-call delta ({n} requests each).",
-        "total = ms to the end of the stream. Each proxy request renders the prompt and commits the turn",
-        "durably (SQLite WAL) before calling upstream. --strip-protocol holds the PROGRESS/STALE head",
-        "back; the fake's tool-call replies are only that head and a tool call, and a shell tool call is",
-        "held to the round's end (it may be a context command), so there the first token is the end of",
-        "the round, by design.",
+        "TTFT in ms, client-measured from sending the request to the first non-empty text or tool-call delta;",
+        f"each of the {n} pairs is one direct and one proxied turn of sessions at the same depth, run back to back",
+        "(alternating which goes first), and added = proxy TTFT - direct TTFT of the pair. total = ms to the",
+        "end of the stream. Each proxy request maps the session, commits the turn durably (SQLite WAL) and",
+        "renders the prompt before calling upstream. With --strip-protocol the first token the client sees",
+        "is the one after the PROGRESS/STALE head, which the proxy holds back (its 4 deltas), by design.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -17,6 +17,7 @@ proxy processes can share it:
   is set meanwhile), e.g. to kill the proxy during that request;
 * ``raw(...)`` queues exact answers that win over everything: a JSON body (any value, even a
   malformed reply) or, for a stream, a list of SSE ``data:`` payloads sent as they are;
+* ``TALK`` in the last message adds a line of reasoning after the head;
 * ``DELAY:<ms>`` in the last message makes a stream wait that long before each event (a model
   generating tokens; the TTFT benchmark's upstream);
 * usage reports ``cached_tokens`` as the character prefix shared with the previous request / 4.
@@ -163,6 +164,8 @@ class FakeUpstream:
                 return _call(head, "bash", {"command": f"restore {want.group(1)}"}, n)
             return {"role": "assistant", "content": f"{head}\n```bash\nrestore {want.group(1)}\n```"}
         head = f"PROGRESS: step {n}\nSTALE: -"
+        if "TALK" in last:  # some reasoning between the head and the command, as models write
+            head += "\nThe last output shows what I expected, so the next command checks the result."
         if tools:
             return _call(head, "bash", {"command": f"echo turn-{n}"}, n)
         return {"role": "assistant", "content": f"{head}\n```bash\necho turn-{n}\n```"}
