@@ -20,48 +20,48 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from .errors import PolicyError
 from .mechanisms.ledger import LedgerPolicy
 from .mechanisms.spans import SpanPolicy
-from .policy import Policy
+from .policy import Policy, Settings
 
 CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
 BoundaryRule = Literal["fixed", "cost"]
 
 
-class PromptConfig(BaseModel):
+class PromptConfig(Settings):
     """Where refold's protocol text goes."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "prompt"
 
     format_in_system: bool = True
     """Put the PROGRESS/STALE format lines in the system section (off: the agent's own prompt has them)."""
 
 
-class BoundaryConfig(BaseModel):
+class BoundaryConfig(Settings):
     """When the boundary behind which refold condenses moves."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "boundary"
 
     rule: BoundaryRule = "cost"
     """``fixed``: the seed's b_t, every k calls. ``cost``: move to b_t only when the tokens it saves
     over the calls still expected pay for the recomputation the move causes."""
-    min_remaining: int = Field(5, ge=1, le=10_000)
+    min_remaining: int = Field(default=5, ge=1, le=10_000)
     """The cost rule expects R = max(min_remaining, t) more calls after call t ..."""
-    remaining: int | None = Field(None, ge=1, le=10_000)
+    remaining: int | None = Field(default=None, ge=1, le=10_000)
     """... or exactly this many, whatever t is (a fixed horizon)."""
-    cache_ttl_s: float | None = Field(None, gt=0)
+    cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
 
 
-class Config(BaseModel):
+class Config(Settings):
     """Every refold setting; frozen and validated. ``DEFAULT`` holds the library's defaults."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "config"
 
     policy: Policy = Policy()
     spans: SpanPolicy = SpanPolicy()

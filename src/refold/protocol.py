@@ -211,8 +211,8 @@ def _line_fences(text: str) -> Iterator[int]:
         pos = at + 3
 
 
-def fenced_blocks(text: str) -> Iterator[tuple[int, str, str]]:
-    r"""(where it opens, info string, body) of each fenced block, fences paired as Markdown does.
+def fenced_blocks(text: str) -> Iterator[tuple[int, int, str, str]]:
+    r"""(where it opens, where its closing fence ends, info string, body) of each fenced block, fences paired as Markdown does.
 
     The blocks ``re.finditer(r"^[ \t]*```([^\n`]*)\n(.*?)\n[ \t]*```", text, re.M | re.S)``
     finds, in linear time. Only a fence that begins a line counts, so a ```` ``None``` ```` in prose
@@ -228,7 +228,7 @@ def fenced_blocks(text: str) -> Iterator[tuple[int, str, str]]:
         for close in fences:
             body_end = text.rfind("\n", nl + 1, close)  # the body ends on a line before the fence
             if body_end >= 0:
-                yield at, text[at + 3 : nl], text[nl + 1 : body_end]
+                yield at, close + 3, text[at + 3 : nl], text[nl + 1 : body_end]
                 break
         else:
             return  # no fence closes this one
@@ -243,6 +243,23 @@ def _command_body(body: str) -> str | None:
     return body[cut + 1 :]
 
 
+def command_spans(text: str) -> list[tuple[int, int]]:
+    """Where each shell-fenced block and each ``<mswea_bash_command>`` form sits in a reply: what
+    the agent ran, as opposed to code it quoted while reasoning."""
+    spans = [(at, end) for at, end, info, _ in fenced_blocks(text) if info.strip() in SHELL_LANGS]
+    pos = 0
+    while (at := text.find(_XML_OPEN, pos)) >= 0 and (end := text.find(_XML_CLOSE, at)) >= 0:
+        spans.append((at, end + len(_XML_CLOSE)))
+        pos = end + len(_XML_CLOSE)
+    spans.sort()
+    out: list[tuple[int, int]] = []
+    for a, b in spans:  # an XML form quoted inside a fenced block stays part of that block
+        if out and a < out[-1][1]:
+            continue
+        out.append((a, b))
+    return out
+
+
 def bash_block(text: str) -> str | None:
     """The command of a text reply, in linear time, or None.
 
@@ -254,7 +271,7 @@ def bash_block(text: str) -> str | None:
     xml_end = text.find(_XML_CLOSE, xml_at + len(_XML_OPEN)) if xml_at >= 0 else -1
     xml = text[xml_at + len(_XML_OPEN) : xml_end] if xml_end >= 0 else None
     unlabeled: str | None = None
-    for at, info, body in fenced_blocks(text):
+    for at, _, info, body in fenced_blocks(text):
         if xml is not None and xml_at < at:
             break  # the XML form comes before any later labeled block
         lang = info.strip()

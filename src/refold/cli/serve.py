@@ -11,10 +11,9 @@ import os
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
-from ..errors import PolicyError
+from ..errors import PolicyError, SettingError
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
 from ..policy import Policy
@@ -85,6 +84,19 @@ def serve(
     tokenizer: Annotated[
         str, typer.Option(help="Tokenizer for the tokens-saved metric (qwen3.6, o200k, chars4, off).")
     ] = "qwen3.6",
+    require_key: Annotated[
+        bool, typer.Option(help="Refuse requests without an API key (else they share one anonymous owner).")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(help="Host name to serve besides loopback and --host (repeatable; '*' for any)."),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="Browser origin allowed to call, e.g. https://app.example (repeatable)."),
+    ] = None,
+    view_workers: Annotated[int, typer.Option(help="Processes that build session HTML views.")] = 1,
+    max_views: Annotated[int, typer.Option(help="Session views building or queued at once.")] = 8,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve an OpenAI-compatible proxy that renders folded prompts (sessions are durable)."""
@@ -106,9 +118,8 @@ def serve(
         ledger_policy = LedgerPolicy(
             enabled=ledger, prompt=ledger and ledger_prompt, budget_tokens=budget_tokens
         )
-    except ValidationError as e:  # e.g. --budget-tokens 0
-        err = e.errors()[0]
-        raise PolicyError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
+    except SettingError as e:  # e.g. --budget-tokens 0
+        raise PolicyError(f"--{e.field.replace('_', '-')}: {e.reason}") from None
     cfg = ProxyConfig(
         upstream=upstream,
         store=store,
@@ -126,18 +137,23 @@ def serve(
         max_body=max_body,
         timeout=timeout,
         tokenizer=tokenizer,
+        require_key=require_key,
+        allow_hosts=tuple(allow_host or ()),
+        allow_origins=tuple(allow_origin or ()),
+        view_workers=view_workers,
+        max_views=max_views,
     )
     if log_level.lower() not in LOG_LEVELS:
         raise PolicyError(f"unknown --log-level {log_level!r}; valid choices: {', '.join(LOG_LEVELS)}")
     import uvicorn
 
     from ..proxy.app import create_app
-    from ..proxy.config import check_port
+    from ..proxy.config import check_port, redact
     from ..proxy.store import check_store
 
     check_port(host, port)
     check_store(store)
-    typer.echo(f"refold serve: http://{host}:{port}/v1 -> {upstream} (store {store})", err=True)
+    typer.echo(f"refold serve: http://{host}:{port}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
     uvicorn.run(
         create_app(cfg),
         host=host,

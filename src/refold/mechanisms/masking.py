@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..protocol import CM
+from ..protocol import CM, command_spans
 from ..types import Step
 
 
@@ -49,26 +49,25 @@ def newly_masked(
     return out
 
 
-# the blocks a reply's command is read from (refold.history); other fenced code is quoted reasoning
-_CODE = re.compile(
-    r"```(?:bash|sh|shell|mswea_bash_command)[ \t]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL
-)
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
+_PROGRESS = re.compile(r"^\W*PROGRESS\b", re.IGNORECASE)
 
 
 def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | None:
-    """An old reply with its reasoning hidden: its PROGRESS/STALE head and first line, then every
-    command block byte-exact (what the agent did stays visible). None when it would not save anything."""
+    """An old reply with its reasoning hidden: its PROGRESS line (or, without one, its first line),
+    then every command block byte-exact (what the agent did stays visible). Its STALE line goes: it
+    has done its work. None when it would not save anything."""
     text = step.reply_text
-    blocks = [m.group(0) for m in _CODE.finditer(text)]
-    prose = _CODE.sub("\n", text)
+    spans = command_spans(text)  # what it ran; other fenced code is quoted reasoning
+    blocks = [text[a:b] for a, b in spans]
+    prose = "\n".join(text[a:b] for a, b in zip([0] + [e for _, e in spans], [s for s, _ in spans] + [len(text)], strict=True))
     if len(prose) < min_chars:
         return None
     lines = [ln.strip() for ln in prose.splitlines() if ln.strip()]
-    kept = [ln for ln in lines[:4] if _HEAD.match(ln)]
-    first = next((ln for ln in lines if not _HEAD.match(ln)), "")
-    if first:
-        kept.append(first if len(first) <= 200 else first[:199] + "…")
+    # the agent's own PROGRESS line says what the step did; without one, the reply's first line does
+    progress = next((ln for ln in lines[:4] if _PROGRESS.match(ln)), "")
+    first = progress or next((ln for ln in lines if not _HEAD.match(ln)), "")
+    kept = [first if len(first) <= 200 else first[:199] + "…"] if first else []
     hidden = len(lines) - len(kept)
     if hidden <= 0:
         return None
@@ -77,14 +76,14 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     if names:  # what the hidden reasoning talked about stays findable: files, functions, tests
         more = f" (+{len(names) - _MAX_NAMES} more)" if len(names) > _MAX_NAMES else ""
         kept.append("Mentions: " + ", ".join(names[:_MAX_NAMES]) + more)
-    hint = f" `restore {step.index}` shows it." if reversible else ""
-    kept.append(f"{CM} The rest of this reply's reasoning ({hidden} lines) is hidden to save context.{hint}")
+    hint = f" `restore {step.index}` shows {'it' if hidden == 1 else 'them'}." if reversible else ""
+    kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden.{hint}")
     return "\n".join(kept) + "".join("\n\n" + _short_block(b, step.index, reversible) for b in blocks)
 
 
 _NAME = re.compile(
     r"[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
-    r"|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
+    r"|\b_*[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
 )  # paths, snake_case, camelCase and CamelCase names (plain words and numbers are not names)
 _MAX_NAMES = 12
 _BLOCK_KEEP = (4, 2)  # first and last lines of a long command kept (its opening and its heredoc end)

@@ -27,7 +27,6 @@ from .mapping import ClientStep, Match, Norm, match, normalize, split
 from .records import Commit, SessionData, Store, StoredStep
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
-_MAX_TIPS = 32
 _MAX_VIEWS = 4
 _RETRIES = 8
 
@@ -85,7 +84,15 @@ class Session:
         ancestors: set[str] = set()
         for h in heads:
             ancestors.update(s.parent for s in self.chain(h)[1])
-        self.tips = list(dict.fromkeys(h for h in heads if h not in ancestors))[-_MAX_TIPS:]
+        # every branch tip, however many: dropping one would let its internal rounds vanish
+        self.tips = list(dict.fromkeys(h for h in heads if h not in ancestors))
+
+    def reset(self) -> None:
+        """Forget everything (the store no longer has this session: pruned)."""
+        self.head = None
+        self.prefixes, self.steps, self.tips = {}, {}, []
+        self.views.clear()
+        self.norms.clear()
 
     def chain(self, digest: str) -> tuple[str, list[StoredStep]]:
         """(prefix digest, steps from first to ``digest``)."""
@@ -177,7 +184,11 @@ class SessionManager:
 
     async def _refresh(self, s: Session, force: bool = False) -> None:
         head = await self.store.head(s.sid)
-        if head is None or (head == s.head and not force):
+        if head is None:
+            if s.head is not None:
+                s.reset()
+            return
+        if head == s.head and not force:
             return
         data = await self.store.load(s.sid)
         if data is not None:
@@ -263,4 +274,3 @@ class SessionManager:
         if tip in s.tips:
             s.tips.remove(tip)
         s.tips.append(tip)
-        del s.tips[:-_MAX_TIPS]
