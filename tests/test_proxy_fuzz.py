@@ -60,7 +60,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with ServerThread(fake.app) as up:
         store = tmp_path_factory.mktemp("fuzz") / "s.db"
         cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(store), tokenizer="off")
-        with TestClient(create_app(cfg)) as c:
+        with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
             yield Env(fake, cfg, c)
 
 
@@ -185,7 +185,7 @@ def test_accepted_request_sequences_always_render_and_keep_every_turn(
         body = {"model": "m", "messages": conversation(steps), "tools": [BASH], "stream": stream}
         client = env.c
         if restart and i == len(batches) - 1:  # the last request goes to a fresh process on the same store
-            with TestClient(create_app(env.cfg)) as fresh:
+            with TestClient(create_app(env.cfg), base_url="http://127.0.0.1") as fresh:
                 r = env.post(body, session, fresh)
         else:
             r = env.post(body, session, client)

@@ -169,7 +169,7 @@ def test_an_internal_text_round_streams_its_reasoning_but_not_its_command(
     (two rounds' text, one command block) matches the session without a fork."""
     f, url = fake
     h = {"X-Refold-Session": "text"}
-    with TestClient(create_app(_cfg(url, tmp_path))) as c:
+    with TestClient(create_app(_cfg(url, tmp_path)), base_url="http://127.0.0.1") as c:
         msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
         for i, note in enumerate(["out RESTORE:1", "out 2", "out 3"]):
             r = c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "stream": True}, headers=h)
@@ -213,14 +213,14 @@ def test_strip_protocol_hides_the_head_and_the_history_keeps_it(
         msgs.append({"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": note})
         return msg
 
-    with TestClient(create_app(cfg)) as c:
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
         turn(c, "out 1")
         turn(c, "out 2 RESTORE:1")
         turn(c, "out 3")
         turn(c, "out 4")
         steps = _visible(c, "strip")
         assert [s["progress"] for s in steps] == ["step 1", "step 2", "step 4"]
-    with TestClient(create_app(cfg)) as c:  # a restart: the stored replies still match the client's
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:  # a restart: the stored replies still match the client's
         turn(c, "out 5")
         turn(c, "out 6")
         steps = _visible(c, "strip")
@@ -234,7 +234,7 @@ def test_pass_through_offers_no_command_and_applies_none(fake: tuple[FakeUpstrea
     reversible) and a ``fold_span`` the client's own shell refused is not applied."""
     f, url = fake
     h = {"X-Refold-Session": "pass"}
-    with TestClient(create_app(_cfg(url, tmp_path, max_rounds=0))) as c:
+    with TestClient(create_app(_cfg(url, tmp_path, max_rounds=0)), base_url="http://127.0.0.1") as c:
         msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
         r = c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": [BASH]}, headers=h)
         body = f.requests[-1]["body"]
@@ -265,7 +265,7 @@ def test_used_up_rounds_end_with_a_prompt_that_offers_nothing(
     """``max_rounds=1``: after one internal round the next prompt offers no context command, and
     the context command the model still issued reaches the client untouched and is never applied."""
     f, url = fake
-    with TestClient(create_app(_cfg(url, tmp_path, max_rounds=1))) as c:
+    with TestClient(create_app(_cfg(url, tmp_path, max_rounds=1)), base_url="http://127.0.0.1") as c:
         f.script(("begin_span", {"question": "q"}), ("bash", {"command": "restore 1"}))
         msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
         r = c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": [BASH]}, headers={"X-Refold-Session": "used"})
@@ -296,7 +296,7 @@ def test_a_model_repeating_itself_under_strip_protocol_keeps_one_branch(
         content = f"PROGRESS: step {k}\nSTALE: -\nRun it again.\n```bash\nmake test\n```"
         return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
 
-    with TestClient(create_app(_cfg(url, tmp_path, strip_protocol=True))) as c:
+    with TestClient(create_app(_cfg(url, tmp_path, strip_protocol=True)), base_url="http://127.0.0.1") as c:
         msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
         for k in range(1, 5):
             f.raw(reply(k))

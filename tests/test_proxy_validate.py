@@ -63,7 +63,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
         cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
-        with TestClient(create_app(cfg)) as c:
+        with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
             yield Env(fake, c)
 
 
@@ -162,7 +162,7 @@ def test_lone_surrogates_are_kept_through_hash_store_restart_and_upstream(tmp_pa
     with ServerThread(fake.app) as up:
         cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
         for more in ("", ', {"role": "assistant", "content": "PROGRESS: b\\nSTALE: -\\nok \\ud800"}, {"role": "user", "content": "next \\udc80"}'):
-            with TestClient(create_app(cfg)) as c:  # a fresh process each time
+            with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:  # a fresh process each time
                 r = c.post(
                     "/v1/chat/completions",
                     content=raw_history.replace("MORE", more).encode(),
