@@ -7,7 +7,8 @@
     ├── prompt    PromptConfig   where the protocol text goes
     ├── boundary  BoundaryConfig when the boundary moves: the seed's fixed rule, or only when it pays
     ├── cache     str            cache profile whose prices the cost rule uses
-    └── tokenizer str            tokenizer for reported token counts
+    ├── tokenizer str            tokenizer for reported token counts
+    └── mechanisms tuple[str]    the projection rules that shape steps behind the boundary, in order
 
 Built from keyword arguments (``Config.parse(k=4, spans={"prompt": True})``; a policy field may be
 given at the top level), from ``a.b=value`` overrides as mini-swe-agent's ``-c`` takes them
@@ -29,6 +30,8 @@ from .mechanisms.ledger import LedgerPolicy
 from .mechanisms.spans import SpanPolicy
 from .policy import Policy, Settings
 
+MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies")
+"""The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
 CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
 BoundaryRule = Literal["fixed", "cost"]
 
@@ -70,6 +73,9 @@ class Config(Settings):
     boundary: BoundaryConfig = BoundaryConfig()
     cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
     tokenizer: str = "qwen3.6"
+    mechanisms: tuple[str, ...] = MECHANISMS
+    """How steps behind the boundary are shaped, in order: built-in names or dotted paths of
+    ``refold.render.mechanism.Mechanism`` classes."""
 
     @classmethod
     def parse(cls, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:
@@ -134,6 +140,52 @@ class Config(Settings):
 
 
 _SECTIONS = tuple(Config.model_fields)
+
+
+def from_flags(
+    *,
+    upstream: str | None = None,
+    cache: str | None = None,
+    boundary: str | None = None,
+    spans: bool = True,
+    span_prompt: bool | None = None,
+    ledger: bool = True,
+    ledger_prompt: bool | None = None,
+    budget_tokens: int | None = None,
+    tokenizer: str | None = None,
+    **policy: Any,
+) -> Config:
+    """The Config of a surface's command-line flags (``refold serve``): the library's defaults
+    unless a flag says otherwise. ``policy`` takes Policy fields (``k``, ``dedup``, ...);
+    ``mask_after=0`` turns masking off; ``--no-spans`` / ``--no-ledger`` switch their prompt
+    sections off too; the cache profile defaults to the upstream's. An invalid value is one
+    PolicyError line naming the flag."""
+    data: dict[str, Any] = {"policy": dict(policy)}
+    if "mask_after" in policy:
+        data["policy"]["mask_after"] = policy["mask_after"] or None
+    span_prompt = DEFAULT.spans.prompt if span_prompt is None else span_prompt
+    ledger_prompt = DEFAULT.ledger.prompt if ledger_prompt is None else ledger_prompt
+    data["spans"] = {"enabled": spans, "prompt": spans and span_prompt}
+    data["ledger"] = {"enabled": ledger, "prompt": ledger and ledger_prompt, "budget_tokens": budget_tokens}
+    if boundary is not None:
+        data["boundary"] = {"rule": boundary}
+    if cache is not None or upstream is not None:
+        data["cache"] = cache or profile_for(upstream or "")
+    if tokenizer is not None:
+        data["tokenizer"] = tokenizer
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err.get("loc", ())]
+        name = loc[-1] if loc else "config"
+        if loc[:1] == ["boundary"]:
+            name = "boundary"
+        elif loc[:1] == ["spans"] and name == "enabled":
+            name = "spans"
+        elif loc[:1] == ["ledger"] and name == "enabled":
+            name = "ledger"
+        raise PolicyError(f"--{name.replace('_', '-')}: {err.get('msg', 'invalid value')}") from None
 
 
 def _value(raw: str) -> Any:

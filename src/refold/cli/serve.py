@@ -12,11 +12,8 @@ from typing import Annotated
 
 import typer
 
-from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
-from ..errors import PolicyError, SettingError
-from ..mechanisms.ledger import LedgerPolicy
-from ..mechanisms.spans import SpanPolicy
-from ..policy import Policy
+from ..config import CACHE_PROFILES, DEFAULT, from_flags
+from ..errors import PolicyError
 from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -103,23 +100,12 @@ def serve(
     tokens = tuple(token or ()) + tuple(
         t for t in os.environ.get("REFOLD_TOKENS", "").split(",") if t.strip()
     )
-    policy = Policy.parse(
-        k=k,
-        dedup=dedup,
-        fold=fold,
-        chunk=chunk,
-        reversible=reversible,
-        protocol=protocol,
-        reminders=reminders,
-        mask_after=mask_after or None,
+    config = from_flags(
+        upstream=upstream, cache=cache, boundary=boundary, k=k, dedup=dedup, fold=fold, chunk=chunk,
+        reversible=reversible, protocol=protocol, reminders=reminders, mask_after=mask_after, spans=spans,
+        span_prompt=span_prompt, ledger=ledger, ledger_prompt=ledger_prompt, budget_tokens=budget_tokens,
+        tokenizer=tokenizer,
     )
-    try:
-        span_policy = SpanPolicy(enabled=spans, prompt=spans and span_prompt)
-        ledger_policy = LedgerPolicy(
-            enabled=ledger, prompt=ledger and ledger_prompt, budget_tokens=budget_tokens
-        )
-    except SettingError as e:  # e.g. --budget-tokens 0
-        raise PolicyError(f"--{e.field.replace('_', '-')}: {e.reason}") from None
     cfg = ProxyConfig(
         upstream=upstream,
         store=store,
@@ -127,16 +113,12 @@ def serve(
         port=port,
         tokens=tokens,
         upstream_key=upstream_key,
-        config=Config.parse(
-            policy=policy.model_dump(), spans=span_policy.model_dump(), ledger=ledger_policy.model_dump(),
-            boundary={"rule": boundary}, cache=cache or profile_for(upstream),
-        ),
+        config=config,
         max_rounds=max_rounds,
         strip_protocol=strip_protocol,
         context_tools=context_tools if advertise_restore is None else advertise_restore,
         max_body=max_body,
         timeout=timeout,
-        tokenizer=tokenizer,
         require_key=require_key,
         allow_hosts=tuple(allow_host or ()),
         allow_origins=tuple(allow_origin or ()),

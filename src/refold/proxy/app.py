@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..tokens import tokenizer_name
+from .apis import mount
 from .chat import ChatService
 from .config import ProxyConfig
 from .mapping import INTERNAL
@@ -82,6 +83,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
     app.include_router(_openai_routes(cfg, state, metrics))
     app.include_router(_session_routes(cfg, state))
     app.include_router(_ops_routes(state, metrics))
+    mount(app, cfg, state, metrics)  # /v1/messages, /v1/responses, other /v1 paths
     return app
 
 

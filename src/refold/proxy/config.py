@@ -39,8 +39,9 @@ class ProxyConfig:
     """Take the PROGRESS/STALE head out of the replies clients are shown; the history keeps it."""
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
-    tokenizer: str = "qwen3.6"
-    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate)."""
+    tokenizer: str = ""
+    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate, ``off``): "" reads
+    ``config.tokenizer``; given here, it replaces the config's, so the two always agree."""
     require_key: bool = False
     """Refuse requests that carry no credential (else they share one anonymous owner)."""
     allow_hosts: tuple[str, ...] = ()
@@ -53,6 +54,9 @@ class ProxyConfig:
     """Views building or queued at once; more get a 503 to retry."""
 
     def __post_init__(self) -> None:
+        if self.tokenizer and self.tokenizer != self.config.tokenizer:
+            object.__setattr__(self, "config", self.config.replace(tokenizer=self.tokenizer))
+        object.__setattr__(self, "tokenizer", self.config.tokenizer)
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"--upstream must be an http(s) URL, got '{self.upstream}'")
         if self.max_rounds < 0:

@@ -13,6 +13,7 @@ import asyncio
 import copy
 import hashlib
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -226,7 +227,9 @@ class SessionManager:
         """Append ``new`` steps onto ``base`` durably; returns the new tip digest."""
         stored: list[StoredStep] = []
         parent = base
+        now = round(time.time(), 3)  # when the call these steps lead to is made: idle gaps tell a cold cache
         for reply, obs, meta in new:
+            meta = {"time": now, **meta}
             r, o = copy.deepcopy(reply), tuple(copy.deepcopy(list(obs)))
             d = message_digest([r, *o], parent=parent)
             stored.append(StoredStep(d, parent, r, o, dict(meta)))
