@@ -16,6 +16,8 @@ from ..history import History
 from ..mechanisms.fold import note_text
 from ..mechanisms.ledger import hidden_outputs
 from ..mechanisms.masking import condensed_reply
+from ..mechanisms.objects import hidden_reply
+from ..mechanisms.pins import Part, pinned_note
 from ..mechanisms.spans import Span, cover_map
 from ..messages import mask_note, with_content, with_text
 from ..types import Message, Origin, Shown, Step
@@ -34,6 +36,7 @@ class Layout:
     spans: tuple[str, ...]
     hidden: Hidden
     masked_upto: int  # how many of Behind.mask_order this layout reflects
+    pinned: frozenset[Part] = frozenset()  # (step, -1 reply | output) shown as received
     msgs: list[Message] = field(default_factory=list)
     origins: list[Origin] = field(default_factory=list)
     chars: list[int] = field(default_factory=list)  # running total of content characters
@@ -48,7 +51,9 @@ class Layout:
         return self.chars[-1] if self.chars else 0
 
 
-def first_change(prev: Layout | None, b: int, spans: list[Span], hidden: Hidden, behind: Behind) -> int:
+def first_change(
+    prev: Layout | None, b: int, spans: list[Span], hidden: Hidden, behind: Behind, pinned: frozenset[Part] = frozenset()
+) -> int:
     """The first step whose rendering may differ from ``prev``'s (1 when there is no ``prev``)."""
     if prev is None:
         return 1
@@ -60,6 +65,8 @@ def first_change(prev: Layout | None, b: int, spans: list[Span], hidden: Hidden,
         start = min(start, i)
     if hidden != prev.hidden:
         start = min((start, *(step for step, _, _ in set(hidden) ^ set(prev.hidden))))
+    if pinned != prev.pinned:
+        start = min((start, *(step for step, _ in pinned ^ prev.pinned)))
     ids = tuple(s.id for s in spans)
     if ids != prev.spans:
         start = min((start, *(span.begin for span in spans if span.id not in prev.spans)))
@@ -84,13 +91,18 @@ def lay_out(
     hidden_texts: dict[tuple[int, int, str], str],
     reply_texts: dict[int, str | None],
     prev: Layout | None,
+    pinned: frozenset[Part] = frozenset(),
 ) -> Layout:
-    """The layout of steps 1..b, reusing ``prev`` up to its first change."""
+    """The layout of steps 1..b, reusing ``prev`` up to its first change; ``pinned`` parts are shown
+    as received (as a verbatim note where their step is folded)."""
     reversible = config.policy.reversible
     n = config.policy.mask_after
     old_replies = b - n if n is not None and config.policy.mask_replies else 0
-    start = first_change(prev, b, spans, hidden, behind)
-    out = Layout(b, tuple(s.id for s in spans), hidden, len(behind.mask_order))
+    start = first_change(prev, b, spans, hidden, behind, pinned)
+    out = Layout(b, tuple(s.id for s in spans), hidden, len(behind.mask_order), pinned)
+    pins_of: dict[int, list[int]] = {}
+    for ps, pj in sorted(pinned):
+        pins_of.setdefault(ps, []).append(pj)
     if prev is not None and start > 1:
         cut = prev.starts[start - 1] if start - 1 < len(prev.starts) else len(prev.msgs)
         out.msgs = prev.msgs[:cut]
@@ -115,6 +127,14 @@ def lay_out(
         origins.append(o)
         chars.append((chars[-1] if chars else 0) + message_chars(m))
 
+    def add_pinned(steps: list[Step]) -> None:  # the pinned parts of folded steps, verbatim
+        for s in steps:
+            for j in pins_of.get(s.index, ()):
+                rec = received[s.index - 1]
+                if 1 + j < len(rec.msgs):
+                    text = pinned_note(s.index, j, len(s.observations), s.reply_text if j == -1 else s.output_texts[j])
+                    add({"role": "user", "content": text}, Origin(s.index, "pin", Shown.PINNED, (s.index,)))
+
     def flush() -> None:
         nonlocal n_notes
         if group:
@@ -125,6 +145,7 @@ def lay_out(
                 text = notes[key] = note_text(group, reversible=reversible, lines_cache=note_lines)
             add({"role": "user", "content": text}, Origin(covers[0], "note", Shown.NOTE, covers))
             n_notes += 1
+            add_pinned(group)
             group.clear()
 
     for step in history.steps_between(start - 1, b):
@@ -145,6 +166,7 @@ def lay_out(
             out.group_of.append(span.begin)
             if i == span.begin:
                 add(*block(span))
+                add_pinned(history.steps_between(span.begin - 1, span.end or span.begin))
             continue
         out.group_of.append(i)
         if form is None:
@@ -158,10 +180,14 @@ def lay_out(
             text = reply_texts[i]
             if text:
                 reply, reply_origin = with_text(reply, text), Origin(i, "reply", Shown.NOTE, (i,))
+        folded_reply = hidden_reply(step, gone, hidden_texts, reversible=reversible) if i in gone_steps else None
+        if folded_reply is not None:
+            reply, reply_origin = with_text(step.reply, folded_reply), Origin(i, "reply", Shown.NOTE, (i,))
         if i in behind.masked:
-            add(reply, reply_origin)
-            for j, obs in enumerate(step.observations):
-                add(with_content(obs, mask_note(step, j, reversible=reversible)), Origin(i, "output", Shown.NOTE, (i,)))
+            masked = [reply] + [with_content(o, mask_note(step, j, reversible=reversible)) for j, o in enumerate(step.observations)]
+            masked_origins = [reply_origin] + [Origin(i, "output", Shown.NOTE, (i,))] * len(step.observations)
+            for m, o in zip(*_pin(masked, masked_origins, received[i - 1], i, pins_of.get(i, ())), strict=True):
+                add(m, o)
             continue
         shown, shown_origins = form.msgs, form.origins
         if form.sources & gone_steps:  # its stubs would point at what is no longer shown
@@ -173,6 +199,8 @@ def lay_out(
                 shown_origins[1 + j] = Origin(i, "output", Shown.NOTE, (i,))
         if reply is not form.msgs[0]:
             shown, shown_origins = [reply, *shown[1:]], [reply_origin, *shown_origins[1:]]
+        if i in pins_of:
+            shown, shown_origins = _pin(shown, shown_origins, received[i - 1], i, pins_of[i])
         for m, o in zip(shown, shown_origins, strict=True):
             add(m, o)
             if o.shown is Shown.STUB:
@@ -182,3 +210,17 @@ def lay_out(
     flush()
     out.counts = (stubs, trimmed, folded, n_notes)
     return out
+
+
+def _pin(
+    msgs: list[Message], origins: list[Origin], rec: Received, i: int, parts: list[int] | tuple[int, ...]
+) -> tuple[list[Message], list[Origin]]:
+    """``msgs`` with the pinned parts of step i (-1: the reply) as received."""
+    if not parts:
+        return msgs, origins
+    msgs, origins = list(msgs), list(origins)
+    for j in parts:
+        if 1 + j < len(msgs):
+            msgs[1 + j] = rec.msgs[1 + j]
+            origins[1 + j] = Origin(i, "reply" if j == -1 else "output", Shown.PINNED, (i,))
+    return msgs, origins

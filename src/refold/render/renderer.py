@@ -25,6 +25,8 @@ from ..history import History
 from ..mechanisms.boundary import Candidate, should_move
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
+from ..mechanisms.objects import ObjectIndex, view_text
+from ..mechanisms.pins import Part, PinBook, pinned_note
 from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
 from ..messages import clean
 from ..types import Message, Origin, Rendered, RenderStats, Shown
@@ -48,7 +50,7 @@ class Renderer:
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
-        self._seen: tuple[int, str] | None = None
+        self._seen: tuple[int, str, object] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
         self._prefix_chars = 0
@@ -61,6 +63,9 @@ class Renderer:
         self._span_notes: list[str | None] = []  # span reminder shown with each step
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
+        self._pins = PinBook(plans=self.config.ledger.pin_plans)
+        self._objects = ObjectIndex() if self.config.ledger.view else None
+        self._user_pins = history.pins if history is not None else ()
         self._folded: set[int] = set()
         self._marks_t = 0
         self._restores: list[int] = []  # restore steps, ascending
@@ -134,7 +139,7 @@ class Renderer:
         kept = self._layout
         if kept is None or kept is moved or kept.b == seed:
             self._commit(moved)
-        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans):
+        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed)):
             self._commit(moved)
@@ -146,6 +151,10 @@ class Renderer:
         self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
             self._add_budget_line(history, t, messages)
+        if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
+            pinned = self._pinned(t, t)
+            messages.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
+            origins.append(Origin(None, "ledger", Shown.NOTE))
         stable = self._stable(messages, layout, t)
         if any((s.end or 0) > b for s in closed):
             self._last_chars = sum(message_chars(m) for m in messages)
@@ -186,6 +195,9 @@ class Renderer:
         for s in history.steps_between(len(self._received), t):
             self._spans.observe(s)
             self._ledger.observe(s)
+            self._pins.observe(s)
+            if self._objects is not None:
+                self._objects.observe(s)
             note = self._spans.reminder(s.index)
             self._span_notes.append(note)
             form = received_form(s, self.config, note)
@@ -210,21 +222,27 @@ class Renderer:
         limit = min(t, b + p.k) if p.chunk else t
         return self._ledger.hidden(b, limit)
 
-    def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...]]:
-        return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b)
+    def _pinned(self, b: int, t: int) -> frozenset[Part]:
+        """Pins as of call t; the latest plan as of the step a ledger op would count to."""
+        p = self.config.policy
+        return self._pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t)
+
+    def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
+        return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b), self._pinned(kept.b, t)
 
     def _layout_at(self, history: History, b: int, t: int, closed: list[Span]) -> Layout:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
         spans = [s for s in closed if s.begin <= b]
         hidden = self._hidden(b, t)
-        key = (b, hidden, tuple(s.id for s in spans))
+        pinned = self._pinned(b, t)
+        key = (b, hidden, tuple(s.id for s in spans), pinned)
         for known in (self._layout, self._candidate):
-            if known is not None and (known.b, known.hidden, known.spans) == key and known.masked_upto == len(self._behind.mask_order):
+            if known is not None and (known.b, known.hidden, known.spans, known.pinned) == key and known.masked_upto == len(self._behind.mask_order):
                 return known
         layout = lay_out(
             history, self.config, b, spans, hidden, self._behind, self._received,
             lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts,
-            self._reply_texts, self._layout,
+            self._reply_texts, self._layout, pinned,
         )
         self._candidate = layout
         return layout
@@ -280,6 +298,11 @@ class Renderer:
                 msg, origin = self._block(h, span)
                 msgs.append(msg)
                 origins.append(origin)
+                for ps, pj in sorted(p for p in self._pinned(b, t) if span.begin <= p[0] <= (span.end or 0)):
+                    s = h.step(ps)
+                    text = s.reply_text if pj == -1 else s.output_texts[pj]
+                    msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
+                    origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
 
     def _note_fold_costs(self, t: int, messages: list[Message]) -> None:
         for span in reversed(self._spans.closed):
@@ -289,8 +312,8 @@ class Renderer:
         self._last = messages
 
 
-def _seen_key(history: History, n: int) -> tuple[int, str] | None:
+def _seen_key(history: History, n: int) -> tuple[int, str, object] | None:
     """What identifies the first ``n`` steps of a history by content (digests chain the prefix)."""
     if n > len(history):
         return None
-    return n, history.step(n).digest if n else history.digest
+    return n, history.step(n).digest if n else history.digest, history.pins
