@@ -250,7 +250,7 @@ def _fence_body(text: str, p: int, close: _NextFind) -> str | None:
 
 # ---- context commands -------------------------------------------------------------------
 
-COMMAND_NAMES = ("restore", "begin_span", "fold_span", "fold", "drop", "expand", "search_ledger")
+COMMAND_NAMES = ("restore", "begin_span", "fold_span", "fold_steps", "fold", "drop", "expand", "search_ledger", "pin", "unpin")
 _COMMAND_RE = re.compile(r"^\s*(" + "|".join(COMMAND_NAMES) + r")\b(.*)$", re.DOTALL)
 
 

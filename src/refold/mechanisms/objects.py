@@ -323,12 +323,15 @@ def view_lines(
     return lines, left
 
 
-def view_text(index: ObjectIndex, t: int, spans: Any, ledger: Any, pinned: frozenset[tuple[int, int]]) -> str:
-    """The ledger view that ends a prompt (``LedgerPolicy.view``): every object of steps 1..t up to
-    ``view_items`` lines, the spans, and how to act on them."""
+def view_text(
+    index: ObjectIndex, t: int, spans: Any, ledger: Any, pinned: frozenset[tuple[int, int]], *, everything: bool = False
+) -> str:
+    """The ledger view that ends a prompt (``LedgerPolicy.view``): the objects of steps 1..t (up to
+    ``view_items`` lines unless ``everything``), the spans, and how to act on them."""
     covered = {i: s.id for s in spans.closed for i in s.covers}
     ops = [(op.step, op.sub, op.kind) for op in ledger.ops if op.at <= t]
-    lines, left = view_lines(list(index.all(t)), ops, covered, pinned, ledger.policy.view_items)
+    limit = None if everything else ledger.policy.view_items
+    lines, left = view_lines(list(index.all(t)), ops, covered, pinned, limit)
     out = [f"{CM} Ledger after step {t} (id kind [status] created/last touched: summary):", *lines]
     if left:
         out.append(f"(+{left} older objects not listed: `search_ledger *` lists them all)")
