@@ -8,8 +8,8 @@ import pytest
 
 from refold.config import Config
 from refold.context import ANY, TOOL_SCHEMAS, Recognizer, from_shell, from_tool_call, offer
-from refold.context.tools import TAUGHT, TAUGHT_SCHEMAS
 from refold.context.answers import Answerer, answer
+from refold.context.tools import TAUGHT, TAUGHT_SCHEMAS
 from refold.history import History
 from refold.mechanisms.spans import SpanPolicy
 from refold.policy import Policy

@@ -52,7 +52,7 @@ class LedgerPolicy(BaseModel):
     """Pin the latest plan the agent wrote (``objects.plan_text``): never masked, folded or compacted."""
     view: bool = False
     """End every prompt with the ledger view (one synthetic user message; it costs its own size)."""
-    view_items: int = Field(40, ge=1)
+    view_items: int = Field(20, ge=1)
     """Objects the view lists by line (pinned and most recently touched first; the rest counted)."""
 
 

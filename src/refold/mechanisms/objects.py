@@ -35,9 +35,7 @@ _INTENT = re.compile(r"\b(?:i will|i'll|i am going to|i'm going to|i need to|i s
 _ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*+]|\[[ xX]\]|[-*+]\s+\[[ xX]\])\s+(\S.*)$")
 _CHECKBOX = re.compile(r"^\s*[-*+]?\s*\[[ xX]\]\s+\S")
 _VERBS = frozenset(
-    "add apply check confirm create delete edit examine find fix identify implement inspect investigate "
-    "locate look modify read refactor remove replace reproduce rerun review run search submit test "
-    "understand update verify write open compare move rename handle ensure make change patch clean".split()
+    ["add", "apply", "check", "confirm", "create", "delete", "edit", "examine", "find", "fix", "identify", "implement", "inspect", "investigate", "locate", "look", "modify", "read", "refactor", "remove", "replace", "reproduce", "rerun", "review", "run", "search", "submit", "test", "understand", "update", "verify", "write", "open", "compare", "move", "rename", "handle", "ensure", "make", "change", "patch", "clean"]
 )
 _SUBMIT = re.compile(
     r"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT|MINI_SWE_AGENT_FINAL_OUTPUT|^\s*submit\b|\bgit diff --cached\b\s*$",
@@ -263,11 +261,12 @@ def _tool_of(step: Step, j: int) -> str:
 def hidden_reply_text(step: Step, kind: str, *, reversible: bool = True) -> str:
     """What replaces a folded or dropped reply: one line, then its command kept (what the agent did)."""
     oid = reply_id(step.index)
-    hint = f" `expand {oid}` (or `restore {step.index}`) shows it." if reversible else ""
+    hint = f" `expand {oid}` shows it." if reversible else ""
     if kind == "drop":
         head = f"{CM} Reply {oid} dropped.{hint}"
-    else:
-        head = f"{CM} Reply {oid} folded: {reply_summary(step, reply_kind(step))}.{hint}"
+    else:  # the command follows in full, so the summary leaves it out
+        what = reply_summary(step, reply_kind(step), limit=140).split(" — $ ", 1)[0]
+        head = f"{CM} Reply {oid} folded: {what}.{hint}"
     block = bash_block(step.reply_text)
     return head if block is None else f"{head}\n\n```bash\n{block.strip()}\n```"
 
@@ -317,7 +316,7 @@ def view_lines(
     else:
         left = 0
     lines = [
-        f"{o.id} {o.kind} [{status(o, ops, covered, pinned)}] {o.created_at_turn}/{o.last_touched_turn}: {o.summary}"
+        f"{o.id} {o.kind} [{status(o, ops, covered, pinned)}] {o.created_at_turn}/{o.last_touched_turn}: {_clip(o.summary, 120)}"
         for o in listed
     ]
     return lines, left
@@ -341,3 +340,7 @@ def view_text(
         out.append(f"{sid} span [open since step {spans.spans[sid].begin}]: {spans.spans[sid].question}")
     out.append("`fold <id>` / `drop <id>` shorten an object, `expand <id>` shows it again, `pin <id>` keeps it shown.")
     return "\n".join(out)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

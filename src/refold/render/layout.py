@@ -20,7 +20,7 @@ from ..mechanisms.objects import hidden_reply
 from ..mechanisms.pins import Part, pinned_note
 from ..mechanisms.spans import Span, cover_map
 from ..messages import mask_note, with_content, with_text
-from ..types import Message, Origin, Shown, Step
+from ..types import Message, Origin, Shown, Step, content_text
 from .behind import Behind
 from .received import Received, message_chars
 
@@ -181,8 +181,8 @@ def lay_out(
             if text:
                 reply, reply_origin = with_text(reply, text), Origin(i, "reply", Shown.NOTE, (i,))
         folded_reply = hidden_reply(step, gone, hidden_texts, reversible=reversible) if i in gone_steps else None
-        if folded_reply is not None:
-            reply, reply_origin = with_text(step.reply, folded_reply), Origin(i, "reply", Shown.NOTE, (i,))
+        if folded_reply is not None and (reply is form.msgs[0] or len(folded_reply) < len(content_text(reply.get("content")))):
+            reply, reply_origin = with_text(step.reply, folded_reply), Origin(i, "reply", Shown.NOTE, (i,))  # the shorter form
         if i in behind.masked:
             masked = [reply] + [with_content(o, mask_note(step, j, reversible=reversible)) for j, o in enumerate(step.observations)]
             masked_origins = [reply_origin] + [Origin(i, "output", Shown.NOTE, (i,))] * len(step.observations)
