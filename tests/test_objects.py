@@ -279,3 +279,20 @@ def test_whatever_is_folded_or_pinned_every_reply_restores_byte_exact(ops: list[
     assert r.render(s.h).messages == render(s.h, SELF_GC).messages  # the memo agrees with the function
     text = answer(s.h, ContextCommand("expand", f"r{target}")).text
     assert text.endswith(s.h.step(target).reply_text)
+
+
+def test_compaction_keeps_pinned_objects_verbatim() -> None:
+    from refold.lab.replay.policies import Options, make_projector
+    from refold.tokens import get_tokenizer
+
+    s = run(30)
+    opts = Options(tokenizer=get_tokenizer("chars4"), budget=3000, summary_min=16, summary_max=64)
+    prompts = list(make_projector("compact+self-gc", opts).prompts(s.h))
+    compacted = [p for p in prompts if p.lost_upto >= 2]
+    assert compacted, "the budget should force a compaction past the plan"
+    for p in compacted:
+        texts = [content_text(m.get("content")) for m in p.messages]
+        assert any(PLAN in x for x in texts)  # the latest plan survives the summary
+        assert "SIMULATED compaction" in texts[len(s.h.prefix)]
+    plain = list(make_projector("compact", opts).prompts(s.h))[-1]
+    assert not any(PLAN in content_text(m.get("content")) for m in plain.messages)

@@ -289,10 +289,15 @@ class Renderer:
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
         cover = cover_map(spans) if spans else {}
+        pinned = {p[0] for p in self._pinned(b, t) if p[0] > b}
         for i in range(b + 1, t + 1):
             span = cover.get(i)
             if span is None:
                 msgs += self._received[i - 1].msgs
+                if i in pinned:  # as received anyway; marked so that a compaction keeps it
+                    origins += [o if (i, k - 1) not in self._pinned(b, t) else Origin(i, o.part, Shown.PINNED, (i,))
+                                for k, o in enumerate(self._received[i - 1].origins)]
+                    continue
                 origins += self._received[i - 1].origins
             elif i == span.begin:  # a span straddling the boundary has its block behind it
                 msg, origin = self._block(h, span)
