@@ -22,7 +22,7 @@ def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
     assert "Mentions: " in text and all(n in text for n in ("QuerySet", "bulk_update", "test_bulk_update_large"))
     assert text.count("_filter_or_exclude") == 1  # already in the first line: not repeated
     assert text.endswith("```bash\nsed -n '1,40p' django/db/models/query.py\n```")  # the command, byte-exact
-    assert "`restore 1` shows it" in text and len(text) < len(reply)
+    assert "of reasoning hidden. `restore 1` shows them." in text and len(text) < len(reply)
 
 
 def test_a_short_reply_is_not_condensed() -> None:

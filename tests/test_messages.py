@@ -28,8 +28,8 @@ def test_note_names_step_command_status_size_and_summary() -> None:
     note = mask_note(h.step(1), 0, reversible=True)
     assert note.startswith(f"[step 1]\n{CM} ")
     assert "\n" not in note.split("\n", 1)[1]  # one line after the label
-    assert note.split("\n", 1)[1].startswith(f'{CM} Hidden output of `grep -rn "foo" src` ')
-    assert f"(exit 0; 6 lines, {len(GREP)} chars)" in note
+    assert note.split("\n", 1)[1].startswith(f'{CM} Output of `grep -rn "foo" src` hidden ')
+    assert "(exit 0; 6 lines)" in note  # chars only when lines are long (test below)
     assert "): 3 hits in 2 files (src/a.py, src/b.py)." in note
     assert note.endswith("`restore 1` shows it.")
 
@@ -39,11 +39,17 @@ def test_note_sizes_count_only_that_output() -> None:
     step = h.step(1)
     first, second = mask_note(step, 0, reversible=True), mask_note(step, 1, reversible=True)
     assert (
-        "Hidden output 1 of 2 of `grep" in first and "(exit 0; 6 lines," in first and "`pytest" not in first
+        "Output 1 of 2 of `grep" in first and "(exit 0; 6 lines)" in first and "`pytest" not in first
     )
-    assert "Hidden output 2 of 2 of `pytest -q`" in second
-    assert f"(exit 1; {TEST.count(chr(10)) + 1} lines, {len(TEST):,} chars)" in second
+    assert "Output 2 of 2 of `pytest -q` hidden" in second
+    assert f"(exit 1; {TEST.count(chr(10)) + 1} lines)" in second
     assert "): tests: 1 failed, 9 passed; first failure: tests/t.py::test_foo." in second
+
+
+def test_a_note_counts_chars_when_lines_are_long() -> None:
+    minified = "<returncode>0</returncode>\n<output>\n" + '{"k": 1, ' * 300 + "}\n</output>"
+    note = mask_note(text_history([(reply("read", "-", "cat data.json"), minified)]).step(1), 0, reversible=True)
+    assert f"(exit 0; 4 lines, {len(minified):,} chars)" in note
 
 
 def test_irreversible_note_says_so() -> None:
@@ -61,7 +67,7 @@ def test_a_message_without_a_command_gets_no_command() -> None:
     note = mask_note(step, 0, reversible=True)
     assert (
         note
-        == f"[step 2]\n{CM} Hidden output (1 line, 36 chars): format error: the reply's command was not run. `restore 2` shows it."
+        == f"[step 2]\n{CM} Output hidden (1 line): format error: the reply's command was not run. `restore 2` shows it."
     )
 
 
@@ -93,7 +99,7 @@ def test_rendered_mask_notes_carry_summaries() -> None:
         i = m.group(1)
         assert (
             f"`cat src/f{i}.py`" in text
-            and "(exit 0; 123 lines," in text
+            and "(exit 0; 123 lines)" in text
             and "): lines 1-120: def f0 L1, def f1 L3" in text  # the command names the file
         )
 
@@ -138,7 +144,10 @@ def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], r
     for j, (_, out) in enumerate(calls):
         note = mask_note(step, j, reversible=reversible)
         label, _, body = note.partition("\n")
-        assert label == "[step 1]" and body.startswith(f"{CM} Hidden output") and "\n" not in body
+        assert label == "[step 1]" and body.startswith(f"{CM} Output") and "\n" not in body
         lines = out.count("\n") + 1 if out else 0
-        assert f"{lines:,} line{'' if lines == 1 else 's'}, {len(out):,} chars)" in body
+        size = f"{lines:,} line{'' if lines == 1 else 's'}"
+        if len(out) > 200 * max(lines, 1):
+            size += f", {len(out):,} chars"
+        assert f"{size})" in body
         assert ("`restore 1` shows it." in body) == reversible

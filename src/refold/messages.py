@@ -62,12 +62,13 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     action = action_of(step, j)
     command, tool = (action.command, action.tool) if action else ("", "bash")
     s = summarize(command, text, tool)
-    which = "Hidden output" if len(texts) <= 1 else f"Hidden output {j + 1} of {len(texts)}"
-    shown = command_line(tool, command, 60) if command.strip() else ""
+    which = "Output" if len(texts) <= 1 else f"Output {j + 1} of {len(texts)}"
+    shown = command_line(tool, command, 40) if command.strip() else ""
     lines = text.count("\n") + 1 if text else 0
-    facts = ([f"exit {s.status}"] if s.status is not None else []) + [
-        f"{lines:,} line{'' if lines == 1 else 's'}, {len(text):,} chars"
-    ]
+    size = f"{lines:,} line{'' if lines == 1 else 's'}"
+    if len(text) > 200 * max(lines, 1):  # long lines: the line count alone would understate it
+        size += f", {len(text):,} chars"
+    facts = ([f"exit {s.status}"] if s.status is not None else []) + [size]
     summary = s.text
     head, _, rest = summary.partition(" ")
     if s.kind == "read" and rest and head in shown:  # the command already names the file
@@ -75,7 +76,7 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     end = "" if summary.endswith((".", "\u2026", "!", "?")) else "."
     what = f" of `{shown}`" if shown else ""
     hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."
-    return f"[step {step.index}]\n{CM} {which}{what} ({'; '.join(facts)}): {summary}{end}{hint}"
+    return f"[step {step.index}]\n{CM} {which}{what} hidden ({'; '.join(facts)}): {summary}{end}{hint}"
 
 
 def mask_text(step: Step, *, reversible: bool) -> str:

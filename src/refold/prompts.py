@@ -14,12 +14,10 @@ __all__ = ["ledger_section", "reminder", "response_format_lines", "span_reminder
 def response_format_lines(k: int) -> str:
     """Replaces the first item of an agent's response-format instructions."""
     return (
-        "Open every response with exactly these two lines, then write your reasoning and your command:\n"
-        "  PROGRESS: <a few words on what THIS step does>\n"
-        "  STALE: <numbers of earlier steps whose output you will not need to read again, or `-`>\n"
-        "Tool outputs are labeled `[step N]`; use those numbers. "
-        f"Only the {k} steps just before this one can be named; older numbers are ignored, "
-        "so mark a step stale soon after you are done with it."
+        "Begin every response with these two lines, then your reasoning and your command:\n"
+        "  PROGRESS: <what THIS step does, in a few words>\n"
+        "  STALE: <earlier `[step N]` numbers whose output you will not read again, or `-`>\n"
+        f"Only the {k} steps just before this one can be named, so mark a step stale soon after you are done with it."
     )
 
 
@@ -34,25 +32,24 @@ def system_section(
     says that the shorter forms may change at any call (no boundary).
     """
     kinds = [
-        "- pointer: an output repeating what an earlier step shows, replaced by a line naming that `[step N]`.",
-        "- trim: lines repeated from an earlier step were cut; the marker names them and that step.",
-        "- fold note: steps you marked STALE, reply and output, as one line each.",
+        "- pointer: an output that repeats an earlier `[step N]` is replaced by a line naming it;",
+        "- trim: lines repeated from an earlier step are cut, the marker names that step;",
+        "- fold note: steps you marked STALE, one line each;",
     ]
     if masking:
-        kinds.append("- mask note: an old output hidden, with its command, exit status, size and a mechanical one-line summary.")
-        kinds.append("- old reply: its reasoning hidden after the first line; its command kept.")
+        kinds.append("- mask note: an old output, as its command, exit status, size and a one-line summary;")
+        kinds.append("- old reply: its reasoning after the first line hidden, its command kept.")
     restore = (
-        "`restore <step>` (or `restore 3 5`, `restore 3-5`) shows a step's reply, command and output again, "
-        "byte for byte, without running anything (re-running a command shows the current state instead). "
-        "Restore before relying on details an omission does not show."
+        "`restore <step>` (also `restore 3 5`, `restore 3-5`) shows steps again byte for byte without "
+        "running anything; restore before relying on details a note leaves out."
         if reversible
         else "Omitted content cannot be brought back; re-run a command to see its current output."
     )
-    when = f"; this changes at most every {k} steps" if chunk else ""
+    when = f" (this changes at most every {k} steps)" if chunk else ""
     return (
         "\n\n## Context management\n"
-        f"Older tool outputs may be shown in a shorter form{when}. Each omission is marked by a `{CM}` "
-        "line, written by the context manager (NOT an error from your commands):\n"
+        f"Older outputs may be shown shorter{when}. A `{CM}` line marks each omission; it is written "
+        "by the context manager, not by your commands:\n"
         + "\n".join(kinds)
         + "\n"
         + restore

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..protocol import CM
+from ..protocol import CM, command_spans
 from ..types import Step
 
 
@@ -49,10 +49,6 @@ def newly_masked(
     return out
 
 
-# the blocks a reply's command is read from (refold.history); other fenced code is quoted reasoning
-_CODE = re.compile(
-    r"```(?:bash|sh|shell|mswea_bash_command)[ \t]*\n.*?\n```|<mswea_bash_command>.*?</mswea_bash_command>", re.DOTALL
-)
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
 
 
@@ -60,8 +56,9 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     """An old reply with its reasoning hidden: its PROGRESS/STALE head and first line, then every
     command block byte-exact (what the agent did stays visible). None when it would not save anything."""
     text = step.reply_text
-    blocks = [m.group(0) for m in _CODE.finditer(text)]
-    prose = _CODE.sub("\n", text)
+    spans = command_spans(text)  # what it ran; other fenced code is quoted reasoning
+    blocks = [text[a:b] for a, b in spans]
+    prose = "\n".join(text[a:b] for a, b in zip([0] + [e for _, e in spans], [s for s, _ in spans] + [len(text)], strict=True))
     if len(prose) < min_chars:
         return None
     lines = [ln.strip() for ln in prose.splitlines() if ln.strip()]
@@ -77,8 +74,8 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     if names:  # what the hidden reasoning talked about stays findable: files, functions, tests
         more = f" (+{len(names) - _MAX_NAMES} more)" if len(names) > _MAX_NAMES else ""
         kept.append("Mentions: " + ", ".join(names[:_MAX_NAMES]) + more)
-    hint = f" `restore {step.index}` shows it." if reversible else ""
-    kept.append(f"{CM} The rest of this reply's reasoning ({hidden} lines) is hidden to save context.{hint}")
+    hint = f" `restore {step.index}` shows {'it' if hidden == 1 else 'them'}." if reversible else ""
+    kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden.{hint}")
     return "\n".join(kept) + "".join("\n\n" + _short_block(b, step.index, reversible) for b in blocks)
 
 
