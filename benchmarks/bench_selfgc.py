@@ -28,7 +28,7 @@ from typing import Any
 from refold.chat_tokens import count_messages
 from refold.config import Config
 from refold.history import History
-from refold.loaders import load
+from refold.loaders import load_all
 from refold.mechanisms.objects import reply_kind
 from refold.protocol import CM, ContextCommand
 from refold.render import Renderer
@@ -55,13 +55,13 @@ def histories(paths: list[Path]) -> Iterator[tuple[str, History]]:
         files = sorted(q for q in p.rglob("*") if q.is_file() and q.suffix in (".json", ".traj", ".jsonl")) if p.is_dir() else [p]
         for f in files:
             try:
-                loaded = load(f)
+                loaded = load_all(f)  # a multi-agent file: one history per agent
             except Exception as e:  # a folder may hold manifests and notes: skip what is no run
                 print(f"skipped {f.name}: {str(e).splitlines()[0][:100]}", file=sys.stderr)
                 continue
-            for i, h in enumerate(loaded if isinstance(loaded, list) else [loaded]):
+            for i, h in enumerate(loaded):
                 if len(h) >= 2:
-                    yield (f.name if i == 0 else f"{f.name}#{i}"), h
+                    yield (f.name if len(loaded) == 1 else f"{f.name}#{h.source.rsplit('#', 1)[-1] or i}"), h
 
 
 def with_marks(h: History, age: int) -> tuple[History, int]:

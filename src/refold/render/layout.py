@@ -181,7 +181,7 @@ def lay_out(
             if text:
                 reply, reply_origin = with_text(reply, text), Origin(i, "reply", Shown.NOTE, (i,))
         folded_reply = hidden_reply(step, gone, hidden_texts, reversible=reversible) if i in gone_steps else None
-        if folded_reply is not None and (reply is form.msgs[0] or len(folded_reply) < len(content_text(reply.get("content")))):
+        if folded_reply is not None and len(folded_reply) < len(content_text(reply.get("content"))):
             reply, reply_origin = with_text(step.reply, folded_reply), Origin(i, "reply", Shown.NOTE, (i,))  # the shorter form
         if i in behind.masked:
             masked = [reply] + [with_content(o, mask_note(step, j, reversible=reversible)) for j, o in enumerate(step.observations)]
