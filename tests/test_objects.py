@@ -112,7 +112,7 @@ def test_the_latest_plan_stays_pinned_and_the_old_one_may_fold() -> None:
     assert text == PLAN and shown is Shown.PINNED  # never condensed, though as old as masked replies
     plain = SELF_GC.override(["ledger.pin_plans=false"])
     (text, _), = shown_of(plain, s.h, 2, "reply")
-    assert text != PLAN and "hidden to save context" in text
+    assert text != PLAN and "reasoning hidden" in text
     s.h.append({"role": "assistant", "content": PLAN.replace("Run the tests", "Run the whole suite")}, [{"role": "user", "content": "ok"}])
     for _ in range(6):
         s.step("true", "ok")
@@ -125,7 +125,7 @@ def test_user_pins_are_part_of_the_history_value() -> None:
     config = s.config
     before = render(s.h, config)
     (masked, _), = shown_of(config, s.h, 4, "output")
-    assert "Hidden output" in masked
+    assert "hidden" in masked and long_output(4) not in masked
     pin = s.h.pin("4")
     assert pin.at == 12 and s.h.pins == (pin,)
     (shown, how), = shown_of(config, s.h, 4, "output")
