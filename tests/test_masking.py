@@ -1,4 +1,4 @@
-"""Condensed old replies: head, first line, the names the hidden reasoning mentioned, commands byte-exact."""
+"""Condensed old replies: PROGRESS (or first) line, the names the hidden reasoning mentioned, commands byte-exact."""
 
 from __future__ import annotations
 
@@ -18,11 +18,20 @@ def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
     step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
     text = condensed_reply(step, reversible=True, min_chars=50)
     assert text is not None
-    assert text.startswith("PROGRESS: find the bug\nSTALE: -\nTHOUGHT: The bug is in")
-    assert "Mentions: " in text and all(n in text for n in ("QuerySet", "bulk_update", "test_bulk_update_large"))
-    assert text.count("_filter_or_exclude") == 1  # already in the first line: not repeated
+    assert text.startswith("PROGRESS: find the bug\nMentions: ")  # the agent's summary; STALE has done its work
+    names = ("django/db/models/query.py", "_filter_or_exclude", "QuerySet", "bulk_update", "test_bulk_update_large")
+    assert all(n in text for n in names) and "STALE" not in text
     assert text.endswith("```bash\nsed -n '1,40p' django/db/models/query.py\n```")  # the command, byte-exact
     assert "of reasoning hidden. `restore 1` shows them." in text and len(text) < len(reply)
+
+
+def test_without_progress_the_first_line_stays() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "THOUGHT: The bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 30 + "```bash\nls\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and text.startswith("THOUGHT: The bug is in `query.py` near _filter_or_exclude.\n")
+    assert text.count("_filter_or_exclude") == 1  # already in the first line: not repeated
 
 
 def test_a_short_reply_is_not_condensed() -> None:

@@ -40,7 +40,7 @@ class Policy(BaseModel):
     mask_after: int | None = Field(2, ge=1)
     """Automatic masking: outputs behind the boundary more than this many steps old become
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
-    mask_min_chars: int = Field(400, ge=0)
+    mask_min_chars: int = Field(200, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
     restore_hold: int = Field(10, ge=0)
     """A restored step stays as restored (never stubbed, masked only this many steps after the

@@ -50,11 +50,13 @@ def newly_masked(
 
 
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
+_PROGRESS = re.compile(r"^\W*PROGRESS\b", re.IGNORECASE)
 
 
 def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | None:
-    """An old reply with its reasoning hidden: its PROGRESS/STALE head and first line, then every
-    command block byte-exact (what the agent did stays visible). None when it would not save anything."""
+    """An old reply with its reasoning hidden: its PROGRESS line (or, without one, its first line),
+    then every command block byte-exact (what the agent did stays visible). Its STALE line goes: it
+    has done its work. None when it would not save anything."""
     text = step.reply_text
     spans = command_spans(text)  # what it ran; other fenced code is quoted reasoning
     blocks = [text[a:b] for a, b in spans]
@@ -62,10 +64,10 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     if len(prose) < min_chars:
         return None
     lines = [ln.strip() for ln in prose.splitlines() if ln.strip()]
-    kept = [ln for ln in lines[:4] if _HEAD.match(ln)]
-    first = next((ln for ln in lines if not _HEAD.match(ln)), "")
-    if first:
-        kept.append(first if len(first) <= 200 else first[:199] + "…")
+    # the agent's own PROGRESS line says what the step did; without one, the reply's first line does
+    progress = next((ln for ln in lines[:4] if _PROGRESS.match(ln)), "")
+    first = progress or next((ln for ln in lines if not _HEAD.match(ln)), "")
+    kept = [first if len(first) <= 200 else first[:199] + "…"] if first else []
     hidden = len(lines) - len(kept)
     if hidden <= 0:
         return None
@@ -81,7 +83,7 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
 
 _NAME = re.compile(
     r"[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
-    r"|\b[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
+    r"|\b_*[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
 )  # paths, snake_case, camelCase and CamelCase names (plain words and numbers are not names)
 _MAX_NAMES = 12
 _BLOCK_KEEP = (4, 2)  # first and last lines of a long command kept (its opening and its heredoc end)
