@@ -33,7 +33,8 @@ from typing import Any
 from refold.history import History
 from refold.lab.cache import DEFAULT_PRICES, cost_usd, price_for_model
 from refold.lab.replay import Settings
-from refold.lab.replay.runner import TaskResult, collect_paths, replay_history
+from refold.lab.replay.report import per_file
+from refold.lab.replay.runner import TaskResult, collect_paths, replay_history, replay_sessions
 from refold.loaders import load_all
 
 
@@ -59,39 +60,44 @@ def _usage(history: History, t: int) -> dict[str, Any]:
 
 def coder(files: list[str]) -> dict[str, Any]:
     rows = []
+    s = Settings(policies=("base",), tokenizer="cl100k", cache="none", price="gpt-4-turbo", validate=False, per_call=False)
     for f in files:
-        sessions = load_all(f)
-        stats = sessions[0].meta.get("file_stats") or {}
-        if "tokens_sent" not in stats or len(sessions) < 2:
+        results = replay_sessions(f, s)
+        stats = results[0].file_stats
+        if "tokens_sent" not in stats or len(results) < 2 or any(r.error for r in results):
             continue
-        sent = recv = calls = 0
-        cost = 0.0
-        for h in sessions:
-            m = _replay(h, "cl100k", "gpt-4-turbo", "none")
-            sent += m["prompt_tokens"]
-            recv += m["output_tokens"]
-            calls += m["calls"]
-            cost += m["cost_usd"]
+        stored = [r.policies["base"] for r in results]
+        sent = sum(m["prompt_tokens"] for m in stored)
+        calls = sum(m["calls"] for m in stored)
+        cost = sum(m["cost_usd"] for m in stored)
+        total = per_file(results)[results[0].path]
+        est = total.get("estimated")
+        t = total["policies"]["base"]
         rows.append(
             {
                 "run": Path(f).name,
-                "agents": len(sessions),
+                "agents": len(results),
                 "calls": calls,
                 "api_calls": stats.get("api_calls"),
                 "tokens_sent": stats["tokens_sent"],
                 "replayed": sent,
-                "error": sent / stats["tokens_sent"] - 1,
+                "error_stored_calls": sent / stats["tokens_sent"] - 1,
+                "estimated_calls": est["calls"] if est else 0,
+                "replayed_with_estimate": t["prompt_tokens"],
+                "error": t["prompt_tokens"] / stats["tokens_sent"] - 1,
                 "tokens_received": stats.get("tokens_received"),
-                "replayed_output": recv,
+                "replayed_output": t["output_tokens"],
                 "instance_cost": stats.get("instance_cost"),
-                "replayed_cost": cost,
-                "cost_error": cost / stats["instance_cost"] - 1 if stats.get("instance_cost") else None,
+                "replayed_cost": t["cost_usd"],
+                "cost_error_stored_calls": cost / stats["instance_cost"] - 1 if stats.get("instance_cost") else None,
+                "cost_error": t["cost_usd"] / stats["instance_cost"] - 1 if stats.get("instance_cost") else None,
             }
         )
     errs = [abs(r["error"]) for r in rows]
     return {
         "runs": rows,
         "within_1pct": sum(e <= 0.01 for e in errs),
+        "stored_calls_within_1pct": sum(abs(r["error_stored_calls"]) <= 0.01 for r in rows),
         "exact": sum(r["replayed"] == r["tokens_sent"] for r in rows),
         "median_abs_error": statistics.median(errs) if errs else None,
     }
@@ -113,8 +119,9 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
         price_name = price_for_model(model) or "gpt-5-mini"
         price = DEFAULT_PRICES[price_name]
         m = _replay(h, "o200k", price_name, "openai")
+        rp = _replay(h, "o200k", price_name, "openai-replayed")["per_call"]
         pc = m["per_call"]
-        stored_prompt = stored_cost_sim = stored_cost_rec = rec_cost = 0.0
+        stored_prompt = stored_cost_sim = stored_cost_rec = rec_cost = stored_cost_replayed = 0.0
         unreplied_prompt = 0
         for i, step in enumerate(pc["step"]):
             n, out = pc["prompt_tokens"][i], pc["output_tokens"][i]
@@ -128,6 +135,7 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
                 per_call.append(abs(n - rep) / rep)
             stored_prompt += n
             sim = _call_cost(price, n, pc["cached_tokens"][i], out)
+            stored_cost_replayed += _call_cost(price, n, rp["cached_tokens"][i], out)
             rec = _call_cost(price, n, min(cached, n), out)
             stored_cost_sim += sim
             stored_cost_rec += rec
@@ -150,6 +158,7 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
                 "stored_cost_simulated_cache": stored_cost_sim,
                 "cost_error_recorded_cache": stored_cost_rec / inst - 1 if inst else None,
                 "cost_error_simulated_cache": stored_cost_sim / inst - 1 if inst else None,
+                "cost_error_replayed_cache": stored_cost_replayed / inst - 1 if inst else None,
                 "replayed_cost_all_calls": m["cost_usd"],
                 "reasoning_tokens": m["reasoning_tokens"],
                 "output_tokens": m["output_tokens"],
@@ -183,6 +192,7 @@ def openrouter(files: list[str]) -> dict[str, Any]:
             continue
         price = DEFAULT_PRICES[price_name]
         m = _replay(h, "qwen3.6", price_name, "gemini-openrouter")
+        mr = _replay(h, "qwen3.6", price_name, "gemini-openrouter-replayed")
         pc = m["per_call"]
         rec_tok_cost = 0.0
         for s in h.steps:
@@ -203,6 +213,7 @@ def openrouter(files: list[str]) -> dict[str, Any]:
                 "price_row_error": rec_tok_cost / recorded - 1,
                 "replayed_cost": m["cost_usd"],
                 "replayed_cost_error": m["cost_usd"] / recorded - 1,
+                "replayed_cost_error_replayed_cache": mr["cost_usd"] / recorded - 1,
                 "replayed_prompt_vs_reported": sum(pc["prompt_tokens"]) / max(1, reported_prompt) - 1,
                 "reasoning_tokens": m["reasoning_tokens"],
                 "output_tokens": m["output_tokens"],
@@ -229,24 +240,34 @@ def main(argv: list[str] | None = None) -> int:
         "openrouter_qwen3.6": openrouter(json_files),
     }
     c, t = result["coder_per_agent_cl100k"], result["mini2_toolcall_o200k"]
-    print(f"CodeR per agent: {c['exact']} exact, {c['within_1pct']}/{len(c['runs'])} within 1% of tokens_sent")
+    print(
+        f"CodeR per agent (Reproducer with CodeR's LastNObservations n=5): {c['exact']} exact, "
+        f"{c['within_1pct']}/{len(c['runs'])} within 1% of tokens_sent "
+        f"({c['stored_calls_within_1pct']} on stored calls alone)"
+    )
     for r in c["runs"]:
-        print(f"  {r['run']:<55} {_p(r['error'], 4)}  calls {r['calls']}/{r['api_calls']}  cost {_p(r['cost_error'])}")
+        est = f" (+{r['estimated_calls']} ESTIMATED requery; stored calls {_p(r['error_stored_calls'], 4)})" if r["estimated_calls"] else ""
+        print(f"  {r['run']:<55} {_p(r['error'], 4)}  calls {r['calls']}/{r['api_calls']}  cost {_p(r['cost_error'])}{est}")
     if t["calls"]:
         print(
             f"mini 2.x tool calls: {t['exact_calls']}/{t['calls']} stored calls exact; per-call prompt error "
             f"median {t['prompt_error_median']:.4%} p95 {t['prompt_error_p95']:.4%} max {t['prompt_error_max']:.4%}"
         )
+    within = [abs(r["cost_error_replayed_cache"]) <= 0.05 for r in t["runs"] if r["cost_error_replayed_cache"] is not None]
+    within_sim = [abs(r["cost_error_simulated_cache"]) <= 0.05 for r in t["runs"] if r["cost_error_simulated_cache"] is not None]
+    print(f"gpt-5-mini base cost within 5% of instance_cost: openai-replayed {sum(within)}/{len(within)}, openai {sum(within_sim)}/{len(within_sim)}")
     for r in t["runs"]:
         print(
             f"  {r['run']:<55} calls {r['replayed_calls']}/{r['api_calls']} (unreplied {r['unreplied_calls']}, "
             f"{r['unreplied_prompt_share']:.0%} of prompt tokens)  cost vs instance_cost: recorded cache "
-            f"{_p(r['cost_error_recorded_cache'])}, simulated cache {_p(r['cost_error_simulated_cache'])}"
+            f"{_p(r['cost_error_recorded_cache'])}, openai {_p(r['cost_error_simulated_cache'])}, "
+            f"openai-replayed {_p(r['cost_error_replayed_cache'])}"
         )
     for r in result["openrouter_qwen3.6"]["runs"]:
         print(
             f"  {r['run']:<55} price row on recorded usage {r['price_row_error']:+.2%}; replayed (qwen3.6) "
-            f"{r['replayed_cost_error']:+.2%}, prompt {r['replayed_prompt_vs_reported']:+.2%}"
+            f"{r['replayed_cost_error']:+.2%} (gemini-openrouter-replayed {r['replayed_cost_error_replayed_cache']:+.2%}), "
+            f"prompt {r['replayed_prompt_vs_reported']:+.2%}"
         )
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from refold.lab.cache import (
     OpenAICache,
     PrefixCacheSim,
     Price,
+    ReplayedCache,
     SglangRadixCache,
     VllmPrefixCache,
     calibrated,
@@ -356,7 +357,11 @@ def test_factory_and_protocol() -> None:
         assert sim.request(list(range(10))).prompt_tokens == 10
     assert make_cache("vllm", capacity_blocks=10).request([1] * 40).evicted_tokens == 0
     assert NoCache().request([1, 2, 3]) == CacheResult(3, 0, 0)
-    assert set(CACHE_NAMES) == {"vllm", "sglang", "openai", "gemini-openrouter", "openai-exact", "anthropic", "deepseek", "none"}
+    assert set(CACHE_NAMES) == {
+        "vllm", "sglang", "openai", "gemini-openrouter", "openai-expected", "gemini-openrouter-expected",
+        "openai-replayed", "gemini-openrouter-replayed",
+        "openai-exact", "anthropic", "deepseek", "none",
+    }
     with pytest.raises(ValueError, match="valid choices: vllm, sglang, openai, gemini-openrouter"):
         make_cache("tgi")
 
@@ -388,6 +393,47 @@ def test_calibrated_profile_grid_routes_and_expected_misses() -> None:
         CalibratedCache("t", min_tokens=0, increment=1)
     assert calibrated("gemini-openrouter").per_route and not calibrated("openai").per_route
     assert calibrated("openai", miss_rate=0.5).miss_rate == 0.5
+    # the expected-value profiles spread the misses over every call: totals unbiased, never 0
+    ev_openai = make_cache("openai-expected")
+    ev_openai.request(toks[:4000])
+    assert ev_openai.request(toks[:5000]).cached_tokens == round((3968 - 128) * (1 - 0.06))
+
+
+def _replay_states(prompts: list[list[int]], recorded: list[int]) -> tuple[list[int], list[int]]:
+    probe = ReplayedCache("openai")
+    states = [probe.probe(p, r) for p, r in zip(prompts, recorded, strict=True)]
+    sim = ReplayedCache("openai")
+    got = []
+    for k, p in enumerate(prompts):
+        sim.calls, sim.as_of = k, states[k]
+        got.append(sim.request(p).cached_tokens)
+    return states, got
+
+
+def test_replayed_cache_reproduces_recorded_hits_and_transfers_staleness() -> None:
+    toks = list(range(20_000))
+    prompts = [toks[:2000], toks[:3000], toks[:4000], toks[:5000], toks[:6000]]
+    grid = [0, 1920, 2944, 3968, 4992]  # 1,024 + 128k below each previous prompt
+    # call 2 reached a cold machine, call 4 one that held only calls 0..1
+    recorded = [0, grid[1], 0, grid[3], grid[2]]
+    states, got = _replay_states(prompts, recorded)
+    assert states == [-1, 0, -1, 2, 1]
+    assert got == recorded
+    # another policy's prompts meet the same states: call 4 sees its own calls 0..1 only
+    other = [toks[:1500], toks[:2500], toks[:3500], toks[:4500], toks[:5500]]
+    sim = ReplayedCache("openai")
+    hits = []
+    for k, p in enumerate(other):
+        sim.calls, sim.as_of = k, states[k]
+        hits.append(sim.request(p).cached_tokens)
+    assert hits == [0, 1408, 0, 3456, 2432]
+    # no state given: the calibrated profile's own hit
+    plain, cal = ReplayedCache("openai"), calibrated("openai")
+    for p in prompts:
+        assert plain.request(p).cached_tokens == cal.request(p).cached_tokens
+    # a recorded hit between two states: the closest one
+    states, got = _replay_states(prompts[:3], [0, 1920, 2000])
+    assert states[2] == 0 and got[2] == 1920  # state 0's 1,920 is closer to 2,000 than state 1's 2,944
 
 
 def test_common_prefix_len() -> None:

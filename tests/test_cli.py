@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import CliResult, run_cli
 
@@ -169,6 +171,7 @@ sys.meta_path.insert(0, Block())
 from refold.cli import main
 print([main(["demo", "--no-report", "--tokenizer", "chars4"]), main(["serve", "--upstream", sys.argv[1]])])
 """
+BLOCK_EXTRAS_HELP = BLOCK_EXTRAS.split("print(")[0] + "print([main(['--help'])])\n"
 
 
 def test_core_install_without_extras() -> None:
@@ -176,3 +179,143 @@ def test_core_install_without_extras() -> None:
     r = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, UP], capture_output=True, text=True, timeout=600)
     assert r.stdout.splitlines()[-1] == "[0, 2]", r.stderr  # demo ran, serve refused
     assert r.stderr.strip() == "refold: error: 'refold serve' needs fastapi: pip install 'refold[serve]'"
+    r = subprocess.run([sys.executable, "-c", BLOCK_EXTRAS_HELP], capture_output=True, text=True, timeout=600)
+    assert r.stdout.splitlines()[-1] == "[0]", r.stderr
+    serve = next(line for line in r.stdout.splitlines() if " serve " in line)
+    assert "Not installed: needs the 'serve' extra." in serve
+
+
+def test_top_level_help_lists_what_each_command_says() -> None:
+    """``refold --help`` lists commands from COMMAND_HELP without importing them: each entry must be
+    the command's own help."""
+    import typer.main
+
+    from refold.cli import COMMAND_HELP, COMMAND_MODULES, load_command
+
+    assert set(COMMAND_HELP) <= set(COMMAND_MODULES)
+    for name in COMMAND_MODULES:
+        cmd = typer.main.get_command(load_command(name))
+        own = " ".join((cmd.help or "").split("\n\n")[0].split())
+        assert COMMAND_HELP.get(name, own) == own, name
+
+
+def test_top_level_help_imports_no_command() -> None:
+    code = (
+        "import sys\nfrom refold.cli import main\nprint([main(['--help'])])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('refold.cli.', 'refold.config', 'refold.lab', 'pydantic'))))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "simulate" in r.stdout and "replay" in r.stdout
+    assert r.stdout.strip().splitlines()[-2:] == ["[0]", "[]"]
+
+
+# ---- output: tables that fit, counts and plurals, plots ---------------------------------------------
+
+
+def test_plurals_and_summary_counts() -> None:
+    from refold.cli._output import plural
+    from refold.cli.replay import summary_line
+
+    assert [plural(n, "task") for n in (0, 1, 2, 1234)] == ["0 tasks", "1 task", "2 tasks", "1,234 tasks"]
+    assert summary_line(3, 2, 3, 1.04, 1) == "3 files (2 failed) in 1.0 s with 1 job."
+    assert summary_line(1, 0, 2, 0.5, 4) == "1 file, 2 sessions (multi-agent files per agent) in 0.5 s with 4 jobs."
+
+
+def test_replay_counts_failed_files(tmp_path: Path) -> None:
+    shutil.copy(SWE, tmp_path / SWE.name)
+    for name in ("a.traj.json", "b.traj.json"):
+        (tmp_path / name).write_text('{"messages": [')
+    r = run_cli("replay", str(tmp_path), "--policy", "base", "--tokenizer", "chars4", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "1 task, " in r.stdout and "3 files (2 failed) in " in r.stdout and "with 1 job." in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == "refold: 2 of 3 files failed"
+
+
+@pytest.mark.parametrize("command", ["replay", "simulate"])
+def test_compact_table_fits_80_columns_and_wide_has_every_column(tmp_path: Path, command: str) -> None:
+    extra = ["--sessions", "2"] if command == "simulate" else []
+    args = [command, str(SWE), "--policy", "base,masking-polling", "--tokenizer", "chars4", *extra]
+    compact = run_cli(*args, "--compact", cwd=tmp_path)
+    assert compact.returncode == 0, compact.stderr
+    lines = compact.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("policy"))
+    table = lines[at : at + 4]  # header, rule, base, masking-polling
+    assert table[1].startswith("─") and table[3].startswith("masking-polling ")
+    assert all(len(line) <= 80 for line in table), table
+    wide = run_cli(*args, "--wide", cwd=tmp_path)
+    header = next(line for line in wide.stdout.splitlines() if line.startswith("policy"))
+    from refold.cli import replay, simulate
+
+    columns = (replay if command == "replay" else simulate).COLUMNS
+    assert all(c.name in header for c in columns) and len(header) > 80
+    assert "…" not in compact.stdout + wide.stdout
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 10**9), min_size=4, max_size=4), min_size=1, max_size=5),
+    st.integers(20, 200),
+    st.sampled_from([None, True, False]),
+)
+def test_tables_never_cut_a_number(rows: list[list[int]], width: int, wide: bool | None) -> None:
+    import io
+
+    from rich.console import Console
+
+    from refold.cli._output import Column, print_table
+
+    columns = [Column("name", left=True), Column("a"), Column("b", compact=False), Column("c"), Column("d", compact=False)]
+    cells = [[f"policy-{i}", *(f"{x:,}" for x in r)] for i, r in enumerate(rows)]
+    buf = io.StringIO()
+    print_table(Console(file=buf, width=width, force_terminal=True, color_system=None), "title", columns, cells, wide)
+    text = buf.getvalue()
+    shown = [c for c in columns if wide or (wide is None and "b" in text.splitlines()[1]) or c.compact]
+    for row in cells:
+        line = next(line for line in text.splitlines() if line.startswith(row[0] + " "))
+        for c in shown:
+            assert row[[x.name for x in columns].index(c.name)] in line.split()
+    if wide is False:
+        assert " b " not in text.splitlines()[1] + " "
+
+
+@pytest.mark.parametrize("command", ["replay", "simulate"])
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_plot_is_written(tmp_path: Path, command: str, suffix: str) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"chart{suffix}"
+    extra = ["--sessions", "2"] if command == "simulate" else []
+    r = run_cli(command, str(SWE), "--policy", "base,refold-best", "--tokenizer", "chars4", "--plot", str(out), *extra)
+    assert r.returncode == 0, r.stderr
+    data = out.read_bytes()
+    if suffix == ".png":
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
+    else:
+        import xml.etree.ElementTree as ET
+
+        text = data.decode()
+        ET.fromstring(text)  # well-formed
+        for words in ("base", "refold-best", "cumulative prompt tokens", "recomputed", "simulated"):
+            assert words in text.lower() if words == "simulated" else words in text, words
+
+
+@pytest.mark.parametrize("command", ["replay", "simulate"])
+def test_plot_mistakes_are_one_line_before_any_work(
+    tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = run_cli(command, str(SWE), "--tokenizer", "chars4", "--plot", str(tmp_path / "chart.pdf"), cwd=tmp_path)
+    assert_one_line_error(r, ".png or .svg")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the 'plot' extra were not installed
+    r = run_cli(command, str(SWE), "--tokenizer", "chars4", "--plot", str(tmp_path / "chart.png"), cwd=tmp_path)
+    assert_one_line_error(r, "pip install 'refold[plot]'")
+    assert r.stdout == ""  # nothing was replayed or simulated
+
+
+def test_plot_with_no_per_call_json(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    chart, report = tmp_path / "c.svg", tmp_path / "r.json"
+    r = run_cli("replay", str(SWE), "--policy", "base", "--tokenizer", "chars4", "--no-per-call",
+                "--plot", str(chart), "--json", str(report))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "per_call" not in report.read_text()
+    assert 'id="legend_2"' in chart.read_text()  # a legend for the per-call lines, another for the bars

@@ -83,3 +83,30 @@ def test_one_renderer_never_serves_one_history_for_another(a: list[str], b: list
 )
 def test_the_proxy_picks_the_cache_profile_from_its_upstream(url: str, profile: str) -> None:
     assert profile_for(url) == profile
+
+
+def test_serve_flags_give_the_library_defaults_unless_a_flag_says_otherwise() -> None:
+    from refold.config import from_flags
+
+    assert from_flags(upstream="http://127.0.0.1:8000/v1") == DEFAULT
+    assert from_flags(upstream="https://api.anthropic.com/v1").cache == "anthropic"
+    assert from_flags(upstream="https://api.anthropic.com/v1", cache="vllm").cache == "vllm"
+    c = from_flags(k=4, dedup=False, mask_after=0, spans=False, span_prompt=True, budget_tokens=8000, boundary="fixed", tokenizer="off")
+    assert (c.policy.k, c.policy.dedup, c.policy.mask_after) == (4, False, None)
+    assert not c.spans.enabled and not c.spans.prompt  # --no-spans drops its prompt section too
+    assert c.ledger.budget_tokens == 8000 and c.boundary.rule == "fixed" and c.tokenizer == "off"
+    for flags, needle in [({"k": 0}, "--k:"), ({"budget_tokens": 0}, "--budget-tokens:"), ({"boundary": "sometimes"}, "--boundary:"), ({"cache": "nope"}, "--cache:")]:
+        with pytest.raises(PolicyError) as e:
+            from_flags(**flags)
+        assert str(e.value).startswith(needle) and "\n" not in str(e.value)
+
+
+def test_the_proxy_holds_one_config_with_its_tokenizer() -> None:
+    from refold.proxy.config import ProxyConfig
+
+    up = "http://127.0.0.1:9/v1"
+    assert ProxyConfig(upstream=up).tokenizer == DEFAULT.tokenizer
+    cfg = ProxyConfig(upstream=up, config=Config.parse(tokenizer="o200k"))
+    assert cfg.tokenizer == cfg.config.tokenizer == "o200k"
+    cfg = ProxyConfig(upstream=up, config=Config.parse(k=4), tokenizer="off")
+    assert cfg.tokenizer == cfg.config.tokenizer == "off" and cfg.config.policy.k == 4

@@ -170,3 +170,27 @@ def test_a_context_tool_without_handler_is_answered_not_run() -> None:
     msg = m._answer(read_actions({"extra": {"refold": info}})[0], Answerer(History([])))
     assert msg["role"] == "tool" and msg["tool_call_id"] == "c1"
     assert msg["content"] == f"{CM} search_ledger is switched off in this run."
+
+
+def test_each_call_records_its_wall_time_and_the_history_reads_it() -> None:
+    import time
+
+    from minisweagent.models.test_models import make_output
+
+    m = RefoldModel(
+        inner_model_class="minisweagent.models.test_models.DeterministicModel",
+        model_name="deterministic",
+        outputs=[make_output(f"THOUGHT: {c}", [{"command": f"echo {c}"}]) for c in "ab"],
+        refold_tokenizer=None,
+    )
+    before = time.time()
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    first = m.query(msgs)
+    assert before <= first["extra"]["refold"]["time"] <= time.time() + 1
+    msgs += [first, {"role": "user", "content": "a"}]  # mini 1 style: the output carries no timestamp
+    second = m.query(msgs)
+    h = m.history
+    assert h is not None and len(h) == 1
+    assert h.step(1).meta["time"] == first["extra"]["timestamp"]  # the reply's own time, until the next call
+    h2 = History.from_messages([*msgs, second, {"role": "user", "content": "b"}])
+    assert h2.step(1).meta["time"] == second["extra"]["refold"]["time"]  # step 1 was complete when call 2 began

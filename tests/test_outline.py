@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -294,3 +297,50 @@ def test_outline_lines_are_file_lines(start: int, shape: str) -> None:
     src = PY.split("\n")
     for e in outline(body, language="python"):
         assert src[e.line - start].strip().startswith(e.signature.rstrip("\u2026").split("(")[0])
+
+
+# ---- grammars: per-language wheels, regex fallback without them -----------------------------
+
+SNIPPETS = {
+    "python": "def f(x):\n    return x\n", "javascript": "function f(x) { return x; }\n",
+    "typescript": "function f(x: number): number { return x; }\n", "tsx": "const A = () => <div/>;\n",
+    "go": "package m\nfunc F() {}\n", "rust": "fn f() {}\n", "java": "class A { void f() {} }\n",
+    "c": "int f(void) { return 0; }\n", "cpp": "class A { int f(); };\n", "ruby": "def f\nend\n",
+    "php": "<?php function f() {} ?>\n", "csharp": "class A { void F() {} }\n",
+    "kotlin": "fun f() {}\n", "scala": "object A { def f = 1 }\n", "swift": "func f() {}\n",
+    "lua": "local function f() end\n", "bash": "f() { echo; }\n",
+}  # fmt: skip
+
+
+def test_every_outline_language_has_its_grammar() -> None:
+    """Each language the outline maps (by extension) parses with the grammar of its own wheel."""
+    from refold import outline_grammars as g
+
+    assert set(SNIPPETS) == set(g.GRAMMARS)
+    mapped = {language_for(f"x.{ext}", "") for ext in ("py", "js", "ts", "tsx", "go", "rs", "java", "c", "cpp",
+                                                        "rb", "php", "cs", "kt", "scala", "swift", "lua", "sh")}
+    assert mapped == set(g.GRAMMARS)
+    for language, code in SNIPPETS.items():
+        assert g.has_grammar(language), language
+        tree = g.parse(language, code.encode())
+        assert tree is not None and not tree.root_node.has_error, language
+    assert not g.has_grammar("cobol") and g.parse("cobol", b"x") is None
+
+
+def test_regex_fallback_without_grammars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No tree-sitter installed: outlines still come (regex pass), and nothing raises."""
+    from refold import outline_grammars as g
+
+    with_grammar = sigs(outline(PY, path="a.py"))
+    monkeypatch.setattr(g, "_parsers", {})
+    monkeypatch.setitem(sys.modules, "tree_sitter", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "tree_sitter_language_pack", None)
+    assert not g.has_grammar("python")
+    without = sigs(outline(PY, path="a.py"))
+    assert without == [
+        (4, "class", "class Foo(Base):", 0),
+        (9, "method", "def bar(self, x):", 1),
+        (14, "method", "async def baz(self): return 2", 1),  # the grammar cuts the body; regex cannot
+        (16, "function", "def top(a,", 0),
+    ]
+    assert without != with_grammar

@@ -43,9 +43,10 @@ def test_malformed_json_is_a_clear_400(urls: tuple[str, str]) -> None:
     )
     err = _error(r, 400)
     assert err["code"] == "invalid_json" and "line 1 column" in err["message"]
-    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b""), 400)
+    json_type = {"content-type": "application/json"}
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b"", headers=json_type), 400)
     assert "empty" in err["message"]
-    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b"\xff\xfe"), 400)
+    err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=b"\xff\xfe", headers=json_type), 400)
     assert err["code"] == "invalid_json"
 
 
@@ -78,7 +79,12 @@ def test_request_size_limit(urls: tuple[str, str]) -> None:
             yield b"y" * 1000
         yield b'"}]}'
 
-    _error(httpx.post(f"{urls[0]}/v1/chat/completions", content=chunks()), 413)
+    _error(
+        httpx.post(
+            f"{urls[0]}/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"}
+        ),
+        413,
+    )
 
 
 def test_upstream_error_status_and_message_pass_through(urls: tuple[str, str]) -> None:

@@ -215,10 +215,18 @@ def test_metrics_text() -> None:
     m = Metrics()
     m.inc("refold_requests_total", status="200")
     m.observe("refold_render_ms", 3.0)
+    m.gauge("refold_sessions_loaded", 4)
     text = m.render()
-    assert 'refold_requests_total{status="200"} 1' in text
-    assert 'refold_render_ms_bucket{le="5"} 1' in text and 'refold_render_ms_bucket{le="2"} 0' in text
-    assert "# TYPE refold_tokens_saved_total counter" in text and "refold_tokens_saved_total 0" in text
+    assert 'refold_requests_total{status="200"} 1.0' in text
+    assert 'refold_render_ms_bucket{le="5.0"} 1.0' in text and 'refold_render_ms_bucket{le="2.0"} 0.0' in text
+    assert "# TYPE refold_tokens_saved_total counter" in text and "refold_tokens_saved_total 0.0" in text
+    assert "# TYPE refold_sessions_loaded gauge" in text and "_created" not in text
+    with pytest.raises(ValueError, match="cannot go down"):
+        m.inc("refold_tokens_saved_total", -445_300)
+    with pytest.raises(ValueError, match="labels"):
+        m.inc("refold_requests_total", kind="x")
+    m.inc("refold_new_thing_total", 2)  # a name first used by a caller is created on the spot
+    assert m.value("refold_new_thing_total") == 2 and m.value("refold_sessions_loaded") == 4
 
 
 def test_session_names() -> None:

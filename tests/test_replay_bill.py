@@ -5,6 +5,9 @@ Fixtures in tests/data/bill/ (written for these tests, same formats as real runs
 tests/data itself, whose every file the loader and golden-prompt tests walk):
 * ``coder_multiagent.traj``: a CodeR-style SWE-agent .traj with two agents; its
   ``tokens_sent`` was computed with the OpenAI cookbook formula per agent (bpe_openai directly).
+* ``coder_reproducer.traj``: a CodeR-style file whose Reproducer runs 8 calls under CodeR's
+  ``LastNObservations(n=5)``, with one requery after a format error the file does not hold;
+  ``tokens_sent`` counts every call as sent (cookbook formula, bpe_openai directly).
 * ``mini2_formaterror.traj.json``: a mini-swe-agent 2.x tool-call run with two format errors,
   reasoning and cached tokens; each stored call's ``prompt_tokens`` follows the rule measured on
   gpt-5-mini (cookbook + tool block + tool-call framing), computed independently of refold.
@@ -34,6 +37,7 @@ from conftest import DATA, run_cli
 
 CODER = DATA / "bill" / "coder_multiagent.traj"
 MINI2 = DATA / "bill" / "mini2_formaterror.traj.json"
+REPRO = DATA / "bill" / "coder_reproducer.traj"
 
 
 def _base(history: History, **kw: Any) -> dict[str, Any]:
@@ -86,6 +90,60 @@ def test_per_agent_replay_reproduces_tokens_sent() -> None:
     tok = get_tokenizer("cl100k")
     merged_total = sum(count_messages(merged.messages()[: i], tok) for i, m in enumerate(merged.messages()) if m["role"] == "assistant" and not m.get("is_demo"))
     assert merged_total > sent  # what replaying the merged file used to count
+
+
+def _cookbook(msgs: list[dict[str, Any]]) -> int:
+    import bpe_openai
+
+    enc = bpe_openai.get_encoding("cl100k_base")
+    return 3 + sum(3 + len(enc.encode_ordinary(m["role"])) + len(enc.encode_ordinary(m["content"])) for m in msgs)
+
+
+def _last_n(msgs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+    keep = {users[0], *users[-n:]}
+    return [
+        m if m["role"] != "user" or i in keep else {**m, "content": f"Old output omitted ({len(m['content'].splitlines())} lines)"}
+        for i, m in enumerate(msgs)
+    ]
+
+
+def test_base_replays_the_clients_own_cut() -> None:
+    raw = json.loads(REPRO.read_text())["history"]
+    mine = [{"role": m["role"], "content": m["content"]} for m in raw if m["agent"] == "Reproducer"]
+    calls = [i for i, m in enumerate(mine) if m["role"] == "assistant"]
+    expected = sum(_cookbook(_last_n(mine[:i], 5)) for i in calls)
+    full = sum(_cookbook(mine[:i]) for i in calls)
+    repro = load(f"{REPRO}#Reproducer")
+    got = _base(repro, tokenizer="cl100k", cache="none")["base"]
+    assert got["prompt_tokens"] == expected < full  # the first 2 outputs are cut in the last calls
+    assert got["removed_tokens_lost"] > 0  # what the client cut is gone for good
+    manager = load(f"{REPRO}#Manager")  # other roles send their whole history
+    m = [{"role": x["role"], "content": x["content"]} for x in raw if x["agent"] == "Manager"]
+    assert _base(manager, tokenizer="cl100k", cache="none")["base"]["prompt_tokens"] == _cookbook(m[:2]) + _cookbook(m[:4])
+
+
+def test_requeries_the_file_counts_are_estimated_per_file() -> None:
+    stats = json.loads(REPRO.read_text())["info"]["model_stats"]
+    s = Settings(policies=("base", "refold"), tokenizer="cl100k", cache="none", price="gpt-4-turbo", validate=False)
+    results = replay_paths([str(REPRO)], s)
+    assert sum(r.calls for r in results) == stats["api_calls"] - 1
+    stored = sum(r.policies["base"]["prompt_tokens"] for r in results)
+    assert stored < stats["tokens_sent"]
+    report = build_report(results, s)
+    f = report["files"][str(REPRO)]
+    est = f["estimated"]
+    assert est["calls"] == 1 and f["calls"] == stats["api_calls"]
+    out = sum(r.policies["base"]["output_tokens"] for r in results)
+    assert est["output_tokens_per_call"] == stats["tokens_received"] - out
+    total = f["policies"]["base"]["prompt_tokens"]
+    assert total == stored + est["policies"]["base"]["prompt_tokens"]
+    assert abs(total / stats["tokens_sent"] - 1) < abs(stored / stats["tokens_sent"] - 1)
+    assert abs(total / stats["tokens_sent"] - 1) < 0.03
+    assert f["policies"]["refold"]["prompt_tokens"] > sum(r.policies["refold"]["prompt_tokens"] for r in results)
+    assert report["tasks"][0]["unrecorded_calls_estimated"]["calls"] == 1
+    # a file whose counts agree gets no estimate
+    assert "estimated" not in build_report(replay_paths([str(CODER)], s), s)["files"][str(CODER)]
 
 
 def test_replay_paths_reports_per_agent_and_per_file() -> None:
@@ -145,6 +203,45 @@ def test_every_call_replayed_and_counted_as_billed() -> None:
     assert pc["prompt_tokens"][1] == count_messages(raw[:4], tok, tools=[MINI_BASH_TOOL])
     assert pc["prompt_tokens"][2] == count_messages(raw[:5], tok, tools=[MINI_BASH_TOOL])
     assert pc["prompt_tokens"][1] < pc["prompt_tokens"][2] < pc["prompt_tokens"][3]
+
+
+def _mini2_run(path: Path, cached: list[int] | None) -> Path:
+    """A mini 2.x tool-call run with outputs long enough to cache; usage filled from ``cached``."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
+        {"role": "user", "content": "<pr_description>\nparse() fails on empty input.\n</pr_description>\n" + "\n".join(f"rule {j}: keep case {j}" for j in range(300))},
+    ]
+    for i in range(5):
+        call = {"function": {"arguments": json.dumps({"command": f"cat part{i}.py"}), "name": "bash"}, "id": f"c{i}", "type": "function"}
+        usage = {"prompt_tokens": 0, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 0}}
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call],
+                     "extra": {"actions": [{"command": f"cat part{i}.py", "tool_call_id": f"c{i}"}], "response": {"usage": usage}}})
+        body = "\n".join(f"def f{i}_{j}(x):\n    return x * {j} + {i}" for j in range(400))
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": body})
+    data = {"info": {"model_stats": {"api_calls": 5}, "config": {"model": {"model_name": "openai/gpt-5-mini"}}, "mini_version": "2.2.4"}, "messages": msgs, "trajectory_format": "mini-swe-agent-1.1"}
+    path.write_text(json.dumps(data))
+    if cached is None:
+        return path
+    counts = [n for n, st in zip(*(lambda pc: (pc["prompt_tokens"], pc["step"]))(_base(load(path), tokenizer="o200k", cache="none")["base"]["per_call"]), strict=True) if st]
+    for m, n, c in zip([x for x in msgs if x["role"] == "assistant"], counts, cached, strict=True):
+        m["extra"]["response"]["usage"].update(prompt_tokens=n, prompt_tokens_details={"cached_tokens": c})
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_replayed_cache_meets_the_recorded_state(tmp_path: Path) -> None:
+    probe = _base(load(_mini2_run(tmp_path / "a.traj.json", None)), tokenizer="o200k", cache="openai-exact")["base"]
+    full = probe["per_call"]["cached_tokens"]  # the documented rule's hits: every call warm
+    assert all(c >= 1024 for c in full[1:])
+    # recorded: call 3 reached a cold machine, call 5 one holding calls 1..3 only
+    recorded = [0, full[1], 0, full[3], full[3]]
+    run = load(_mini2_run(tmp_path / "b.traj.json", recorded))
+    got = _base(run, tokenizer="o200k", cache="openai-replayed", policies=("base", "refold-best", "masking"))
+    assert got["base"]["per_call"]["cached_tokens"] == recorded
+    plain = _base(run, tokenizer="o200k", cache="openai")["base"]["per_call"]["cached_tokens"]
+    assert plain[2] > 0  # the predictive profile cannot know call 3 missed
+    # other policies meet the same cold call
+    assert got["masking"]["per_call"]["cached_tokens"][2] == 0 == got["refold-best"]["per_call"]["cached_tokens"][2]
 
 
 def test_reasoning_tokens_in_output_kv_and_cost() -> None:

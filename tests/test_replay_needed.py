@@ -20,13 +20,8 @@ from refold.lab.replay import (
     make_projector,
     write_csv,
 )
-from refold.lab.replay.needed import (
-    NeededIndex,
-    hidden_then_needed,
-    keys_of,
-    message_text,
-    reply_keys,
-)
+from refold.lab.replay.needed import NeededIndex, hidden_then_needed
+from refold.lab.replay.needed_keys import keys_of, message_text, reply_keys
 from refold.lab.replay.runner import replay_history
 from refold.messages import clean
 from refold.tokens import get_tokenizer

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from refold.cli import app
@@ -18,7 +20,7 @@ from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
 from refold.lab.replay import POLICIES
 from refold.lab.viewer import VIEW_FORMAT, build_report, write_report
-from refold.lab.viewer.data import build_data, display_text
+from refold.lab.viewer.data import build_data, display_text, pretty_arguments
 from refold.lab.viewer.encode import TextTable, decode, split_lines
 from refold.lab.viewer.variants import build_variants, mechanism_id
 from refold.policy import Policy
@@ -365,3 +367,242 @@ def test_view_title_with_a_template_marker() -> None:
     assert m is not None
     assert json.loads(m.group(1)) == {"title": "__DATA__ /*__JS__*/ __VERSION__", "x": "__TITLE__"}
     assert "<title>__DATA__ /*__JS__*/ __VERSION__ · refold view</title>" in page
+
+
+# ---- a tool-call run (mini-swe-agent 2.x format, written here): previews, arguments, latency, cost
+
+T0 = 1_800_000_000.0
+HEREDOC = "cat <<'EOF' > fix.py\ndef divide(a, b):\n    if b == 0:\n        raise ValueError('zero')\n    return a / b\nEOF"
+TOOL_STEPS: list[tuple[dict[str, Any], str, int, float]] = [  # arguments, output, exit status, seconds
+    (
+        {"command": "ls -la"},
+        "total 8\ndrwxr-xr-x 2 root root 4096 .\n-rw-r--r-- 1 root root 120 calc.py\n-rw-r--r-- 1 root root 80 README.md",
+        0,
+        2.5,
+    ),
+    ({"command": "nl -ba calc.py | sed -n '1,40p'"}, _nl(_calc_lines(40)), 0, 1.25),
+    ({"command": HEREDOC, "timeout": 30}, "", 0, 4.0),
+    (
+        {"command": "python -m pytest -q"},
+        "F.\nFAILED tests/test_calc.py::test_zero - ZeroDivisionError\n1 failed, 1 passed in 0.02s",
+        1,
+        3.5,
+    ),
+]
+
+
+def toolcall_trajectory(*, format_error: bool = True) -> dict[str, Any]:
+    """A gpt-style tool-call run: assistant ``tool_calls`` with JSON arguments, ``role: tool``
+    outputs, per-call usage, cost and timestamps, and (optionally) a format-error call."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant that can run bash commands."},
+        {
+            "role": "user",
+            "content": "<pr_description>\ndivide() crashes on zero.\n</pr_description>",
+            "extra": {"timestamp": T0},
+        },
+    ]
+    now = T0
+    for i, (args, out, rc, secs) in enumerate(TOOL_STEPS, start=1):
+        now += secs
+        call_id = f"call_{i}"
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps(args)},
+                    }
+                ],
+                "extra": {
+                    "actions": [{"command": args["command"], "tool_call_id": call_id}],
+                    "cost": 0.001 * i,
+                    "timestamp": now,
+                    "response": {
+                        "created": int(now - secs),
+                        "usage": {
+                            "prompt_tokens": 900 + 300 * i,
+                            "completion_tokens": 20,
+                            "prompt_tokens_details": {"cached_tokens": 640 * (i - 1)},
+                        },
+                    },
+                },
+            }
+        )
+        now += 0.5
+        msgs.append(
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": f"<returncode>{rc}</returncode>\n<output>\n{out}\n</output>",
+                "extra": {"returncode": rc, "timestamp": now},
+            }
+        )
+        if format_error and i == 2:
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": "Please always provide EXACTLY ONE action.",
+                    "extra": {"interrupt_type": "FormatError"},
+                }
+            )
+    return {
+        "trajectory_format": "mini-swe-agent-1.1",
+        "messages": msgs,
+        "info": {"exit_status": "Submitted"},
+        "instance_id": "toolcall__calc-1",
+    }
+
+
+@pytest.fixture
+def toolcall_file(tmp_path: Path) -> Path:
+    path = tmp_path / "toolcall.traj.json"
+    path.write_text(json.dumps(toolcall_trajectory()), encoding="utf-8")
+    return path
+
+
+def _toolcall_data(path: Path, **kw: Any) -> dict[str, Any]:
+    from refold.lab.replay import Options
+    from refold.loaders import load
+
+    tok = get_tokenizer("chars4")
+    return build_data(
+        load(path), build_variants(["refold", "masking"], Options(tokenizer=tok), mechanisms=False), tok, **kw
+    )
+
+
+def _piece(d: dict[str, Any], step: int, part: str) -> list[Any]:
+    return next(
+        p
+        for p in d["pieces"]
+        if p[2] == step and d["codes"]["part"][p[3]] == part and d["codes"]["shown"][p[4]] == "received"
+    )
+
+
+def test_rows_preview_the_command_and_a_summary_of_the_output(toolcall_file: Path) -> None:
+    d = _toolcall_data(toolcall_file)
+    s = d["strings"]
+    assert s[_piece(d, 1, "reply")[7]] == "$ ls -la"
+    assert s[_piece(d, 2, "output")[7]].startswith("calc.py lines 1-40")  # not the first line "<returncode>"
+    assert s[_piece(d, 4, "output")[7]].startswith("[exit 1] ")
+    assert "1 failed" in s[_piece(d, 4, "output")[7]]
+    heredoc = s[_piece(d, 3, "reply")[7]]
+    assert heredoc.startswith("$ cat <<'EOF' > fix.py") and "\n" not in heredoc
+    # the synthetic mini 1.x run: the reply row is the command too, every prompt copy the same summary
+    run = synthetic_run(12)
+    tok = get_tokenizer("chars4")
+    from refold.lab.replay import Options
+
+    d2 = build_data(run, build_variants(["refold"], Options(tokenizer=tok), mechanisms=False), tok)
+    outs = {
+        d2["strings"][p[7]]
+        for p in d2["pieces"]
+        if p[2] == 2 and p[3] == d2["codes"]["part"].index("output") and p[7] >= 0
+    }
+    assert len(outs) == 1  # received and trimmed copies alike
+    assert outs.pop().startswith("src/calc.py lines 1-60: def operation_1 L1, def operation_13 L13")
+
+
+def test_tool_call_arguments_are_pretty_printed(toolcall_file: Path) -> None:
+    d = _toolcall_data(toolcall_file)
+    text = decode(d["strings"], _piece(d, 3, "reply")[1])
+    assert '{"command"' not in text
+    assert text.startswith("→ bash\n  command:\n      cat <<'EOF' > fix.py\n      def divide(a, b):\n")
+    assert text.endswith("\n  timeout: 30")
+    assert (
+        display_text(
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "not json"}}]}
+        )
+        == "→ f\n  not json"
+    )
+    nested = display_text(
+        {
+            "role": "assistant",
+            "tool_calls": [{"function": {"name": "edit", "arguments": '{"path": "a.py", "lines": [1, 2]}'}}],
+        }
+    )
+    assert nested == "→ edit\n  path: a.py\n  lines: [\n      1,\n      2\n    ]"
+
+
+def test_recorded_latency_cost_and_usage_per_call(toolcall_file: Path) -> None:
+    d = _toolcall_data(toolcall_file)
+    steps = d["history"]["steps"]
+    # latency: the reply's timestamp minus that of the message before it (the task, or the last
+    # output); after the format error (no timestamp) from the provider's whole-second ``created``
+    assert [s["latency"] for s in steps] == [2.5, 1.25, 4.75, 3.5]
+    assert [s["latency_approx"] for s in steps] == [False, False, True, False]
+    assert [s["recorded_cost"] for s in steps] == [0.001, 0.002, 0.003, 0.004]
+    assert [s["recorded_prompt_tokens"] for s in steps] == [1200, 1500, 1800, 2100]
+    assert steps[1]["recorded_cached_tokens"] == 640
+    run = synthetic_run(6)  # no timestamps: no latency, never a guess
+    tok = get_tokenizer("chars4")
+    from refold.lab.replay import Options
+
+    d2 = build_data(run, build_variants(["refold"], Options(tokenizer=tok), mechanisms=False), tok)
+    assert {s["latency"] for s in d2["history"]["steps"]} == {None}
+
+
+def test_per_call_figures_line_up_with_the_calls_and_sum_to_the_totals(toolcall_file: Path) -> None:
+    d = _toolcall_data(toolcall_file)
+    assert d["calls"] == 4
+    for v in d["variants"]:
+        if "same_as" in v:
+            continue
+        assert (
+            len(v["tokens"]) == len(v["cached"]) == len(v["cost"]) == 4
+        )  # the format-error call is left out
+        assert v["totals"]["unreplied_calls"] == 1
+        assert all(0 <= c <= n for c, n in zip(v["cached"], v["tokens"], strict=True))
+        assert 0 < sum(v["cost"]) < v["totals"]["cost_usd"]  # the unreplied call is billed in the total only
+    base = next(v for v in d["variants"] if v["id"] == "base")
+    assert base["tokens"] == sorted(base["tokens"])  # base only grows
+
+
+def test_progress_is_reported_per_rendering() -> None:
+    seen: list[tuple[int, int, str]] = []
+    build_report(
+        synthetic_run(8), variants=["refold"], tokenizer="chars4", progress=lambda *a: seen.append(a)
+    )
+    total = seen[0][1]
+    assert total == 2 + 16  # base, refold and the 16 switch combinations
+    assert [s[0] for s in seen] == list(range(total + 1))
+    assert seen[0][2] == "base" and seen[-1][2] == "page"
+
+
+def test_view_command_prints_progress(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    traj = tmp_path / "run.traj.json"
+    traj.write_text(json.dumps(toolcall_trajectory()), encoding="utf-8")
+    r = run_cli(
+        "view", str(traj), "-o", str(tmp_path / "r.html"), "--tokenizer", "chars4", "--policy", "refold"
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"refold view: {traj} loaded, 18 renderings to build"
+    assert lines[1] == "refold view: rendering 2/18 (refold)"
+    assert lines[-1].endswith("renderings done, writing the page")
+    assert len(lines) <= 6  # a few lines for a log, not one per rendering
+    assert r.stdout.startswith("wrote ")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=st.dictionaries(st.text(min_size=1, max_size=8), _json | st.text(max_size=60), max_size=4))
+def test_pretty_arguments_keep_every_key_and_string(args: dict[str, Any]) -> None:
+    out = pretty_arguments(json.dumps(args))
+    for key, value in args.items():
+        assert f"{key}:" in out
+        if isinstance(value, str):
+            for line in value.split("\n"):
+                assert line in out
+    assert pretty_arguments("not json {") == "not json {"

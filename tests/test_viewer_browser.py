@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from refold.history import History
 from refold.lab.replay.policies import refold_policy
 from refold.lab.viewer import build_report
 from refold.lab.viewer.encode import decode
 from refold.render import Renderer
-from test_viewer import HOSTILE, MARKER, synthetic_run
+from test_viewer import HOSTILE, MARKER, synthetic_run, toolcall_trajectory
 
 from builders import seed_config
 
@@ -64,21 +66,38 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+@pytest.fixture(scope="module")
+def toolcall_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from refold.loaders import load
+
+    folder = tmp_path_factory.mktemp("toolcall")
+    traj = folder / "toolcall.traj.json"
+    traj.write_text(json.dumps(toolcall_trajectory()), encoding="utf-8")
+    path = folder / "report.html"
+    path.write_text(
+        build_report(load(traj), variants=["refold"], tokenizer="chars4", mechanisms=False), encoding="utf-8"
+    )
+    return path
+
+
 class Page:
     """One open report, with every request and error it caused."""
 
-    def __init__(self, browser: Any, url: str) -> None:
+    def __init__(self, browser: Any, url: str, *, javascript: bool = True) -> None:
         self.url = url
         self.requests: list[str] = []
         self.errors: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.context = browser.new_context(
+            viewport={"width": 1440, "height": 900}, java_script_enabled=javascript
+        )
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.goto(url)
-        self.page.wait_for_selector("body[data-ready='1']")
+        if javascript:
+            self.page.wait_for_selector("body[data-ready='1']")
 
     def _route(self, route: Any) -> None:
         if route.request.url.split("#")[0] == self.url.split("#")[0]:
@@ -129,7 +148,9 @@ def test_every_piece_decodes_as_in_python(page: Page, report: Path) -> None:
 
 def test_jump_to_a_call_shows_history_and_prompt(page: Page, run: History) -> None:
     page.jump(CALL)
-    rendered = Renderer(seed_config(refold_policy())).render(run, CALL - 1)  # the viewer's refold variant is the seed
+    rendered = Renderer(seed_config(refold_policy())).render(
+        run, CALL - 1
+    )  # the viewer's refold variant is the seed
     assert page.rows("prompt").count() == len(rendered.messages)
     assert page.rows("history").count() == 2 + sum(1 + len(s.observations) for s in run.steps[: CALL - 1])
     assert page.rows("history", "note").count() == 6  # reply and output of steps 1, 3 and 4
@@ -225,3 +246,258 @@ def test_state_is_in_the_address(browser: Any, report: Path) -> None:
         assert p.errors == []
     finally:
         p.context.close()
+
+
+# ---- issue 15: previews, side panel, omissions, search, filter, diff, figures, arguments, linked
+# scrolling, two policies side by side, the loading banner (all at 1440x900)
+
+
+def _in_viewport(page: Page, selector: str) -> dict[str, float]:
+    box = page.page.locator(selector).bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    assert (
+        box["x"] >= 0
+        and box["y"] >= 0
+        and box["x"] + box["width"] <= 1440 + 0.5
+        and box["y"] + box["height"] <= 900 + 0.5
+    ), box
+    return dict(box)
+
+
+def test_previews_show_the_command_and_the_output_summary(page: Page) -> None:
+    page.jump(6)
+    reply = page.page.locator("#history .row[data-step='2'][data-part='reply'] .pre").inner_text()
+    output = page.page.locator("#history .row[data-step='2'][data-part='output'] .pre").inner_text()
+    assert reply == "$ nl -ba src/calc.py"
+    assert output.startswith("src/calc.py lines 1-60: def operation_1 L1")
+    assert page.page.locator("#prompt .row[data-step='2'][data-part='output'] .pre").inner_text() == output
+    assert not any(
+        t.strip() in ("{", "<returncode>0</returncode>")
+        for t in page.page.locator("#history .row .pre").all_inner_texts()
+    )
+
+
+def test_the_detail_opens_beside_the_panes_in_the_viewport(page: Page, run: History) -> None:
+    page.jump(len(run))
+    assert page.page.locator("#detail-panel").is_hidden()
+    row = page.rows("history").nth(page.rows("history").count() - 3)
+    row.click()
+    panel = _in_viewport(page, "#detail-panel")
+    assert panel["width"] >= 400
+    assert "In the history, as recorded" in page.text("#detail")
+    prompt = page.page.locator("#prompt").bounding_box()
+    assert prompt is not None and prompt["x"] + prompt["width"] <= panel["x"]  # the panes shrink beside it
+    assert page.page.evaluate("window.scrollY") == 0  # the page did not scroll away to show it
+    page.page.keyboard.press("Escape")
+    assert page.page.locator("#detail-panel").is_hidden()
+
+
+def test_the_stats_count_masking_and_every_other_omission(page: Page) -> None:
+    page.page.select_option("#policy", "masking")
+    page.jump(20)
+    masked = page.page.locator("#prompt .row[data-part='output'][data-shown='note']").count()
+    assert masked > 0
+    assert f"{masked} masked outputs" in page.text("#boundary")
+    page.page.select_option("#policy", "refold")
+    page.jump(CALL)
+    stats = page.text("#boundary")
+    assert "3 folded steps in 2 notes" in stats  # steps 1, 3 and 4 (test_jump_to_a_call...)
+    stubs = page.rows("prompt", "stub").count()
+    assert f"{stubs} stub" in stats
+
+
+def test_search_finds_the_steps_and_jumps_to_them(page: Page) -> None:
+    page.page.fill("#search", "call site 0 of divide")
+    page.page.press("#search", "Enter")
+    assert page.text("#call-label").startswith("call 4 /")  # step 3 is first in the history at call 4
+    assert "in 2 steps (3, 23)" in page.text("#search-info")  # step 23 restores step 3
+    assert page.page.locator("#detail mark").first.inner_text() == "call site 0 of divide"
+    _in_viewport(page, "#detail mark >> nth=0")  # the side panel scrolled to the match
+    assert page.page.locator("#history .row.hit").count() == 1
+    page.page.press("#search", "Enter")
+    assert page.text("#call-label").startswith("call 24 /")
+    page.page.select_option("#filter", "match")
+    visible = page.page.locator("#history .row:not(.filtered), #prompt .row:not(.filtered)")
+    assert visible.count() >= 2
+    assert all("hit" in (c or "") for c in visible.evaluate_all("rs => rs.map(r => r.className)"))
+    page.page.fill("#search", "no such text anywhere")
+    page.page.press("#search", "Enter")
+    assert page.text("#search-info") == "no match in the run"
+
+
+def test_filter_shows_one_kind_of_row(page: Page) -> None:
+    page.jump(CALL)
+    page.page.select_option("#filter", "reply")
+    parts = page.page.locator("#history .row:not(.filtered)").evaluate_all(
+        "rs => rs.map(r => r.dataset.part)"
+    )
+    assert parts and set(parts) == {"reply"}
+    page.page.select_option("#filter", "condensed")
+    shown = page.page.locator("#prompt .row:not(.filtered)").evaluate_all(
+        "rs => rs.map(r => r.dataset.shown)"
+    )
+    assert shown and not {"received", "prefix"} & set(shown)
+    page.page.select_option("#filter", "all")
+    assert page.page.locator(".row.filtered").count() == 0
+
+
+def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
+    data = _data(report)
+    stats = next(v for v in data["variants"] if v["id"] == "refold")["stats"]
+    moved = next(
+        c
+        for c in range(2, len(stats) + 1)
+        if stats[c - 1][0] != stats[c - 2][0] and stats[c - 1][1] > stats[c - 2][1]
+    )
+    page.jump(moved)
+    page.page.click("#diff")
+    _in_viewport(page, "#detail-panel")
+    text = page.text("#detail")
+    keep = next(v for v in data["variants"] if v["id"] == "refold")["calls"][moved - 1][0]
+    assert f"messages 1–{keep} are identical to call {moved - 1}'s" in text
+    assert f"The boundary moved from b = {stats[moved - 2][0]} to b = {stats[moved - 1][0]}" in text
+    assert "The cached prefix (simulated) holds" in text
+    assert page.page.locator("#detail .diff-row.add").count() >= 1
+    assert page.page.locator("#detail .diff-row.del").count() >= 1
+    assert "received → stub" in text  # an output became a stub at this call: its text diff
+    assert page.page.locator("#detail details.pair[open] .diff-line.add").count() >= 1
+    # the diff follows the scrubber; call 1 has nothing before it
+    page.page.locator("h1").click()
+    page.page.keyboard.press("Home")
+    assert "Call 1 is the first" in page.text("#detail")
+    # where the cache ended is marked in the prompt pane
+    page.jump(moved)
+    assert page.page.locator("#prompt .row.cut").count() == 1
+    assert page.page.locator("#prompt .row.new").count() == page.rows("prompt").count() - keep
+
+
+def test_per_call_figures_are_labeled_simulated_and_recorded(browser: Any, toolcall_report: Path) -> None:
+    p = Page(browser, toolcall_report.as_uri() + "#call=2")
+    try:
+        sim = p.text("[data-testid=figures-sim]")
+        data = _data(toolcall_report)
+        v = next(x for x in data["variants"] if x["id"] == "refold")
+        assert (
+            f"{v['tokens'][1]:,} prompt tokens = {v['cached'][1]:,} cached + {v['tokens'][1] - v['cached'][1]:,} recomputed"
+            in sim
+        )
+        assert "$" in sim and "(simulated: vLLM prefix cache" in sim
+        assert (
+            p.text("[data-testid=figures-recorded]")
+            == "recorded in the run: 1,500 prompt tokens, 640 cached, $0.0020, latency 1.3 s"
+        )
+        assert "cost, simulated" in p.text("#summary")
+        assert p.errors == []
+    finally:
+        p.context.close()
+
+
+def test_tool_call_arguments_are_pretty_printed(browser: Any, toolcall_report: Path) -> None:
+    p = Page(browser, toolcall_report.as_uri() + "#call=4")
+    try:
+        row = p.page.locator("#history .row[data-step='3'][data-part='reply']")
+        assert row.locator(".pre").inner_text() == "$ cat <<'EOF' > fix.py …"
+        row.click()
+        detail = p.text("#detail")
+        assert "→ bash\n  command:\n      cat <<'EOF' > fix.py\n      def divide(a, b):" in detail
+        assert '{"command"' not in detail
+        assert "≈ 4.8 s (recorded)" in detail  # after the format error: from the provider's created second
+        assert p.errors == []
+    finally:
+        p.context.close()
+
+
+def _top_anchor(page: Page, pane: str) -> int:
+    return int(page.page.evaluate(f"topRow(document.getElementById('{pane}')).dataset.anchor"))
+
+
+FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))"
+LINKED = """() => {
+  const h = topRow(document.getElementById('history')), p = topRow(document.getElementById('prompt'));
+  return h && p && Number(h.dataset.anchor) > 1 && Math.abs(Number(h.dataset.anchor) - Number(p.dataset.anchor)) <= 2;
+}"""
+
+
+def test_history_and_prompt_scroll_together(page: Page, run: History) -> None:
+    page.jump(len(run))
+    assert page.page.is_checked("#link-scroll")
+    page.page.locator("#history").hover()
+    page.page.mouse.wheel(0, -100_000)  # to the top of the history
+    page.page.wait_for_function("() => document.getElementById('history').scrollTop === 0")
+    page.page.wait_for_function("() => document.getElementById('prompt').scrollTop === 0")
+    page.page.mouse.wheel(0, 300)
+    page.page.wait_for_function(LINKED)  # the same step at the top of both panes
+    page.page.evaluate(FRAMES)
+    page.page.uncheck("#link-scroll")
+    before = page.page.evaluate(
+        "[document.getElementById('history').scrollTop, document.getElementById('prompt').scrollTop]"
+    )
+    page.page.locator("#history").hover()
+    page.page.mouse.wheel(0, -150)
+    page.page.wait_for_function(f"() => document.getElementById('history').scrollTop < {before[0]}")
+    page.page.evaluate(FRAMES)  # scroll events are handled before the next frames
+    assert page.page.evaluate("document.getElementById('prompt').scrollTop") == before[1]
+
+
+def test_two_policies_side_by_side(page: Page, report: Path) -> None:
+    page.jump(20)
+    assert page.page.locator("#compare-legend").is_hidden()
+    assert page.page.locator("#chart-total polyline").count() == 2
+    page.page.select_option("#compare", "masking")
+    assert page.page.locator("#pane-history").is_hidden()
+    assert page.page.locator("#pane-compare").is_visible()
+    data = _data(report)
+    masking = next(v for v in data["variants"] if v["id"] == "masking")
+    prompt: list[int] = []
+    for keep, add in masking["calls"][:20]:
+        prompt = prompt[:keep] + add
+    assert page.page.locator("#compare-rows .row").count() == len(prompt)
+    assert page.text("#compare-name") == "masking"
+    assert f"{masking['tokens'][19]:,} tokens" in page.text("#compare-tokens")
+    assert "vs masking" in page.text("#summary")
+    assert "masking:" in page.text("#figures")
+    page.page.locator("#compare-rows .row[data-step='18'][data-part='reply']").click()
+    assert page.page.locator("#prompt .row.linked[data-step='18'][data-part='reply']").count() == 1
+    assert "compare=masking" in page.page.url
+    assert page.page.locator("#chart-total polyline").count() == 3  # base, refold and masking
+    assert page.page.locator("#compare-legend").is_visible()
+    page.page.select_option("#compare", "")
+    assert page.page.locator("#pane-history").is_visible()
+
+
+def test_a_banner_shows_while_the_report_builds(browser: Any, report: Path) -> None:
+    p = Page(browser, report.as_uri(), javascript=False)  # what shows before any script has run
+    try:
+        assert p.page.locator("#loading").is_visible()
+        assert "Building the view" in p.text("#loading")
+    finally:
+        p.context.close()
+    q = Page(browser, report.as_uri())
+    try:
+        assert q.page.locator("#loading").is_hidden()
+        assert q.errors == []
+    finally:
+        q.context.close()
+
+
+def _data(report: Path) -> dict[str, Any]:
+    raw = re.search(
+        r'<script type="application/json" id="refold-data">(.*?)</script>', report.read_text("utf-8"), re.S
+    )
+    assert raw is not None
+    return dict(json.loads(raw.group(1)))
+
+
+_lines = st.lists(st.sampled_from(["a", "b", "c", "", "def f():", "  return 1", "x = 2"]), max_size=30)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=_lines, b=_lines)
+def test_line_diff_rebuilds_both_texts(page: Page, a: list[str], b: list[str]) -> None:
+    x, y = "\n".join(a), "\n".join(b)
+    ops = page.page.evaluate("([x, y]) => lineDiff(x, y)", [x, y])
+    assert [line for k, line in ops if k != "add"] == x.split("\n")
+    assert [line for k, line in ops if k != "del"] == y.split("\n")
+    same = sum(1 for k, _ in ops if k == "same")
+    if x == y:
+        assert same == len(x.split("\n"))

@@ -7,7 +7,8 @@
     ├── prompt    PromptConfig   where the protocol text goes
     ├── boundary  BoundaryConfig when the boundary moves: the seed's fixed rule, or only when it pays
     ├── cache     str            cache profile whose prices the cost rule uses
-    └── tokenizer str            tokenizer for reported token counts
+    ├── tokenizer str            tokenizer for reported token counts
+    └── mechanisms tuple[str]    the projection rules that shape steps behind the boundary, in order
 
 Built from keyword arguments (``Config.parse(k=4, spans={"prompt": True})``; a policy field may be
 given at the top level), from ``a.b=value`` overrides as mini-swe-agent's ``-c`` takes them
@@ -20,48 +21,50 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from .errors import PolicyError
 from .mechanisms.ledger import LedgerPolicy
 from .mechanisms.spans import SpanPolicy
-from .policy import Policy
+from .policy import Policy, Settings
 
+MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies", "objects", "pins")
+"""The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
 CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
 BoundaryRule = Literal["fixed", "cost"]
 
 
-class PromptConfig(BaseModel):
+class PromptConfig(Settings):
     """Where refold's protocol text goes."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "prompt"
 
     format_in_system: bool = True
     """Put the PROGRESS/STALE format lines in the system section (off: the agent's own prompt has them)."""
 
 
-class BoundaryConfig(BaseModel):
+class BoundaryConfig(Settings):
     """When the boundary behind which refold condenses moves."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "boundary"
 
     rule: BoundaryRule = "cost"
     """``fixed``: the seed's b_t, every k calls. ``cost``: move to b_t only when the tokens it saves
     over the calls still expected pay for the recomputation the move causes."""
-    min_remaining: int = Field(5, ge=1, le=10_000)
+    min_remaining: int = Field(default=5, ge=1, le=10_000)
     """The cost rule expects R = max(min_remaining, t) more calls after call t ..."""
-    remaining: int | None = Field(None, ge=1, le=10_000)
+    remaining: int | None = Field(default=None, ge=1, le=10_000)
     """... or exactly this many, whatever t is (a fixed horizon)."""
-    cache_ttl_s: float | None = Field(None, gt=0)
+    cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
 
 
-class Config(BaseModel):
+class Config(Settings):
     """Every refold setting; frozen and validated. ``DEFAULT`` holds the library's defaults."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "config"
 
     policy: Policy = Policy()
     spans: SpanPolicy = SpanPolicy()
@@ -70,6 +73,9 @@ class Config(BaseModel):
     boundary: BoundaryConfig = BoundaryConfig()
     cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
     tokenizer: str = "qwen3.6"
+    mechanisms: tuple[str, ...] = MECHANISMS
+    """How steps behind the boundary are shaped, in order: built-in names or dotted paths of
+    ``refold.render.mechanism.Mechanism`` classes."""
 
     @classmethod
     def parse(cls, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:
@@ -163,6 +169,52 @@ def _with_preset(values: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def from_flags(
+    *,
+    upstream: str | None = None,
+    cache: str | None = None,
+    boundary: str | None = None,
+    spans: bool = True,
+    span_prompt: bool | None = None,
+    ledger: bool = True,
+    ledger_prompt: bool | None = None,
+    budget_tokens: int | None = None,
+    tokenizer: str | None = None,
+    **policy: Any,
+) -> Config:
+    """The Config of a surface's command-line flags (``refold serve``): the library's defaults
+    unless a flag says otherwise. ``policy`` takes Policy fields (``k``, ``dedup``, ...);
+    ``mask_after=0`` turns masking off; ``--no-spans`` / ``--no-ledger`` switch their prompt
+    sections off too; the cache profile defaults to the upstream's. An invalid value is one
+    PolicyError line naming the flag."""
+    data: dict[str, Any] = {"policy": dict(policy)}
+    if "mask_after" in policy:
+        data["policy"]["mask_after"] = policy["mask_after"] or None
+    span_prompt = DEFAULT.spans.prompt if span_prompt is None else span_prompt
+    ledger_prompt = DEFAULT.ledger.prompt if ledger_prompt is None else ledger_prompt
+    data["spans"] = {"enabled": spans, "prompt": spans and span_prompt}
+    data["ledger"] = {"enabled": ledger, "prompt": ledger and ledger_prompt, "budget_tokens": budget_tokens}
+    if boundary is not None:
+        data["boundary"] = {"rule": boundary}
+    if cache is not None or upstream is not None:
+        data["cache"] = cache or profile_for(upstream or "")
+    if tokenizer is not None:
+        data["tokenizer"] = tokenizer
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err.get("loc", ())]
+        name = loc[-1] if loc else "config"
+        if loc[:1] == ["boundary"]:
+            name = "boundary"
+        elif loc[:1] == ["spans"] and name == "enabled":
+            name = "spans"
+        elif loc[:1] == ["ledger"] and name == "enabled":
+            name = "ledger"
+        raise PolicyError(f"--{name.replace('_', '-')}: {err.get('msg', 'invalid value')}") from None
 
 
 def _value(raw: str) -> Any:

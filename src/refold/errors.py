@@ -4,9 +4,11 @@
     ├── RefoldError            base of every error refold raises on purpose
     │   ├── TrajectoryError    a trajectory file cannot be read (names file and reason)
     │   ├── PolicyError        an invalid policy / configuration value (names the field)
+    │   │   └── SettingError   a Policy/Config section built with a bad value (section, field, reason)
     │   ├── CommandError       a context command the agent issued is malformed
     │   ├── ConfigError        the proxy cannot run safely as configured (bind, token, store URL)
     │   ├── ProxyError         answered to an HTTP client as ``{"error": {...}}`` with a status
+    │   │   └── StoreUnavailable   the session store failed (disk, lock, Redis, file gone): a 503
     │   ├── RunError           ``refold run`` cannot start mini-swe-agent (task, model, config)
     │   ├── ServerSimError     a server simulation cannot run as asked
     │   └── KVCapacityError    a simulated KV pool cannot hold a request (also a ValueError)
@@ -31,8 +33,10 @@ __all__ = [
     "RefoldError",
     "RunError",
     "ServerSimError",
+    "SettingError",
     "StaleConnection",
     "StoreConflict",
+    "StoreUnavailable",
     "TrajectoryError",
 ]
 
@@ -52,6 +56,18 @@ class TrajectoryError(RefoldError):
 
 class PolicyError(RefoldError):
     """A policy or configuration value is invalid."""
+
+
+class SettingError(PolicyError):
+    """An invalid setting: ``section``, ``field`` (dotted) and ``reason`` name what is wrong."""
+
+    def __init__(self, section: str, field: str, reason: str, allowed: tuple[str, ...] = ()) -> None:
+        if allowed:
+            message = f"unknown {section} field '{field}'; allowed: {', '.join(allowed)}"
+        else:
+            message = f"invalid {section} field '{field}': {reason}"
+        super().__init__(message)
+        self.section, self.field, self.reason = section, field, reason
 
 
 class CommandError(RefoldError):
@@ -76,6 +92,16 @@ class ProxyError(RefoldError):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+
+
+class StoreUnavailable(ProxyError):
+    """The session store failed (disk full, locked, unreachable, file deleted): a 503 with one line."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            503, f"session store unavailable: {cause}", type="server_error", code="store_unavailable"
+        )
+        self.cause = cause
 
 
 class RunError(RefoldError):

@@ -14,7 +14,7 @@ from .errors import TrajectoryError
 from .mechanisms.pins import Pin, check_target
 from .protocol import parse_head
 from .types import Facts, Message, Step, content_text, message_digest
-from .wire import facts_record, read_facts
+from .wire import facts_record, read_facts, step_time
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
@@ -163,8 +163,8 @@ class History:
         if pending:
             steps.append(pending)
         h = cls(prefix, source=source, meta=meta)
-        for reply, obs in steps:
-            h.append(reply, obs, meta=_step_meta(reply, obs))
+        for i, (reply, obs) in enumerate(steps):
+            h.append(reply, obs, meta=_step_meta(reply, obs, steps[i + 1][0] if i + 1 < len(steps) else None))
         return h
 
     def extend_from_messages(self, messages: Sequence[Message]) -> int:
@@ -190,7 +190,7 @@ class History:
         for m in tail:
             if m.get("role") == "assistant":
                 if pending:
-                    self.append(pending[0], pending[1], meta=_step_meta(*pending))
+                    self.append(pending[0], pending[1], meta=_step_meta(*pending, m))
                     added += 1
                 pending = (m, [])
             elif pending:
@@ -201,9 +201,12 @@ class History:
         return added
 
 
-def _step_meta(reply: Message, obs: Sequence[Message]) -> dict[str, Any]:
-    """What a recorded step carries besides its facts: refold's call record and provider usage."""
+def _step_meta(reply: Message, obs: Sequence[Message], next_reply: Message | None = None) -> dict[str, Any]:
+    """What a recorded step carries besides its facts: refold's call record, provider usage, its time."""
     meta: dict[str, Any] = {}
+    at = step_time(reply, obs, next_reply)
+    if at is not None:
+        meta["time"] = at
     extra = _dict(reply.get("extra"))
     if "refold" in extra:
         meta["refold"] = extra["refold"]

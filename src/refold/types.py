@@ -95,7 +95,8 @@ class Step:
     restore_of: tuple[int, ...] = ()
     """Steps this step showed again (a restore or expand answered from history)."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    """Facts no rendering reads (provider usage, the proxy's internal flag)."""
+    """Facts outside the digest: provider usage, the proxy's internal flag, and ``time`` (when the step was
+    complete, ``refold.wire.step_time``), from which render reads idle gaps against the cache lifetime."""
 
     @property
     def reply_text(self) -> str:

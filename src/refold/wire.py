@@ -104,6 +104,33 @@ def _issued(reply: Message) -> list[tuple[str, str, str | None]]:
     return [] if block is None else [(block.strip(), "bash", None)]
 
 
+def step_time(reply: Message, observations: Sequence[Message], next_reply: Message | None = None) -> float | None:
+    """When a step was complete, i.e. about when the next model call was made (unix seconds).
+
+    The last output's ``extra.timestamp`` (mini 2 stamps each output), else when the next call
+    began (``extra.refold.time`` written by refold's mini wrapper, or the provider's ``created``
+    in mini 1's ``extra.response``), else the reply's own time. None when the record has none
+    (SWE-agent files keep durations only). Render reads the idle gap between calls from it.
+    """
+    for m in reversed(observations):
+        found = _seconds(_dict(m.get("extra")).get("timestamp"))
+        if found is not None:
+            return found
+    for m in (next_reply, reply) if next_reply is not None else (reply,):
+        extra = _dict(m.get("extra"))
+        found = _seconds(_dict(extra.get("refold")).get("time")) if m is next_reply else _seconds(extra.get("timestamp"))
+        found = found if found is not None else _seconds(_dict(extra.get("response")).get("created"))
+        if found is not None:
+            return found
+    return None
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 1e8 < value < 1e11 else None  # unix seconds (not ms, not a counter)
+
+
 def _outcome(record: Mapping[str, Any]) -> Outcome:
     target = record.get("target")
     return Outcome(str(record.get("name", "")), record.get("ok") is True, str(target) if target else None)

@@ -10,39 +10,57 @@ from __future__ import annotations
 
 import errno
 import importlib
+import importlib.util
 import sys
+from typing import Any
 
 import typer
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 
 from ..errors import RefoldError
 
-app = typer.Typer(
-    name="refold",
-    help="Render shorter prompts from an agent's full history: dedup, STALE folding, restore.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-COMMAND_MODULES = ("demo", "replay", "view", "run", "serve", "simulate")
-EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "httpx": "serve", "redis": "serve", "minisweagent": "mini"}
+COMMAND_MODULES = ("demo", "replay", "view", "run", "serve", "simulate", "sessions")
+# What ``refold --help`` lists, so that it imports no command module (``test_cli`` checks each
+# against the command's own help). A command missing here is imported for the listing.
+COMMAND_HELP = {
+    "demo": "Replay a real recorded agent run (shipped in the package): base vs refold, per call and in total.",
+    "replay": "Re-render every model call of recorded runs under several policies and compare them.",
+    "view": "Write a single offline HTML report: history vs prompt at every call, charts, mechanism switches.",
+    "run": "Run mini-swe-agent on a local task with refold on.",
+    "serve": "Serve an OpenAI-compatible proxy that renders folded prompts (sessions are durable).",
+    "simulate": "Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED).",
+    "sessions": "The proxy's sessions: list, show one, prune old ones.",
+}
+# Packages a command's module imports: missing ones make the listing say which extra to install.
+NEEDS = {"serve": ("fastapi", "uvicorn", "httpx", "prometheus_client")}
+EXTRAS = {
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "httpx": "serve",
+    "redis": "serve",
+    "prometheus_client": "serve",
+    "minisweagent": "mini",
+}
 """Optional dependencies -> the extra that installs them (``pip install 'refold[serve]'``)."""
 
 
-def _register() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"refold.cli.{name}")
-        except ModuleNotFoundError as e:
-            missing = (e.name or "").split(".")[0]
-            if missing not in EXTRAS:
-                raise
-            _register_missing(name, missing, EXTRAS[missing])
-            continue
-        module.register(app)
+def load_command(name: str) -> typer.Typer:
+    """A Typer app holding the one command ``refold.cli.<name>`` registers (or its 'not installed')."""
+    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    try:
+        module = importlib.import_module(f"refold.cli.{name}")
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").split(".")[0]
+        if missing not in EXTRAS:
+            raise
+        _register_missing(sub, name, missing, EXTRAS[missing])
+    else:
+        module.register(sub)
+    return sub
 
 
-def _register_missing(command: str, package: str, extra: str) -> None:
+def _register_missing(app: typer.Typer, command: str, package: str, extra: str) -> None:
     """A command whose optional dependencies are not installed explains how to get them."""
 
     def unavailable() -> None:
@@ -56,7 +74,57 @@ def _register_missing(command: str, package: str, extra: str) -> None:
     )(unavailable)
 
 
-_register()
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _LazyGroup(TyperGroup):
+    """Imports a command's module only when that command runs or shows its own help."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def _load(self, name: str) -> Any:
+        if name not in self.commands:
+            cmd = typer.main.get_command(load_command(name))
+            cmd.name = name
+            self.add_command(cmd, name)
+        return self.commands[name]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands or cmd_name not in COMMAND_MODULES:
+            return self.commands.get(cmd_name)
+        if cmd_name in COMMAND_HELP:  # a stand-in for the listing
+            missing = [m for m in NEEDS.get(cmd_name, ()) if not _installed(m)]
+            if missing:
+                return TyperCommand(cmd_name, help=f"Not installed: needs the '{EXTRAS[missing[0]]}' extra.")
+            return TyperCommand(cmd_name, help=COMMAND_HELP[cmd_name])
+        return self._load(cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in COMMAND_MODULES:
+            self._load(args[0])
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(
+    name="refold",
+    cls=_LazyGroup,
+    help="Render shorter prompts from an agent's full history: dedup, STALE folding, restore.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Render shorter prompts from an agent's full history: dedup, STALE folding, restore."""
+
 
 # The click that typer uses (typer >= 0.25 vendors its own copy): its usage-error classes.
 _click = sys.modules[typer.BadParameter.__module__]

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
 from ..errors import PolicyError
 
@@ -25,3 +33,57 @@ def write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as e:
         raise PolicyError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``3 files``, ``0 files`` (``many`` for irregular plurals)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column; ``compact`` columns make the layout that fits 80 columns."""
+
+    name: str
+    compact: bool = True
+    left: bool = False
+
+
+COMPACT_WIDTH = 80
+
+
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], wide: bool) -> Table:
+    keep = [i for i, c in enumerate(columns) if wide or c.compact]
+    # a one-space column divider plus one space of left padding: two spaces between columns
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
+    for i in keep:
+        c = columns[i]
+        # min_width = the longest cell: rich never cuts a number to fit ("3,609…")
+        longest = max([len(c.name), *(len(r[i]) for r in rows)])
+        t.add_column(c.name, justify="left" if c.left else "right", no_wrap=True, min_width=longest)
+    for r in rows:
+        t.add_row(*(r[i] for i in keep))
+    return t
+
+
+def table_width(table: Table) -> int:
+    """Columns the table needs at its natural size."""
+    probe = Console(width=10_000, file=io.StringIO(), color_system=None)
+    return Measurement.get(probe, probe.options, table).maximum
+
+
+def print_table(
+    out: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], wide: bool | None
+) -> None:
+    """Print the whole table (``wide``), the compact one, or (None) the whole one when it fits the
+    terminal or the output is a file or pipe, else the compact one. Nothing is ever cut: a table
+    wider than the terminal is printed whole and the terminal wraps its lines."""
+    whole = _table(columns, rows, True)
+    if wide is None:
+        wide = not out.is_terminal or table_width(whole) <= out.width
+    table = whole if wide else _table(columns, rows, False)
+    need = table_width(table)
+    if need > out.width:
+        out = Console(file=out.file, width=need, force_terminal=out.is_terminal, no_color=out.no_color)
+    out.print(title, highlight=False)
+    out.print(table)

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ..errors import PolicyError
 from ..lab.replay import (
@@ -27,60 +26,77 @@ from ..lab.replay import (
     replay_paths,
     write_csv,
 )
-from ._output import check_output, write_output
+from ._output import Column, check_output, plural, print_table, write_output
+from ._plot import check_plot, replay_series, write_plot
+
+COLUMNS = (
+    Column("policy", left=True),
+    Column("tokens"),
+    Column("Δ"),
+    Column("cached"),
+    Column("cost $"),
+    Column("Δ$"),
+    Column("peak p50"),
+    Column("ΔKV p50", compact=False),
+    Column("rm restorable", compact=False),
+    Column("rm lost", compact=False),
+    Column("recomputed", compact=False),
+    Column("needed"),
+    Column("restore", compact=False),
+    Column("compact", compact=False),
+    Column("ms p50", compact=False),
+)
 
 
-def _table(report: dict[str, Any]) -> Table:
+def _title(report: dict[str, Any]) -> str:
     s = report["summary"].get("all", {})
-    t = Table(
-        title=f"refold replay: {s.get('tasks', 0)} tasks, {s.get('calls', 0)} calls "
+    return (
+        f"refold replay: {plural(s.get('tasks', 0), 'task')}, {plural(s.get('calls', 0), 'call')} "
         f"(tokenizer {report['tokenizer']}, cache {report['cache']}, stale {report['stale']})"
     )
-    for col in (
-        "policy",
-        "tokens",
-        "Δ",
-        "cached",
-        "cost $",
-        "Δ$",
-        "peak p50",
-        "ΔKV p50",
-        "rm restorable",
-        "rm lost",
-        "recomputed",
-        "needed",
-        "restore",
-        "compact",
-        "ms p50",
-    ):
-        t.add_column(
-            col,
-            justify="left" if col == "policy" else "right",
-            no_wrap=True,
-            min_width=16 if col == "policy" else len(col),
-        )
-    for name, e in s.get("policies", {}).items():
+
+
+def _rows(report: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for name, e in report["summary"].get("all", {}).get("policies", {}).items():
         total = e["total_prompt_tokens"]
         cached = e["total_cached_tokens"] / total if total else 0.0
-        kv = e.get("median_peak_kv_vs_base")
-        t.add_row(
-            name,
-            f"{total:,.0f}",
-            _pct(e.get("prompt_tokens_vs_base")),
-            f"{cached:.0%}",
-            f"{e['total_cost_usd']:.3f}",
-            _pct(e.get("cost_vs_base")),
-            f"{e['median_peak_prompt_tokens']:,.0f}",
-            _pct(kv),
-            f"{e['total_removed_tokens_restorable']:,.0f}",
-            f"{e['total_removed_tokens_lost']:,.0f}",
-            f"{e['total_recomputed_tokens']:,.0f}",
-            f"{e['hidden_needed_rate']:.1%}",
-            f"{e['total_hidden_needed_restore_tokens']:,.0f}",
-            f"{e['total_compactions']:.0f}",
-            f"{e['median_render_ms_median']:.3f}",
+        rows.append(
+            [
+                name,
+                f"{total:,.0f}",
+                _pct(e.get("prompt_tokens_vs_base")),
+                f"{cached:.0%}",
+                f"{e['total_cost_usd']:.3f}",
+                _pct(e.get("cost_vs_base")),
+                f"{e['median_peak_prompt_tokens']:,.0f}",
+                _pct(e.get("median_peak_kv_vs_base")),
+                f"{e['total_removed_tokens_restorable']:,.0f}",
+                f"{e['total_removed_tokens_lost']:,.0f}",
+                f"{e['total_recomputed_tokens']:,.0f}",
+                f"{e['hidden_needed_rate']:.1%}",
+                f"{e['total_hidden_needed_restore_tokens']:,.0f}",
+                f"{e['total_compactions']:.0f}",
+                f"{e['median_render_ms_median']:.3f}",
+            ]
         )
-    return t
+    return rows
+
+
+def _without_per_call(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as ``--no-per-call`` asks for it when per-call lists were kept for ``--plot``."""
+    tasks = [
+        {**t, "policies": {n: {k: v for k, v in e.items() if k != "per_call"} for n, e in t.get("policies", {}).items()}}
+        for t in report.get("tasks", [])
+    ]
+    return {**report, "tasks": tasks}
+
+
+def summary_line(files: int, failed_files: int, sessions: int, seconds: float, jobs: int) -> str:
+    """``3 files (1 failed) in 2.0 s with 1 job.``: counts of files, not of sessions."""
+    done = f"{plural(files, 'file')}" + (f" ({failed_files} failed)" if failed_files else "")
+    per_agent = f", {plural(sessions, 'session')} (multi-agent files per agent)" if sessions != files else ""
+    return f"{done}{per_agent} in {seconds:.1f} s with {plural(jobs, 'job')}."
 
 
 def _pct(x: float | None) -> str:
@@ -128,6 +144,18 @@ def replay(
     no_validate: Annotated[
         bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")
     ] = False,
+    wide: Annotated[
+        bool | None,
+        typer.Option(
+            "--wide/--compact",
+            help="Every column, or the 80-column layout (default: every column if it fits the terminal).",
+            show_default=False,
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
+    ] = None,
 ) -> None:
     """Re-render every model call of recorded runs under several policies and compare them."""
     names = tuple(p.strip() for p in policy.split(",") if p.strip())
@@ -144,21 +172,21 @@ def replay(
         budget=budget,
         mask_after=mask_after,
         validate=not no_validate,
-        per_call=per_call,
+        per_call=per_call or plot is not None,  # the plot draws every call
     )
     settings.check()
     if mask_after is not None and mask_after < 1:
         raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
-    for flag, target in (("--json", json_out), ("--csv", csv_out)):
+    for flag, target in (("--json", json_out), ("--csv", csv_out), ("--plot", plot)):
         if target is not None:
             check_output(target, flag)
+    if plot is not None:
+        check_plot(plot)
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
     err = Console(stderr=True)
     out = Console()
-    if not out.is_terminal:
-        out = Console(width=max(out.width, 180))  # files and pipes get the whole table
     start = time.perf_counter()
     with Progress(
         TextColumn("replay"),
@@ -178,22 +206,26 @@ def replay(
         results = replay_paths(files, settings, jobs=jobs, on_result=done)
     seconds = time.perf_counter() - start
     report = build_report(results, settings, seconds=seconds)
-    out.print(_table(report))
-    sessions = len(results)
-    per_agent = f" ({sessions} sessions: multi-agent files per agent)" if sessions != len(files) else ""
-    out.print(f"{len(files)} files{per_agent} in {seconds:.1f} s with {jobs} job(s). {report['simulated']}")
+    print_table(out, _title(report), COLUMNS, _rows(report), wide)
+    failed = [r for r in results if r.error is not None]
+    failed_files = len({r.file.split("#", 1)[0] for r in failed})
+    out.print(summary_line(len(files), failed_files, len(results), seconds, jobs), report["simulated"], highlight=False)
     if json_out:
-        write_output(json_out, json.dumps(report, indent=1, sort_keys=False) + "\n")
+        saved = report if per_call else _without_per_call(report)
+        write_output(json_out, json.dumps(saved, indent=1, sort_keys=False) + "\n")
     if csv_out:
         try:
             write_csv(results, csv_out)
         except OSError as e:
             raise PolicyError(f"cannot write {csv_out}: {e.strerror or e}") from None
-    failed = [r for r in results if r.error is not None]
+    if plot is not None:
+        with err.status(f"plotting {plot}"):
+            write_plot(plot, _title(report), replay_series(report))
     for r in failed:
         typer.echo(f"refold: failed: {r.file}: {r.error}", err=True)
     if failed:
-        typer.echo(f"refold: {len(failed)} of {len(results)} sessions failed", err=True)
+        what = "session" if len(results) != len(files) else "file"
+        typer.echo(f"refold: {len(failed)} of {plural(len(results), what)} failed", err=True)
         raise typer.Exit(1)
 
 

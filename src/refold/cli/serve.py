@@ -11,13 +11,9 @@ import os
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
-from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
+from ..config import CACHE_PROFILES, DEFAULT, from_flags
 from ..errors import PolicyError
-from ..mechanisms.ledger import LedgerPolicy
-from ..mechanisms.spans import SpanPolicy
-from ..policy import Policy
 from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -82,30 +78,31 @@ def serve(
     tokenizer: Annotated[
         str, typer.Option(help="Tokenizer for the tokens-saved metric (qwen3.6, o200k, chars4, off).")
     ] = "qwen3.6",
+    require_key: Annotated[
+        bool, typer.Option(help="Refuse requests without an API key (else they share one anonymous owner).")
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(help="Host name to serve besides loopback and --host (repeatable; '*' for any)."),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="Browser origin allowed to call, e.g. https://app.example (repeatable)."),
+    ] = None,
+    view_workers: Annotated[int, typer.Option(help="Processes that build session HTML views.")] = 1,
+    max_views: Annotated[int, typer.Option(help="Session views building or queued at once.")] = 8,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
 ) -> None:
     """Serve an OpenAI-compatible proxy that renders folded prompts (sessions are durable)."""
     tokens = tuple(token or ()) + tuple(
         t for t in os.environ.get("REFOLD_TOKENS", "").split(",") if t.strip()
     )
-    policy = Policy.parse(
-        k=k,
-        dedup=dedup,
-        fold=fold,
-        chunk=chunk,
-        reversible=reversible,
-        protocol=protocol,
-        reminders=reminders,
-        mask_after=mask_after or None,
+    config = from_flags(
+        upstream=upstream, cache=cache, boundary=boundary, k=k, dedup=dedup, fold=fold, chunk=chunk,
+        reversible=reversible, protocol=protocol, reminders=reminders, mask_after=mask_after, spans=spans,
+        span_prompt=span_prompt, ledger=ledger, ledger_prompt=ledger_prompt, budget_tokens=budget_tokens,
+        tokenizer=tokenizer,
     )
-    try:
-        span_policy = SpanPolicy(enabled=spans, prompt=spans and span_prompt)
-        ledger_policy = LedgerPolicy(
-            enabled=ledger, prompt=ledger and ledger_prompt, budget_tokens=budget_tokens
-        )
-    except ValidationError as e:  # e.g. --budget-tokens 0
-        err = e.errors()[0]
-        raise PolicyError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
     cfg = ProxyConfig(
         upstream=upstream,
         store=store,
@@ -113,27 +110,28 @@ def serve(
         port=port,
         tokens=tokens,
         upstream_key=upstream_key,
-        config=Config.parse(
-            policy=policy.model_dump(), spans=span_policy.model_dump(), ledger=ledger_policy.model_dump(),
-            boundary={"rule": boundary}, cache=cache or profile_for(upstream),
-        ),
+        config=config,
         max_rounds=max_rounds,
         context_tools=context_tools if advertise_restore is None else advertise_restore,
         max_body=max_body,
         timeout=timeout,
-        tokenizer=tokenizer,
+        require_key=require_key,
+        allow_hosts=tuple(allow_host or ()),
+        allow_origins=tuple(allow_origin or ()),
+        view_workers=view_workers,
+        max_views=max_views,
     )
     if log_level.lower() not in LOG_LEVELS:
         raise PolicyError(f"unknown --log-level {log_level!r}; valid choices: {', '.join(LOG_LEVELS)}")
     import uvicorn
 
     from ..proxy.app import create_app
-    from ..proxy.config import check_port
+    from ..proxy.config import check_port, redact
     from ..proxy.store import check_store
 
     check_port(host, port)
     check_store(store)
-    typer.echo(f"refold serve: http://{host}:{port}/v1 -> {upstream} (store {store})", err=True)
+    typer.echo(f"refold serve: http://{host}:{port}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
     uvicorn.run(
         create_app(cfg),
         host=host,

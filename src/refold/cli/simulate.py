@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import PolicyError, RefoldError
 from ..lab.cache import kv_spec
@@ -37,7 +37,8 @@ from ..lab.serversim import (
 from ..lab.serversim.steptime import gpu as gpu_spec
 from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
-from ._output import check_output, write_output
+from ._output import Column, check_output, plural, print_table, write_output
+from ._plot import Series, check_plot, write_plot
 
 FORMAT = "refold-serversim-1"
 
@@ -52,41 +53,73 @@ def _ints(text: str, flag: str) -> list[int]:
     return sorted(set(out))
 
 
-def _table(results: list[SimResult], title: str) -> Table:
-    t = Table(title=title)
-    cols: tuple[str, ...] = (
-        "policy",
-        "w",
-        "requests",
-        "wait mean",
-        "wait p50",
-        "wait p99",
-        "TTFT mean",
-        "TTFT p99",
-    )
-    cols += ("preempt", "hit", "KV peak", "KV mean", "prefilled", "makespan", "out tok/s")
-    for c in cols:
-        t.add_column(c, justify="left" if c == "policy" else "right", no_wrap=True)
+COLUMNS = (
+    Column("policy", left=True),
+    Column("w"),
+    Column("requests", compact=False),
+    Column("wait mean", compact=False),
+    Column("wait p50", compact=False),
+    Column("wait p99"),
+    Column("TTFT mean", compact=False),
+    Column("TTFT p99"),
+    Column("preempt"),
+    Column("hit"),
+    Column("KV peak"),
+    Column("KV mean", compact=False),
+    Column("prefilled", compact=False),
+    Column("makespan", compact=False),
+    Column("out tok/s"),
+)
+
+
+def _rows(results: list[SimResult]) -> list[list[str]]:
+    rows = []
     for r in results:
         cap = r.capacity_blocks
-        t.add_row(
-            r.policy,
-            str(r.sessions),
-            f"{r.requests:,}",
-            f"{r.wait_mean:.2f}s",
-            f"{r.wait_p50:.2f}s",
-            f"{r.wait_p99:.2f}s",
-            f"{r.ttft_mean:.2f}s",
-            f"{r.ttft_p99:.2f}s",
-            f"{r.preemptions:,}",
-            f"{r.hit_rate:.0%}",
-            f"{r.peak_blocks / cap:.0%}",
-            f"{r.mean_blocks / cap:.0%}",
-            f"{r.prefilled_tokens:,}",
-            f"{r.makespan:,.0f}s",
-            f"{r.throughput:,.0f}",
+        rows.append(
+            [
+                r.policy,
+                str(r.sessions),
+                f"{r.requests:,}",
+                f"{r.wait_mean:.2f}s",
+                f"{r.wait_p50:.2f}s",
+                f"{r.wait_p99:.2f}s",
+                f"{r.ttft_mean:.2f}s",
+                f"{r.ttft_p99:.2f}s",
+                f"{r.preemptions:,}",
+                f"{r.hit_rate:.0%}",
+                f"{r.peak_blocks / cap:.0%}",
+                f"{r.mean_blocks / cap:.0%}",
+                f"{r.prefilled_tokens:,}",
+                f"{r.makespan:,.0f}s",
+                f"{r.throughput:,.0f}",
+            ]
         )
-    return t
+    return rows
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def simulate_series(traces: dict[str, list[Trace]], results: list[SimResult]) -> Series:
+    """Per-call prompt sizes of each session's trace, and each run's hit vs prefilled tokens."""
+    out = Series(
+        bars_title="prompt tokens per run: cached (prefix hits) vs recomputed (prefilled), SIMULATED",
+        note="SIMULATED server (no GPU); prompt sizes from re-rendering the recorded runs",
+        unit="sessions",
+    )
+    for name, trs in traces.items():
+        out.per_call[name] = [[t.prompt_len for t in tr.turns] for tr in trs]
+    out.bars = [(f"{r.policy} w={r.sessions}", r.cached_tokens, r.prefilled_tokens) for r in results]
+    return out
 
 
 def _max_from_sweep(results: list[SimResult], ok: Any) -> int:
@@ -162,6 +195,18 @@ def simulate_cmd(
         bool, typer.Option("--find-max", help="Bisect 1..max(--sessions) for the max w per policy.")
     ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    wide: Annotated[
+        bool | None,
+        typer.Option(
+            "--wide/--compact",
+            help="Every column, or the 80-column layout (default: every column if it fits the terminal).",
+            show_default=False,
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
+    ] = None,
 ) -> None:
     """Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED)."""
     names = [p.strip() for p in policy.split(",") if p.strip()]
@@ -205,37 +250,45 @@ def simulate_cmd(
     cfg.check()
     if json_out is not None:
         check_output(json_out, "--json")
+    if plot is not None:
+        check_output(plot, "--plot")
+        check_plot(plot)
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
     err = Console(stderr=True)
     out = Console()
-    if not out.is_terminal:
-        out = Console(width=max(out.width, 170))
     start = time.perf_counter()
     histories = []
-    for f in files:  # one session per agent of a multi-agent file
-        try:
-            histories.extend(load_all(f))
-        except RefoldError as e:
-            raise PolicyError(str(e)) from None
+    with _progress(err) as progress:
+        task = progress.add_task("loading", total=len(files))
+        for f in files:  # one session per agent of a multi-agent file
+            try:
+                histories.extend(load_all(f))
+            except RefoldError as e:
+                raise PolicyError(str(e)) from None
+            progress.advance(task)
     traces: dict[str, list[Trace]] = {}
-    for name in names:
-        with err.status(f"rendering {len(histories)} sessions under {name}"):
-            traces[name] = [
-                build_trace(
-                    h,
-                    name,
-                    stale=stale,
-                    tokenizer=tokenizer,
-                    block_size=block_size,
-                    output_tokens=output_tokens,
-                    prompt_only_hashes=hybrid is not None,
+    with _progress(err) as progress:
+        task = progress.add_task("rendering", total=len(histories) * len(names))
+        for name in names:
+            progress.update(task, description=f"rendering {name}")
+            traces[name] = []
+            for h in histories:
+                traces[name].append(
+                    build_trace(
+                        h,
+                        name,
+                        stale=stale,
+                        tokenizer=tokenizer,
+                        block_size=block_size,
+                        output_tokens=output_tokens,
+                        prompt_only_hashes=hybrid is not None,
+                    )
                 )
-                for h in histories
-            ]
-        set_shared_prefixes(traces[name], block_size)
-        check_fits(traces[name], cfg)
+                progress.advance(task)
+            set_shared_prefixes(traces[name], block_size)
+            check_fits(traces[name], cfg)
     results: list[SimResult] = []
     extra: dict[str, dict[int, SimResult]] = {}
     maxima: dict[str, dict[str, int]] = {}
@@ -246,10 +299,14 @@ def simulate_cmd(
     def wait_ok(r: SimResult) -> bool:
         return r.wait_mean <= wait_threshold
 
-    for name in names:
-        for w in ws:
-            with err.status(f"simulating {name} w={w}"):
+    with _progress(err) as progress:
+        task = progress.add_task("simulating", total=len(names) * len(ws))
+        for name in names:
+            for w in ws:
+                progress.update(task, description=f"simulating {name} w={w}")
                 results.append(simulate(traces[name], w, cfg, step_time))
+                progress.advance(task)
+    for name in names:
         mine = [r for r in results if r.policy == name]
         maxima[name] = {
             "no_preemption": _max_from_sweep(mine, no_preempt),
@@ -273,12 +330,12 @@ def simulate_cmd(
     seconds = time.perf_counter() - start
     kv_gib = capacity * block_size * kv_spec(model).bytes_per_token() / (1 << 30)
     title = (
-        f"refold simulate (SIMULATED): {len(files)} runs, KV pool {capacity * block_size:,} tokens "
+        f"refold simulate (SIMULATED): {plural(len(files), 'run')}, KV pool {capacity * block_size:,} tokens "
         f"({kv_gib:.1f} GiB {model}), step time {step_model}"
         + (f" {model} on {gpu}" if step_model == "roofline" else "")
         + f", tool delay {tool_delay:g}s, stale {stale}, tokenizer {tokenizer}"
     )
-    out.print(_table(results, title))
+    print_table(out, title, COLUMNS, _rows(results), wide)
     how = "bisection over 1.." + str(max(ws)) if find_max else "largest tested w"
     for name, m in maxima.items():
         out.print(
@@ -287,7 +344,8 @@ def simulate_cmd(
             highlight=False,
         )
     out.print(
-        f"{len(files)} files ({len(histories)} sessions) in {seconds:.1f} s. Every figure is SIMULATED (no GPU).",
+        f"{plural(len(files), 'file')} ({plural(len(histories), 'session')}) in {seconds:.1f} s. "
+        "Every figure is SIMULATED (no GPU).",
         highlight=False,
     )
     out.print("Uncalibrated: " + "; ".join(uncalibrated(model, hybrid is not None, step_model)), highlight=False)
@@ -322,6 +380,9 @@ def simulate_cmd(
             "bisection": {k: sorted(v) for k, v in extra.items()},
         }
         write_output(json_out, json.dumps(report, indent=1) + "\n")
+    if plot is not None:
+        with err.status(f"plotting {plot}"):
+            write_plot(plot, title, simulate_series(traces, results))
 
 
 def register(app: typer.Typer) -> None:

@@ -2,17 +2,65 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import PolicyError, RefoldError
 from ..lab.replay import POLICIES, STALE_SOURCES
 from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
 from ._output import check_output
+
+
+@contextmanager
+def _progress(run: Path) -> Iterator[Callable[[int, int, str], None]]:
+    """Say what is happening while the report builds (2-11 s on a real run): a bar on a terminal,
+    a few plain lines on stderr otherwise (logs, pipes)."""
+    err = Console(file=sys.stderr)
+    if err.is_terminal:
+        with Progress(
+            TextColumn("view"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(f"loading {run.name}", total=None)
+
+            def tick(done: int, total: int, what: str) -> None:
+                bar.update(task, completed=done, total=total, description=what)
+
+            yield tick
+        return
+    # nothing before the first rendering is done: a file that fails to load or render leaves
+    # its one-line error alone on stderr
+    said: set[int] = set()
+
+    def line(done: int, total: int, what: str) -> None:
+        quarter = 4 * done // max(1, total)  # at most five lines: the first, 1/4, 1/2, 3/4, all
+        if done == 0 or quarter in said:
+            return
+        if not said:
+            print(f"refold view: {run} loaded, {total} renderings to build", file=sys.stderr, flush=True)
+        said.add(quarter)
+        if done >= total:
+            print(
+                f"refold view: {total}/{total} renderings done, writing the page", file=sys.stderr, flush=True
+            )
+        else:
+            print(f"refold view: rendering {done + 1}/{total} ({what})", file=sys.stderr, flush=True)
+
+    yield line
 
 
 def view(
@@ -67,17 +115,19 @@ def view(
     check_output(out, "--output")
     start = time.perf_counter()
     try:
-        written = write_report(
-            run,
-            out,
-            variants=[n for n in names if n != MECHANISMS],
-            title=title,
-            tokenizer=tokenizer,
-            stale=stale,
-            mechanisms=mechanisms or MECHANISMS in names,
-            budget=budget,
-            mask_after=mask_after,
-        )
+        with _progress(run) as tick:
+            written = write_report(
+                run,
+                out,
+                variants=[n for n in names if n != MECHANISMS],
+                title=title,
+                tokenizer=tokenizer,
+                stale=stale,
+                mechanisms=mechanisms or MECHANISMS in names,
+                budget=budget,
+                mask_after=mask_after,
+                progress=tick,
+            )
     except RefoldError:
         raise
     except Exception as e:  # noqa: BLE001 - a malformed file the loader let through: name it, no traceback

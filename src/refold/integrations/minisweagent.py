@@ -33,19 +33,16 @@ PROGRESS/STALE format lines; automatic leaves them out when the task or system p
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
-import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from minisweagent.exceptions import FormatError
 from minisweagent.models import get_model_class
 from minisweagent.utils.serialize import recursive_merge
-from pydantic import BaseModel, ValidationError
 
 from ..config import BoundaryConfig, Config, PromptConfig, profile_for_model
-from ..context.answers import Answerer, Handler, Request, refused
+from ..context.answers import Answerer, Request, refused
 from ..context.recognize import Recognizer, from_tool_call
 from ..context.tools import offer
 from ..errors import PolicyError
@@ -59,16 +56,13 @@ from ..protocol import CM, COMMAND_NAMES
 from ..render import Renderer
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action
-from ..wire import actions_record, answer_record, read_actions
-from .cache_control import breakpoints, place_cache_control
+from ..wire import actions_record, read_actions
+from .cache_control import place_cache_control
 from .context_tools import with_context_tools
+from .mini_options import parse_section, resolve_handlers
+from .mini_record import FORMAT, answer_message, call_info, extends, usage
 
 logger = logging.getLogger("refold")
-_M = TypeVar("_M", bound=BaseModel)
-
-FORMAT = "refold-mini-1"
-"""Version of the ``extra.refold`` record added to each assistant message."""
-
 
 class RefoldModel:
     """A mini Model that sends refold's rendering of the history to an inner model."""
@@ -92,12 +86,12 @@ class RefoldModel:
         options = dict(refold or {})
         self.enabled = bool(options.pop("enabled", True))
         self.policy = Policy.parse(**options)
-        self.spans = _parse(SpanPolicy, "refold_spans", refold_spans)
-        self.ledger = _parse(LedgerPolicy, "refold_ledger", refold_ledger)
+        self.spans = parse_section(SpanPolicy, "refold_spans", refold_spans)
+        self.ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
         cache = refold_cache or profile_for_model(str(kwargs.get("model_name", "")))
         self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
-            boundary=_parse(BoundaryConfig, "refold_boundary", refold_boundary), cache=cache
+            boundary=parse_section(BoundaryConfig, "refold_boundary", refold_boundary), cache=cache
         )
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
@@ -146,7 +140,7 @@ class RefoldModel:
             sent = place_cache_control(rendered) if self.cache_control else copy.deepcopy(rendered.messages)
         else:
             sent = [clean(m) for m in chat]
-        info = self._call_info(history, rendered, sent, chat)
+        info = call_info(history, rendered, sent, chat, self._get_tokenizer(), self.cache_control)
         try:
             reply = self.inner.query(sent, **kwargs)
         except FormatError as e:
@@ -154,11 +148,11 @@ class RefoldModel:
             if e.messages and isinstance(e.messages[0], dict):
                 first = e.messages[0]
                 extra = first.setdefault("extra", {})
-                extra["refold"] = info | _usage(extra.get("response"))
+                extra["refold"] = info | usage(extra.get("response"))
             raise
         reply = dict(reply)
         extra = dict(reply.get("extra") or {})
-        info |= _usage(extra.get("response"))
+        info |= usage(extra.get("response"))
         self._intercept(extra, info)
         extra["refold"] = info
         reply["extra"] = extra
@@ -263,7 +257,7 @@ class RefoldModel:
         """
         chat = [m for m in messages if m.get("role") in CHAT_ROLES]
         h = self._history
-        if h is not None and _extends(h, chat):
+        if h is not None and extends(h, chat):
             try:
                 h.extend_from_messages(chat)
                 return h
@@ -281,37 +275,6 @@ class RefoldModel:
             prefix = history.prefix if history is not None else ()
             in_system = not any(lines in content_text(m.get("content")) for m in prefix)
         return Renderer(self.refold_config.replace(prompt=PromptConfig(format_in_system=in_system)))
-
-    def _call_info(
-        self, history: History, rendered: Rendered | None, sent: list[Message], chat: list[Message]
-    ) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "format": FORMAT,
-            "t": len(history),
-            "messages": len(sent),
-            "base_messages": len(chat),
-        }
-        if rendered is not None:
-            s = rendered.stats
-            info |= {
-                "boundary": s.boundary,
-                "stubs": s.stubs,
-                "trimmed": s.trimmed,
-                "folded_steps": s.folded_steps,
-                "notes": s.notes,
-                "restores": s.restores,
-                "render_ms": round(s.render_ms, 3),
-            }
-            if self.cache_control:
-                info["cache_breakpoints"] = breakpoints(rendered)
-        tok = self._get_tokenizer()
-        if tok is not None:
-            from ..chat_tokens import count_messages
-
-            info["tokenizer"] = tok.name
-            info["prompt_tokens"] = count_messages([clean(m) for m in sent], tok)
-            info["base_prompt_tokens"] = count_messages([clean(m) for m in chat], tok)
-        return info
 
     def _get_tokenizer(self) -> Any:
         if self.tokenizer_name and self._tokenizer is None:
@@ -356,80 +319,4 @@ class RefoldModel:
                 answer = answerer.answer(cmd)
         except PolicyError as e:
             answer = refused(name, f"{CM} {name}: {e}")
-        msg: dict[str, Any] = {
-            "role": "user",
-            "content": answer.text,
-            "extra": {
-                "raw_output": answer.text,
-                "returncode": 0,
-                "timestamp": time.time(),
-                "exception_info": "",
-                **answer_record(name, answer),
-            },
-        }
-        if act.tool_call_id:
-            msg["role"] = "tool"
-            msg["tool_call_id"] = act.tool_call_id
-        return msg
-
-
-def resolve_handlers(spec: Mapping[str, str | None] | None) -> tuple[dict[str, Handler], frozenset[str]]:
-    """Custom handlers by context command name (dotted paths), and the names switched off (null)."""
-    handlers: dict[str, Handler] = {}
-    off: set[str] = set()
-    for name, path in (spec or {}).items():
-        if name not in COMMAND_NAMES:
-            raise PolicyError(f"refold_commands.{name}: not a context command ({', '.join(COMMAND_NAMES)})")
-        if path is None or path == "":
-            off.add(name)
-        else:
-            handlers[name] = _import(name, path)
-    return handlers, frozenset(off)
-
-
-def _import(name: str, path: str) -> Handler:
-    module_name, _, attr = path.rpartition(".")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise PolicyError(f"refold_commands.{name}: cannot import handler '{path}' ({e})") from None
-    if not callable(obj):
-        raise PolicyError(f"refold_commands.{name}: '{path}' is not callable")
-    handler: Handler = obj
-    return handler
-
-
-def _parse(cls: type[_M], key: str, values: Mapping[str, Any] | None) -> _M:
-    """A SpanPolicy / LedgerPolicy from config, or a one-line PolicyError naming the bad field."""
-    try:
-        return cls.model_validate(dict(values or {}))
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(p) for p in err.get("loc", ()))
-        raise PolicyError(f"invalid {key} field '{field}': {err.get('msg')}") from None
-
-
-def _extends(history: History, chat: Sequence[Message]) -> bool:
-    """Whether ``chat`` can be the same run as ``history`` (same prefix, not shorter)."""
-    prefix = history.prefix
-    known = len(prefix) + sum(1 + len(s.observations) for s in history.steps)
-    return len(chat) >= known and all(a == b for a, b in zip(prefix, chat, strict=False))
-
-
-def _usage(response: Any) -> dict[str, Any]:
-    """The provider's own prompt/cached token counts, when the inner model recorded a response."""
-    usage = response.get("usage") if isinstance(response, dict) else None
-    if not isinstance(usage, dict):
-        return {}
-    out: dict[str, Any] = {}
-    if isinstance(usage.get("prompt_tokens"), int):
-        out["provider_prompt_tokens"] = usage["prompt_tokens"]
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if cached is None:
-        cached = usage.get("cache_read_input_tokens")  # Anthropic's name, when litellm passes it on
-    if isinstance(cached, int):
-        out["provider_cached_tokens"] = cached
-    if isinstance(usage.get("cache_creation_input_tokens"), int):
-        out["provider_cache_write_tokens"] = usage["cache_creation_input_tokens"]
-    return out
+        return answer_message(name, answer, act.tool_call_id)

@@ -14,9 +14,11 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ..policy import Settings
 from ..protocol import CM, ContextCommand
 from ..shell import paths_overlap
 from ..types import Answer, Outcome, Step
@@ -31,18 +33,18 @@ _ERROR = re.compile(r"<returncode>\s*[1-9]\d*\s*</returncode>|Traceback \(most r
 _WORD = re.compile(r"\w+")
 
 
-class LedgerPolicy(BaseModel):
+class LedgerPolicy(Settings):
     """Switches of the ledger and the budget signal."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "ledger"
 
     enabled: bool = True
     """Honor fold/drop in the rendering (off: they are ordinary steps)."""
-    budget_tokens: int | None = Field(None, ge=1)
+    budget_tokens: int | None = Field(default=None, ge=1)
     """Show ``[context-manager] context: N% of <budget>`` with each new output (None: off)."""
-    chars_per_token: float = Field(4.0, gt=0)
+    chars_per_token: float = Field(default=4.0, gt=0)
     """How the budget line estimates tokens from characters (no tokenizer in the render loop)."""
-    search_results: int = Field(8, ge=1)
+    search_results: int = Field(default=8, ge=1)
     prompt: bool = False
     """Add the ledger section to the system prompt (``protocol.ledger_section``)."""
     objects: bool = False
@@ -52,7 +54,7 @@ class LedgerPolicy(BaseModel):
     """Pin the latest plan the agent wrote (``objects.plan_text``): never masked, folded or compacted."""
     view: bool = False
     """End every prompt with the ledger view (one synthetic user message; it costs its own size)."""
-    view_items: int = Field(20, ge=1)
+    view_items: int = Field(default=20, ge=1)
     """Objects the view lists by line (pinned and most recently touched first; the rest counted)."""
 
 

@@ -8,7 +8,7 @@ moves. A step whose stubs point at a masked step is masked too: nothing may poin
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..protocol import CM, command_spans
 from ..types import Step
@@ -21,13 +21,14 @@ def newly_masked(
     scanned: int,
     masked: set[int],
     size_of: Callable[[int], int | None],
-    sources_of: Callable[[int], set[int] | None],
+    cited_by: Callable[[int], Sequence[int]],
     min_chars: int,
 ) -> list[int]:
     """Steps to mask now that the boundary is at ``b``; ``scanned`` steps were considered before.
 
     ``size_of(i)`` is the shown size of step i's outputs (None: folded, nothing to mask);
-    ``sources_of(j)`` the steps step j's stubs cite (None: folded).
+    ``cited_by(i)`` the steps whose stubs cite step i, ascending (an index kept as steps cross the
+    boundary, so a masked step costs what cites it, not a scan of every later step).
     """
     queue = [
         i
@@ -42,9 +43,8 @@ def newly_masked(
             continue
         seen.add(i)
         out.append(i)
-        for j in range(i + 1, b + 1):
-            sources = sources_of(j)
-            if sources is not None and i in sources and j not in seen:
+        for j in cited_by(i):
+            if i < j <= b and j not in seen:
                 queue.append(j)
     return out
 

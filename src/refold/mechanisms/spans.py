@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ..policy import Settings
 from ..prompts import span_reminder
 from ..protocol import CM, ContextCommand
 from ..types import Answer, Message, Outcome, Step, content_text
@@ -33,14 +34,14 @@ _COMMIT = re.compile(r"\[[^\]\s]+(?: \([^)]*\))? ([0-9a-f]{7,40})\]\s*(.*)")
 _CREATE = re.compile(r"(?:^|[;&|]\s*)(?:cat|printf|echo)\b[^>\n]*(?<!>)>\s*([^\s;&|<>]+)")
 
 
-class SpanPolicy(BaseModel):
+class SpanPolicy(Settings):
     """Switches and guardrails of span folding."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    section: ClassVar[str] = "spans"
 
     enabled: bool = True
     """Honor begin_span/fold_span in the rendering (off: they stay ordinary steps)."""
-    min_chars: int = Field(40, ge=0)
+    min_chars: int = Field(default=40, ge=0)
     """A conclusion shorter than this is refused."""
     require_rationale: bool = True
     """A conclusion must carry the why (see ``guardrail``)."""
@@ -48,9 +49,9 @@ class SpanPolicy(BaseModel):
     """``substance``: a concrete anchor and a reason, filler taken out (``mechanisms.guardrail``);
     ``keywords``: any word matching ``rationale`` or a file:line reference (refold 0.1)."""
     rationale: str = RATIONALE
-    remind_after: int | None = Field(8, ge=1)
+    remind_after: int | None = Field(default=8, ge=1)
     """Remind the agent of an open span every this many steps (None: never)."""
-    edit_chars: int = Field(600, ge=40)
+    edit_chars: int = Field(default=600, ge=40)
     """Characters of each kept edit shown in a collapsed block."""
     prompt: bool = False
     """Add the span section to the system prompt (``protocol.span_section``)."""

@@ -1,34 +1,41 @@
-"""The FastAPI application: OpenAI-compatible routes, session views, metrics."""
+"""The FastAPI application: OpenAI-compatible routes, session views, metrics, health.
+
+Every request passes ``tenancy.Guard`` first (Host, Origin, content type, credential -> owner), so
+a route only asks ``tenant(request)`` who is calling. Services (store, upstream, sessions, chat,
+views) live in ``app.state.refold`` once the lifespan has started; routes are grouped on routers.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from ..errors import ProxyError, RefoldError
+from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..tokens import tokenizer_name
+from .apis import mount
 from .chat import ChatService
 from .config import ProxyConfig
 from .mapping import INTERNAL
-from .metrics import Metrics
+from .metrics import CONTENT_TYPE, Metrics
 from .records import Store
-from .sessions import Session, SessionManager, owner_of
+from .sessions import Session, SessionManager
 from .store import open_store
+from .tenancy import Guard, forwarded_headers, tenant
 from .upstream import Upstream
+from .viewer_pool import ViewPool
 
 SESSION_HEADER = "X-Refold-Session"
 
 
-def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
-    """The proxy app; ``store`` overrides ``cfg.store`` (tests)."""
+def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool | None = None) -> FastAPI:
+    """The proxy app; ``store`` overrides ``cfg.store`` and ``views`` the view workers (tests)."""
     metrics = Metrics()
     state: dict[str, Any] = {}
 
@@ -37,22 +44,33 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
         st = store or open_store(cfg.store)
         upstream = Upstream(cfg.upstream, api_key=cfg.upstream_key, timeout=cfg.timeout)
         manager = SessionManager(st, cfg.renderer)
+        pool = views or ViewPool(metrics, workers=cfg.view_workers, max_pending=cfg.max_views)
         state.update(
-            store=st, upstream=upstream, manager=manager, chat=ChatService(cfg, manager, upstream, metrics)
+            store=st,
+            upstream=upstream,
+            manager=manager,
+            chat=ChatService(cfg, manager, upstream, metrics),
+            views=pool,
         )
+        await asyncio.to_thread(warm_up, cfg)
         try:
             yield
         finally:
             await state["chat"].drain()
+            pool.close()
             await upstream.close()
             await st.close()
 
     app = FastAPI(title="refold proxy", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.metrics = metrics
     app.state.refold = state
+    app.state.config = cfg
+    app.add_middleware(Guard, cfg=cfg)
 
     @app.exception_handler(ProxyError)
     async def _proxy_error(request: Request, exc: ProxyError) -> JSONResponse:
+        if isinstance(exc, StoreUnavailable):
+            metrics.inc("refold_store_errors_total")
         return JSONResponse(exc.body(), status_code=exc.status)
 
     @app.exception_handler(Exception)
@@ -62,59 +80,67 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             status_code=500,
         )
 
-    def auth(request: Request) -> tuple[str, str | None]:
-        header = request.headers.get("authorization", "")
-        key = header[7:].strip() if header[:7].lower() == "bearer " else None
-        if cfg.tokens:
-            if not key or not any(hmac.compare_digest(key.encode(), t.encode()) for t in cfg.tokens):
-                raise ProxyError(
-                    401,
-                    "missing or invalid bearer token",
-                    type="authentication_error",
-                    code="invalid_api_key",
-                )
-            return owner_of(key), None  # the proxy token is never forwarded upstream
-        return owner_of(key), key
+    app.include_router(_openai_routes(cfg, state, metrics))
+    app.include_router(_session_routes(cfg, state))
+    app.include_router(_ops_routes(state, metrics))
+    mount(app, cfg, state, metrics)  # /v1/messages, /v1/responses, other /v1 paths
+    return app
 
-    async def read_json(request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > cfg.max_body:
+
+def warm_up(cfg: ProxyConfig) -> None:
+    """Pay the first request's one-time costs before serving: the metric's tokenizer and the
+    render path's lazy imports (otherwise the first clients wait seconds)."""
+    if cfg.tokenizer and cfg.tokenizer != "off":
+        from ..chat_tokens import count_messages
+        from ..tokens import get_tokenizer
+
+        count_messages([{"role": "user", "content": "warm up"}], get_tokenizer(cfg.tokenizer))
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], source="warm-up")
+    for i in range(4):
+        h.append(
+            {"role": "assistant", "content": f"PROGRESS: warm up\nSTALE: -\n```bash\ncat f{i}.py\n```"},
+            [{"role": "user", "content": "def f():\n    return 1\n" * 40}],
+        )
+    cfg.renderer().render(h)
+
+
+async def read_json(request: Request, max_body: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_body:
+        raise ProxyError(413, f"request body is larger than the {max_body} byte limit", code="request_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_body:
             raise ProxyError(
-                413, f"request body is larger than the {cfg.max_body} byte limit", code="request_too_large"
+                413, f"request body is larger than the {max_body} byte limit", code="request_too_large"
             )
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cfg.max_body:
-                raise ProxyError(
-                    413,
-                    f"request body is larger than the {cfg.max_body} byte limit",
-                    code="request_too_large",
-                )
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-        if not raw.strip():
-            raise ProxyError(400, "request body is empty; expected a JSON object", code="invalid_json")
-        try:
-            return json.loads(raw)
-        except UnicodeDecodeError:
-            raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
-        except json.JSONDecodeError as e:
-            raise ProxyError(
-                400,
-                f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
-                code="invalid_json",
-            ) from None
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ProxyError(400, "request body is empty; expected a JSON object", code="invalid_json")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
+    except json.JSONDecodeError as e:
+        raise ProxyError(
+            400, f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="invalid_json"
+        ) from None
 
-    @app.post("/v1/chat/completions")
-    @app.post("/chat/completions")
+
+def _openai_routes(cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/chat/completions")
+    @router.post("/chat/completions")
     async def chat_completions(request: Request) -> Response:
-        owner, key = auth(request)
-        body = await read_json(request)
+        who = tenant(request)
+        body = await read_json(request, cfg.max_body)
         chat: ChatService = state["chat"]
         try:
-            out = await chat.complete(body, owner, key, request.headers)
+            out = await chat.complete(body, who.owner, who.key, forwarded_headers(cfg, request.headers))
         except ProxyError as e:
             metrics.inc("refold_requests_total", status=str(e.status))
             raise
@@ -129,71 +155,90 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None) -> FastAPI:
             return StreamingResponse(chat.sse(out), media_type="text/event-stream", headers=headers)
         return JSONResponse(out.result.body, headers=headers)
 
-    @app.get("/v1/models")
-    @app.get("/models")
+    @router.get("/v1/models")
+    @router.get("/models")
     async def models(request: Request) -> Response:
-        _, key = auth(request)
+        who = tenant(request)
         upstream: Upstream = state["upstream"]
-        status, data = await upstream.models(upstream.headers(key, dict(request.headers)))
+        status, data = await upstream.models(upstream.headers(who.key, forwarded_headers(cfg, request.headers)))
         return JSONResponse(data, status_code=status)
 
-    @app.get("/metrics")
-    async def metrics_text(request: Request) -> Response:
-        auth(request)
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+    return router
 
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+
+def _session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
+    router = APIRouter()
 
     async def find(request: Request, name: str) -> Session:
-        owner, _ = auth(request)
         manager: SessionManager = state["manager"]
-        s = await manager.find(owner, name)
+        s = await manager.find(tenant(request).owner, name)
         if s is None:  # another key's session looks exactly like a missing one
             raise ProxyError(404, f"no session '{name}' for this API key", code="session_not_found")
         return s
 
-    @app.get("/sessions")
+    @router.get("/sessions")
     async def sessions(request: Request) -> dict[str, Any]:
-        owner, _ = auth(request)
-        records = await state["store"].sessions(owner)
+        records = await state["store"].sessions(tenant(request).owner)
         return {
             "sessions": [
                 {"id": r.name, "head": r.head, "created": r.created, "updated": r.updated} for r in records
             ]
         }
 
-    @app.get("/sessions/{name}")
+    @router.get("/sessions/{name}")
     async def session(request: Request, name: str) -> dict[str, Any]:
         s = await find(request, name)
         async with s.lock:
             return describe(s, cfg)
 
-    @app.get("/sessions/{name}/view")
+    @router.get("/sessions/{name}/view")
     async def session_view(request: Request, name: str) -> Response:
         s = await find(request, name)
-        try:
-            from ..lab.viewer import build_report
-        except ImportError:
-            raise ProxyError(
-                404, "the HTML viewer (refold.lab.viewer) is not installed in this build", code="viewer_missing"
-            ) from None
-        async with s.lock:
-            current = s.view(s.head or "", cfg.renderer).history
-            snapshot = History(current.prefix, source=current.source)
-            for st in current.steps:
-                snapshot.append(st.reply, st.observations, meta=st.meta)
+        head = s.head or ""
         tokenizer = tokenizer_name(cfg.tokenizer) or "chars4"
-        try:
-            page = await asyncio.to_thread(
-                build_report, snapshot, title=f"refold session {name}", tokenizer=tokenizer
-            )
-        except RefoldError as e:
-            raise ProxyError(409, f"cannot show session '{name}': {e}", code="session_not_viewable") from None
+
+        def snapshot() -> History:  # synchronous: no other coroutine can append meanwhile
+            current = s.view(head, cfg.renderer).history
+            copy = History(current.prefix, source=current.source)
+            for st in current.steps:
+                copy.append(st.reply, st.observations, meta=st.meta)
+            return copy
+
+        pool: ViewPool = state["views"]
+        page = await pool.page((s.sid, head, tokenizer), snapshot, f"refold session {name}", tokenizer)
         return HTMLResponse(page)
 
-    return app
+    return router
+
+
+def _ops_routes(state: dict[str, Any], metrics: Metrics) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/metrics")
+    async def metrics_text(request: Request) -> Response:
+        tenant(request)
+        st: Store = state["store"]
+        metrics.gauge("refold_store_up", 0.0 if st.known_fault() else 1.0)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @router.get("/healthz")
+    async def healthz() -> JSONResponse:
+        """Alive, and whether the store is known to be failing (no round trip)."""
+        fault = state["store"].known_fault()
+        if fault:
+            return JSONResponse({"status": "error", "store": fault}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @router.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Ready to take turns: a write and a read on the store just succeeded."""
+        h = await state["store"].check()
+        body = {"status": "ok" if h.ok else "error", "store": h.backend, "detail": h.detail, "schema": h.schema}
+        if h.sessions is not None:
+            body["sessions"] = h.sessions
+        return JSONResponse(body, status_code=200 if h.ok else 503)
+
+    return router
 
 
 def describe(s: Session, cfg: ProxyConfig) -> dict[str, Any]:

@@ -166,7 +166,8 @@ class ChatService:
             return
         self.metrics.inc("refold_prompt_tokens_full_total", a)
         self.metrics.inc("refold_prompt_tokens_rendered_total", b)
-        self.metrics.inc("refold_tokens_saved_total", a - b)
+        self.metrics.inc("refold_tokens_saved_total", max(0, a - b))  # counters only go up
+        self.metrics.inc("refold_tokens_added_total", max(0, b - a))
 
     async def drain(self) -> None:
         if self._background:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import urllib.parse
 from dataclasses import dataclass
 
 from ..config import DEFAULT, Config
@@ -36,10 +37,24 @@ class ProxyConfig:
     """Offer the context commands as function tools next to the client's tools (requests with tools)."""
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
-    tokenizer: str = "qwen3.6"
-    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate)."""
+    tokenizer: str = ""
+    """Tokenizer for the tokens-saved metric (``chars4`` is a cheap estimate, ``off``): "" reads
+    ``config.tokenizer``; given here, it replaces the config's, so the two always agree."""
+    require_key: bool = False
+    """Refuse requests that carry no credential (else they share one anonymous owner)."""
+    allow_hosts: tuple[str, ...] = ()
+    """Host names served besides loopback and the bound address (``*``: any)."""
+    allow_origins: tuple[str, ...] = ()
+    """Browser origins (``https://app.example``) allowed to call; none by default."""
+    view_workers: int = 1
+    """Processes building session HTML views (off the chat path)."""
+    max_views: int = 8
+    """Views building or queued at once; more get a 503 to retry."""
 
     def __post_init__(self) -> None:
+        if self.tokenizer and self.tokenizer != self.config.tokenizer:
+            object.__setattr__(self, "config", self.config.replace(tokenizer=self.tokenizer))
+        object.__setattr__(self, "tokenizer", self.config.tokenizer)
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"--upstream must be an http(s) URL, got '{self.upstream}'")
         if self.max_rounds < 0:
@@ -56,7 +71,23 @@ class ProxyConfig:
             )
         if any(not t.strip() for t in self.tokens):
             raise ConfigError("an empty --token is not allowed")
+        if self.view_workers < 1 or self.max_views < 1:
+            raise ConfigError("--view-workers and --max-views must be at least 1")
+        if any(o != "*" and not o.startswith(("http://", "https://")) for o in self.allow_origins):
+            raise ConfigError("--allow-origin takes an origin such as https://app.example")
         check_bind(self.host, self.tokens)
+
+    def allowed_host_names(self) -> frozenset[str] | None:
+        """Host header names served (lowercase, no port); None: any (a wildcard bind or ``*``)."""
+        if "*" in self.allow_hosts:
+            return None
+        wildcard = self.host in ("0.0.0.0", "::", "", "[::]")
+        if wildcard and not self.allow_hosts:
+            return None  # listening everywhere: a token is required, and any name may reach us
+        names = {"localhost", "127.0.0.1", "::1", *(h.lower().strip("[]") for h in self.allow_hosts)}
+        if not wildcard:
+            names.add(self.host.lower().strip("[]"))
+        return frozenset(names)
 
     @property
     def policy(self) -> Policy:
@@ -106,3 +137,17 @@ def check_bind(host: str, tokens: tuple[str, ...]) -> None:
             f"refusing to listen on {host} without a bearer token: pass --token (or REFOLD_TOKENS), "
             "or bind 127.0.0.1"
         )
+
+
+def redact(url: str) -> str:
+    """``url`` with any password (or lone user token) replaced by ``***``, for logs and errors."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.netloc or "@" not in parts.netloc:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, sep, _ = userinfo.partition(":")
+    shown = f"{user}:***" if sep else "***"
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{shown}@{hostport}"))

@@ -8,6 +8,16 @@ from typing import Any, Protocol
 
 from ..types import Message
 
+SCHEMA_VERSION = 2
+"""The store layout this refold writes; older stores are migrated on open, newer ones refused."""
+
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one short line (the store's drivers put tracebacks-worth in messages)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
 
 @dataclass(frozen=True, slots=True)
 class StoredStep:
@@ -67,6 +77,17 @@ class Commit:
     retire: str | None = None  # the old head, kept as a branch when the new head does not extend it
 
 
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What ``/readyz`` reports: whether a write and a read just worked, and why not."""
+
+    ok: bool
+    backend: str
+    detail: str
+    schema: int | None = None
+    sessions: int | None = None
+
+
 class Store(Protocol):
     url: str
 
@@ -77,5 +98,21 @@ class Store(Protocol):
     async def commit(self, c: Commit) -> None: ...
 
     async def sessions(self, owner: str) -> list[SessionRecord]: ...
+
+    async def all_sessions(self, limit: int = 1000) -> list[SessionRecord]:
+        """Every owner's sessions, most recently updated first (the operator's view)."""
+        ...
+
+    async def prune(self, before: float) -> int:
+        """Delete sessions not updated since ``before`` (epoch seconds); returns how many."""
+        ...
+
+    async def check(self) -> Health:
+        """Probe the store (a small write and a read); never raises."""
+        ...
+
+    def known_fault(self) -> str | None:
+        """Why the store is failing as far as is known without a round trip, or None."""
+        ...
 
     async def close(self) -> None: ...

@@ -2,20 +2,33 @@
 
 Keys (``refold:`` namespace): ``s:{sid}`` hash (name, owner, head, created, updated),
 ``p:{sid}`` and ``st:{sid}`` hashes of prefixes and steps by digest, ``h:{sid}`` list of retired
-branch heads, ``o:{owner}`` sorted set of the owner's sessions. Content is written first
-(idempotent); the head moves in one Lua script that checks the expected head.
-Durability across a Redis restart is Redis's own (``appendonly yes``).
+branch heads, ``o:{owner}`` sorted set of the owner's sessions, ``all`` sorted set of every
+session by last update (listing, pruning), ``schema`` the layout version. Content is written first
+(idempotent); the head moves in one Lua script that checks the expected head. Durability across a
+Redis restart is Redis's own (``appendonly yes``). A Redis error is a ``StoreUnavailable`` (503).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from ..errors import ConfigError, StoreConflict
+from ..errors import ConfigError, StoreConflict, StoreUnavailable
 from ..types import Message
-from .records import Commit, SessionData, SessionRecord, StoredStep
+from .config import redact
+from .records import (
+    SCHEMA_VERSION,
+    Commit,
+    Health,
+    SessionData,
+    SessionRecord,
+    StoredStep,
+    one_line,
+)
+
+T = TypeVar("T")
 
 _CAS = """
 local cur = redis.call('HGET', KEYS[1], 'head')
@@ -28,7 +41,19 @@ end
 redis.call('HSET', KEYS[1], 'head', ARGV[2], 'updated', ARGV[5])
 if ARGV[6] ~= '' then redis.call('RPUSH', KEYS[2], ARGV[6]) end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[7])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[7])
 return 1
+"""
+
+# Delete one session if it was not updated since ARGV[1] (a write racing the prune wins).
+_PRUNE = """
+local updated = redis.call('HGET', KEYS[1], 'updated')
+if updated and tonumber(updated) >= tonumber(ARGV[1]) then return 0 end
+local owner = redis.call('HGET', KEYS[1], 'owner')
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('ZREM', KEYS[5], ARGV[2])
+if owner then redis.call('ZREM', ARGV[3] .. owner, ARGV[2]) end
+return updated and 1 or 0
 """
 
 
@@ -40,15 +65,56 @@ class RedisStore:
             raise ConfigError(
                 "--store redis:// needs the 'redis' package (pip install 'refold[serve]')"
             ) from None
+        from redis.exceptions import RedisError
+
         self.url = url
         self._ns = namespace
-        self._r: Any = aioredis.from_url(url)
+        self._r: Any = aioredis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
         self._cas = self._r.register_script(_CAS)
+        self._prune = self._r.register_script(_PRUNE)
+        self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
+        self.schema: int | None = None
+        self.fault: str | None = None
 
     def _k(self, kind: str, key: str) -> str:
         return f"{self._ns}:{kind}:{key}"
 
+    async def _guard(self, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            if self.schema is None:
+                await self._migrate()
+            out = await fn()
+        except StoreUnavailable as e:
+            self.fault = e.cause
+            raise
+        except self._errors as e:
+            self.fault = f"redis at {redact(self.url)}: {one_line(e)}"
+            raise StoreUnavailable(self.fault) from None
+        self.fault = None
+        return out
+
+    async def _migrate(self) -> None:
+        """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; newer is refused."""
+        raw = await self._r.get(self._k("meta", "schema"))
+        version = int(raw) if raw is not None else 0
+        if version > SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"redis at {redact(self.url)} holds schema version {version}, newer than this "
+                f"refold's {SCHEMA_VERSION}: upgrade refold"
+            )
+        if version < 2:
+            async for key in self._r.scan_iter(match=self._k("s", "*"), count=500):
+                updated = await self._r.hget(key, "updated")
+                if updated is not None:
+                    sid = key.decode().removeprefix(self._k("s", ""))
+                    await self._r.zadd(self._k("all", "sessions"), {sid: float(updated)})
+            await self._r.set(self._k("meta", "schema"), str(SCHEMA_VERSION))
+        self.schema = SCHEMA_VERSION
+
     async def load(self, sid: str) -> SessionData | None:
+        return await self._guard(lambda: self._load(sid))
+
+    async def _load(self, sid: str) -> SessionData | None:
         pipe = self._r.pipeline(transaction=True)
         pipe.hgetall(self._k("s", sid))
         pipe.hgetall(self._k("p", sid))
@@ -69,10 +135,13 @@ class RedisStore:
         )
 
     async def head(self, sid: str) -> str | None:
-        value = await self._r.hget(self._k("s", sid), "head")
+        value = await self._guard(lambda: self._r.hget(self._k("s", sid), "head"))
         return value.decode() if value is not None else None
 
     async def commit(self, c: Commit) -> None:
+        await self._guard(lambda: self._commit(c))
+
+    async def _commit(self, c: Commit) -> None:
         pipe = self._r.pipeline(transaction=False)
         if c.prefix is not None:
             pipe.hsetnx(
@@ -83,26 +152,59 @@ class RedisStore:
         if c.prefix is not None or c.steps:
             await pipe.execute()
         ok = await self._cas(
-            keys=[self._k("s", c.sid), self._k("h", c.sid), self._k("o", c.owner)],
+            keys=[self._k("s", c.sid), self._k("h", c.sid), self._k("o", c.owner), self._k("all", "sessions")],
             args=[c.expected or "", c.head, c.name, c.owner, repr(time.time()), c.retire or "", c.sid],
         )
         if not ok:
             raise StoreConflict(c.sid)
 
     async def sessions(self, owner: str) -> list[SessionRecord]:
-        sids = await self._r.zrevrange(self._k("o", owner), 0, 999)
-        out = []
+        return await self._guard(lambda: self._records(self._k("o", owner), 1000))
+
+    async def all_sessions(self, limit: int = 1000) -> list[SessionRecord]:
+        return await self._guard(lambda: self._records(self._k("all", "sessions"), limit))
+
+    async def _records(self, index: str, limit: int) -> list[SessionRecord]:
+        sids = await self._r.zrevrange(index, 0, limit - 1)
+        pipe = self._r.pipeline(transaction=False)
         for raw in sids:
-            sid = raw.decode()
-            rec = await self._r.hgetall(self._k("s", sid))
-            if rec:
+            pipe.hgetall(self._k("s", raw.decode()))
+        out = []
+        for raw, rec in zip(sids, await pipe.execute() if sids else [], strict=True):
+            if rec and b"head" in rec:
                 r = {k.decode(): v.decode() for k, v in rec.items()}
                 out.append(
                     SessionRecord(
-                        sid, r["name"], r["owner"], r["head"], float(r["created"]), float(r["updated"])
+                        raw.decode(), r["name"], r["owner"], r["head"], float(r["created"]), float(r["updated"])
                     )
                 )
         return out
+
+    async def prune(self, before: float) -> int:
+        return await self._guard(lambda: self._prune_all(before))
+
+    async def _prune_all(self, before: float) -> int:
+        n = 0
+        for raw in await self._r.zrangebyscore(self._k("all", "sessions"), "-inf", f"({before!r}"):
+            sid = raw.decode()
+            keys = [self._k(kind, sid) for kind in ("s", "p", "st", "h")] + [self._k("all", "sessions")]
+            n += int(await self._prune(keys=keys, args=[repr(before), sid, self._k("o", "")]))
+        return n
+
+    def known_fault(self) -> str | None:
+        """The last operation's failure (no I/O)."""
+        return self.fault
+
+    async def check(self) -> Health:
+        async def probe() -> int:
+            await self._r.set(self._k("meta", "probe"), repr(time.time()))
+            return int(await self._r.zcard(self._k("all", "sessions")))
+
+        try:
+            count = await self._guard(probe)
+        except StoreUnavailable as e:
+            return Health(False, "redis", e.cause, self.schema)
+        return Health(True, "redis", f"{redact(self.url)}: a write and a read succeeded", self.schema, count)
 
     async def close(self) -> None:
         await self._r.aclose()

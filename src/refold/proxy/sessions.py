@@ -13,6 +13,7 @@ import asyncio
 import copy
 import hashlib
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,6 @@ from .mapping import ClientStep, Match, Norm, match, normalize, split
 from .records import Commit, SessionData, Store, StoredStep
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
-_MAX_TIPS = 32
 _MAX_VIEWS = 4
 _RETRIES = 8
 
@@ -85,7 +85,15 @@ class Session:
         ancestors: set[str] = set()
         for h in heads:
             ancestors.update(s.parent for s in self.chain(h)[1])
-        self.tips = list(dict.fromkeys(h for h in heads if h not in ancestors))[-_MAX_TIPS:]
+        # every branch tip, however many: dropping one would let its internal rounds vanish
+        self.tips = list(dict.fromkeys(h for h in heads if h not in ancestors))
+
+    def reset(self) -> None:
+        """Forget everything (the store no longer has this session: pruned)."""
+        self.head = None
+        self.prefixes, self.steps, self.tips = {}, {}, []
+        self.views.clear()
+        self.norms.clear()
 
     def chain(self, digest: str) -> tuple[str, list[StoredStep]]:
         """(prefix digest, steps from first to ``digest``)."""
@@ -177,7 +185,11 @@ class SessionManager:
 
     async def _refresh(self, s: Session, force: bool = False) -> None:
         head = await self.store.head(s.sid)
-        if head is None or (head == s.head and not force):
+        if head is None:
+            if s.head is not None:
+                s.reset()
+            return
+        if head == s.head and not force:
             return
         data = await self.store.load(s.sid)
         if data is not None:
@@ -215,7 +227,9 @@ class SessionManager:
         """Append ``new`` steps onto ``base`` durably; returns the new tip digest."""
         stored: list[StoredStep] = []
         parent = base
+        now = round(time.time(), 3)  # when the call these steps lead to is made: idle gaps tell a cold cache
         for reply, obs, meta in new:
+            meta = {"time": now, **meta}
             r, o = copy.deepcopy(reply), tuple(copy.deepcopy(list(obs)))
             d = message_digest([r, *o], parent=parent)
             stored.append(StoredStep(d, parent, r, o, dict(meta)))
@@ -263,4 +277,3 @@ class SessionManager:
         if tip in s.tips:
             s.tips.remove(tip)
         s.tips.append(tip)
-        del s.tips[:-_MAX_TIPS]

@@ -6,7 +6,9 @@ re-derived by walking parents from its head. Writes are idempotent; moving a hea
 compare-and-set, which lets several proxy processes share one store safely.
 
 Backends: SQLite in WAL mode (default, ``sqlite:///path`` or a plain path) and Redis
-(``redis://...``, see ``redis_store``).
+(``redis://...``, see ``redis_store``). Both carry a schema version and migrate older layouts on
+open; a newer layout is refused. A store fault (disk full, a lock held elsewhere, Redis down, the
+database file deleted or replaced under the proxy) is a ``StoreUnavailable`` (503, one line).
 """
 
 from __future__ import annotations
@@ -14,14 +16,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
-import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import ConfigError, StoreConflict
-from .records import Commit, SessionData, SessionRecord, Store, StoredStep
+from ..errors import ConfigError, StoreConflict, StoreUnavailable
+from .config import redact
+from .records import (
+    SCHEMA_VERSION,
+    Commit,
+    Health,
+    SessionData,
+    SessionRecord,
+    Store,
+    StoredStep,
+    one_line,
+)
+
+T = TypeVar("T")
 
 
 def open_store(url: str) -> Store:
@@ -50,13 +66,9 @@ def check_store(url: str) -> None:
     async def probe() -> None:
         st = open_store(url)
         try:
-            await st.head("refold-startup-check")
-        except ConfigError:
-            raise
-        except Exception as e:  # noqa: BLE001 - sqlite3 / redis / OS errors alike
-            raise ConfigError(
-                f"cannot use store {url}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-            ) from None
+            health = await st.check()
+            if not health.ok:
+                raise ConfigError(f"cannot use store {redact(url)}: {health.detail}")
         finally:
             with contextlib.suppress(Exception):  # closing a store that never opened
                 await st.close()
@@ -64,85 +76,131 @@ def check_store(url: str) -> None:
     asyncio.run(probe())
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
-    sid TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, head TEXT NOT NULL,
-    created REAL NOT NULL, updated REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated);
-CREATE TABLE IF NOT EXISTS prefixes (
-    sid TEXT NOT NULL, digest TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (sid, digest));
-CREATE TABLE IF NOT EXISTS steps (
-    sid TEXT NOT NULL, digest TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (sid, digest));
-CREATE TABLE IF NOT EXISTS heads (
-    sid TEXT NOT NULL, head TEXT NOT NULL, retired REAL NOT NULL, PRIMARY KEY (sid, head));
-"""
+# Named migrations, applied in order; PRAGMA user_version counts the applied ones. A store
+# written before versions existed has version 0 and the v1 tables already (CREATE IF NOT EXISTS).
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "001-sessions-prefixes-steps-heads",
+        (
+            "CREATE TABLE IF NOT EXISTS sessions (sid TEXT PRIMARY KEY, name TEXT NOT NULL, "
+            "owner TEXT NOT NULL, head TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated)",
+            "CREATE TABLE IF NOT EXISTS prefixes (sid TEXT NOT NULL, digest TEXT NOT NULL, "
+            "body TEXT NOT NULL, PRIMARY KEY (sid, digest))",
+            "CREATE TABLE IF NOT EXISTS steps (sid TEXT NOT NULL, digest TEXT NOT NULL, "
+            "body TEXT NOT NULL, PRIMARY KEY (sid, digest))",
+            "CREATE TABLE IF NOT EXISTS heads (sid TEXT NOT NULL, head TEXT NOT NULL, "
+            "retired REAL NOT NULL, PRIMARY KEY (sid, head))",
+        ),
+    ),
+    (
+        "002-migrations-meta-updated-index",
+        (
+            "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated)",
+        ),
+    ),
+)
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+_BUSY_TIMEOUT_S = 5.0  # a lock held elsewhere: 503 after this, not a 30 s stall
 
 
 class SQLiteStore:
-    """One connection behind a lock; calls run in a worker thread so the event loop never blocks.
+    """Two connections (one writes, one reads: WAL readers never wait for a writer), each on its
+    own single-thread executor, so store calls never queue behind other work in the default pool.
 
-    WAL mode. With ``synchronous=NORMAL`` (default) a commit is in the WAL file before the upstream
-    call is made, so a killed process loses nothing; ``?sync=full`` also fsyncs every commit, so
-    an OS crash or power cut loses nothing either (at one fsync per turn).
+    With ``synchronous=NORMAL`` (default) a commit is in the WAL file before the upstream call is
+    made, so a killed process loses nothing; ``?sync=full`` also fsyncs every commit, so an OS
+    crash or power cut loses nothing either (at one fsync per turn).
     """
 
-    def __init__(self, path: str, *, sync: str = "normal") -> None:
+    def __init__(self, path: str, *, sync: str = "normal", busy_timeout: float = _BUSY_TIMEOUT_S) -> None:
         self.url = f"sqlite:///{path}"
-        if path != ":memory:":
-            path = str(Path(path).expanduser())
+        self.path = path
+        self.fault: str | None = None
+        memory = path == ":memory:"
+        if not memory:
+            path = self.path = str(Path(path).expanduser())
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise ConfigError(f"cannot open store {path}: {e.strerror or e}") from None
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
-            self._db.executescript(_SCHEMA)
+            self.schema = migrate(self._db, path)
+            # an in-memory database is private to its connection: read where we write
+            self._rdb = self._db if memory else sqlite3.connect(
+                path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
+            )
         except sqlite3.Error as e:
-            raise ConfigError(f"cannot open store {path}: {e}") from None
-        self._lock = threading.Lock()
+            raise ConfigError(f"cannot open store {path}: {one_line(e)}") from None
+        self._identity = None if memory else _identity(path)
+        self._write = ThreadPoolExecutor(1, thread_name_prefix="refold-store-w")
+        self._read = self._write if memory else ThreadPoolExecutor(1, thread_name_prefix="refold-store-r")
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.to_thread(self._locked, fn, *args)
+    def _file_check(self) -> None:
+        """The file we opened is still the one at ``path`` (else every write would go to a ghost)."""
+        if self._identity is None:
+            return
+        now = _identity(self.path)
+        if now is None:
+            raise StoreUnavailable(f"the database file {self.path} was deleted while the proxy ran; restart refold serve")
+        if now != self._identity:
+            raise StoreUnavailable(f"the database file {self.path} was replaced while the proxy ran; restart refold serve")
 
-    def _locked(self, fn: Any, *args: Any) -> Any:
-        with self._lock:
-            return fn(*args)
+    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            self._file_check()
+            out = fn(*args)
+        except StoreUnavailable as e:
+            self.fault = e.cause
+            raise
+        except (sqlite3.Error, OSError) as e:
+            self.fault = one_line(e)
+            raise StoreUnavailable(self.fault) from None
+        self.fault = None
+        return out
+
+    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(pool, self._guarded, fn, *args)
 
     async def load(self, sid: str) -> SessionData | None:
-        result: SessionData | None = await self._run(self._load, sid)
-        return result
+        return await self._run(self._read, self._load, sid)
 
     def _load(self, sid: str) -> SessionData | None:
-        row = self._db.execute(
-            "SELECT sid, name, owner, head, created, updated FROM sessions WHERE sid=?", (sid,)
-        ).fetchone()
-        if row is None:
-            return None
-        prefixes = {
-            d: json.loads(b)
-            for d, b in self._db.execute("SELECT digest, body FROM prefixes WHERE sid=?", (sid,))
-        }
-        steps = {
-            d: StoredStep.from_json(d, b)
-            for d, b in self._db.execute("SELECT digest, body FROM steps WHERE sid=?", (sid,))
-        }
-        heads = [
-            h for (h,) in self._db.execute("SELECT head FROM heads WHERE sid=? ORDER BY retired", (sid,))
-        ]
+        db = self._rdb
+        db.execute("BEGIN")  # one snapshot for the four reads
+        try:
+            row = db.execute(
+                "SELECT sid, name, owner, head, created, updated FROM sessions WHERE sid=?", (sid,)
+            ).fetchone()
+            if row is None:
+                return None
+            prefixes = {
+                d: json.loads(b) for d, b in db.execute("SELECT digest, body FROM prefixes WHERE sid=?", (sid,))
+            }
+            steps = {
+                d: StoredStep.from_json(d, b)
+                for d, b in db.execute("SELECT digest, body FROM steps WHERE sid=?", (sid,))
+            }
+            heads = [h for (h,) in db.execute("SELECT head FROM heads WHERE sid=? ORDER BY retired", (sid,))]
+        finally:
+            _end(db)
         return SessionData(SessionRecord(*row), prefixes, steps, heads)
 
     async def head(self, sid: str) -> str | None:
-        result: str | None = await self._run(self._head, sid)
-        return result
+        return await self._run(self._read, self._head, sid)
 
     def _head(self, sid: str) -> str | None:
-        row = self._db.execute("SELECT head FROM sessions WHERE sid=?", (sid,)).fetchone()
+        row = self._rdb.execute("SELECT head FROM sessions WHERE sid=?", (sid,)).fetchone()
         return row[0] if row else None
 
     async def commit(self, c: Commit) -> None:
-        await self._run(self._commit, c)
+        await self._run(self._write, self._commit, c)
 
     def _commit(self, c: Commit) -> None:
         now = time.time()
@@ -174,20 +232,107 @@ class SQLiteStore:
             if c.retire:
                 db.execute("INSERT OR IGNORE INTO heads VALUES (?,?,?)", (c.sid, c.retire, now))
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        finally:
+            _end(db)  # after a failed COMMIT (disk full) SQLite has already rolled back
 
     async def sessions(self, owner: str) -> list[SessionRecord]:
-        result: list[SessionRecord] = await self._run(self._sessions, owner)
-        return result
+        return await self._run(self._read, self._sessions, owner)
 
     def _sessions(self, owner: str) -> list[SessionRecord]:
-        rows = self._db.execute(
-            "SELECT sid, name, owner, head, created, updated FROM sessions WHERE owner=? ORDER BY updated DESC LIMIT 1000",
+        rows = self._rdb.execute(
+            "SELECT sid, name, owner, head, created, updated FROM sessions WHERE owner=? "
+            "ORDER BY updated DESC LIMIT 1000",
             (owner,),
         ).fetchall()
         return [SessionRecord(*r) for r in rows]
 
+    async def all_sessions(self, limit: int = 1000) -> list[SessionRecord]:
+        return await self._run(self._read, self._all, limit)
+
+    def _all(self, limit: int) -> list[SessionRecord]:
+        rows = self._rdb.execute(
+            "SELECT sid, name, owner, head, created, updated FROM sessions ORDER BY updated DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [SessionRecord(*r) for r in rows]
+
+    async def prune(self, before: float) -> int:
+        return await self._run(self._write, self._prune, before)
+
+    def _prune(self, before: float) -> int:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            old = "SELECT sid FROM sessions WHERE updated < ?"
+            for table in ("steps", "prefixes", "heads"):
+                db.execute(f"DELETE FROM {table} WHERE sid IN ({old})", (before,))
+            n = db.execute("DELETE FROM sessions WHERE updated < ?", (before,)).rowcount
+            db.execute("COMMIT")
+        finally:
+            _end(db)
+        return int(n)
+
+    def known_fault(self) -> str | None:
+        """The last operation's failure, or a deleted/replaced file (no I/O beyond one stat)."""
+        try:
+            self._file_check()
+        except StoreUnavailable as e:
+            return e.cause
+        return self.fault
+
+    async def check(self) -> Health:
+        try:
+            count = await self._run(self._write, self._probe)
+        except StoreUnavailable as e:
+            return Health(False, "sqlite", e.cause, self.schema)
+        return Health(True, "sqlite", f"{self.path}: a write and a read succeeded", self.schema, count)
+
+    def _probe(self) -> int:
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('probe', ?)", (repr(time.time()),))
+        (n,) = self._rdb.execute("SELECT count(*) FROM sessions").fetchone()
+        return int(n)
+
     async def close(self) -> None:
-        await self._run(self._db.close)
+        for pool, db in ((self._read, self._rdb), (self._write, self._db)):
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(pool, db.close)
+        self._write.shutdown(wait=False)
+        self._read.shutdown(wait=False)
+
+
+def migrate(db: sqlite3.Connection, path: str) -> int:
+    """Bring the store up to SCHEMA_VERSION, one named migration per transaction; the version."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"store {path} has schema version {version}, newer than this refold's {SCHEMA_VERSION}: "
+            "upgrade refold or use another --store"
+        )
+    for number, (name, statements) in enumerate(MIGRATIONS[version:], start=version + 1):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql in statements:
+                db.execute(sql)
+            if number >= 2:
+                db.execute("INSERT OR IGNORE INTO migrations VALUES (?, ?)", (name, time.time()))
+            if number == 2:  # record the first migration too, applied before there was a table for it
+                db.execute("INSERT OR IGNORE INTO migrations VALUES (?, ?)", (MIGRATIONS[0][0], time.time()))
+            db.execute(f"PRAGMA user_version = {number}")
+            db.execute("COMMIT")
+        finally:
+            _end(db)
+    return SCHEMA_VERSION
+
+
+def _end(db: sqlite3.Connection) -> None:
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

@@ -47,6 +47,7 @@ class Behind:
         self._span_retired = 0
         self.folded: set[int] = set()  # steps pushed as folded
         self._restores: set[int] = set()  # restore steps not yet masked
+        self._cited_by: dict[int, list[int]] = {}  # step -> the later steps whose stubs cite it, ascending
 
     def advance(self, history: History, to: int, received: list[Received], folded: set[int], spans: SpanBook) -> None:
         """Move the frontier to ``to`` through every boundary position on the way."""
@@ -97,6 +98,8 @@ class Behind:
                 shown = Shown.STUB if result.kind == "stub" else Shown.TRIMMED
                 form.origins[1 + j] = Origin(step.index, "output", shown, tuple(dict.fromkeys((step.index, *result.sources))))
                 form.sources.update(result.sources)
+        for source in sorted(form.sources):
+            self._cited_by.setdefault(source, []).append(step.index)
         self.forms.append(form)
 
     def _mask(self, b: int) -> None:
@@ -111,13 +114,12 @@ class Behind:
                 return None
             return sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
 
-        def sources_of(j: int) -> set[int] | None:
-            form = self.forms[j - 1]
-            return None if form is None else form.sources
+        def cited_by(i: int) -> list[int]:
+            return self._cited_by.get(i, [])
 
         for i in newly_masked(
             b=b, n=n, scanned=self._mask_scanned, masked=self.masked,
-            size_of=size_of, sources_of=sources_of, min_chars=p.mask_min_chars,
+            size_of=size_of, cited_by=cited_by, min_chars=p.mask_min_chars,
         ):
             self.masked.add(i)
             self.mask_order.append(i)

@@ -17,7 +17,6 @@ and returns exactly what ``render`` returns.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import time
 
 from ..config import DEFAULT, Config
@@ -29,9 +28,10 @@ from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, PinBook, pinned_note
 from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown
+from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
 from .layout import Layout, lay_out
+from .mechanism import LayoutView, resolve
 from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
 
 
@@ -45,12 +45,13 @@ class Renderer:
 
     def __init__(self, config: Config = DEFAULT) -> None:
         self.config = config
+        self._mechanisms = resolve(config.mechanisms)
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
-        self._seen: tuple[int, str, object] | None = None
+        self._seen: tuple[int, str, float | None, object] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
         self._prefix_chars = 0
@@ -74,6 +75,8 @@ class Renderer:
         self._note_lines: dict[int, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
         self._reply_texts: dict[int, str | None] = {}
+        self._mask_notes: dict[tuple[int, int], Message] = {}
+        self._hidden_memo: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
@@ -100,10 +103,8 @@ class Renderer:
             self._reset(history)
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
-                self._render(history, u)
-        out = self._render(history, t)
-        ms = (time.perf_counter() - start) * 1000
-        return Rendered(out.messages, out.origins, dataclasses.replace(out.stats, render_ms=ms))
+                self._render(history, u, start)
+        return self._render(history, t, start)
 
     def received(self, history: History, index: int) -> list[Message]:
         """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
@@ -125,7 +126,7 @@ class Renderer:
     def _sequential(self) -> bool:
         return bool(self.config.ledger.budget_tokens) or self.config.boundary.rule == "cost"
 
-    def _render(self, history: History, t: int) -> Rendered:
+    def _render(self, history: History, t: int, start: float) -> Rendered:
         self._receive(history, t)
         self._seen = _seen_key(history, len(self._received))
         self._advance_marks(history, t)
@@ -141,7 +142,9 @@ class Renderer:
             self._commit(moved)
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
-        elif should_move(self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed)):
+        elif should_move(
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
+        ):
             self._commit(moved)
         layout = self._layout
         assert layout is not None
@@ -150,22 +153,24 @@ class Renderer:
         origins = self._prefix_origins + layout.origins
         self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
-            self._add_budget_line(history, t, messages)
+            self._add_budget_line(history, t, messages, layout)
         if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
             messages.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
             origins.append(Origin(None, "ledger", Shown.NOTE))
         stable = self._stable(messages, layout, t)
         if any((s.end or 0) > b for s in closed):
-            self._last_chars = sum(message_chars(m) for m in messages)
+            head = len(self._prefix) + len(layout.msgs)
+            self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
-        self._note_fold_costs(t, messages)
+        self._note_fold_costs(t, messages, layout)
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
         self._last_layout = layout
-        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, 0.0, stable))
+        ms = (time.perf_counter() - start) * 1000
+        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
 
     def _stable(self, messages: list[Message], layout: Layout, t: int) -> int:
         if self._t != t - 1 or not self._last:
@@ -179,13 +184,14 @@ class Renderer:
             same += 1
         return same
 
-    def _add_budget_line(self, history: History, t: int, messages: list[Message]) -> None:
+    def _add_budget_line(self, history: History, t: int, messages: list[Message], layout: Layout) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
         form = self._received[t - 1]
         if not messages or messages[-1] is not form.msgs[-1] or len(form.msgs) < 2:
             return
-        size = sum(message_chars(m) for m in messages)
+        head = len(self._prefix) + len(layout.msgs)  # prefix and layout sizes are running totals
+        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
         self._received[t - 1] = with_budget_line(form, history.step(t), line)
         self._recv_cum[t] += self._received[t - 1].chars - form.chars
@@ -220,7 +226,13 @@ class Renderer:
     def _hidden(self, b: int, t: int) -> tuple[tuple[int, int, str], ...]:
         p = self.config.policy
         limit = min(t, b + p.k) if p.chunk else t
-        return self._ledger.hidden(b, limit)
+        key = (b, limit)  # final: every op issued at a step <= limit <= t has been observed
+        found = self._hidden_memo.get(key)
+        if found is None:
+            if len(self._hidden_memo) >= 8:  # asked for the kept and the moved boundary: a few keys live
+                self._hidden_memo.clear()
+            found = self._hidden_memo[key] = self._ledger.hidden(b, limit)
+        return found
 
     def _pinned(self, b: int, t: int) -> frozenset[Part]:
         """Pins as of call t; the latest plan as of the step a ledger op would count to."""
@@ -239,11 +251,11 @@ class Renderer:
         for known in (self._layout, self._candidate):
             if known is not None and (known.b, known.hidden, known.spans, known.pinned) == key and known.masked_upto == len(self._behind.mask_order):
                 return known
-        layout = lay_out(
-            history, self.config, b, spans, hidden, self._behind, self._received,
-            lambda span: self._block(history, span), self._notes, self._note_lines, self._hidden_texts,
-            self._reply_texts, self._layout, pinned,
+        view = LayoutView(
+            history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms, pinned,
+            hidden_texts=self._hidden_texts, reply_texts=self._reply_texts, mask_notes=self._mask_notes,
         )
+        layout = lay_out(view, lambda span: self._block(history, span), self._notes, self._note_lines, self._layout)
         self._candidate = layout
         return layout
 
@@ -267,15 +279,40 @@ class Renderer:
                 d += 1
             if d < len(layout.msgs) and d < len(last.msgs):
                 return Candidate(size, self._prefix_chars + (layout.chars[d - 1] if d else 0))
-        messages = self._prefix + layout.msgs
-        self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], messages, [])
+        tail: list[Message] = []
+        self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], tail, [])
+        n_prefix, n_layout = len(self._prefix), len(layout.msgs)
+        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         cached = self._last + ([clean(history.step(t).reply)] if t >= 1 else [])
-        common = 0
-        for old, new in zip(cached, messages, strict=False):
+        i = self._known_same(layout, t)  # compared from there on: work in proportion to the tail
+        if i < n_prefix:
+            i = common = 0
+        else:
+            common = self._prefix_chars + (layout.chars[i - n_prefix - 1] if i > n_prefix else 0)
+        while i < len(cached):
+            j = i - n_prefix
+            new = self._prefix[i] if j < 0 else layout.msgs[j] if j < n_layout else tail[j - n_layout] if j - n_layout < len(tail) else None
+            if new is None:
+                break
+            old = cached[i]
             if old is not new and old != new:
                 break
             common += message_chars(new)
-        return Candidate(sum(message_chars(m) for m in messages), common)
+            i += 1
+        return Candidate(size, common)
+
+    def _known_same(self, layout: Layout, t: int) -> int:
+        """How many leading messages of a prompt with ``layout`` at call t are the last prompt's, for certain."""
+        last = self._last_layout
+        if last is None or self._t != t - 1 or not self._last:
+            return 0
+        if layout is last:
+            same = len(layout.msgs)
+        elif layout.base == last.serial:
+            same = layout.reused
+        else:
+            return 0
+        return min(len(self._last), len(self._prefix) + same)
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
@@ -309,16 +346,37 @@ class Renderer:
                     msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
                     origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
 
-    def _note_fold_costs(self, t: int, messages: list[Message]) -> None:
+    def _note_fold_costs(self, t: int, messages: list[Message], layout: Layout) -> None:
         for span in reversed(self._spans.closed):
             if span.end != t:
                 break
-            self.fold_costs.setdefault(span.id, fold_cost(span, t, self._last, messages))
+            if span.id not in self.fold_costs:
+                same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
+                c = fold_cost(span, t, self._last[same:], messages[same:])
+                self.fold_costs[span.id] = c._replace(kept_messages=same + c.kept_messages)
         self._last = messages
 
 
-def _seen_key(history: History, n: int) -> tuple[int, str, object] | None:
-    """What identifies the first ``n`` steps of a history by content (digests chain the prefix)."""
+def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
+    """What identifies the first ``n`` steps of a history by content (digests chain the prefix;
+    recorded times are not in digests, and the last one decides whether the cache was cold) and
+    the pins set on it."""
     if n > len(history):
         return None
-    return n, history.step(n).digest if n else history.digest, history.pins
+    if not n:
+        return 0, history.digest, None, history.pins
+    return n, history.step(n).digest, step_time(history.step(n)), history.pins
+
+
+def step_time(step: Step) -> float | None:
+    """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
+    at = step.meta.get("time")
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
+def idle_s(history: History, t: int) -> float | None:
+    """Seconds between model call t (made when step t-1 was complete) and call t+1 (step t), if recorded."""
+    if t < 2:
+        return None
+    now, before = step_time(history.step(t)), step_time(history.step(t - 1))
+    return None if now is None or before is None else now - before

@@ -22,6 +22,7 @@ from .providers import (
     calibrated,
 )
 from .radix import RadixTree, SglangRadixCache
+from .replayed import REPLAYED, ReplayedCache, replayed
 from .vllm import VllmPrefixCache, VllmRunning
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "CACHE_NAMES",
     "ROUTED_CACHES",
     "DEFAULT_PRICES",
+    "REPLAYED",
     "KV_MODELS",
     "MODEL_ALIASES",
     "AnthropicCache",
@@ -42,6 +44,7 @@ __all__ = [
     "PrefixCacheSim",
     "Price",
     "RadixTree",
+    "ReplayedCache",
     "SglangRadixCache",
     "VllmPrefixCache",
     "VllmRunning",
@@ -54,6 +57,7 @@ __all__ = [
     "load_prices",
     "make_cache",
     "price_for_model",
+    "replayed",
     "session_peak_kv_bytes",
 ]
 
@@ -63,6 +67,12 @@ _FACTORIES: dict[str, Any] = {
     # fitted on recorded usage (CALIBRATED; benchmarks/results/cache_calibration.md)
     "openai": lambda **o: calibrated("openai", **o),
     "gemini-openrouter": lambda **o: calibrated("gemini-openrouter", **o),
+    # the expected-value mode: totals unbiased (hits scaled by the fitted miss rate)
+    "openai-expected": lambda **o: calibrated("openai-expected", **o),
+    "gemini-openrouter-expected": lambda **o: calibrated("gemini-openrouter-expected", **o),
+    # the same grids, each call's staleness replayed from the run's recorded cached tokens
+    "openai-replayed": lambda: replayed("openai-replayed"),
+    "gemini-openrouter-replayed": lambda: replayed("gemini-openrouter-replayed"),
     # the documented rule alone (1,024 + 128k, one namespace, no misses)
     "openai-exact": OpenAICache,
     "anthropic": AnthropicCache,
@@ -70,7 +80,7 @@ _FACTORIES: dict[str, Any] = {
     "none": NoCache,
 }
 CACHE_NAMES: tuple[str, ...] = tuple(_FACTORIES)
-ROUTED_CACHES = frozenset({"gemini-openrouter"})
+ROUTED_CACHES = frozenset({"gemini-openrouter", "gemini-openrouter-expected", "gemini-openrouter-replayed"})
 """Profiles with one cache per route: replay passes each call's recorded endpoint as ``session``."""
 
 

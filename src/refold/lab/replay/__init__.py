@@ -8,7 +8,7 @@ build_report    the versioned JSON report (``refold-replay-1``); ``write_csv`` f
 
 from __future__ import annotations
 
-from .metrics import PolicyMetrics, measure, validate_cache
+from .metrics import PolicyMetrics, measure
 from .policies import (
     BEST_MASK_AFTER,
     POLICIES,
@@ -19,6 +19,7 @@ from .policies import (
     Prompt,
     make_projector,
 )
+from .recorded import validate_cache
 from .report import FORMAT, build_report, summarize, write_csv
 from .runner import Settings, TaskResult, collect_paths, iter_prompts, replay_file, replay_paths
 from .stale import STALE_SOURCES, hindsight_marks, with_stale

@@ -12,7 +12,16 @@ from ...history import History
 from ...messages import clean
 from ...tokens import Tokenizer
 from ...types import Shown
-from ..cache import DEFAULT_PRICES, ROUTED_CACHES, PrefixCacheSim, Price, cost_usd, kv_gib, make_cache
+from ..cache import (
+    DEFAULT_PRICES,
+    ROUTED_CACHES,
+    PrefixCacheSim,
+    Price,
+    ReplayedCache,
+    cost_usd,
+    kv_gib,
+    make_cache,
+)
 from .policies import Projector, Prompt
 
 __all__ = [
@@ -26,7 +35,6 @@ __all__ = [
     "unreplied_by_step",
     "unreplied_output_estimate",
     "unreplied_prompt",
-    "validate_cache",
 ]
 
 PRICE_FOR_CACHE = {
@@ -35,7 +43,11 @@ PRICE_FOR_CACHE = {
     "none": "qwen3.6-27b-vllm",
     "openai": "gpt-5-mini",
     "openai-exact": "gpt-5-mini",
+    "openai-replayed": "gpt-5-mini",
+    "openai-expected": "gpt-5-mini",
     "gemini-openrouter": "gemini-3-pro",
+    "gemini-openrouter-replayed": "gemini-3-pro",
+    "gemini-openrouter-expected": "gemini-3-pro",
     "anthropic": "claude-sonnet-4.5",
     "deepseek": "deepseek-v4",
 }
@@ -222,6 +234,7 @@ def measure(
     base_step_tokens: Sequence[int] | None = None,
     keep_ids: list[CallIds] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
+    as_of: Sequence[int | None] | None = None,
 ) -> PolicyMetrics:
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
@@ -230,7 +243,8 @@ def measure(
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
-    ``keep_ids`` (a list) receives each call (for cache validation).
+    ``keep_ids`` (a list) receives each call (for cache validation); ``as_of[k]`` is the cache
+    state model call ``k`` meets under a replayed profile (``recorded_as_of``).
     """
     price = price or DEFAULT_PRICES[default_price(cache_name)]
     cache = make_cache(cache_name)
@@ -247,6 +261,8 @@ def measure(
     lost_out = unreplied_output_estimate(history) if unreplied else 0
 
     routed = cache_name in ROUTED_CACHES
+    stale = cache if isinstance(cache, ReplayedCache) and as_of is not None else None
+    states: Sequence[int | None] = as_of or ()
 
     def call(
         ids: list[int],
@@ -259,6 +275,9 @@ def measure(
     ) -> None:
         # a routed profile keeps one cache per recorded endpoint (every policy is routed alike)
         where = f"{session}@{route}" if routed else session
+        if stale is not None:  # this call meets the provider's recorded state (as base did)
+            k = m.calls
+            stale.calls, stale.as_of = k, states[k] if k < len(states) else None
         cached, written = _request(cache, cache_name, ids, msgs, tok, gen, where, marks)
         n = len(ids)
         m.calls += 1
@@ -281,6 +300,8 @@ def measure(
         if p.compaction is not None:
             c = p.compaction
             cids = prompt_token_ids(c.input_messages, tok, tools=tools)
+            if stale is not None:
+                stale.calls, stale.as_of = m.calls, None
             cached, written = _request(
                 cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
             )
@@ -350,49 +371,3 @@ def step_tokens(history: History, tok: Tokenizer) -> list[int]:
         sum(len(message_tokens(msg, tok)) for msg in (clean(s.reply), *(clean(o) for o in s.observations)))
         for s in history.steps
     ]
-
-
-def validate_cache(
-    history: History,
-    calls: Sequence[CallIds],
-    tok: Tokenizer,
-    profiles: Sequence[str] = ("openai", "gemini-openrouter", "openai-exact", "vllm"),
-) -> dict[str, Any] | None:
-    """Compare provider-reported cached tokens (Step.meta["usage"]) with simulators on ``base``.
-
-    Every call warms the simulated cache (unreplied ones too); only stored calls, which carry
-    the provider's usage, are compared. Different tokenizers make absolute counts incomparable,
-    so the comparison is on the cached *fraction* of each prompt: per-call mean absolute error
-    and the task's overall fraction.
-    """
-    usage = [s.meta.get("usage") or {} for s in history.steps]
-    rep = [(u.get("prompt_tokens"), u.get("cached_tokens")) for u in usage]
-    if not rep or any(not isinstance(p, int) or not isinstance(c, int) or p <= 0 for p, c in rep):
-        return None
-    rep_frac = [c / p for p, c in rep]  # type: ignore[operator]
-    out: dict[str, Any] = {
-        "reported_cached_fraction": round(sum(c for _, c in rep) / sum(p for p, _ in rep), 6),  # type: ignore[misc]
-        "profiles": {},
-    }
-    for name in profiles:
-        cache = make_cache(name)
-        fracs: list[float] = []
-        ref: list[float] = []
-        cached_total = prompt_total = 0
-        for c in calls:
-            res = cache.request(c.ids, generated=c.generated, session=c.route if name in ROUTED_CACHES else "v")
-            if c.step is None:
-                continue
-            fracs.append(res.cached_tokens / max(1, len(c.ids)))
-            ref.append(rep_frac[c.step - 1])
-            cached_total += res.cached_tokens
-            prompt_total += len(c.ids)
-        if not fracs:
-            return None
-        err = [abs(a - b) for a, b in zip(fracs, ref, strict=True)]
-        out["profiles"][name] = {
-            "simulated_cached_fraction": round(cached_total / max(1, prompt_total), 6),
-            "mae_per_call": round(sum(err) / len(err), 6),
-            "bias_per_call": round(sum(a - b for a, b in zip(fracs, ref, strict=True)) / len(err), 6),
-        }
-    return out

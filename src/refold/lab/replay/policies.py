@@ -4,7 +4,8 @@ Each policy is a *projector*: given a recorded ``History`` it yields, for every 
 prompt that would have been sent (``Prompt``: messages + provenance). Sources of the peer models
 are in ``../shared/reference/peers.md`` and ``docs/results.md``:
 
-* ``base``: the history as recorded (no refold protocol, nothing removed).
+* ``base``: the history as the client sent it: as recorded, no refold protocol, nothing removed,
+  except where the client itself cut it before sending (``replay.client``: CodeR's Reproducer).
 * ``refold``: the seed, k=3, dedup + STALE folding + chunked boundary.
 * ``refold-best``: ``refold`` plus reversible automatic masking (``Policy.mask_after``).
 * ``masking`` / ``masking-polling``: SWE-agent ``LastNObservations(n=5)`` (also the "Complexity
@@ -33,6 +34,7 @@ from ...protocol import CM
 from ...render import Renderer
 from ...tokens import Tokenizer
 from ...types import Message, Origin, RenderStats, Shown, content_text
+from .client import client_history
 
 __all__ = [
     "BEST_MASK_AFTER",
@@ -186,6 +188,29 @@ class MaskingProjector:
             yield Prompt(p.t, msgs, origins, ms)
 
 
+# ---- what the client itself sent ------------------------------------------------------------
+
+
+class BaseProjector:
+    """``base``: what the client sent. Mostly the recorded history itself; an agent whose client
+    cut old observations (``replay.client.CLIENT_HISTORY``) is replayed with that cut, so ``base``
+    counts what the provider billed (CodeR's ``tokens_sent``). What the cut hid is lost for good."""
+
+    name = "base"
+
+    def prompts(self, history: History) -> Iterator[Prompt]:
+        cut = client_history(history)
+        inner = RendererProjector("base", BASE_POLICY).prompts(history)
+        if cut is None:
+            yield from inner
+            return
+        for p in inner:
+            start = time.perf_counter()
+            msgs, origins = cut.apply(p.messages, p.origins)
+            ms = p.render_ms + (time.perf_counter() - start) * 1000
+            yield Prompt(p.t, msgs, origins, ms)
+
+
 # ---- Anthropic clear_tool_uses ---------------------------------------------------------------
 
 CLEARED = "[cleared]"
@@ -317,7 +342,14 @@ def _refold(o: Options, **extra: object) -> Policy:
 
 def _default(o: Options) -> RendererProjector:
     """The library's default Config (reminders off: a replay's replies cannot react to them)."""
-    profile = {"gemini-openrouter": "gemini", "openai-exact": "openai"}.get(o.cache, o.cache)
+    profile = {
+        "gemini-openrouter": "gemini",
+        "gemini-openrouter-replayed": "gemini",
+        "gemini-openrouter-expected": "gemini",
+        "openai-expected": "openai",
+        "openai-exact": "openai",
+        "openai-replayed": "openai",
+    }.get(o.cache, o.cache)
     config = DEFAULT_CONFIG.replace(cache=profile if profile in CACHE_PROFILES else DEFAULT_CONFIG.cache)
     policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
     return RendererProjector("default", policy, config.replace(policy=policy))
@@ -330,7 +362,7 @@ def _self_gc(o: Options) -> RendererProjector:
 
 
 POLICIES: dict[str, Factory] = {
-    "base": lambda o: RendererProjector("base", BASE_POLICY),
+    "base": lambda o: BaseProjector(),
     "default": _default,
     "refold": lambda o: RendererProjector("refold", _refold(o)),
     "refold-best": lambda o: RendererProjector("refold-best", _refold(o, mask_after=o.mask_after)),

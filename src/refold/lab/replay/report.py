@@ -135,6 +135,13 @@ def per_file(results: Sequence[TaskResult]) -> dict[str, Any]:
             e = f["policies"].setdefault(name, dict.fromkeys(FILE_SUMMED, 0))
             for k in FILE_SUMMED:
                 e[k] += m.get(k, 0)
+        if r.unrecorded:  # calls the file counts but does not hold: ESTIMATED, and said so
+            f["estimated"] = r.unrecorded
+            f["calls"] += r.unrecorded["calls"]
+            for name, m in r.unrecorded["policies"].items():
+                e = f["policies"].setdefault(name, dict.fromkeys(FILE_SUMMED, 0))
+                for k in FILE_SUMMED:
+                    e[k] += m.get(k, 0)
     for f in out.values():
         for e in f["policies"].values():
             e["cost_usd"] = _num(e["cost_usd"])

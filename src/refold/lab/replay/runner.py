@@ -16,11 +16,22 @@ from ...errors import PolicyError, RefoldError, TrajectoryError
 from ...history import History
 from ...loaders import load, load_all, split_source
 from ...tokens import TOKENIZER_NAMES, get_tokenizer
-from ..cache import CACHE_NAMES, DEFAULT_PRICES, Price, kv_spec, load_prices, price_for_model
-from .metrics import CallIds, default_price, measure, step_tokens, validate_cache
+from ..cache import (
+    CACHE_NAMES,
+    DEFAULT_PRICES,
+    REPLAYED,
+    Price,
+    cost_usd,
+    kv_spec,
+    load_prices,
+    price_for_model,
+)
+from .metrics import CallIds, default_price, measure, step_tokens
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
+from .recorded import recorded_as_of, validate_cache
 from .stale import STALE_SOURCES, with_stale
+from .unrecorded import unrecorded_calls
 
 __all__ = [
     "CONTEXT_TOOL_POLICIES",
@@ -150,6 +161,9 @@ class TaskResult:
     stale_marks: int = 0
     error: str | None = None
     seconds: float = 0.0
+    unrecorded: dict[str, Any] | None = None
+    """On a file's first session: the ESTIMATED calls its totals count but it does not hold
+    (replay/unrecorded.py); per-file totals add them."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
@@ -163,6 +177,8 @@ class TaskResult:
             d["file_stats"] = self.file_stats
         if self.validation is not None:
             d["cache_validation"] = self.validation
+        if self.unrecorded is not None:
+            d["unrecorded_calls_estimated"] = self.unrecorded
         return d
 
 
@@ -198,6 +214,11 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)
+    as_of: list[int | None] | None = None
+    if settings.cache in REPLAYED:  # the state each call met, from base's calls and the record
+        calls: list[CallIds] = []
+        measure(history, make_projector("base", opts), tok, cache_name="none", keep_ids=calls, tools=request_tools(history, "base"))
+        as_of = recorded_as_of(history, calls, settings.cache)
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
         keep: list[CallIds] | None = [] if name == "base" and settings.validate else None
@@ -212,6 +233,7 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
             base_step_tokens=base_tokens,
             keep_ids=keep,
             tools=request_tools(history, name),
+            as_of=as_of,
         )
         m.hidden_needed_calls = tap.totals.needed_calls
         m.hidden_needed_restore_tokens = tap.totals.restore_tokens
@@ -260,7 +282,22 @@ def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
             result.error = _error(e)
         result.seconds = time.perf_counter() - t0
         out.append(result)
+    _estimate_unrecorded(out, histories, settings)
     return out
+
+
+def _estimate_unrecorded(out: list[TaskResult], histories: Sequence[History], settings: Settings) -> None:
+    """SWE-agent files: calls ``info.model_stats`` counts that no session holds (requeries)."""
+    if not out or any(r.error for r in out) or histories[0].meta.get("format") != "swe-agent":
+        return
+    model = histories[0].meta.get("model")
+    price = settings.price_table(model if isinstance(model, str) else None)
+    out[0].unrecorded = unrecorded_calls(
+        out[0].file_stats,
+        [r.policies for r in out],
+        get_tokenizer(settings.tokenizer),
+        lambda n, cached, o: cost_usd(price, n, cached, 0, o),
+    )
 
 
 def _worker(args: tuple[str, Settings]) -> list[TaskResult]:

@@ -20,11 +20,11 @@ from ...history import History
 from ...loaders import load
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from ..replay import STALE_SOURCES, Options
-from .data import VIEW_FORMAT, build_data
+from .data import VIEW_FORMAT, Progress, build_data
 from .page import render_page
 from .variants import MECHANISMS, SWITCHES, build_variants
 
-__all__ = ["MECHANISMS", "SWITCHES", "VIEW_FORMAT", "build_report", "write_report"]
+__all__ = ["MECHANISMS", "SWITCHES", "VIEW_FORMAT", "Progress", "build_report", "write_report"]
 
 
 def _version() -> str:
@@ -53,6 +53,7 @@ def build_report(
     default: str = "refold",
     budget: int = 32_768,
     mask_after: int | None = None,
+    progress: Progress | None = None,
 ) -> str:
     """The HTML report for ``history``.
 
@@ -61,6 +62,7 @@ def build_report(
     switches. ``stale``: where STALE marks come from (``recorded``, ``none``, ``hindsight``...);
     anything but ``recorded`` is simulated and the page says so. ``budget`` and ``mask_after``
     are the knobs of the compact policies and of refold-best, as in ``refold replay``.
+    ``progress(done, total, what)`` is called as each precomputed policy is done.
     """
     if stale not in STALE_SOURCES:
         raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
@@ -73,7 +75,7 @@ def build_report(
     tok = _tokenizer(tokenizer)
     extra: dict[str, Any] = {} if mask_after is None else {"mask_after": mask_after}
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
-    data = build_data(history, chosen, tok, title=title, stale=stale, default=default)
+    data = build_data(history, chosen, tok, title=title, stale=stale, default=default, progress=progress)
     return render_page(data, version=_version())
 
 
@@ -88,6 +90,7 @@ def write_report(
     mechanisms: bool = True,
     budget: int = 32_768,
     mask_after: int | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Load a recorded run (any format ``refold.loaders.load`` reads) and write its report."""
     history = load(path_in)
@@ -100,6 +103,7 @@ def write_report(
         mechanisms=mechanisms,
         budget=budget,
         mask_after=mask_after,
+        progress=progress,
     )
     out = Path(path_out)
     try:

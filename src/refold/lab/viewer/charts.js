@@ -68,12 +68,13 @@ function drawSizeChart(container, series, onPick) {
 
 /* Two running totals; click anywhere to jump to the nearest call. Returns a function that marks a call. */
 function drawTotalChart(container, series, onPick) {
-  const { tokens, base } = series;
+  const { tokens, base, other } = series;
   const n = tokens.length;
   const sum = (a) => { let s = 0; return a.map((v) => (s += v)); };
   const ct = sum(tokens);
   const cb = sum(base);
-  const maxY = Math.max(1, ct[n - 1] || 0, cb[n - 1] || 0);
+  const co = other ? sum(other) : null; // the policy shown side by side
+  const maxY = Math.max(1, ct[n - 1] || 0, cb[n - 1] || 0, co ? co[n - 1] || 0 : 0);
   const { svg, x, y } = chartFrame(container, n, maxY);
   const mid = (i) => x(i + 0.5);
   const line = (a, color) => svgEl("polyline", {
@@ -81,6 +82,7 @@ function drawTotalChart(container, series, onPick) {
     fill: "none", stroke: color, "stroke-width": 2, "pointer-events": "none",
   }, svg);
   line(cb, "var(--base)");
+  if (co) line(co, "var(--other)").setAttribute("stroke-dasharray", "5 3");
   line(ct, "var(--policy)");
   const hit = svgEl("rect", { class: "hit", x: CHART.l, y: CHART.t, width: CHART.w - CHART.l - CHART.r, height: y(0) - CHART.t, fill: "transparent" }, svg);
   hit.style.cursor = "pointer";

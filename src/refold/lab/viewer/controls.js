@@ -17,6 +17,7 @@ function renderNotice() {
 }
 
 function syncControls() {
+  $("compare").value = state.compare;
   const sel = selected();
   const named = D.variants.find((x) => x.kind === "policy" && sameSettings(x, sel) && x.switches);
   const select = $("policy");
@@ -31,15 +32,20 @@ function syncControls() {
 
 function renderCharts() {
   const v = variant();
-  if (view.chartsFor === v.id) return;
-  view.chartsFor = v.id;
+  const w = compareV();
+  const key = v.id + "|" + (w ? w.id : "");
+  if (view.chartsFor === key) return;
+  view.chartsFor = key;
   const base = baseV().tokens;
   view.markSize = drawSizeChart($("chart-size"), { tokens: v.tokens, cached: v.cached, base }, (c) => setCall(c));
-  view.markTotal = drawTotalChart($("chart-total"), { tokens: v.tokens, base }, (c) => setCall(c));
+  view.markTotal = drawTotalChart($("chart-total"), { tokens: v.tokens, base, other: w && w !== baseV() ? w.tokens : null }, (c) => setCall(c));
+  $("compare-legend").hidden = !(w && w !== baseV());
+  $("compare-label").textContent = w ? VARIANTS.get(state.compare).label : "";
 }
 
 function writeHash() {
-  try { history.replaceState(null, "", `#call=${state.call}&policy=${encodeURIComponent(state.variant)}`); } catch (e) { /* file:// may refuse */ }
+  const cmp = state.compare ? `&compare=${encodeURIComponent(state.compare)}` : "";
+  try { history.replaceState(null, "", `#call=${state.call}&policy=${encodeURIComponent(state.variant)}${cmp}`); } catch (e) { /* file:// may refuse */ }
 }
 
 function refresh() {
@@ -47,21 +53,68 @@ function refresh() {
   $("slider").value = String(c);
   $("call-label").textContent = `call ${c} / ${N}`;
   $("jump").value = String(c);
+  const was = state.sel && rowAt(state.sel.pane, state.sel.idx);
+  const keep = was ? { pane: state.sel.pane, step: was.dataset.step, part: was.dataset.part, anchor: was.dataset.anchor } : null;
   renderPanes();
   renderReply();
   renderBoundary();
+  renderFigures();
   renderCharts();
+  renderSearchInfo();
   view.markSize(c);
   view.markTotal(c);
-  state.sel = null;
-  $("detail").replaceChildren(el("p", { class: "hint" }, "Click a row to read it. A stub, note or folded step shows the original content and the step it came from."));
+  if (state.detail === "diff") showDiff();
+  else if (keep) { // the same message at the new call, if it is there; else the panel closes
+    const rows = [...$(PANES[keep.pane]).children];
+    const i = rows.findIndex((r) => r.dataset.step === keep.step && r.dataset.part === keep.part && r.dataset.anchor === keep.anchor);
+    if (i >= 0) select(keep.pane, i); else closePanel();
+  }
   writeHash();
+}
+
+/* ---- search and filter ---------------------------------------------------------------------- */
+
+function renderSearchInfo() {
+  const info = $("search-info");
+  if (!state.query) { info.textContent = ""; return; }
+  const steps = matchingSteps();
+  view.matches = steps;
+  if (!steps.length) { info.textContent = "no match in the run"; return; }
+  const here = $("prompt").querySelectorAll(".row.hit").length + $(PANES[state.compare ? "compare" : "history"]).querySelectorAll(".row.hit").length;
+  const named = steps.map((s) => (s ? s : "task")).slice(0, 12).join(", ") + (steps.length > 12 ? ", …" : "");
+  info.textContent = `in ${plural(steps.length, "step")} (${named}); ${plural(here, "row")} at this call`;
+}
+
+function setQuery(q) {
+  state.query = q.trim().toLowerCase();
+  view.matchAt = -1;
+  refresh();
+}
+
+/* Enter: the next step that contains the query, at the first call that has it in its history. */
+function nextMatch(dir) {
+  const steps = matchingSteps();
+  if (!steps.length) return;
+  view.matchAt = (view.matchAt + dir + steps.length) % steps.length;
+  const s = steps[view.matchAt];
+  setCall(Math.min(N, s + 1));
+  if (state.compare) return;
+  const i = view.hist.findIndex((r) => r.step === s && matches(r.pid));
+  if (i >= 0) select("history", i);
 }
 
 function setCall(c) {
   const n = Math.min(N, Math.max(1, Math.round(Number(c)) || 1));
   if (n === state.call && view.prompt.length) return;
   state.call = n;
+  refresh();
+}
+
+function setCompare(id) {
+  state.compare = VARIANTS.has(id) ? id : "";
+  view.chartsFor = null;
+  syncControls();
+  renderSummary();
   refresh();
 }
 
@@ -92,6 +145,7 @@ function togglePlay(force) {
 }
 
 function init() {
+  state.variant = D.default;
   document.title = `${D.title} · refold view`;
   $("title").textContent = D.title;
   const meta = [D.source, `${N} model calls`, `tokenizer ${D.tokenizer}`, D.cache];
@@ -102,6 +156,24 @@ function init() {
   for (const v of D.variants) if (v.kind === "policy") select.appendChild(el("option", { value: v.id }, v.label));
   select.appendChild(el("option", { value: "custom", id: "custom-opt" }, "custom (switches)"));
   select.addEventListener("change", () => { if (select.value !== "custom") setVariant(select.value); });
+  const cmp = $("compare");
+  for (const v of D.variants) if (v.kind === "policy") cmp.appendChild(el("option", { value: v.id }, v.label));
+  cmp.addEventListener("change", () => setCompare(cmp.value));
+  let typing = null;
+  $("search").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(() => setQuery($("search").value), 150); });
+  $("search").addEventListener("keydown", (ev) => {
+    if (ev.key !== "Enter") return;
+    ev.preventDefault();
+    clearTimeout(typing);
+    if ($("search").value.trim().toLowerCase() !== state.query) setQuery($("search").value);
+    nextMatch(ev.shiftKey ? -1 : 1);
+  });
+  $("search-next").addEventListener("click", () => nextMatch(1));
+  $("search-prev").addEventListener("click", () => nextMatch(-1));
+  $("filter").addEventListener("change", () => { state.filter = $("filter").value; refresh(); });
+  for (const pane of ["history", "prompt", "compare"]) $(PANES[pane]).addEventListener("scroll", () => syncScroll(pane), { passive: true });
+  $("diff").addEventListener("click", () => showDiff());
+  $("detail-close").addEventListener("click", () => closePanel());
   const box = $("switches");
   for (const s of D.switch_names) {
     const l = el("label", { title: `refold with ${s} on or off` });
@@ -121,6 +193,7 @@ function init() {
   $("jump-form").addEventListener("submit", (ev) => { ev.preventDefault(); setCall($("jump").value); });
   document.addEventListener("keydown", (ev) => {
     const t = ev.target;
+    if (ev.key === "Escape") { closePanel(); return; }
     if (t instanceof HTMLElement && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA")) return;
     const moves = { ArrowLeft: -1, ArrowRight: 1, PageUp: -10, PageDown: 10 };
     if (ev.key in moves) setCall(state.call + moves[ev.key]);
@@ -128,14 +201,33 @@ function init() {
     else if (ev.key === "End") setCall(N);
     else if (ev.key === " " && !(t instanceof HTMLButtonElement)) togglePlay();
     else if (ev.key === "g") { $("jump").focus(); $("jump").select(); }
+    else if (ev.key === "/") { $("search").focus(); }
+    else if (ev.key === "d") showDiff();
     else return;
     ev.preventDefault();
   });
   const hash = new URLSearchParams(location.hash.slice(1));
   state.variant = VARIANTS.has(hash.get("policy") || "") ? hash.get("policy") : D.default;
   state.call = Math.min(N, Math.max(1, Number(hash.get("call")) || 1));
+  state.compare = VARIANTS.has(hash.get("compare") || "") ? hash.get("compare") : "";
   setVariant(state.variant);
-  document.body.dataset.ready = "1";
 }
 
-init();
+/* A large report takes a moment to parse and draw: say so (the banner is in the HTML, so it shows
+   before any script runs), then let the browser paint it before each slow phase. */
+function start() {
+  const say = (t) => { $("loading-text").textContent = t; };
+  const raw = document.getElementById("refold-data").textContent.length;
+  say(`Building the view… reading ${(raw / 1048576).toFixed(1)} MB of embedded data`);
+  setTimeout(() => {
+    loadData();
+    say(`Building the view… drawing ${fmt(N)} calls, ${fmt(D.variants.length)} renderings`);
+    setTimeout(() => {
+      init();
+      $("loading").hidden = true;
+      document.body.dataset.ready = "1";
+    }, 0);
+  }, 0);
+}
+
+start();

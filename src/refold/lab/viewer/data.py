@@ -3,28 +3,33 @@
 * ``strings``: every distinct text once. A rendered message built from a recorded text (the
   ``[step N]`` label, a reminder, a trimmed output) is stored as references into it (``encode``),
   so an output shown as received costs a few integers, not a second copy.
-* ``pieces``: every distinct (role, text, step, part, shown, covers, tokens) tuple once.
+* ``pieces``: every distinct (role, text, step, part, shown, covers, tokens, preview) tuple once;
+  ``preview`` is a string id (the command a reply ran, the one-line summary of an output) or -1.
 * ``history``: the recorded run, as pieces (prefix; per step reply and outputs, plus PROGRESS/STALE).
 * ``variants``: per precomputed rendering and per call, the prompt as a delta against the previous
-  call's piece list (``[keep, [new piece ids]]``) and its simulated prefix-cache figures. A variant
+  call's piece list (``[keep, [new piece ids]]``) and its simulated prefix-cache figures and cost
+  (calls whose reply was not stored, e.g. format errors, are left out so that entry i is call i+1). A variant
   whose prompts equal an earlier one's is stored once and points at it (``same_as``).
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...chat_tokens import message_tokens
 from ...history import History
 from ...mechanisms.fold import valid_marks
+from ...mechanisms.summary import Summary, command_line, summarize
 from ...messages import clean
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown, Step, content_text
-from ..cache import common_prefix_len
+from ..cache import DEFAULT_PRICES, common_prefix_len, cost_usd
 from ..replay import Projector, Prompt, measure, with_stale
+from ..replay.metrics import default_price
 from .encode import TextTable
 from .variants import SWITCHES, Variant
 
@@ -34,24 +39,128 @@ PART_CODES: tuple[str, ...] = ("system", "task", "reply", "output", "note", "not
 ROLE_CODES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 
+CACHE_NAME = "vllm"
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, what)``: called as each variant of a report is built."""
+
+
+def pretty_arguments(arguments: Any) -> str:
+    """Tool-call arguments as a reader wants them: ``key: value`` lines, a multi-line string
+    (a command, a file body) as an indented block, anything else as indented JSON."""
+    value = arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return arguments  # not JSON: as recorded
+    if not isinstance(value, dict):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    lines: list[str] = []
+    for key, v in value.items():
+        if isinstance(v, str) and "\n" in v:
+            lines.append(f"{key}:")
+            lines.extend("    " + line for line in v.split("\n"))
+        elif isinstance(v, str):
+            lines.append(f"{key}: {v}")
+        else:
+            body = json.dumps(v, indent=2, ensure_ascii=False).split("\n")
+            lines.append(f"{key}: {body[0]}")
+            lines.extend("  " + line for line in body[1:])
+    return "\n".join(lines)
+
+
 def display_text(message: Message) -> str:
-    """What the viewer shows for a message: its text, then its tool calls one per line."""
+    """What the viewer shows for a message: its text, then each tool call with its arguments
+    pretty-printed (``→ name`` and indented ``key: value`` lines)."""
     text = content_text(message.get("content"))
     calls = message.get("tool_calls") or []
-    lines = []
+    blocks = []
     for call in calls:
         fn = (call or {}).get("function") or {}
-        lines.append(f"→ {fn.get('name', 'tool')}({fn.get('arguments', '')})")
-    if lines:
-        text = (text + "\n" if text else "") + "\n".join(lines)
+        args = pretty_arguments(fn.get("arguments", ""))
+        head = f"→ {fn.get('name', 'tool')}"
+        blocks.append(
+            head + ("\n" + "\n".join("  " + ln for ln in args.split("\n")) if args.strip() else "()")
+        )
+    if blocks:
+        text = (text + "\n" if text else "") + "\n".join(blocks)
     return text
+
+
+def _timestamp(message: Message) -> float | None:
+    extra = message.get("extra")
+    t = extra.get("timestamp") if isinstance(extra, dict) else None
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
+
+
+def _latency(step: Step, before: Message | None) -> tuple[float | None, bool]:
+    """Seconds the model took for this reply, when the run recorded it: the reply's timestamp
+    minus that of the message before it (mini 2.x), or (approximately: ``True``) minus the
+    provider's whole-second ``created``."""
+    done = _timestamp(step.reply)
+    if done is None:
+        return None, False
+    start = _timestamp(before) if before is not None else None
+    approx = start is None
+    if start is None:
+        extra = step.reply.get("extra")
+        response = extra.get("response") if isinstance(extra, dict) else None
+        created = response.get("created") if isinstance(response, dict) else None
+        start = float(created) if isinstance(created, int | float) and not isinstance(created, bool) else None
+    if start is None or not 0 <= done - start < 86_400:
+        return None, False
+    return round(done - start, 2), approx
+
+
+def _recorded_cost(step: Step) -> float | None:
+    extra = step.reply.get("extra")
+    cost = extra.get("cost") if isinstance(extra, dict) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        return float(cost)
+    usage = step.meta.get("usage")
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+
+
+def _summary(step: Step, j: int, text: str) -> Summary:
+    action = step.actions[min(j, len(step.actions) - 1)] if step.actions else None
+    return summarize(action.command if action else "", text, action.tool if action else "bash")
+
+
+def reply_preview(step: Step) -> str:
+    """A reply's row: the command(s) it ran, or its first line when it ran none."""
+    first_line = next(
+        (
+            ln.strip()
+            for ln in step.reply_text.split("\n")
+            if ln.strip() and not ln.strip().upper().startswith(("PROGRESS", "STALE"))
+        ),
+        "",
+    )
+    if step.observations and _summary(step, 0, step.output_texts[0]).kind == "format":
+        return "✗ format error, nothing ran · " + first_line[:160]
+    if step.actions:
+        first = step.actions[0]
+        head = ("$ " if first.tool == "bash" else "") + command_line(first.tool, first.command)
+        more = len(step.actions) - 1
+        return head + (f"  (+{more} more)" if more else "")
+    return first_line[:200]
+
+
+def output_preview(step: Step, j: int, text: str) -> str:
+    """An output's row: its exit status when it failed and the one-line summary of what it showed."""
+    s = _summary(step, j, text)
+    status = f"[exit {s.status}] " if s.status not in (None, 0) else ""
+    return status + s.text
 
 
 class _Tables:
     """The interned string and piece tables shared by the history and every variant."""
 
-    def __init__(self, tok: Tokenizer) -> None:
+    def __init__(self, tok: Tokenizer, steps: Sequence[Step] = ()) -> None:
         self.tok = tok
+        self.steps = {s.index: s for s in steps}
+        self._previews: dict[tuple[int, str, str], int] = {}
         self.texts = TextTable()
         self.pieces: list[list[Any]] = []
         self._piece_ids: dict[tuple[Any, ...], int] = {}
@@ -67,6 +176,7 @@ class _Tables:
         text = display_text(message)
         ref = self.texts.ref(text, self.candidates.get(origin.step, ()))
         tokens = len(message_tokens(clean(message), self.tok))
+        preview = self._preview(message, origin, text)
         row = (
             ROLE_CODES.index(role) if role in ROLE_CODES else 1,
             repr(ref) if isinstance(ref, list) else ref,
@@ -75,13 +185,47 @@ class _Tables:
             SHOWN_CODES.index(origin.shown.value),
             origin.covers,
             tokens,
+            preview,
         )
         pid = self._piece_ids.get(row)
         if pid is None:
             pid = self._piece_ids[row] = len(self.pieces)
-            self.pieces.append([row[0], ref, row[2], row[3], row[4], list(row[5]), row[6]])
+            self.pieces.append([row[0], ref, row[2], row[3], row[4], list(row[5]), row[6], preview])
         self._by_message[key] = (pid, message, origin)  # keep both alive so their ids stay unique
         return pid
+
+    def _preview(self, message: Message, origin: Origin, text: str) -> int:
+        """The string id of a reply's command or an output's summary (-1: the page uses the
+        first line, e.g. for stubs and notes, which are one line already)."""
+        step = self.steps.get(origin.step or 0)
+        if step is None or origin.part not in ("reply", "output"):
+            return -1
+        if origin.shown not in (Shown.RECEIVED, Shown.RESTORED, Shown.TRIMMED, Shown.PREFIX):
+            return -1
+        key = (step.index, origin.part, text)
+        hit = self._previews.get(key)
+        if hit is None:
+            if origin.part == "reply":
+                line = reply_preview(step)
+            else:
+                j = next((i for i, o in enumerate(step.observations) if o is message), None)
+                if j is None:  # a rendered copy: find the recorded output it shows
+                    call_id = message.get("tool_call_id")
+                    j = next(
+                        (
+                            i
+                            for i, o in enumerate(step.observations)
+                            if call_id and o.get("tool_call_id") == call_id
+                        ),
+                        None,
+                    )
+                if j is None:
+                    j = next((i for i, t in enumerate(step.output_texts) if t and t in text), 0)
+                # what the command printed, as recorded (a trimmed copy's marker is no output of it)
+                recorded = step.output_texts[j] if j < len(step.observations) else text
+                line = output_preview(step, j, recorded)
+            hit = self._previews[key] = self.texts.string(line) if line else -1
+        return hit
 
 
 def _history_data(history: History, tables: _Tables, k: int, *, original: History) -> dict[str, Any]:
@@ -93,19 +237,22 @@ def _history_data(history: History, tables: _Tables, k: int, *, original: Histor
         part = "system" if m.get("role") == "system" else "task"
         prefix.append(tables.piece(m, Origin(None, part, Shown.PREFIX)))
     steps = []
+    before: Message | None = history.prefix[-1] if history.prefix else None
     for s in history.steps:
         tables.candidates[s.index] += [display_text(s.reply)]
-        steps.append(_step_data(s, tables, k))
+        steps.append(_step_data(s, tables, k, before))
+        before = s.observations[-1] if s.observations else s.reply
     return {"prefix": prefix, "steps": steps}
 
 
-def _step_data(step: Step, tables: _Tables, k: int) -> dict[str, Any]:
+def _step_data(step: Step, tables: _Tables, k: int, before: Message | None = None) -> dict[str, Any]:
     reply = tables.piece(step.reply, Origin(step.index, "reply", Shown.RECEIVED))
     shown = Shown.RESTORED if step.restore_of else Shown.RECEIVED
     outputs = [
         tables.piece(o, Origin(step.index, "output", shown, step.restore_of)) for o in step.observations
     ]
     usage = step.meta.get("usage") if isinstance(step.meta.get("usage"), dict) else None
+    latency, approx = _latency(step, before)
     return {
         "reply": reply,
         "outputs": outputs,
@@ -116,6 +263,10 @@ def _step_data(step: Step, tables: _Tables, k: int) -> dict[str, Any]:
         "restore_of": list(step.restore_of),
         "commands": [a.command for a in step.actions],
         "recorded_prompt_tokens": usage.get("prompt_tokens") if usage else None,
+        "recorded_cached_tokens": usage.get("cached_tokens") if usage else None,
+        "recorded_cost": _recorded_cost(step),
+        "latency": latency,
+        "latency_approx": approx,
     }
 
 
@@ -152,8 +303,16 @@ class _Recorded:
 
 def _variant_data(variant: Variant, recorded: _Recorded, history: History, tables: _Tables) -> dict[str, Any]:
     start = time.perf_counter()
-    m = measure(history, recorded, tables.tok, cache_name="vllm")
+    m = measure(history, recorded, tables.tok, cache_name=CACHE_NAME)
     per_call = m.per_call or {}
+    price = DEFAULT_PRICES[default_price(CACHE_NAME)]
+    keep = [i for i, step in enumerate(per_call.get("step", [])) if step]  # stored calls only
+    tokens = [per_call["prompt_tokens"][i] for i in keep]
+    cached = [per_call["cached_tokens"][i] for i in keep]
+    outputs = [per_call["output_tokens"][i] for i in keep]
+    cost = [
+        round(cost_usd(price, n, c, n - c, o), 7) for n, c, o in zip(tokens, cached, outputs, strict=True)
+    ]
     return {
         "id": variant.id,
         "label": variant.label,
@@ -162,8 +321,9 @@ def _variant_data(variant: Variant, recorded: _Recorded, history: History, table
         "settings": variant.settings,
         "uses_stale": variant.uses_stale,
         "calls": recorded.calls,
-        "tokens": list(per_call.get("prompt_tokens", [])),
-        "cached": list(per_call.get("cached_tokens", [])),
+        "tokens": tokens,
+        "cached": cached,
+        "cost": cost,
         "stats": recorded.stats,
         "events": recorded.events if any(recorded.events) else None,
         "totals": {
@@ -172,6 +332,7 @@ def _variant_data(variant: Variant, recorded: _Recorded, history: History, table
             "compactions": m.compactions,
             "compaction_input_tokens": m.compaction_input_tokens,
             "cost_usd": round(m.cost_usd, 4),
+            "unreplied_calls": m.unreplied_calls,
         },
         "measure_ms": round((time.perf_counter() - start) * 1000, 1),
     }
@@ -185,17 +346,22 @@ def build_data(
     title: str = "",
     stale: str = "recorded",
     default: str = "refold",
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Everything the page needs, as one JSON-ready dict (see the module docstring)."""
+    """Everything the page needs, as one JSON-ready dict (see the module docstring).
+
+    ``progress(done, total, what)`` is told as each variant is done (the slow part)."""
     if not len(history):
         raise ValueError("the history has no steps: there is no model call to show")
     marked = with_stale(history, stale)
-    tables = _Tables(tok)
+    tables = _Tables(tok, history.steps)
     k = next((int(v.settings.get("k", 3)) for v in variants if v.id == default), 3)
     hist = _history_data(marked, tables, k, original=history)
     out_variants: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
-    for v in variants:
+    for n, v in enumerate(variants):
+        if progress is not None:
+            progress(n, len(variants), v.label)
         h = marked if v.uses_stale else history
         recorded = _Recorded(v.projector, h, tables)
         key = recorded.key()
@@ -207,7 +373,10 @@ def build_data(
             continue
         seen[key] = v.id
         out_variants.append(_variant_data(v, recorded, h, tables))
+    if progress is not None:
+        progress(len(variants), len(variants), "page")
     ids = [v["id"] for v in out_variants]
+    price = DEFAULT_PRICES[default_price(CACHE_NAME)]
     meta = {k2: v for k2, v in history.meta.items() if isinstance(v, str | int | float | bool) or v is None}
     return {
         "format": VIEW_FORMAT,
@@ -221,6 +390,12 @@ def build_data(
         "marks": sum(len(s.stale) for s in marked.steps),
         "tokenizer": tok.name,
         "cache": "vLLM prefix cache, simulated (block size 16, unbounded)",
+        "price": {
+            "name": default_price(CACHE_NAME),
+            "input": price.input_per_mtok,
+            "cached": price.cached_input_per_mtok,
+            "output": price.output_per_mtok,
+        },
         "codes": {"shown": SHOWN_CODES, "part": PART_CODES, "role": ROLE_CODES},
         "switch_names": SWITCHES,
         "default": default if default in ids else ids[0],

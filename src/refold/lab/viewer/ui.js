@@ -1,4 +1,4 @@
-/* refold view: the page (panes, detail, reply, controls). Uses viewer.js (data) and charts.js. */
+/* refold view: the page (panes, side panel, diff, search, reply, figures). Uses viewer.js (data) and charts.js. */
 "use strict";
 
 function el(tag, attrs, text) {
@@ -10,109 +10,272 @@ function el(tag, attrs, text) {
   return e;
 }
 
-const view = { prompt: [], hist: [], place: null, markSize: null, markTotal: null, chartsFor: null };
+const view = { prompt: [], prompt2: [], hist: [], place: null, keep: 0, markSize: null, markTotal: null, chartsFor: null, quiet: false, matchAt: -1 };
+const PANES = { history: "history", prompt: "prompt", compare: "compare-rows" };
 
 function variant() { return resolve(state.variant) || resolve(D.default); }
 function selected() { return VARIANTS.get(state.variant) || variant(); }
 const baseV = () => resolve(D.base);
+const compareV = () => (state.compare ? resolve(state.compare) : null);
+const plural = (n, one, many) => `${fmt(n)} ${n === 1 ? one : many || one + "s"}`;
+const sum = (a) => a.reduce((x, y) => x + y, 0);
+
+/* ---- search --------------------------------------------------------------------------------- */
+
+const lowered = new Map();
+function matches(pid) {
+  if (!state.query) return false;
+  let t = lowered.get(pid);
+  if (t === undefined) { t = pieceText(pid).toLowerCase(); lowered.set(pid, t); }
+  return t.includes(state.query);
+}
+
+/* Steps whose reply or outputs contain the query (0 = the system prompt or task). */
+function matchingSteps() {
+  if (!state.query) return [];
+  const out = [];
+  if (D.history.prefix.some(matches)) out.push(0);
+  D.history.steps.forEach((st, i) => { if (matches(st.reply) || st.outputs.some(matches)) out.push(i + 1); });
+  return out;
+}
 
 /* ---- panes ---------------------------------------------------------------------------------- */
 
-function makeRow(pane, idx, pid, shown, maxTok) {
+function anchorOf(pid) { // the step a row is about: rows of every pane are ordered by it
+  const cov = coversOf(pid);
+  return stepOf(pid) || (cov.length ? cov[0] : 0);
+}
+
+function rowVisible(pane, pid, shown, isNew) {
+  const f = state.filter;
+  if (f === "reply") return partOf(pid) === "reply";
+  if (f === "output") return partOf(pid) === "output";
+  if (f === "condensed") return !(shown === "received" || shown === "prefix");
+  if (f === "new") return isNew;
+  if (f === "match") return matches(pid);
+  return true;
+}
+
+function makeRow(pane, idx, pid, shown, maxTok, anchor, isNew) {
   const tokens = tokensOf(pid);
-  const b = el("button", { type: "button", class: `row ${cls(shown)}`, dataset: { pane, idx: String(idx), shown, step: String(stepOf(pid)), part: partOf(pid) } });
-  b.appendChild(el("span", { class: "lbl" }, label(pid, pane === "prompt")));
+  const b = el("button", { type: "button", class: `row ${cls(shown)}`, dataset: { pane, idx: String(idx), shown, step: String(stepOf(pid)), part: partOf(pid), anchor: String(anchor) } });
+  b.appendChild(el("span", { class: "lbl" }, label(pid, pane !== "history")));
   b.appendChild(el("span", { class: "pre" }, shown === "hidden" && pane === "history" ? "not sent · " + preview(pid) : preview(pid)));
   b.appendChild(el("span", { class: "n", title: "tokens (this message alone)" }, fmt(tokens)));
   const bar = el("i", { class: "bar" });
   bar.style.width = `${Math.max(0.5, (100 * tokens) / maxTok).toFixed(2)}%`;
   b.appendChild(bar);
+  if (isNew) b.classList.add("new");
+  if (matches(pid)) b.classList.add("hit");
+  if (!rowVisible(pane, pid, shown, isNew)) b.classList.add("filtered");
   b.addEventListener("click", () => select(pane, idx));
   return b;
 }
 
+function promptRows(pane, v, prompt, maxTok) {
+  const c = state.call;
+  const cached = v.cached[c - 1];
+  const keep = v.calls[c - 1][0];
+  const f = document.createDocumentFragment();
+  let pos = 0, cut = false;
+  prompt.forEach((pid, i) => {
+    const row = makeRow(pane, i, pid, shownOf(pid), maxTok, anchorOf(pid), c > 1 && i >= keep);
+    if (pos + tokensOf(pid) > cached) {
+      row.classList.add("rc");
+      if (!cut) { row.classList.add("cut"); cut = true; }
+    }
+    pos += tokensOf(pid);
+    f.appendChild(row);
+  });
+  return f;
+}
+
+function paneTokens(v) {
+  const c = state.call;
+  return `${fmt(v.tokens[c - 1])} tokens · ${fmt(v.cached[c - 1])} cached · ${fmt(v.tokens[c - 1] - v.cached[c - 1])} recomputed (simulated)`;
+}
+
 function renderPanes() {
-  const v = variant();
+  const v = variant(), w = compareV();
   const c = state.call;
   const prompt = promptsOf(v)[c - 1];
   const hist = historyRows(c);
   const place = placement(prompt);
-  view.prompt = prompt; view.hist = hist; view.place = place;
-  const maxTok = Math.max(1, ...hist.map((r) => tokensOf(r.pid)), ...prompt.map(tokensOf));
-  const cached = v.cached[c - 1];
-  const fp = document.createDocumentFragment();
-  let pos = 0;
-  prompt.forEach((pid, i) => {
-    const row = makeRow("prompt", i, pid, shownOf(pid), maxTok);
-    if (pos + tokensOf(pid) > cached) row.classList.add("rc");
-    pos += tokensOf(pid);
-    fp.appendChild(row);
-  });
-  const fh = document.createDocumentFragment();
-  let histTokens = 0;
-  hist.forEach((r, i) => { histTokens += tokensOf(r.pid); fh.appendChild(makeRow("history", i, r.pid, place(r).shown, maxTok)); });
-  $("prompt").replaceChildren(fp);
-  $("history").replaceChildren(fh);
+  const prompt2 = w ? promptsOf(w)[c - 1] : [];
+  Object.assign(view, { prompt, hist, place, prompt2, keep: v.calls[c - 1][0] });
+  const maxTok = Math.max(1, ...hist.map((r) => tokensOf(r.pid)), ...prompt.map(tokensOf), ...prompt2.map(tokensOf));
+  $("prompt").replaceChildren(promptRows("prompt", v, prompt, maxTok));
+  $("pane-history").hidden = !!w;
+  $("pane-compare").hidden = !w;
+  if (w) {
+    $("compare-rows").replaceChildren(promptRows("compare", w, prompt2, maxTok));
+    $("compare-name").textContent = VARIANTS.get(state.compare).label;
+    $("compare-tokens").textContent = paneTokens(w);
+    $("history").replaceChildren();
+  } else {
+    const fh = document.createDocumentFragment();
+    let histTokens = 0;
+    hist.forEach((r, i) => { histTokens += tokensOf(r.pid); fh.appendChild(makeRow("history", i, r.pid, place(r).shown, maxTok, r.step, c > 1 && r.step === c - 1)); });
+    $("history").replaceChildren(fh);
+    $("compare-rows").replaceChildren();
+    $("history-tokens").textContent = `≈ ${fmt(histTokens)} tokens · ${c - 1} steps`;
+  }
+  $("prompt-tokens").textContent = paneTokens(v);
+  $("prompt-name").textContent = selected().label;
   follow();
-  $("prompt-tokens").textContent = `${fmt(v.tokens[c - 1])} tokens · ${fmt(cached)} cached (simulated)`;
-  $("history-tokens").textContent = `≈ ${fmt(histTokens)} tokens · ${c - 1} steps`;
 }
 
 /* Keep the newest step in view on the left and the first recomputed row on the right, scrolling
    only the panes (never the page). */
 function reveal(pane, idx, where) {
-  const box = $(pane), row = box.children[idx];
+  const box = $(PANES[pane]), row = box.children[idx];
   if (!row) return;
   const top = row.offsetTop, bottom = top + row.offsetHeight;
   if (where === "nearest") {
-    if (top < box.scrollTop) box.scrollTop = top - 8;
+    if (top < box.scrollTop) box.scrollTop = top - 24;
     else if (bottom > box.scrollTop + box.clientHeight) box.scrollTop = bottom - box.clientHeight + 8;
   } else box.scrollTop = Math.max(0, top - box.clientHeight / 3);
 }
 
-function follow() {
-  $("history").scrollTop = $("history").scrollHeight;
-  const rows = $("prompt").children;
-  let first = rows.length - 1;
-  for (let i = 0; i < rows.length; i++) if (rows[i].classList.contains("rc")) { first = i; break; }
-  reveal("prompt", first, "third");
+function quiet() { // programmatic scrolls: the linked-scroll handler ignores them until the next frames
+  view.quiet = true;
+  requestAnimationFrame(() => requestAnimationFrame(() => { view.quiet = false; }));
 }
+
+function follow() {
+  quiet();
+  const left = state.compare ? "compare" : "history";
+  for (const pane of state.compare ? ["prompt", "compare"] : ["prompt"]) {
+    const rows = $(PANES[pane]).children;
+    let first = rows.length - 1;
+    for (let i = 0; i < rows.length; i++) if (rows[i].classList.contains("rc")) { first = i; break; }
+    reveal(pane, first, "third");
+  }
+  if (left === "history") $("history").scrollTop = $("history").scrollHeight;
+}
+
+/* ---- linked scrolling: the top row of one pane decides the other's, by the step rows are about */
+
+function topRow(box) {
+  for (const row of box.children) if (row.offsetParent !== null && row.offsetTop + row.offsetHeight > box.scrollTop) return row;
+  return null;
+}
+
+function syncScroll(fromPane) {
+  if (view.quiet || !$("link-scroll").checked) return;
+  const from = $(PANES[fromPane]);
+  const other = fromPane === "prompt" ? (state.compare ? "compare" : "history") : "prompt";
+  const to = $(PANES[other]);
+  const row = topRow(from);
+  if (!row) return;
+  const a = Number(row.dataset.anchor);
+  let target = null;
+  for (const r of to.children) if (r.offsetParent !== null && Number(r.dataset.anchor) >= a) { target = r; break; }
+  if (!target) target = to.lastElementChild;
+  if (!target) return;
+  const want = Math.max(0, target.offsetTop - (row.offsetTop - from.scrollTop));
+  if (Math.abs(to.scrollTop - want) < 1) return;
+  quiet();
+  to.scrollTop = want;
+}
+
+/* ---- selection and the side panel ----------------------------------------------------------- */
+
+function listOf(pane) { return pane === "prompt" ? view.prompt : pane === "compare" ? view.prompt2 : null; }
+function pidAt(pane, idx) { return pane === "history" ? view.hist[idx].pid : listOf(pane)[idx]; }
 
 function linkedRows(pane, idx) {
   if (pane === "history") {
     const p = view.place(view.hist[idx]);
     return p.row >= 0 ? [["prompt", p.row]] : [];
   }
+  const pid = pidAt(pane, idx);
+  if (state.compare) { // the same piece, or the same step and part, in the other policy's prompt
+    const other = pane === "prompt" ? "compare" : "prompt";
+    const list = listOf(other);
+    let j = list.indexOf(pid);
+    if (j < 0) j = list.findIndex((q) => stepOf(q) === stepOf(pid) && stepOf(q) && partOf(q) === partOf(pid));
+    return j >= 0 ? [[other, j]] : [];
+  }
   const out = [];
   view.hist.forEach((r, i) => { if (view.place(r).row === idx) out.push(["history", i]); });
   return out;
 }
 
-function rowAt(pane, idx) { return $(pane).children[idx]; }
+function rowAt(pane, idx) { return $(PANES[pane]).children[idx]; }
+
+function openPanel(title) {
+  $("detail-title").textContent = title;
+  $("detail-panel").hidden = false;
+  document.body.classList.add("side-open");
+  $("detail").scrollTop = 0;
+}
+
+function closePanel() {
+  $("detail-panel").hidden = true;
+  document.body.classList.remove("side-open");
+  document.querySelectorAll(".row.sel, .row.linked").forEach((r) => r.classList.remove("sel", "linked"));
+  state.sel = null; state.detail = null;
+}
 
 function select(pane, idx) {
   document.querySelectorAll(".row.sel, .row.linked").forEach((r) => r.classList.remove("sel", "linked"));
   state.sel = { pane, idx };
+  state.detail = "row";
   const r = rowAt(pane, idx);
   if (r) r.classList.add("sel");
-  const links = linkedRows(pane, idx);
-  links.forEach(([p, i], n) => {
+  showDetail(pane, idx);
+  if (state.query) showFirstMark();
+  quiet();
+  if (r) reveal(pane, idx, "nearest");
+  linkedRows(pane, idx).forEach(([p, i], n) => {
     const lr = rowAt(p, i);
     if (!lr) return;
     lr.classList.add("linked");
     if (n === 0) reveal(p, i, "nearest");
   });
-  showDetail(pane, idx);
 }
 
-/* ---- detail --------------------------------------------------------------------------------- */
-
 function tag(shown, text) { return el("span", { class: `tag ${cls(shown)}` }, text); }
+
+function highlighted(text) { // the text with the search query marked (at most 500 marks)
+  const pre = el("pre", { class: "text" });
+  const q = state.query;
+  if (!q) { pre.textContent = text; return pre; }
+  const low = text.toLowerCase();
+  let at = 0, n = 0;
+  for (let i = low.indexOf(q); i >= 0 && n < 500; i = low.indexOf(q, i + q.length), n++) {
+    pre.appendChild(document.createTextNode(text.slice(at, i)));
+    pre.appendChild(el("mark", {}, text.slice(i, i + q.length)));
+    at = i + q.length;
+  }
+  pre.appendChild(document.createTextNode(text.slice(at)));
+  return pre;
+}
+
 function block(title, text) {
   const f = document.createDocumentFragment();
   f.appendChild(el("h3", {}, title));
-  f.appendChild(el("pre", { class: "text" }, text));
+  f.appendChild(highlighted(text));
   return f;
+}
+
+function kv(pairs) {
+  const d = el("dl", { class: "kv" });
+  for (const [k, v] of pairs) { d.appendChild(el("dt", {}, k)); d.appendChild(el("dd", {}, v)); }
+  return d;
+}
+
+function stepFacts(s) { // what the run recorded about the call that produced step s
+  const st = D.history.steps[s - 1];
+  if (!st) return [];
+  const out = [];
+  if (st.commands.length) out.push(["command", st.commands.map((c) => c.split("\n")[0]).join(" ; ")]);
+  if (st.recorded_prompt_tokens !== null && st.recorded_prompt_tokens !== undefined)
+    out.push(["recorded prompt", `${fmt(st.recorded_prompt_tokens)} tokens` + (st.recorded_cached_tokens !== null && st.recorded_cached_tokens !== undefined ? `, ${fmt(st.recorded_cached_tokens)} cached` : "")]);
+  if (st.recorded_cost !== null && st.recorded_cost !== undefined) out.push(["recorded cost", usd(st.recorded_cost)]);
+  out.push(["latency", st.latency !== null && st.latency !== undefined ? `${st.latency_approx ? "≈ " : ""}${st.latency.toFixed(1)} s (recorded)` : "not recorded in this run"]);
+  return out;
 }
 
 function stepDetails(s, open) {
@@ -130,23 +293,28 @@ function stepDetails(s, open) {
   return d;
 }
 
-function outputIndex(idx) { // which output of its step the prompt row idx is
-  const step = stepOf(view.prompt[idx]);
+function outputIndex(list, idx) { // which output of its step the prompt row idx is
+  const step = stepOf(list[idx]);
   let j = 0;
-  for (let i = 0; i < idx; i++) if (stepOf(view.prompt[i]) === step && partOf(view.prompt[i]) === "output") j++;
+  for (let i = 0; i < idx; i++) if (stepOf(list[i]) === step && partOf(list[i]) === "output") j++;
   return j;
 }
 
 function showDetail(pane, idx) {
   const box = $("detail");
   box.replaceChildren();
-  const pid = pane === "prompt" ? view.prompt[idx] : view.hist[idx].pid;
-  const shown = pane === "prompt" ? shownOf(pid) : view.place(view.hist[idx]).shown;
+  const pid = pidAt(pane, idx);
+  const shown = pane === "history" ? view.place(view.hist[idx]).shown : shownOf(pid);
+  const who = pane === "compare" ? VARIANTS.get(state.compare).label : selected().label;
+  openPanel(label(pid, pane !== "history"));
   const head = el("p");
   head.appendChild(tag(shown, shown === "hidden" ? "in the history only" : shown));
-  head.appendChild(el("b", {}, label(pid, pane === "prompt")));
-  head.appendChild(document.createTextNode(` · ${fmt(tokensOf(pid))} tokens · ${pane === "prompt" ? "sent at" : "history at"} call ${state.call}`));
+  head.appendChild(el("b", {}, label(pid, pane !== "history")));
+  head.appendChild(document.createTextNode(` · ${fmt(tokensOf(pid))} tokens · ${pane === "history" ? "history at" : `sent by ${who} at`} call ${state.call}`));
   box.appendChild(head);
+  const step = stepOf(pid);
+  if (P[pid][7] >= 0) box.appendChild(kv([[partOf(pid) === "reply" ? "runs" : "summary", preview(pid)]]));
+  if (step && partOf(pid) === "reply") box.appendChild(kv(stepFacts(step)));
   if (pane === "history") {
     box.appendChild(block("In the history, as recorded", pieceText(pid)));
     const p = view.place(view.hist[idx]);
@@ -155,18 +323,19 @@ function showDetail(pane, idx) {
     else box.appendChild(el("p", { class: "hint" }, "Sent to the model as received."));
     return;
   }
+  const list = listOf(pane);
   box.appendChild(block("Sent to the model", pieceText(pid)));
-  const step = stepOf(pid), cov = coversOf(pid), part = partOf(pid);
+  const cov = coversOf(pid), part = partOf(pid);
   if (shown === "stub" || shown === "trimmed" || (shown === "note" && part === "output")) {
     const st = D.history.steps[step - 1];
-    const orig = st && st.outputs[Math.min(outputIndex(idx), st.outputs.length - 1)];
+    const orig = st && st.outputs[Math.min(outputIndex(list, idx), st.outputs.length - 1)];
     if (orig !== undefined) box.appendChild(block(`Original output of step ${step}, in the history`, pieceText(orig)));
     const others = cov.filter((s) => s !== step);
     if (others.length) {
       const p = el("p", { class: "hint" }, `The repeated content is still shown at step ${span(others)}: `);
       for (const s of others) {
         const b = el("button", { type: "button" }, `step ${s}`);
-        b.addEventListener("click", () => { const i = view.prompt.findIndex((q) => stepOf(q) === s && partOf(q) === "output"); if (i >= 0) select("prompt", i); });
+        b.addEventListener("click", () => { const i = list.findIndex((q) => stepOf(q) === s && partOf(q) === "output"); if (i >= 0) select(pane, i); });
         p.appendChild(b);
       }
       box.appendChild(p);
@@ -179,7 +348,115 @@ function showDetail(pane, idx) {
   }
 }
 
-/* ---- reply, boundary, summary --------------------------------------------------------------- */
+function showFirstMark() { // scroll the side panel (only it) to the first search match
+  const box = $("detail"), mark = box.querySelector("mark");
+  if (!mark) return;
+  const pre = mark.closest("pre");
+  const at = mark.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+  box.scrollTop = Math.max(0, at - box.clientHeight / 3);
+  if (pre) pre.scrollTop = 0;
+}
+
+/* ---- diff of call N against call N-1 -------------------------------------------------------- */
+
+function lineDiff(a, b) { // [["same"|"del"|"add", line]], common head and tail kept, LCS in between
+  const x = a.split("\n"), y = b.split("\n");
+  let h = 0;
+  while (h < x.length && h < y.length && x[h] === y[h]) h++;
+  let t = 0;
+  while (t < x.length - h && t < y.length - h && x[x.length - 1 - t] === y[y.length - 1 - t]) t++;
+  const xm = x.slice(h, x.length - t), ym = y.slice(h, y.length - t);
+  const out = x.slice(0, h).map((l) => ["same", l]);
+  if (xm.length * ym.length > 250000) {
+    xm.forEach((l) => out.push(["del", l]));
+    ym.forEach((l) => out.push(["add", l]));
+  } else {
+    const n = xm.length, m = ym.length;
+    const L = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+    for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = xm[i] === ym[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+    let i = 0, j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && xm[i] === ym[j]) { out.push(["same", xm[i]]); i++; j++; }
+      else if (j < m && (i === n || L[i][j + 1] >= L[i + 1][j])) out.push(["add", ym[j++]]);
+      else out.push(["del", xm[i++]]);
+    }
+  }
+  x.slice(x.length - t).forEach((l) => out.push(["same", l]));
+  return out;
+}
+
+function diffLines(a, b) {
+  const box = el("div", { class: "text" });
+  const rows = lineDiff(a, b);
+  let skipped = 0;
+  rows.forEach(([k, l], i) => {
+    const near = rows.slice(Math.max(0, i - 2), i + 3).some((r) => r[0] !== "same");
+    if (k === "same" && !near) { skipped++; return; }
+    if (skipped) { box.appendChild(el("p", { class: "diff-line same" }, `  … ${skipped} unchanged line${skipped > 1 ? "s" : ""}`)); skipped = 0; }
+    box.appendChild(el("p", { class: `diff-line ${k}` }, (k === "add" ? "+ " : k === "del" ? "− " : "  ") + l));
+  });
+  if (skipped) box.appendChild(el("p", { class: "diff-line same" }, `  … ${skipped} unchanged line${skipped > 1 ? "s" : ""}`));
+  return box;
+}
+
+function diffRow(kind, pid) {
+  const r = el("div", { class: `diff-row ${kind}` });
+  r.appendChild(el("b", {}, kind === "add" ? "+" : "−"));
+  const sh = shownOf(pid);
+  const how = sh === "received" || sh === "prefix" ? " · as received" : label(pid, true).endsWith(sh) ? "" : ` · ${sh}`;
+  r.appendChild(el("span", { class: "pre" }, `${label(pid, true)}${how} · ${fmt(tokensOf(pid))} tok · ${preview(pid)}`));
+  return r;
+}
+
+function showDiff() {
+  const v = variant(), c = state.call;
+  const cur = promptsOf(v)[c - 1], prev = c > 1 ? promptsOf(v)[c - 2] : [];
+  const keep = v.calls[c - 1][0];
+  state.detail = "diff";
+  const box = $("detail");
+  box.replaceChildren();
+  openPanel(`Call ${c} against call ${c - 1 || "–"}`);
+  if (c === 1) {
+    box.appendChild(el("p", { class: "diff-summary" }, "Call 1 is the first: nothing was cached, every token is computed."));
+    return;
+  }
+  const tok = (list, a, b) => sum(list.slice(a, b).map(tokensOf));
+  const cached = v.cached[c - 1];
+  let pos = 0, cutRow = cur.length;
+  for (let i = 0; i < cur.length; i++) { if (pos + tokensOf(cur[i]) > cached) { cutRow = i; break; } pos += tokensOf(cur[i]); }
+  const st = v.stats[c - 1], sp = v.stats[c - 2];
+  const lines = [
+    `${selected().label}: messages 1–${keep} are identical to call ${c - 1}'s (≈ ${fmt(tok(cur, 0, keep))} tokens); ` +
+      `${plural(prev.length - keep, "message")} of call ${c - 1} changed or left, ${plural(cur.length - keep, "message")} are new or changed.`,
+    `The cached prefix (simulated) holds ${fmt(cached)} of ${fmt(v.tokens[c - 1])} tokens: it ends ` +
+      (cutRow >= cur.length ? "after the last message" : `in message ${cutRow + 1} (${label(cur[cutRow], true)})`) +
+      `; ${fmt(v.tokens[c - 1] - cached)} tokens are recomputed.`,
+  ];
+  if (st && sp && st[0] !== sp[0]) lines.push(`The boundary moved from b = ${sp[0]} to b = ${st[0]}: steps up to ${st[0]} may now be condensed, which changes the prompt from their position on.`);
+  else if (keep < prev.length) lines.push("Something before the end of the previous prompt changed (a restore, a span, a fold note or a ledger fold), so the cache stops there.");
+  else lines.push(`Nothing of call ${c - 1}'s prompt changed: call ${c} appends step ${c - 1}'s reply and outputs.`);
+  for (const l of lines) box.appendChild(el("p", { class: "diff-summary" }, l));
+  const list = el("div", { class: "diff-list", "data-testid": "diff-list" });
+  if (keep) list.appendChild(el("p", { class: "hint" }, `= messages 1–${keep} unchanged`));
+  const removed = prev.slice(keep), added = cur.slice(keep);
+  removed.forEach((pid) => list.appendChild(diffRow("del", pid)));
+  added.forEach((pid) => list.appendChild(diffRow("add", pid)));
+  box.appendChild(list);
+  // the same message shown differently now (an output became a stub, a note grew): its text diff
+  let pairs = 0;
+  for (const pid of removed) {
+    const twin = added.find((q) => stepOf(q) === stepOf(pid) && partOf(q) === partOf(pid) && anchorOf(q) === anchorOf(pid));
+    if (twin === undefined || pairs >= 40) continue;
+    pairs++;
+    const d = el("details", { class: "pair" });
+    d.appendChild(el("summary", {}, `${label(pid, true)}: ${shownOf(pid)} → ${shownOf(twin)} (${fmt(tokensOf(pid))} → ${fmt(tokensOf(twin))} tokens)`));
+    d.appendChild(diffLines(pieceText(pid), pieceText(twin)));
+    if (pairs === 1) d.open = true;
+    box.appendChild(d);
+  }
+}
+
+/* ---- reply, stats, figures, summary --------------------------------------------------------- */
 
 function renderReply() {
   const c = state.call;
@@ -205,25 +482,74 @@ function renderReply() {
   }
 }
 
+/* Every kind of omission in this prompt, counted from the prompt itself (so masking, spans and
+   compaction count too, whatever the policy's own statistics cover). */
+function omissions(prompt, hist, place) {
+  const n = { stub: 0, trimmed: 0, masked: 0, replies: 0, notes: 0, folded: new Set(), spans: 0, spanSteps: new Set(), restored: 0, hidden: 0 };
+  for (const pid of prompt) {
+    const sh = shownOf(pid), part = partOf(pid);
+    if (sh === "stub") n.stub++;
+    else if (sh === "trimmed") n.trimmed++;
+    else if (sh === "restored") n.restored++;
+    else if (sh === "note" && part === "output") n.masked++;
+    else if (sh === "note" && part === "reply") n.replies++;
+    else if (part === "note") { n.notes++; coversOf(pid).forEach((s) => n.folded.add(s)); }
+    else if (part === "span") { n.spans++; coversOf(pid).forEach((s) => n.spanSteps.add(s)); }
+  }
+  if (hist) for (const r of hist) if (place(r).row < 0) n.hidden++;
+  return n;
+}
+
+function omissionText(n) {
+  const parts = [
+    plural(n.stub, "stub"), `${fmt(n.trimmed)} trimmed`, plural(n.masked, "masked output"),
+    `${plural(n.folded.size, "folded step")} in ${plural(n.notes, "note")}`,
+  ];
+  if (n.replies) parts.push(plural(n.replies, "condensed reply", "condensed replies"));
+  if (n.spans) parts.push(`${plural(n.spanSteps.size, "step")} in ${plural(n.spans, "folded span")}`);
+  if (n.hidden) parts.push(`${plural(n.hidden, "history message")} not sent at all`);
+  parts.push(plural(n.restored, "restore"));
+  return parts.join(", ");
+}
+
 function renderBoundary() {
   const v = variant();
   const c = state.call;
   const st = v.stats[c - 1];
   const parts = [];
   if (st) {
-    const [b, stubs, trimmed, folded, notes, restores] = st;
+    const b = st[0];
     const t = c - 1;
     const k = selected().settings.k;
     parts.push(b >= t ? `boundary b = ${b}: every step so far may be condensed` :
       `boundary b = ${b}${k ? ` (k = ${k})` : ""}: ${b ? `steps 1–${b} may be condensed, ` : ""}steps ${b + 1}–${t} are sent as received`);
-    parts.push(`${stubs} stub${stubs === 1 ? "" : "s"}, ${trimmed} trimmed`, `${folded} folded step${folded === 1 ? "" : "s"} in ${notes} note${notes === 1 ? "" : "s"}`, `${restores} restore${restores === 1 ? "" : "s"}`);
-  } else {
-    const notes = view.prompt.filter((p) => shownOf(p) === "note").length;
-    parts.push(`${notes} piece${notes === 1 ? "" : "s"} replaced by notes`);
   }
+  parts.push("omitted: " + omissionText(omissions(view.prompt, view.hist, view.place)));
   const ev = v.events && v.events[c - 1];
   if (ev) parts.push(`a SIMULATED compaction summarized steps ${ev[1]}–${ev[2]} before this call (~${fmt(ev[0])} tokens)`);
   $("boundary").textContent = parts.join(" · ");
+}
+
+function figuresOf(v, c) {
+  const n = v.tokens[c - 1], k = v.cached[c - 1];
+  return `${fmt(n)} prompt tokens = ${fmt(k)} cached + ${fmt(n - k)} recomputed, ${usd(v.cost[c - 1])}`;
+}
+
+function renderFigures() {
+  const v = variant(), b = baseV(), w = compareV(), c = state.call;
+  const box = $("figures");
+  box.replaceChildren();
+  box.appendChild(el("b", {}, `Call ${c}: `));
+  box.appendChild(el("span", { class: "sim", "data-testid": "figures-sim" }, `${selected().label}: ${figuresOf(v, c)} (simulated: vLLM prefix cache, ${D.price.name} prices)`));
+  if (w) box.appendChild(document.createTextNode(` · ${VARIANTS.get(state.compare).label}: ${figuresOf(w, c)}`));
+  if (v !== b && w !== b) box.appendChild(document.createTextNode(` · base: ${figuresOf(b, c)}`));
+  const st = D.history.steps[c - 1];
+  const rec = [];
+  if (st.recorded_prompt_tokens !== null && st.recorded_prompt_tokens !== undefined) rec.push(`${fmt(st.recorded_prompt_tokens)} prompt tokens` + (st.recorded_cached_tokens !== null && st.recorded_cached_tokens !== undefined ? `, ${fmt(st.recorded_cached_tokens)} cached` : ""));
+  if (st.recorded_cost !== null && st.recorded_cost !== undefined) rec.push(usd(st.recorded_cost));
+  rec.push(st.latency !== null && st.latency !== undefined ? `latency ${st.latency_approx ? "≈ " : ""}${st.latency.toFixed(1)} s` : "latency not recorded");
+  box.appendChild(document.createTextNode(" · "));
+  box.appendChild(el("span", { class: "rec", "data-testid": "figures-recorded" }, `recorded in the run: ${rec.join(", ")}`));
 }
 
 function chip(title, value, sub) {
@@ -234,14 +560,16 @@ function chip(title, value, sub) {
 }
 
 function renderSummary() {
-  const v = variant(), b = baseV();
-  const sum = (a) => a.reduce((x, y) => x + y, 0);
+  const v = variant(), b = baseV(), w = compareV();
   const tv = sum(v.tokens), tb = sum(b.tokens), cv = sum(v.cached), cb = sum(b.cached);
-  const pct = tb ? Math.round((100 * (tb - tv)) / tb) : 0;
-  $("summary").replaceChildren(
+  const pct = (x, y) => { const p = y ? Math.round((100 * (y - x)) / y) : 0; return `${p >= 0 ? "−" : "+"}${Math.abs(p)}%`; };
+  const chips = [
     chip("prompt tokens", fmt(tv), `(base ${fmt(tb)})`),
-    chip("vs base", `${pct >= 0 ? "−" : "+"}${Math.abs(pct)}%`),
+    chip("vs base", pct(tv, tb)),
     chip("cached, simulated", tv ? `${Math.round((100 * cv) / tv)}%` : "–"),
     chip("recomputed", fmt(tv - cv), `(base ${fmt(tb - cb)})`),
-  );
+    chip("cost, simulated", usd(sum(v.cost)), `(base ${usd(sum(b.cost))})`),
+  ];
+  if (w && w !== b) chips.push(chip(`vs ${VARIANTS.get(state.compare).label}`, pct(tv, sum(w.tokens)), `(${fmt(sum(w.tokens))} tokens)`));
+  $("summary").replaceChildren(...chips);
 }

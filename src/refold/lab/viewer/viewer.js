@@ -1,18 +1,23 @@
 /* refold view: scrub through a run's model calls. Plain JS, no dependencies, no network. */
 "use strict";
 
-const D = JSON.parse(document.getElementById("refold-data").textContent);
-const S = D.strings;
-const P = D.pieces; // [role, textRef, step, part, shown, covers, tokens]
-const SHOWN = D.codes.shown;
-const PART = D.codes.part;
-const ROLE = D.codes.role;
-const N = D.calls;
-const VARIANTS = new Map(D.variants.map((v) => [v.id, v]));
+// filled by loadData(), after the loading banner has been painted
+let D, S, P, SHOWN, PART, ROLE, N, VARIANTS;
+function loadData() {
+  D = JSON.parse(document.getElementById("refold-data").textContent);
+  S = D.strings;
+  P = D.pieces; // [role, textRef, step, part, shown, covers, tokens, preview string id or -1]
+  SHOWN = D.codes.shown;
+  PART = D.codes.part;
+  ROLE = D.codes.role;
+  N = D.calls;
+  VARIANTS = new Map(D.variants.map((v) => [v.id, v]));
+}
 const $ = (id) => document.getElementById(id);
 const fmt = (n) => Number(n).toLocaleString("en-US");
+const usd = (x) => "$" + (x >= 0.01 ? x.toFixed(4) : x.toPrecision(2));
 
-const state = { call: 1, variant: D.default, sel: null, timer: null };
+const state = { call: 1, variant: null, compare: "", sel: null, timer: null, query: "", filter: "all", detail: null };
 
 /* ---- data access ---------------------------------------------------------------------------- */
 
@@ -70,6 +75,7 @@ function pieceText(pid) {
 const previews = new Map();
 function preview(pid) {
   let p = previews.get(pid);
+  if (p === undefined && P[pid][7] >= 0) { p = S[P[pid][7]]; previews.set(pid, p); } // command or summary
   if (p === undefined) {
     const t = pieceText(pid);
     p = "";
@@ -81,6 +87,7 @@ function preview(pid) {
       if (line && !/^\[step \d+\]$/.test(line) && !/^<\/?(returncode|output)>/.test(line)) { p = line; break; }
       start = end + 1;
     }
+    p = p.replace(/^\[context-manager\]\s*/, ""); // the row's color already says it is a note or stub
     p = p.length > 220 ? p.slice(0, 220) + "…" : p;
     previews.set(pid, p);
   }

@@ -1,0 +1,143 @@
+"""``--plot FILE.png|svg`` of ``refold replay`` and ``refold simulate``: one figure per run.
+
+Three panels: the prompt size of every call per policy (tasks one after another), the cumulative
+prompt tokens per policy, and cached vs recomputed prompt tokens (bars; the cache is simulated).
+matplotlib is the optional ``plot`` extra; without it ``check_plot`` is one usage-error line,
+raised before any long work starts.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+from ..errors import PolicyError
+
+FORMATS = (".png", ".svg")
+
+
+@dataclass
+class Series:
+    """What one figure shows: per policy, each task's per-call prompt tokens; and the bars."""
+
+    per_call: dict[str, list[list[int]]] = field(default_factory=dict)
+    bars: list[tuple[str, int, int]] = field(default_factory=list)  # (label, cached, recomputed)
+    bars_title: str = "prompt tokens: cached vs recomputed (simulated prefix cache)"
+    note: str = ""
+    unit: str = "tasks"  # what the per-call lines are, one after another
+
+
+def check_plot(path: Path) -> None:
+    """A usage error now, not after the replay: a bad suffix, or matplotlib not installed."""
+    if path.suffix.lower() not in FORMATS:
+        raise PolicyError(f"--plot {path}: give a .png or .svg file name")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PolicyError("--plot needs matplotlib: pip install 'refold[plot]'") from None
+
+
+def replay_series(report: dict[str, Any]) -> Series:
+    """Per-call prompt tokens of each replayed task (the JSON report's ``per_call``) and totals."""
+    out = Series(note="prompt sizes measured by re-rendering; cached/recomputed simulated")
+    totals: dict[str, list[int]] = {}
+    for task in report.get("tasks", []):
+        if task.get("error") is not None:
+            continue
+        for name, e in task.get("policies", {}).items():
+            calls = (e.get("per_call") or {}).get("prompt_tokens")
+            if calls:
+                out.per_call.setdefault(name, []).append([int(x) for x in calls])
+            cached, recomputed = totals.setdefault(name, [0, 0])
+            totals[name] = [cached + int(e.get("cached_tokens", 0)), recomputed + int(e.get("recomputed_tokens", 0))]
+    out.bars = [(name, c, r) for name, (c, r) in totals.items()]
+    return out
+
+
+def write_plot(path: Path, title: str, series: Series) -> None:
+    """Draw the figure; the file format follows the suffix. An OSError is one usage-error line."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    names = list(series.per_call) or [b[0] for b in series.bars]
+    colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "refold", "font.size": 9}):
+        fig = Figure(figsize=(11, 8.5), layout="constrained")
+        per, cum, bars = fig.subplots(3, 1, height_ratios=[3, 3, 2])
+        fig.suptitle("\n".join([*textwrap.wrap(title, 150), series.note]).strip(), fontsize=9)
+        starts = _task_starts(series.per_call)
+        for name, tasks in series.per_call.items():
+            flat = [x for t in tasks for x in t]
+            xs = range(1, len(flat) + 1)
+            at = 1
+            for i, task in enumerate(tasks):  # one line per task: no jump drawn between two tasks
+                per.plot(range(at, at + len(task)), task, label=name if i == 0 else None, color=colors[name], linewidth=1)
+                at += len(task)
+            cum.plot(xs, list(accumulate(flat)), label=name, color=colors[name], linewidth=1.2)
+        for ax in (per, cum):
+            for x in starts[1:]:
+                ax.axvline(x - 0.5, color="0.85", linewidth=0.6, zorder=0)
+            ax.grid(axis="y", color="0.92")
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_tokens))
+        per.set_title("prompt tokens per call" + (f" ({len(starts)} {series.unit} one after another)" if len(starts) > 1 else ""))
+        per.set_xlabel("model call")
+        cum.set_title("cumulative prompt tokens")
+        cum.set_xlabel("model call")
+        if series.per_call:
+            per.legend(loc="upper left", fontsize=8, ncols=min(4, len(series.per_call)))
+        _bars(bars, series)
+        try:
+            fig.savefig(path, format=path.suffix.lower()[1:], dpi=110, metadata=_metadata(path))
+        except OSError as e:
+            raise PolicyError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _bars(ax: Any, series: Series) -> None:
+    labels = [b[0] for b in series.bars]
+    ys = range(len(labels))
+    cached = [b[1] for b in series.bars]
+    recomputed = [b[2] for b in series.bars]
+    ax.barh(ys, cached, color="0.75", label="cached")
+    ax.barh(ys, recomputed, left=cached, color="C3", label="recomputed")
+    ax.set_yticks(list(ys), labels)
+    ax.set_xlim(0, 1.22 * max([c + r for c, r in zip(cached, recomputed, strict=True)] or [1]) or 1)
+    ax.invert_yaxis()
+    ax.xaxis.set_major_formatter(_formatter())
+    ax.set_title(series.bars_title)
+    ax.legend(loc="lower right", fontsize=8)
+    for y, c, r in zip(ys, cached, recomputed, strict=True):
+        share = f"{c / (c + r):.0%} cached" if c + r else ""
+        ax.text(c + r, y, f"  {_tokens(c + r)} ({share})", va="center", fontsize=7)
+
+
+def _formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(_tokens)
+
+
+def _tokens(x: float, _pos: object = None) -> str:
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if abs(x) >= 1e3:
+        return f"{x / 1e3:.0f}k"
+    return f"{x:.0f}"
+
+
+def _task_starts(per_call: dict[str, list[list[int]]]) -> list[int]:
+    """1-based call number where each task starts (from the first policy)."""
+    first: Sequence[list[int]] = next(iter(per_call.values()), [])
+    starts, at = [], 1
+    for task in first:
+        starts.append(at)
+        at += len(task)
+    return starts
+
+
+def _metadata(path: Path) -> dict[str, Any]:
+    # no creation date: the same run gives the same file
+    return {"Date": None} if path.suffix.lower() == ".svg" else {"Software": "refold"}

@@ -1,0 +1,211 @@
+"""Keys of hidden-then-needed (replay/needed.py): the names a reply can use that a prompt showed.
+
+Keys are extracted by one function, :func:`keys_of`, applied in the same way to replies, outputs
+and rendered messages (for tool calls: the string values of the JSON arguments, not the
+argument names):
+
+* **paths**: a run of ``[A-Za-z0-9_.+-/]`` holding a ``/`` (no ``//``, so no URLs) whose last
+  component has a letter and either an extension (``.py``, ``.txt``: 1-8 alphanumerics) or at
+  least two components and 8 characters, or a bare ``name.ext`` with a source-file extension.
+  A path is indexed under its last two components (``models/query.py``) and its basename
+  (``query.py``), so ``/testbed/django/db/models/query.py`` and ``./django/db/models/query.py``
+  are the same path; a reply's path is looked up by its most specific key (the last two
+  components when it has them). Generic basenames (``__init__.py``, ``setup.py``, ...) are
+  never keys.
+* **identifiers**: a word ``[A-Za-z_][A-Za-z0-9_]*`` of at least 8 characters with an inner
+  underscore (``snake_case``, ``ALL_CAPS``) or a lower-to-upper change (``CamelCase``,
+  ``camelCase``), read anywhere, also inside paths and dotted names (``billing_engine`` in
+  ``pkg/billing_engine.py``, ``QuerySet`` in ``models.QuerySet.filter``). Not keys: dunders, Python
+  keywords and builtins (``NotImplementedError``), ``unittest.TestCase`` attributes
+  (``assertEqual``), public names of a few everyday stdlib modules (``io``, ``os``, ``typing``,
+  ``subprocess``, ...: ``TextIOWrapper``) -- names any model knows without being shown them. Plain words and numbers
+  never qualify (no underscore, no case change, or no letter).
+* **test ids**: ``path.py::Name::test[param]``, keyed by the basename and the rest
+  (``test_query.py::QueryTests::test_filter``).
+* **error strings**: ``XxxError: message`` / ``XxxException: message``, keyed by the name and
+  the first 40 characters of the message (up to a backtick or line end), at least 4 of them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import datetime
+import functools
+import io
+import itertools
+import json
+import keyword
+import logging
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import typing
+import unittest
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ...types import content_text
+
+__all__ = ["ERROR_CHARS", "GENERIC_BASENAMES", "KNOWN_NAMES", "MIN_IDENT", "keys_of", "message_text", "reply_keys"]
+
+MIN_IDENT = 8
+ERROR_CHARS = 40
+
+# Only runs holding a "/" or a ".": the candidates for paths (most words are neither).
+_PATHISH = re.compile(r"(?<![A-Za-z0-9_.+/-])[A-Za-z0-9_.+/-]*[/.][A-Za-z0-9_.+/-]*")
+_LONG_WORD = re.compile(rf"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]{{{MIN_IDENT - 1},}}")
+_TEST_ID = re.compile(r"([A-Za-z0-9_./-]+\.py)::([A-Za-z0-9_:.\[\]-]+)")
+_ERROR = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception)): ([^\n`]{4,})")
+_EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+_SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_SOURCE_EXT = frozenset(
+    re.findall(
+        r"\w+",
+        "py pyi pyx js jsx ts tsx go rs java kt c h cc cpp hpp cs rb php swift scala sh toml yaml yml "
+        "json cfg ini txt md rst html css sql xml lock",
+    )
+)
+GENERIC_BASENAMES = frozenset(
+    {
+        "__init__.py",
+        "__main__.py",
+        "setup.py",
+        "setup.cfg",
+        "conftest.py",
+        "README.md",
+        "README.rst",
+        "pyproject.toml",
+        "requirements.txt",
+        "package.json",
+        "Makefile",
+    }
+)
+_STDLIB = (
+    collections,
+    datetime,
+    functools,
+    io,
+    itertools,
+    json,
+    logging,
+    os,
+    os.path,
+    pathlib,
+    re,
+    subprocess,
+    sys,
+    typing,
+)
+KNOWN_NAMES = (
+    frozenset(dir(builtins))
+    | frozenset(keyword.kwlist)
+    | frozenset(n for n in dir(unittest.TestCase) if not n.startswith("_"))
+    | frozenset(n for m in _STDLIB for n in dir(m) if not n.startswith("_"))
+    | {"NoneType"}
+)
+"""Identifiers any model knows without being shown them: never keys."""
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text a model reads in a message: its content and the string arguments of its tool calls."""
+    text = content_text(message.get("content"))
+    calls = message.get("tool_calls")
+    if not calls:
+        return text
+    parts = [text]
+    for call in calls if isinstance(calls, list) else ():
+        fn = call.get("function") if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, str):
+            try:
+                parts.extend(_strings(json.loads(args)))
+            except ValueError:
+                parts.append(args)
+        elif isinstance(args, dict):
+            parts.extend(_strings(args))
+    return "\n".join(parts)
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _identifier(word: str) -> bool:
+    return (
+        len(word) >= MIN_IDENT
+        and not (word.startswith("__") and word.endswith("__"))
+        and word not in KNOWN_NAMES
+        and (_SNAKE.search(word) is not None or _CAMEL.search(word) is not None)
+    )
+
+
+def _path_keys(token: str) -> tuple[str, ...]:
+    """Keys of a path-like token, most specific first; () if it is not a path."""
+    token = token.rstrip(".-")
+    if "/" not in token:  # a bare file name: only with a source-file extension
+        stem, dot, ext = token.rpartition(".")
+        if not dot or ext not in _SOURCE_EXT or not stem.strip(".") or token in GENERIC_BASENAMES:
+            return ()
+        return (token,)
+    if "//" in token:
+        return ()
+    parts = [p for p in token.split("/") if p not in ("", ".", "..")]
+    if not parts or not any(c.isalpha() for c in parts[-1]):
+        return ()
+    base = parts[-1]
+    has_ext = _EXT.search(base) is not None
+    if not (has_ext or (len(parts) >= 2 and len(token) >= MIN_IDENT)):
+        return ()
+    keys = ["/".join(parts[-2:])] if len(parts) >= 2 else []
+    if has_ext:
+        keys.append(base)
+    return tuple(k for k in keys if k.rsplit("/", 1)[-1] not in GENERIC_BASENAMES)
+
+
+def _scan(text: str) -> tuple[set[str], set[str]]:
+    """(every key ``text`` holds, the most specific key of each thing it names)."""
+    every: set[str] = set()
+    named: set[str] = set()
+    for token in _PATHISH.findall(text):
+        keys = _path_keys(token)
+        if keys:
+            every.update(keys)
+            named.add(keys[0])
+    for w in _LONG_WORD.findall(text):
+        if _identifier(w):
+            every.add(w)
+            named.add(w)
+    if "::" in text:
+        for m in _TEST_ID.finditer(text):
+            key = f"{m.group(1).rsplit('/', 1)[-1]}::{m.group(2).rstrip('.:-')}"
+            every.add(key)
+            named.add(key)
+    if "Error: " in text or "Exception: " in text:
+        for m in _ERROR.finditer(text):
+            msg = m.group(2).strip()[:ERROR_CHARS].rstrip()
+            if len(msg) >= 4:
+                key = f"{m.group(1)}: {msg}"
+                every.add(key)
+                named.add(key)
+    return every, named
+
+
+def keys_of(text: str) -> frozenset[str]:
+    """Every key ``text`` holds (paths under both their keys); see the module docstring."""
+    return frozenset(_scan(text)[0])
+
+
+def reply_keys(text: str) -> frozenset[str]:
+    """The keys a reply *names*: each path by its most specific key only."""
+    return frozenset(_scan(text)[1])

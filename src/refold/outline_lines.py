@@ -1,0 +1,123 @@
+"""Where a tool's output carries a file's lines: printed line numbers (``cat -n``, ``nl``,
+SWE-agent windows, Read-style ``N→``) and the frame lines tools wrap around them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["file_lines", "is_frame", "strip_line_numbers"]
+
+
+# ---- line numbers ---------------------------------------------------------------------------
+
+_NUMBERED = (
+    re.compile(r"^ *(\d+)\t(.*)$"),  # cat -n / nl -ba
+    re.compile(r"^(\d+):(.*)$"),  # SWE-agent window (and single-file grep -n)
+    re.compile(r"^ *(\d+)\u2192(.*)$"),  # "    40→code" (Read-style tools)
+)
+_MARKER = re.compile(
+    r"^\s*(\[File: .*\]|\(\d+ more lines? (above|below)\)|\[\d+ lines? (above|below) omitted\]"
+    r"|\(this is the (beginning|end) of the file\))\s*$"
+)
+# Lines a tool wraps a file span in: mini's <returncode>/<output>, SWE-agent's footer
+_WRAPPER = re.compile(
+    r"^\s*(<returncode>-?\d+</returncode>|</?output>|<output>.*|</?warning>|\(Open file: .*\)"
+    r"|\(Current directory: .*\)|bash-\$\s*|\[context-manager\].*)\s*$"
+)
+
+
+def is_frame(line: str) -> bool:
+    """A line a tool wraps around file content (header, footer, mini's wrapper, a refold marker)."""
+    return bool(_MARKER.match(line) or _WRAPPER.match(line))
+
+
+def _content_span(lines: Sequence[str]) -> tuple[int, int]:
+    """Where a file's consecutive lines can be: after mini's too-long ``<warning>`` block, and
+    up to its ``</output_head>`` (what follows the elided characters has unknown line numbers)."""
+    start, stop = 0, len(lines)
+    for i, line in enumerate(lines[:4]):
+        if line.lstrip().startswith("<warning>"):
+            end = next((j for j in range(i, min(len(lines), i + 40)) if "</warning>" in lines[j]), -1)
+            if end >= 0:
+                start = end + 1
+            break
+    if start:
+        stop = next((j for j in range(start, len(lines)) if lines[j].strip() in ("</output_head>", "<elided_chars>")), stop)
+    return start, stop
+
+
+_TAB_NUMBERED = re.compile(r"^ *(\d{1,9})\t")
+
+
+def strip_line_numbers(text: str) -> tuple[str, list[int] | None]:
+    """Remove per-line numbers from a numbered file span.
+
+    Returns ``(code, numbers)`` where ``numbers[i]`` is the original line number of code line i,
+    or ``(text, None)`` when ``text`` is not a numbered span. Printed numbers must be consecutive,
+    so multi-file grep output (``path:40:code``) and sparse matches are rejected. Plain ``nl``
+    leaves blank lines unnumbered and uncounted; those spans are renumbered from the first line.
+    Frame lines around the span (SWE-agent's ``[File: ...]`` header and footer, mini's
+    ``<returncode>``/``<output>`` wrapper) are dropped.
+    """
+    lines = text.split("\n")
+    code, numbers = file_lines(lines)
+    kept = [(c, n) for c, n in zip(code, numbers, strict=True) if n is not None]
+    body = text.rstrip("\n")
+    one = _TAB_NUMBERED.match(body) if "\n" not in body else None
+    if one:  # a single line: only nl's / cat -n's tab form is surely a number
+        return body[one.end() :], [int(one.group(1))]
+    if len(kept) < 2:
+        return text, None
+    return "\n".join(c for c, _ in kept), [n for _, n in kept]
+
+
+def file_lines(lines: Sequence[str], first_line: int | None = None) -> tuple[list[str], list[int | None]]:
+    """Per output line: the line without its printed number, and its line number in the file.
+
+    Numbers come from the output itself (``cat -n``, ``nl``, SWE-agent's ``N:`` windows, mini's
+    wrapper around them), else from ``first_line``, the file line of the first line of content
+    when the command says it (``sed -n '40,80p' f``, ``cat f``). Frame lines and lines whose
+    number is unknown get None.
+    """
+    lines = list(lines)
+    none: list[int | None] = [None] * len(lines)
+    start, stop = _content_span(lines)
+    lo, hi = start, stop
+    while lo < hi and (not lines[lo].strip() or is_frame(lines[lo])):
+        lo += 1
+    while hi > lo and (not lines[hi - 1].strip() or is_frame(lines[hi - 1])):
+        hi -= 1
+    for pattern in _NUMBERED:
+        code: list[str] = []
+        first = last = -1
+        for line in lines[lo:hi]:
+            m = pattern.match(line)
+            if m:
+                n = int(m.group(1))
+                if first < 0:
+                    first = n
+                elif n != last + 1:
+                    break
+                last = n
+                code.append(m.group(2))
+            elif not line.strip() and code:
+                code.append("")
+            else:
+                break
+        else:
+            if last > first >= 0:
+                numbers = none[:]
+                numbers[lo:hi] = range(first, first + len(code))
+                return lines[:lo] + code + lines[hi:], numbers
+    if first_line is None:
+        return lines, none
+    # unnumbered content: only frame lines (never blank ones, which are file lines) lead it
+    lo, hi = start, stop
+    while lo < hi and is_frame(lines[lo]):
+        lo += 1
+    while hi > lo and is_frame(lines[hi - 1]):
+        hi -= 1
+    numbers = none[:]
+    numbers[lo:hi] = range(first_line, first_line + hi - lo)
+    return lines, numbers

@@ -1,0 +1,215 @@
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: Anthropic's Messages API through refold.
+
+In front of Anthropic or any Messages-compatible server (vLLM, LiteLLM, llama.cpp) at the same
+``--upstream`` base URL (``https://api.anthropic.com/v1``). ``anthropic-version``,
+``anthropic-beta`` and the client's ``x-api-key`` (or OAuth bearer) are forwarded; with
+``--upstream-key`` that key is sent as ``x-api-key`` instead. With ``--token`` the proxy token may
+come as ``x-api-key`` (what Claude Code's ``ANTHROPIC_API_KEY`` sends) or as a bearer; it is never
+forwarded. Errors are in Anthropic's shape (``{"type": "error", "error": {...}}``); an upstream
+error is returned as the upstream sent it.
+
+Passed through untouched (not recorded, not rendered): a harness's own compaction request
+(``anthropic_wire.COMPACTION``) and any request with ``X-Refold-Passthrough: 1``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from fastapi.responses import JSONResponse, Response
+
+from ..errors import ProxyError
+from ..history import History
+from ..types import Message, Rendered
+from . import anthropic_wire as wire
+from .config import ProxyConfig
+from .mapping import split
+from .metrics import Metrics
+from .sessions import owner_of
+from .surface import Event, Parsed, SurfaceService, parse_json
+
+_HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
+
+
+class AnthropicAdapter:
+    key = wire.KEY
+    path = "/messages"
+
+    def __init__(self, cfg: ProxyConfig, metrics: Metrics) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self.first_party = (urlsplit(cfg.upstream).hostname or "").endswith("anthropic.com")
+        self.proxy_token: str | None = None
+
+    def parse(self, body: dict[str, Any]) -> Parsed:
+        return wire.parse(body)
+
+    def build(
+        self,
+        body: dict[str, Any],
+        parsed: Parsed,
+        rendered: Rendered,
+        history: History,
+        tail: Message | None,
+        added: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        out, fixes = wire.build(body, parsed, rendered, history, tail, added, first_party=self.first_party)
+        self.metrics.inc("refold_orphan_blocks_repaired_total", fixes, surface=self.key)
+        return out
+
+    def reply(self, data: Any) -> Message | None:
+        return wire.reply(data)
+
+    def aggregate(self, events: Sequence[Event]) -> Any:
+        return wire.aggregate([(e.name, parse_json(e.data)) for e in events])
+
+    def headers(self, client_key: str | None, headers: Mapping[str, str]) -> dict[str, str]:
+        return upstream_headers(self.cfg, headers)
+
+    def error(self, exc: ProxyError) -> tuple[int, dict[str, Any]]:
+        return exc.status, wire.error_body(exc.status, exc.message)
+
+    def stream_error(self, message: str) -> bytes:
+        return f"event: error\ndata: {json.dumps(wire.error_body(502, message))}\n\n".encode()
+
+    def done(self, parsed: Parsed, data: Any) -> None:
+        return None
+
+
+def client_key(cfg: ProxyConfig, headers: Mapping[str, str]) -> str | None:
+    """The key the client presented (``x-api-key`` or a bearer); with ``--token`` it must be one."""
+    bearer = headers.get("authorization", "")
+    key = headers.get("x-api-key") or (bearer[7:].strip() if bearer[:7].lower() == "bearer " else None)
+    if cfg.tokens and (not key or not any(hmac.compare_digest(key.encode(), t.encode()) for t in cfg.tokens)):
+        raise ProxyError(401, "missing or invalid API key (x-api-key or bearer token)", type="authentication_error")
+    return key
+
+
+def upstream_headers(cfg: ProxyConfig, headers: Mapping[str, str]) -> dict[str, str]:
+    out = {k: v for k, v in headers.items() if k.lower() not in _HOP and not k.lower().startswith("x-refold")}
+    if cfg.upstream_key:
+        out = {k: v for k, v in out.items() if k.lower() not in ("x-api-key", "authorization")}
+        out["x-api-key"] = cfg.upstream_key
+    elif cfg.tokens:  # the proxy's own token never leaves it
+        out = {k: v for k, v in out.items() if not _carries(k, v, cfg.tokens)}
+    return out
+
+
+def _carries(name: str, value: str, tokens: Sequence[str]) -> bool:
+    n = name.lower()
+    if n == "x-api-key":
+        return value in tokens
+    return n == "authorization" and value[7:].strip() in tokens
+
+
+def anthropic_error(exc: ProxyError) -> JSONResponse:
+    return JSONResponse(wire.error_body(exc.status, exc.message), status_code=exc.status)
+
+
+async def messages(
+    service: SurfaceService, adapter: AnthropicAdapter, body: Any, headers: Mapping[str, str], query: str,
+    forward: Any,
+) -> Response:
+    key = client_key(service.cfg, headers)
+    if not isinstance(body, dict):
+        raise wire.bad("request body must be a JSON object")
+    if headers.get("x-refold-passthrough") == "1" or wire.is_compaction(body):
+        service.metrics.inc("refold_passthrough_total", surface=adapter.key)
+        response: Response = await forward(adapter.path, body, adapter.headers(key, headers), query)
+        return response
+    return await service.handle(adapter, body, owner_of(key), key, headers, query)
+
+
+def stateless_history(parsed: Parsed) -> tuple[History, Message | None]:
+    """The request's history on its own (count_tokens records nothing)."""
+    prefix, steps = split(parsed.messages)
+    tail = steps.pop()[0] if steps and not steps[-1][1] else None
+    h = History(prefix, source="count_tokens")
+    for r, o in steps:
+        h.append(r, o)
+    return h, tail
+
+
+COUNT_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
+
+
+async def count_tokens(
+    service: SurfaceService, adapter: AnthropicAdapter, body: Any, headers: Mapping[str, str], query: str
+) -> Response:
+    """The size of the prompt refold would send: Anthropic's count of it when the upstream has
+    ``/messages/count_tokens``, else the proxy's tokenizer over its text (``X-Refold-Count``)."""
+    client_key(service.cfg, headers)
+    if not isinstance(body, dict):
+        raise wire.bad("request body must be a JSON object")
+    body = {**body, "max_tokens": 1}
+    parsed = adapter.parse(body)
+    history, tail = stateless_history(parsed)
+    rendered = service.cfg.renderer().render(history)
+    added: list[dict[str, Any]] = []
+    if parsed.tools and service.cfg.context_tools:
+        from ..context.tools import offer
+
+        added, _ = offer(service.cfg.config, parsed.tools)
+    out = adapter.build(body, parsed, rendered, history, tail, added)
+    out = {k: v for k, v in out.items() if k in COUNT_FIELDS}
+    try:
+        r = await service.client.post(
+            service.url("/messages/count_tokens", query), json=out, headers=adapter.headers(None, headers)
+        )
+    except httpx.HTTPError:
+        r = None
+    if r is not None and r.status_code < 400:
+        try:
+            data = r.json()
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("input_tokens"), int):
+            return JSONResponse(data, headers={"X-Refold-Count": "upstream"})
+    if r is not None and r.status_code not in (404, 405, 501) and r.status_code >= 400:
+        return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type"))
+    n, method = local_count(service.cfg.tokenizer, out)
+    return JSONResponse({"input_tokens": n}, headers={"X-Refold-Count": method})
+
+
+def prompt_text(req: dict[str, Any]) -> str:
+    """What a tokenizer reads of a request: system and message texts, tool inputs, tool schemas."""
+    parts: list[str] = []
+    for b in req.get("system") or []:
+        parts.append(str(b.get("text", "")) if isinstance(b, dict) else str(b))
+    for m in req.get("messages") or []:
+        for b in m.get("content") or []:
+            parts.append(_block_text(b))
+    if req.get("tools"):
+        parts.append(json.dumps(req["tools"], ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _block_text(b: Any) -> str:
+    if not isinstance(b, dict):
+        return str(b)
+    kind = b.get("type")
+    if kind == "text":
+        return str(b.get("text", ""))
+    if kind == "thinking":
+        return str(b.get("thinking", ""))
+    if kind == "tool_use":
+        return f"{b.get('name')} {json.dumps(b.get('input'), ensure_ascii=False)}"
+    if kind == "tool_result":
+        c = b.get("content")
+        return c if isinstance(c, str) else "\n".join(_block_text(x) for x in c or [])
+    return ""  # images, documents, redacted thinking: not text a tokenizer can count
+
+
+def local_count(tokenizer: str, req: dict[str, Any]) -> tuple[int, str]:
+    from ..tokens import get_tokenizer, tokenizer_name
+
+    name = tokenizer_name(tokenizer) if tokenizer not in ("", "off") else None
+    text = prompt_text(req)
+    if name is None:
+        return (len(text) + 3) // 4, "local:chars4"
+    return get_tokenizer(name).count(text), f"local:{name}"

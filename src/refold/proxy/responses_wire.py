@@ -1,0 +1,289 @@
+"""OpenAI Responses input items <-> the session's OpenAI-style messages, and back after rendering.
+
+A run of output items (``reasoning``, assistant ``message``, ``function_call``,
+``custom_tool_call``, ``local_shell_call``, other ``*_call`` items) is one assistant reply; the
+items after it (``function_call_output`` and the other outputs, user and developer messages) are
+what came back. Each message keeps its native items under ``extra["responses"]``. Going back,
+``reasoning`` items (with their ``encrypted_content``) and calls are copied as received; the
+assistant text is as received unless the rendering changed it (a condensed old reply); outputs
+keep their item and carry the rendered text. ``instructions`` is the system prompt, with refold's
+protocol section joined to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from ..errors import ProxyError
+from ..history import History
+from ..types import Message, Origin, Rendered, content_text
+from .passthrough import is_compaction
+from .surface import Parsed, canonical_call, tool_name
+
+KEY = "responses"
+CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+INPUT_ROLES = ("user", "system", "developer")
+
+
+def bad(message: str) -> ProxyError:
+    return ProxyError(400, message, code="invalid_request")
+
+
+def items_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not all(isinstance(i, dict) for i in raw):
+        raise bad("input: must be a string or an array of input items")
+    return list(raw)
+
+
+def _kind(item: dict[str, Any]) -> str:
+    kind = item.get("type")
+    return kind if isinstance(kind, str) else ("message" if "role" in item else "")
+
+
+def _output_text(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(p.get("text", ""))
+        for p in content or []
+        if isinstance(p, dict) and p.get("type") in ("output_text", "text", "input_text")
+    )
+
+
+def _call(item: dict[str, Any]) -> dict[str, Any]:
+    kind = _kind(item)
+    call_id = item.get("call_id") or item.get("id")
+    if kind == "local_shell_call":
+        action = item.get("action") or {}
+        name, args = "shell", json.dumps({"command": action.get("command", [])}, ensure_ascii=False)
+    elif kind == "custom_tool_call":
+        name, args = str(item.get("name") or ""), str(item.get("input") or "")
+    else:
+        raw = item.get("arguments")
+        name, args = str(item.get("name") or ""), raw if isinstance(raw, str) else json.dumps(raw or {})
+    name, args = canonical_call(name, args)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def reply_message(items: list[dict[str, Any]]) -> Message:
+    text = "".join(_output_text(i) for i in items if _kind(i) == "message")
+    msg: Message = {"role": "assistant", "content": text, "extra": {KEY: copy.deepcopy(items)}}
+    calls = [_call(i) for i in items if _kind(i) in CALLS]
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Parsed:
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise bad("model: must be a non-empty string")
+    items = [*(prior or []), *items_of(body)]
+    if not items:
+        raise bad("input: must not be empty")
+    out: list[Message] = []
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise bad("instructions: must be a string")
+    if instructions:
+        out.append({"role": "system", "content": instructions, "extra": {KEY: "instructions"}})
+    group: list[dict[str, Any]] = []
+
+    def close() -> None:
+        if group:
+            out.append(reply_message(group))
+            group.clear()
+
+    for n, item in enumerate(items):
+        kind = _kind(item)
+        if kind == "item_reference":
+            raise bad(f"input.{n}: an item_reference cannot be rendered (check renderable() first)")
+        if kind == "message" and item.get("role") in INPUT_ROLES:
+            content = item.get("content")
+            if not isinstance(content, str | list):
+                raise bad(f"input.{n}.content: must be a string or an array of content parts")
+            close()
+            out.append({"role": item["role"], "content": copy.deepcopy(content)})
+        elif kind in OUTPUTS:
+            call_id = item.get("call_id") or item.get("id")
+            if not isinstance(call_id, str):
+                raise bad(f"input.{n}.call_id: must be a string")
+            output = item.get("output")
+            close()
+            out.append({
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": copy.deepcopy(output) if isinstance(output, str | list) else json.dumps(output),
+                "extra": {KEY: copy.deepcopy(item)},
+            })
+        elif kind == "message" and item.get("role") != "assistant":
+            raise bad(f"input.{n}.role: must be one of user, system, developer, assistant")
+        elif kind:
+            group.append(item)  # assistant messages, reasoning, calls, other items kept verbatim
+        else:
+            raise bad(f"input.{n}: an item needs a 'type' (or a 'role')")
+    close()
+    tools = body.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+        raise bad("tools: must be an array of objects")
+    named = [{"type": "function", "function": {"name": tool_name(t["name"])}} for t in tools or [] if isinstance(t.get("name"), str)]
+    return Parsed(out, named or None, {"items": items})
+
+
+def renderable(body: dict[str, Any]) -> bool:
+    """False when the input points at items stored upstream (``item_reference``): refold cannot
+    see them, so such a request is passed through."""
+    raw = body.get("input")
+    return not (isinstance(raw, list) and any(isinstance(i, dict) and i.get("type") == "item_reference" for i in raw))
+
+
+def is_compaction_request(body: dict[str, Any]) -> bool:
+    try:
+        items = items_of(body)
+    except ProxyError:
+        return False
+    last = items[-1] if items else {}
+    return _kind(last) == "message" and last.get("role") == "user" and is_compaction(content_text(last.get("content")) or _output_text(last))
+
+
+# ---- back to the wire ---------------------------------------------------------------------------
+
+
+def _text_item(text: str, like: dict[str, Any] | None = None) -> dict[str, Any]:
+    item = {k: copy.deepcopy(v) for k, v in (like or {}).items() if k != "content"}
+    item.setdefault("type", "message")
+    item.setdefault("role", "assistant")
+    item["content"] = [{"type": "output_text", "text": text, "annotations": []}]
+    return item
+
+
+def assistant_items(m: Message, native: Any) -> list[dict[str, Any]]:
+    text = content_text(m.get("content"))
+    calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    if not isinstance(native, list):
+        out = [_text_item(text)] if text else []
+        for c in calls:
+            fn = c.get("function") or {}
+            out.append({"type": "function_call", "call_id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments") or "{}"})
+        return out
+    ids = {c.get("id") for c in calls}
+    original = "".join(_output_text(i) for i in native if _kind(i) == "message")
+    same = text == original or not text
+    out = []
+    placed = False
+    for item in native:
+        kind = _kind(item)
+        if kind == "message":
+            if same:
+                out.append(copy.deepcopy(item))
+            elif not placed:
+                out.append(_text_item(text, item))
+                placed = True
+        elif kind in CALLS:
+            if (item.get("call_id") or item.get("id")) in ids:
+                out.append(copy.deepcopy(item))
+        else:
+            out.append(copy.deepcopy(item))  # reasoning (encrypted_content intact) and other items
+    if not same and not placed:
+        at = next((k for k, i in enumerate(out) if _kind(i) in CALLS), len(out))
+        out.insert(at, _text_item(text))
+    return out
+
+
+def _input_content(content: Any) -> Any:
+    if not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    out = []
+    for p in content:
+        if isinstance(p, dict) and p.get("type") == "text":
+            if p.get("text"):
+                out.append({"type": "input_text", "text": p["text"]})
+        else:
+            out.append(copy.deepcopy(p))
+    return out
+
+
+def _output_item(m: Message, o: Origin, history: History) -> dict[str, Any]:
+    call_id = m.get("tool_call_id")
+    output = _input_content(m.get("content"))
+    if o.step is not None and 1 <= o.step <= len(history):
+        for obs in history.step(o.step).observations:
+            native = (obs.get("extra") or {}).get(KEY)
+            if obs.get("tool_call_id") == call_id and isinstance(native, dict):
+                item = copy.deepcopy(native)
+                item["output"] = output
+                return item
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def build(
+    body: dict[str, Any],
+    parsed: Parsed,
+    rendered: Rendered,
+    history: History,
+    tail: Message | None,
+    added: list[dict[str, Any]],
+) -> dict[str, Any]:
+    out = {k: copy.deepcopy(v) for k, v in body.items() if k not in ("input", "instructions", "previous_response_id", "tools")}
+    items: list[dict[str, Any]] = []
+    first = history.prefix[0] if history.prefix else {}
+    for i, (m, o) in enumerate(zip(rendered.messages, rendered.origins, strict=True)):
+        role = m.get("role")
+        if i == 0 and o.part == "system" and (
+            (first.get("extra") or {}).get(KEY) == "instructions" or first.get("role") not in ("system", "developer")
+        ):
+            out["instructions"] = content_text(m.get("content"))
+        elif role == "assistant":
+            native = (history.step(o.step).reply.get("extra") or {}).get(KEY) if o.part == "reply" and o.step else None
+            items += assistant_items(m, native)
+        elif role == "tool":
+            items.append(_output_item(m, o, history))
+        else:
+            items.append({"type": "message", "role": role, "content": _input_content(m.get("content"))})
+    if tail is not None:
+        items += assistant_items(tail, (tail.get("extra") or {}).get(KEY))
+    out["input"] = items
+    tools = [copy.deepcopy(t) for t in body.get("tools") or []]
+    tools += [
+        {
+            "type": "function",
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "parameters": t["function"]["parameters"],
+        }
+        for t in added
+    ]
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+def reply(data: Any) -> Message | None:
+    if not isinstance(data, dict) or data.get("error") or not isinstance(data.get("output"), list):
+        return None
+    return reply_message([i for i in data["output"] if isinstance(i, dict)])
+
+
+FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+
+
+def aggregate(events: list[Any]) -> dict[str, Any]:
+    """The response object of a Responses stream (its ``response.completed`` event)."""
+    done: list[dict[str, Any]] = []
+    for data in events:
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("type")
+        if kind in FINAL_EVENTS and isinstance(data.get("response"), dict):
+            return dict(data["response"])
+        if kind == "error":
+            return {"error": data.get("error") or data}
+        if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+            done.append(data["item"])
+    return {"object": "response", "status": "incomplete", "output": done}

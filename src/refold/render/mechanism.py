@@ -1,0 +1,279 @@
+"""The Mechanism protocol: each projection rule shapes how a step behind the boundary is shown.
+
+A layout walks steps 1..b. Each step starts as a ``StepPlan`` holding its messages as first
+received; every mechanism of ``Config.mechanisms``, in order, may reshape it (structlog's
+processor chain). A mechanism that makes the step part of a larger unit (a span block, a note
+of adjacent folded steps) ends the chain for that step::
+
+    plan = StepPlan.received(step, view)
+    for mechanism in view.mechanisms:
+        mechanism.shape(plan, view)
+        if plan.unit != "step":
+            break
+
+The facts mechanisms read are computed once, as steps cross the boundary (``render.behind``:
+dedup forms, the masked set) or as they arrive (span and ledger books); a mechanism only
+decides how they show. The layout is incremental: ``dirty_from`` names the first step whose
+shaping may differ from the previous layout's (None: only steps crossing the boundary change).
+
+Adding a mechanism is one class with ``shape`` (and ``dirty_from``) plus its name in
+``Config.mechanisms``: a short name from ``BUILTIN`` or a dotted path, as mini-swe-agent names
+its classes (``Config.parse(mechanisms=[..., "mypkg.rules.Pinned"])``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+from ..config import Config
+from ..errors import PolicyError
+from ..history import History
+from ..mechanisms.ledger import hidden_outputs
+from ..mechanisms.masking import condensed_reply
+from ..mechanisms.objects import hidden_reply
+from ..mechanisms.pins import Part
+from ..mechanisms.spans import Span
+from ..messages import mask_note, with_content, with_text
+from ..types import Message, Origin, Shown, Step, content_text
+
+if TYPE_CHECKING:
+    from .behind import Behind
+    from .layout import Layout
+    from .received import Received
+
+Unit = Literal["step", "fold", "span"]
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """How one step behind the boundary is shown: its messages, or the unit it joins."""
+
+    step: Step
+    msgs: list[Message]
+    origins: list[Origin]
+    unit: Unit = "step"  # "fold": joins a note of adjacent folded steps; "span": inside a span's block
+    span: Span | None = None
+    _owned: bool = False  # msgs/origins are this plan's own lists (else shared with a cached form)
+
+    @classmethod
+    def received(cls, step: Step, view: LayoutView) -> StepPlan:
+        form = view.received[step.index - 1]
+        return cls(step, form.msgs, form.origins)
+
+    def show(self, msgs: list[Message], origins: list[Origin]) -> None:
+        """Show these messages (shared, not copied: ``put`` copies before the first edit)."""
+        self.msgs, self.origins, self._owned = msgs, origins, False
+
+    def put(self, j: int, msg: Message, origin: Origin) -> None:
+        """Replace message ``j`` (0: the reply, 1..: the outputs)."""
+        if not self._owned:
+            self.msgs, self.origins, self._owned = list(self.msgs), list(self.origins), True
+        self.msgs[j] = msg
+        self.origins[j] = origin
+
+
+@dataclass(slots=True)
+class LayoutView:
+    """What mechanisms read while a layout of steps 1..b is built (and the caches they share)."""
+
+    history: History
+    config: Config
+    b: int
+    spans: list[Span]  # the outermost closed spans that begin at or before b
+    hidden: tuple[tuple[int, int, str], ...]  # ledger folds and drops in effect: (step, output, kind)
+    behind: Behind
+    received: list[Received]
+    mechanisms: tuple[Mechanism, ...]
+    pinned: frozenset[Part] = frozenset()  # (step, -1 reply | output) shown as received
+    pins_of: dict[int, list[int]] = field(default_factory=dict)  # step -> its pinned parts (steps laid out)
+    cover: dict[int, Span] = field(default_factory=dict)  # step -> the span that covers it (steps laid out)
+    gone: dict[tuple[int, int], str] = field(default_factory=dict)  # (step, output) -> fold|drop
+    ledger_steps: set[int] = field(default_factory=set)
+    hidden_texts: dict[tuple[int, int, str], str] = field(default_factory=dict)
+    reply_texts: dict[int, str | None] = field(default_factory=dict)
+    mask_notes: dict[tuple[int, int], Message] = field(default_factory=dict)
+
+    def is_gone(self, i: int) -> bool:
+        """Whether step i's outputs are hidden (masked, or folded/dropped by the ledger)."""
+        return i in self.behind.masked or i in self.ledger_steps
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """One projection rule, as the layout applies it to each step behind the boundary."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        """Reshape ``plan`` (its messages, or the unit it joins)."""
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        """The first step whose shaping may differ from ``prev``'s, or None."""
+
+
+# ---- the built-in mechanisms, in their default order ------------------------------------------
+
+
+class Spans:
+    """A step inside a closed span is shown by the span's block (seed 001)."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        span = view.cover.get(plan.step.index)
+        if span is not None:
+            plan.unit, plan.span = "span", span
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        if tuple(s.id for s in view.spans) == prev.spans:
+            return None
+        # a span that stopped being outermost lies inside a new one, which starts no later
+        return min((s.begin for s in view.spans if s.id not in prev.spans), default=None)
+
+
+class Fold:
+    """A step the agent marked STALE joins the note of its adjacent folded steps."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        if view.behind.forms[plan.step.index - 1] is None:
+            plan.unit = "fold"
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        return None
+
+
+class Dedup:
+    """Repeated outputs as stubs and trims, unless a stub would point at hidden content."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        form = view.behind.forms[plan.step.index - 1]
+        if form is not None and not any(view.is_gone(j) for j in form.sources):
+            plan.show(form.msgs, form.origins)
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        return None
+
+
+class Ledger:
+    """Outputs the agent folded or dropped (seed 002) become their one-line notes."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        step = plan.step
+        if step.index not in view.ledger_steps:
+            return
+        reversible = view.config.policy.reversible
+        for j, text in hidden_outputs(step, view.gone, view.hidden_texts, reversible=reversible):
+            plan.put(1 + j, with_content(step.observations[j], text), Origin(step.index, "output", Shown.NOTE, (step.index,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        if view.hidden == prev.hidden:
+            return None
+        return min((step for step, _, _ in set(view.hidden) ^ set(prev.hidden)), default=None)
+
+
+class Masking:
+    """Outputs behind the boundary and old enough become restorable notes (``Policy.mask_after``)."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        step = plan.step
+        i = step.index
+        if i not in view.behind.masked:
+            return
+        reversible = view.config.policy.reversible
+        for j, obs in enumerate(step.observations):
+            note = view.mask_notes.get((i, j))
+            if note is None:
+                note = view.mask_notes[(i, j)] = with_content(obs, mask_note(step, j, reversible=reversible))
+            plan.put(1 + j, note, Origin(i, "output", Shown.NOTE, (i,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        return min(view.behind.mask_order[prev.masked_upto :], default=None)
+
+
+class Replies:
+    """Old replies keep their PROGRESS/STALE head, first line and commands; the reasoning is hidden."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        p = view.config.policy
+        i = plan.step.index
+        if p.mask_after is None or not p.mask_replies or i > view.b - p.mask_after:
+            return
+        if i not in view.reply_texts:
+            view.reply_texts[i] = condensed_reply(plan.step, reversible=p.reversible, min_chars=p.mask_min_chars)
+        text = view.reply_texts[i]
+        if text:
+            plan.put(0, with_text(plan.msgs[0], text), Origin(i, "reply", Shown.NOTE, (i,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        p = view.config.policy
+        if p.mask_after is None or not p.mask_replies:
+            return None
+        return prev.b - p.mask_after + 1  # replies that became old enough to condense
+
+
+class ReplyObjects:
+    """A reply the agent folded or dropped (``r7``, seed 002) becomes its note, where that is shorter."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        step = plan.step
+        i = step.index
+        if not view.is_gone(i):
+            return
+        text = hidden_reply(step, view.gone, view.hidden_texts, reversible=view.config.policy.reversible)
+        if text is not None and len(text) < len(content_text(plan.msgs[0].get("content"))):
+            plan.put(0, with_text(step.reply, text), Origin(i, "reply", Shown.NOTE, (i,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        if view.hidden == prev.hidden:
+            return None
+        return min((step for step, j, _ in set(view.hidden) ^ set(prev.hidden) if j == -1), default=None)
+
+
+class Pins:
+    """Pinned parts (``History.pin``, the agent's pin, the latest plan) are shown as received.
+
+    Where the step is folded (a note or a span block), the layout adds them as verbatim notes."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        i = plan.step.index
+        parts = view.pins_of.get(i)
+        if not parts:
+            return
+        rec = view.received[i - 1]
+        for j in parts:
+            if 1 + j < len(plan.msgs):
+                plan.put(1 + j, rec.msgs[1 + j], Origin(i, "reply" if j == -1 else "output", Shown.PINNED, (i,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        if view.pinned == prev.pinned:
+            return None
+        return min((step for step, _ in view.pinned ^ prev.pinned), default=None)
+
+
+BUILTIN: dict[str, str] = {
+    "spans": f"{__name__}.Spans",
+    "fold": f"{__name__}.Fold",
+    "dedup": f"{__name__}.Dedup",
+    "ledger": f"{__name__}.Ledger",
+    "masking": f"{__name__}.Masking",
+    "replies": f"{__name__}.Replies",
+    "objects": f"{__name__}.ReplyObjects",
+    "pins": f"{__name__}.Pins",
+}
+
+
+def resolve(specs: Sequence[str]) -> tuple[Mechanism, ...]:
+    """The mechanisms named by ``specs`` (short names or dotted paths), instantiated, in order."""
+    out: list[Mechanism] = []
+    for spec in specs:
+        module, _, attr = BUILTIN.get(spec, spec).rpartition(".")
+        try:
+            factory: Callable[[], object] = getattr(importlib.import_module(module), attr)
+        except (ValueError, ImportError, AttributeError):
+            raise PolicyError(
+                f"invalid config field 'mechanisms': cannot import '{spec}'; built in: {', '.join(BUILTIN)}"
+            ) from None
+        mechanism = factory() if isinstance(factory, type) else factory
+        if not isinstance(mechanism, Mechanism):
+            raise PolicyError(f"invalid config field 'mechanisms': '{spec}' has no shape(plan, view) / dirty_from(prev, view)")
+        out.append(mechanism)
+    return tuple(out)

@@ -1,0 +1,113 @@
+"""``refold sessions list|show|prune`` on a store written by the proxy's session manager."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refold.cli import main
+from refold.cli.sessions import parse_age
+from refold.config import Config
+from refold.proxy.mapping import INTERNAL
+from refold.proxy.sessions import SessionManager
+from refold.proxy.store import SQLiteStore
+from refold.render import Renderer
+
+
+def call(i: int, command: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": f"PROGRESS: step {i}\nSTALE: -",
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+        ],
+    }
+
+
+def build(path: Path) -> None:
+    """Two owners with a session named 'run' each, one with 12 steps (big outputs, so the next prompt
+    masks the old ones) and an internal restore round."""
+
+    async def go() -> None:
+        store = SQLiteStore(str(path))
+        m = SessionManager(store, lambda: Renderer(Config()))
+        msgs: list[Any] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "fix the bug"}]
+        for i in range(1, 13):
+            msgs += [call(i, f"cat file{i}.py"), {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}\n" * 300}]
+        s = await m.get("owner-a", "run")
+        async with s.lock:
+            t = await m.turn(s, msgs)
+            restore = call(13, "restore 2")
+            await m.commit(
+                s,
+                t.view.history.digest,
+                [(restore, [{"role": "tool", "tool_call_id": "c13", "content": "[context-manager] Step 2 restored"}], {INTERNAL: True})],
+            )
+        s2 = await m.get("owner-b", "run")
+        async with s2.lock:
+            await m.turn(s2, msgs[:4])
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_list_show_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    assert main(["sessions", "list", "--store", str(db), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["sessions"]
+    assert [r["name"] for r in listed] == ["run", "run"] and len({r["owner"] for r in listed}) == 2
+
+    assert main(["sessions", "show", "run", "--store", str(db)]) == 2  # two owners' 'run'
+    err = capsys.readouterr().err
+    assert err.startswith("refold: error: 'run' names 2 sessions") and err.count("\n") == 1
+
+    big = next(r["id"] for r in listed if r["owner"] == "owner-a")
+    assert main(["sessions", "show", big[:10], "--store", str(db), "--json"]) == 0  # an id prefix will do
+    info = json.loads(capsys.readouterr().out)
+    assert len(info["steps"]) == 13 and info["steps"][12]["internal"] and info["steps"][12]["action"] == "restore 2"
+    assert info["hidden"] and 12 not in info["hidden"] and all(i < 12 for i in info["hidden"])
+    assert info["render"]["boundary"] >= max(info["hidden"])
+
+    assert main(["sessions", "show", info["id"], "--store", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "(answered by the proxy)" in text and "hidden in the next prompt: " in text and "restore <step>" in text
+
+    assert main(["sessions", "prune", "--older-than", "1h", "--store", str(db)]) == 0
+    assert "deleted 0 session(s)" in capsys.readouterr().out
+    con = sqlite3.connect(db)
+    con.execute("UPDATE sessions SET updated = ? WHERE sid = ?", (time.time() - 3 * 86400, info["id"]))
+    con.commit()
+    con.close()
+    assert main(["sessions", "prune", "--older-than", "2d", "--store", str(db), "--dry-run"]) == 0
+    assert "would delete 1 session(s)" in capsys.readouterr().out
+    assert main(["sessions", "prune", "--older-than", "2d", "--store", f"sqlite:///{db}"]) == 0
+    assert "deleted 1 session(s)" in capsys.readouterr().out
+    assert main(["sessions", "list", "--store", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert info["id"] not in out and out.count("run") == 1
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, needle in [
+        (["sessions", "list", "--store", str(tmp_path / "none.db")], "no session store at"),
+        (["sessions", "prune", "--older-than", "soon", "--store", str(tmp_path / "x.db")], "--older-than 'soon'"),
+        (["sessions", "list", "--store", str(tmp_path / "x.db"), "--limit", "0"], "--limit"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+    build(tmp_path / "s.db")
+    assert main(["sessions", "show", "nope", "--store", str(tmp_path / "s.db")]) == 2
+    assert "no session 'nope'" in capsys.readouterr().err
+
+
+def test_parse_age() -> None:
+    assert parse_age("30d") == 30 * 86400 and parse_age("12h") == 43200 and parse_age("90s") == 90
+    assert parse_age("2w") == 14 * 86400 and parse_age("1.5") == 1.5 * 86400

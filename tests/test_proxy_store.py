@@ -1,0 +1,471 @@
+"""Store faults are one-line 503s, health endpoints tell the truth, schemas migrate, old sessions
+prune, branches are unlimited, views never hold up chat, and counters never go down."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from refold.errors import ConfigError, StoreUnavailable
+from refold.history import History
+from refold.proxy import ProxyConfig, create_app, open_store
+from refold.proxy.metrics import Metrics
+from refold.proxy.records import SCHEMA_VERSION, Commit, Store, StoredStep
+from refold.proxy.redis_store import RedisStore
+from refold.proxy.sessions import SessionManager
+from refold.proxy.store import SQLiteStore
+from refold.proxy.viewer_pool import ViewPool
+from refold.render import Renderer
+from refold.types import message_digest
+
+from fake_upstream import FakeUpstream, ServerThread, redis_server
+
+AUTH = {"Authorization": "Bearer k"}
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[FakeUpstream, str]]:
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        yield fake, f"{up.url}/v1"
+
+
+@asynccontextmanager
+async def proxy(cfg: ProxyConfig, **kw: Any) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(cfg, **kw)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8077", timeout=60) as c:
+            yield c
+
+
+def step(parent: str, n: int, size: int = 0) -> StoredStep:
+    reply, obs = {"role": "assistant", "content": f"r{n}"}, ({"role": "tool", "content": f"o{n}" + "x" * size},)
+    return StoredStep(message_digest([reply, *obs], parent=parent), parent, reply, obs, {})
+
+
+PREFIX = [{"role": "user", "content": "p"}]
+P = message_digest(PREFIX)
+
+
+def first(sid: str, n: int = 1, owner: str = "o") -> tuple[Commit, StoredStep]:
+    s = step(P, n)
+    return Commit(sid, f"name-{sid}", owner, None, s.digest, (P, PREFIX), (s,)), s
+
+
+# ---- SQLite faults -------------------------------------------------------------------------------
+
+
+def test_disk_full_is_a_one_line_503_and_the_store_recovers(tmp_path: Path) -> None:
+    async def go() -> None:
+        store = SQLiteStore(str(tmp_path / "s.db"))
+        c, s1 = first("a")
+        await store.commit(c)
+        pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+        store._db.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full from now on
+        big = step(s1.digest, 2, size=200_000)
+        with pytest.raises(StoreUnavailable) as e:
+            await store.commit(Commit("a", "name-a", "o", s1.digest, big.digest, None, (big,)))
+        assert e.value.status == 503 and "full" in e.value.message and "rollback" not in e.value.message
+        assert "\n" not in e.value.message and store.known_fault()
+        assert await store.head("a") == s1.digest  # nothing half-written
+        store._db.execute(f"PRAGMA max_page_count = {pages * 100}")
+        await store.commit(Commit("a", "name-a", "o", s1.digest, big.digest, None, (big,)))
+        assert await store.head("a") == big.digest and store.known_fault() is None
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_lock_held_elsewhere_is_a_503_and_reads_go_on(tmp_path: Path) -> None:
+    async def go() -> None:
+        path = str(tmp_path / "s.db")
+        store = SQLiteStore(path, busy_timeout=0.2)
+        c, s1 = first("a")
+        await store.commit(c)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+        try:
+            s2 = step(s1.digest, 2)
+            with pytest.raises(StoreUnavailable, match="locked"):
+                await store.commit(Commit("a", "name-a", "o", s1.digest, s2.digest, None, (s2,)))
+            assert await store.head("a") == s1.digest  # readers are not blocked by the writer
+            assert (await store.load("a")) is not None
+            assert not (await store.check()).ok
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await store.commit(Commit("a", "name-a", "o", s1.digest, s2.digest, None, (s2,)))
+        assert (await store.check()).ok
+        await store.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_deleted_or_replaced_db_file_is_detected(tmp_path: Path, how: str) -> None:
+    async def go() -> None:
+        path = tmp_path / "s.db"
+        store = SQLiteStore(str(path))
+        c, s1 = first("a")
+        await store.commit(c)
+        for f in tmp_path.glob("s.db*"):
+            f.unlink()
+        if how == "replaced":
+            sqlite3.connect(path).close()
+        s2 = step(s1.digest, 2)
+        with pytest.raises(StoreUnavailable, match=how):
+            await store.commit(Commit("a", "name-a", "o", s1.digest, s2.digest, None, (s2,)))
+        assert how in (store.known_fault() or "") and not (await store.check()).ok
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_store_faults_through_the_app(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
+    fake = upstream[0]
+
+    async def go() -> None:
+        path = tmp_path / "s.db"
+        cfg = ProxyConfig(upstream=upstream[1], store=str(path), tokenizer="off")
+        async with proxy(cfg) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "task"}], "tools": TOOLS}
+            assert (await c.post("/v1/chat/completions", json=body, headers=AUTH)).status_code == 200
+            assert (await c.get("/healthz")).json() == {"status": "ok"}
+            ready = (await c.get("/readyz")).json()
+            assert ready["status"] == "ok" and ready["schema"] == SCHEMA_VERSION and ready["sessions"] == 1
+            for f in tmp_path.glob("s.db*"):
+                f.unlink()
+            n = len(fake.requests)
+            r = await c.post(
+                "/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "another"}]}, headers=AUTH
+            )
+            assert r.status_code == 503, r.text
+            err = r.json()["error"]
+            assert err["code"] == "store_unavailable" and "deleted" in err["message"] and "\n" not in err["message"]
+            assert len(fake.requests) == n  # not paid for: the turn was not stored, so not sent
+            h = await c.get("/healthz")
+            assert h.status_code == 503 and "deleted" in h.json()["store"]
+            assert (await c.get("/readyz")).status_code == 503
+            metrics = (await c.get("/metrics", headers=AUTH)).text
+            assert "refold_store_errors_total 1.0" in metrics and "refold_store_up 0.0" in metrics
+
+    asyncio.run(go())
+
+
+# ---- Redis faults --------------------------------------------------------------------------------
+
+
+def test_redis_down_is_a_503(upstream: tuple[FakeUpstream, str]) -> None:
+    async def go(url: str, stop: Any) -> None:
+        store = open_store(url)
+        c, s1 = first("a")
+        await store.commit(c)
+        assert (await store.check()).ok
+        stop()
+        s2 = step(s1.digest, 2)
+        with pytest.raises(StoreUnavailable, match="redis"):
+            await store.commit(Commit("a", "name-a", "o", s1.digest, s2.digest, None, (s2,)))
+        with pytest.raises(StoreUnavailable):
+            await store.load("a")
+        health = await store.check()
+        assert not health.ok and "redis" in health.detail and store.known_fault()
+        await store.close()
+
+    cm = redis_server()
+    url = cm.__enter__()
+    stopped = threading.Event()
+
+    def stop() -> None:
+        cm.__exit__(None, None, None)
+        stopped.set()
+
+    try:
+        asyncio.run(go(url, stop))
+    finally:
+        if not stopped.is_set():
+            cm.__exit__(None, None, None)
+
+
+# ---- schema versions and migrations --------------------------------------------------------------
+
+OLD_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    sid TEXT PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, head TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated);
+CREATE TABLE IF NOT EXISTS prefixes (
+    sid TEXT NOT NULL, digest TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (sid, digest));
+CREATE TABLE IF NOT EXISTS steps (
+    sid TEXT NOT NULL, digest TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (sid, digest));
+CREATE TABLE IF NOT EXISTS heads (
+    sid TEXT NOT NULL, head TEXT NOT NULL, retired REAL NOT NULL, PRIMARY KEY (sid, head));
+"""
+
+
+def test_an_unversioned_store_is_migrated_and_a_newer_one_refused(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(OLD_SCHEMA)
+    s1 = step(P, 1)
+    db.execute("INSERT INTO sessions VALUES ('a','n','o',?,1,2)", (s1.digest,))
+    db.execute("INSERT INTO prefixes VALUES ('a',?, '[{\"role\": \"user\", \"content\": \"p\"}]')", (P,))
+    db.execute("INSERT INTO steps VALUES ('a',?,?)", (s1.digest, s1.to_json()))
+    db.commit()
+    db.close()
+
+    async def go() -> None:
+        store = SQLiteStore(str(path))
+        assert store.schema == SCHEMA_VERSION
+        data = await store.load("a")
+        assert data is not None and data.record.head == s1.digest and data.steps[s1.digest] == s1
+        await store.close()
+
+    asyncio.run(go())
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    names = [n for (n,) in db.execute("SELECT name FROM migrations ORDER BY name")]
+    assert names == ["001-sessions-prefixes-steps-heads", "002-migrations-meta-updated-index"]
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(ConfigError, match="schema version 99, newer"):
+        SQLiteStore(str(path))
+
+
+def test_an_unversioned_redis_store_is_indexed() -> None:
+    import redis
+
+    async def go(url: str) -> None:
+        r = redis.Redis.from_url(url)
+        s1 = step(P, 1)
+        r.hset("refold:s:a", mapping={"name": "n", "owner": "o", "head": s1.digest, "created": 1, "updated": 2})
+        r.hset("refold:st:a", s1.digest, s1.to_json())
+        r.hset("refold:p:a", P, '[{"role": "user", "content": "p"}]')
+        store = RedisStore(url)
+        assert [x.sid for x in await store.all_sessions()] == ["a"]
+        assert r.get("refold:meta:schema") == str(SCHEMA_VERSION).encode()
+        r.set("refold:meta:schema", "99")
+        newer = RedisStore(url)
+        with pytest.raises(StoreUnavailable, match="newer"):
+            await newer.head("a")
+        await store.close()
+        await newer.close()
+        r.close()
+
+    with redis_server() as url:
+        asyncio.run(go(url))
+
+
+# ---- prune ---------------------------------------------------------------------------------------
+
+
+async def _prune_contract(store: Store) -> None:
+    c, _ = first("old")
+    await store.commit(c)
+    await asyncio.sleep(0.05)
+    cutoff = time.time()
+    await asyncio.sleep(0.05)
+    c2, _ = first("new", 2)
+    await store.commit(c2)
+    assert [r.sid for r in await store.all_sessions()] == ["new", "old"]
+    assert await store.prune(cutoff) == 1
+    assert await store.load("old") is None and await store.load("new") is not None
+    assert [r.sid for r in await store.all_sessions()] == ["new"]
+    assert [r.sid for r in await store.sessions("o")] == ["new"]
+    # a running proxy's in-memory session notices and starts over instead of failing
+    manager = SessionManager(store, Renderer)
+    s = await manager.get("o", "name-new")
+    msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "r"}, {"role": "user", "content": "o"}]
+    async with s.lock:
+        await manager.turn(s, msgs)
+    assert await store.prune(time.time() + 1) == 2
+    async with s.lock:
+        turn = await manager.turn(s, [*msgs, {"role": "assistant", "content": "r2"}, {"role": "user", "content": "o2"}])
+    assert len(turn.view.history) == 2
+    data = await store.load(s.sid)
+    assert data is not None and len(data.steps) == 2
+    await store.close()
+
+
+def test_sqlite_prune(tmp_path: Path) -> None:
+    asyncio.run(_prune_contract(SQLiteStore(str(tmp_path / "s.db"))))
+    db = sqlite3.connect(tmp_path / "s.db")
+    assert db.execute("SELECT count(*) FROM steps").fetchone()[0] == 2  # only the restarted session's
+
+
+def test_redis_prune() -> None:
+    with redis_server() as url:
+        asyncio.run(_prune_contract(open_store(url)))
+
+
+# ---- branches ------------------------------------------------------------------------------------
+
+
+def test_any_number_of_branches_keeps_internal_rounds(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
+    """40 forks (the old limit was 32 tips): continuing the oldest branch still shows the model the
+    restore it was given on that branch, also after a restart."""
+    fake = upstream[0]
+    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    hdr = {**AUTH, "X-Refold-Session": "pass-at-k"}
+
+    async def turn(c: httpx.AsyncClient, msgs: list[Any], out: str) -> None:
+        r = await c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": TOOLS}, headers=hdr)
+        assert r.status_code == 200, r.text
+        m = r.json()["choices"][0]["message"]
+        msgs += [m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": out}]
+
+    def restore_in_last_request() -> bool:
+        sent = fake.requests[-1]["body"]["messages"]
+        return any((tc.get("function") or {}).get("name") == "restore" for m in sent for tc in m.get("tool_calls") or [])
+
+    async def go() -> None:
+        base = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+        a = list(base)
+        async with proxy(cfg) as c:
+            await turn(c, a, "out A1")
+            await turn(c, a, "out A2 RESTORE:1")
+            await turn(c, a, "out A3")  # this request made an internal restore round first
+            assert restore_in_last_request()
+            for i in range(40):  # reruns that saw another output at step 1
+                await turn(c, [*base, a[2], {**a[3], "content": f"out B{i}"}], "next")
+            await turn(c, a, "out A4")
+            assert restore_in_last_request()
+            view = (await c.get("/sessions/pass-at-k", headers=AUTH)).json()
+            assert len(view["branches"]) == 41 and any(s["internal"] for s in view["steps"])
+        async with proxy(cfg) as c:  # after a restart
+            await turn(c, a, "out A5")
+            assert restore_in_last_request()
+
+    asyncio.run(go())
+
+
+# ---- views ---------------------------------------------------------------------------------------
+
+
+def test_views_never_hold_up_chat(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
+    """Eight views stuck in their workers; another tenant's chat is answered meanwhile; a ninth view
+    is told to retry; a built page is served from the cache."""
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def slow_build(history: History, title: str, tokenizer: str) -> str:
+        started.release()
+        release.wait(60)
+        return f"<html>{title}: {len(history)} steps</html>"
+
+    pool = ViewPool(Metrics(), max_pending=8, build=slow_build, executor=ThreadPoolExecutor(8))
+    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+
+    async def go() -> None:
+        async with proxy(cfg, views=pool) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
+            for i in range(9):
+                h = {"Authorization": f"Bearer viewer-{i}", "X-Refold-Session": "s"}
+                assert (await c.post("/v1/chat/completions", json=body, headers=h)).status_code == 200
+            views = [
+                asyncio.create_task(c.get("/sessions/s/view", headers={"Authorization": f"Bearer viewer-{i}"}))
+                for i in range(8)
+            ]
+            for _ in range(8):
+                await asyncio.to_thread(started.acquire, True, 30)
+            busy = await c.get("/sessions/s/view", headers={"Authorization": "Bearer viewer-8"})
+            assert busy.status_code == 503 and busy.json()["error"]["code"] == "views_busy"
+            chat = await c.post(
+                "/v1/chat/completions", json=body, headers={"Authorization": "Bearer chatter", "X-Refold-Session": "c"}
+            )
+            assert chat.status_code == 200 and not any(v.done() for v in views)  # answered while views wait
+            release.set()
+            pages = await asyncio.gather(*views)
+            assert all(p.status_code == 200 and "refold session s: 0 steps" in p.text for p in pages), pages[0].text
+            builds = pool.builds
+            again = await c.get("/sessions/s/view", headers={"Authorization": "Bearer viewer-0"})
+            assert again.status_code == 200 and pool.builds == builds  # from the cache
+
+    asyncio.run(go())
+    assert isinstance(ViewPool(Metrics()).executor(), ProcessPoolExecutor)  # production: off the GIL too
+
+
+def test_a_real_view_builds_in_a_worker_process(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
+    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+
+    async def go() -> None:
+        async with proxy(cfg) as c:
+            msgs: list[Any] = [{"role": "user", "content": "t"}]
+            for i in range(3):
+                r = await c.post(
+                    "/v1/chat/completions",
+                    json={"model": "m", "messages": msgs, "tools": TOOLS},
+                    headers={**AUTH, "X-Refold-Session": "v"},
+                )
+                m = r.json()["choices"][0]["message"]
+                msgs += [m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": f"out {i}"}]
+            page = await c.get("/sessions/v/view", headers=AUTH)
+            assert page.status_code == 200 and "<html" in page.text.lower()
+
+    asyncio.run(go())
+
+
+# ---- metrics -------------------------------------------------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("inc"), st.sampled_from(["refold_a_total", "refold_b_total"]), st.floats(-5, 1e6)),
+        st.tuples(st.just("gauge"), st.just("refold_g"), st.floats(-1e6, 1e6)),
+        st.tuples(st.just("observe"), st.just("refold_h_ms"), st.floats(0, 1e5)),
+    ),
+    max_size=40,
+)
+
+
+def scrape(m: Metrics) -> dict[str, float]:
+    out = {}
+    for fam in text_string_to_metric_families(m.render()):
+        for s in fam.samples:
+            if fam.type in ("counter", "histogram") and not s.name.endswith("_bucket"):
+                out[s.name] = s.value
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops)
+def test_counters_only_go_up(seq: list[tuple[str, str, float]]) -> None:
+    m = Metrics()
+    before = scrape(m)
+    for kind, name, value in seq:
+        if kind == "inc":
+            if value < 0:
+                with pytest.raises(ValueError):
+                    m.inc(name, value)
+            else:
+                m.inc(name, value)
+        elif kind == "gauge":
+            m.gauge(name, value)  # a gauge may go anywhere
+            assert m.value(name) == value
+        else:
+            m.observe(name, value)
+        after = scrape(m)
+        assert all(after.get(k, 0.0) >= v for k, v in before.items()), (kind, name, value)
+        before = after
+
+
+def test_file_identity_is_checked_cheaply(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    assert store.known_fault() is None
+    os.rename(tmp_path / "s.db", tmp_path / "moved.db")
+    assert "deleted" in (store.known_fault() or "")
+    asyncio.run(store.close())
