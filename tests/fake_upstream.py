@@ -15,6 +15,11 @@ proxy processes can share it:
   ``release`` is set (shows whether the proxy relays deltas as they arrive); a scripted
   ``("__hold__", {})`` makes the next request wait for ``release`` before answering (``holding``
   is set meanwhile), e.g. to kill the proxy during that request;
+* ``raw(...)`` queues exact answers that win over everything: a JSON body (any value, even a
+  malformed reply) or, for a stream, a list of SSE ``data:`` payloads sent as they are;
+* ``TALK`` in the last message adds a line of reasoning after the head;
+* ``DELAY:<ms>`` in the last message makes a stream wait that long before each event (a model
+  generating tokens; the TTFT benchmark's upstream);
 * usage reports ``cached_tokens`` as the character prefix shared with the previous request / 4.
 """
 
@@ -58,6 +63,7 @@ class FakeUpstream:
         self._last = ""
         self._script: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self._scripted = 0
+        self._raw: collections.deque[Any] = collections.deque()
         self.release = threading.Event()
         self.holding = threading.Event()
         self.app = self._build()
@@ -67,6 +73,12 @@ class FakeUpstream:
         ...})`` calls the function tool, ``("bash", {"command": ...})`` the shell."""
         with self._lock:
             self._script.extend(calls)
+
+    def raw(self, *answers: Any) -> None:
+        """Answer the next requests with exactly these: a JSON value, or for a stream a list of
+        ``data:`` payloads (strings; ``[DONE]`` is added)."""
+        with self._lock:
+            self._raw.extend(answers)
 
     def scripted_left(self) -> int:
         with self._lock:
@@ -91,6 +103,13 @@ class FakeUpstream:
             if hold:
                 self.holding.set()
                 await asyncio.to_thread(self.release.wait, 60)
+            with self._lock:
+                raw = self._raw.popleft() if self._raw else None
+            if raw is not None:
+                if isinstance(raw, list):
+                    events = "".join(f"data: {e}\n\n" for e in raw) + "data: [DONE]\n\n"
+                    return Response(events, media_type="text/event-stream")
+                return Response(json.dumps(raw), media_type="application/json")
             last = _text(body["messages"][-1].get("content"))
             if m := re.search(r"SLOW:(\d+(?:\.\d+)?)", last):
                 await asyncio.sleep(float(m.group(1)))
@@ -145,6 +164,8 @@ class FakeUpstream:
                 return _call(head, "bash", {"command": f"restore {want.group(1)}"}, n)
             return {"role": "assistant", "content": f"{head}\n```bash\nrestore {want.group(1)}\n```"}
         head = f"PROGRESS: step {n}\nSTALE: -"
+        if "TALK" in last:  # some reasoning between the head and the command, as models write
+            head += "\nThe last output shows what I expected, so the next command checks the result."
         if tools:
             return _call(head, "bash", {"command": f"echo turn-{n}"}, n)
         return {"role": "assistant", "content": f"{head}\n```bash\necho turn-{n}\n```"}
@@ -176,10 +197,14 @@ class FakeUpstream:
                 + "\n\n"
             )
 
+        last = _text(body["messages"][-1].get("content"))
+        delay = float(m.group(1)) / 1000 if (m := re.search(r"DELAY:(\d+(?:\.\d+)?)", last)) else 0.0
         yield chunk({"role": "assistant", "content": ""})
         content = message.get("content") or ""
-        hold = "HOLD" in _text(body["messages"][-1].get("content"))
+        hold = "HOLD" in last
         for i in range(0, len(content), 7):
+            if delay:
+                await asyncio.sleep(delay)
             yield chunk({"content": content[i : i + 7]})
             if hold and i == 0:
                 await asyncio.to_thread(self.release.wait, 60)
@@ -199,6 +224,8 @@ class FakeUpstream:
             )
             args = fn["arguments"]
             for j in range(0, len(args), 5):
+                if delay:
+                    await asyncio.sleep(delay)
                 yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 5]}}]})
         yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
         if (body.get("stream_options") or {}).get("include_usage"):

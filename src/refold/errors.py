@@ -82,16 +82,23 @@ class ProxyError(RefoldError):
     """An error answered to the client as ``{"error": {...}}`` (OpenAI's shape) with an HTTP status."""
 
     def __init__(
-        self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
     ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.type = type
         self.code = code
+        self.param = param  # the request (or upstream reply) field at fault, e.g. messages[3].content
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 class StoreUnavailable(ProxyError):

@@ -70,6 +70,9 @@ def serve(
     context_tools: Annotated[
         bool, typer.Option(help="Offer the context commands as function tools when requests carry tools.")
     ] = True,
+    strip_protocol: Annotated[
+        bool, typer.Option(help="Take the PROGRESS/STALE head out of replies shown to clients (history keeps it).")
+    ] = False,
     advertise_restore: Annotated[
         bool | None, typer.Option(hidden=True, help="Deprecated: --context-tools/--no-context-tools.")
     ] = None,
@@ -112,6 +115,7 @@ def serve(
         upstream_key=upstream_key,
         config=config,
         max_rounds=max_rounds,
+        strip_protocol=strip_protocol,
         context_tools=context_tools if advertise_restore is None else advertise_restore,
         max_body=max_body,
         timeout=timeout,

@@ -8,7 +8,6 @@ views) live in ``app.state.refold`` once the lifespan has started; routes are gr
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,6 +28,7 @@ from .sessions import Session, SessionManager
 from .store import open_store
 from .tenancy import Guard, forwarded_headers, tenant
 from .upstream import Upstream
+from .validate import parse_json_body
 from .viewer_pool import ViewPool
 
 SESSION_HEADER = "X-Refold-Session"
@@ -117,17 +117,7 @@ async def read_json(request: Request, max_body: int) -> Any:
                 413, f"request body is larger than the {max_body} byte limit", code="request_too_large"
             )
         chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        raise ProxyError(400, "request body is empty; expected a JSON object", code="invalid_json")
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
-    except json.JSONDecodeError as e:
-        raise ProxyError(
-            400, f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="invalid_json"
-        ) from None
+    return parse_json_body(b"".join(chunks))
 
 
 def _openai_routes(cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics) -> APIRouter:

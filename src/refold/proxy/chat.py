@@ -1,35 +1,121 @@
-"""One chat completion through the proxy: record, render, call upstream, answer context commands.
+"""One chat completion through the proxy: check, record, render, call upstream, answer context commands.
 
-Streaming: a round that may turn out to be an internal context-command round is read to its end
-before anything is relayed, because OpenAI-style streams send a reply's text before its tool calls,
-so only the end of the round tells whether the text belongs to a round the client must never see
-(relaying it would also make the client echo back an assistant message the session never stored,
-forking the branch before the internal step and losing e.g. a span fold). A round that cannot be
-internal is relayed event by event as it arrives: no context command is recognizable in the
-request (tools without a shell tool while no context tools are offered), the request's rounds are
-used up (``max_rounds``; 0 makes the proxy a plain streaming pass-through), the request ends with
-an assistant message (prefill), or it asks for several choices.
+Streaming is live: a reply's text reaches the client as the upstream sends it. Only what may be
+an internal context-command round is held, and only until that round ends: its tool calls and
+finish reason (OpenAI-style streams send a reply's text before its tool calls), and, for agents
+without tools, the text from where a command block may begin. When the round turns out to be a
+context command the held part is dropped, the proxy answers it and streams the next round into
+the same response; the text already relayed is kept with the internal step (``SHOWN``) so the
+reply the client echoes back next time still matches the session.
+
+Pass-through tells the truth: when the proxy will not answer context commands in a request (no
+rounds left, ``max_rounds`` 0, a prefill, several choices, or no form a command could be
+recognized in) that request's prompt is rendered without offering them (not reversible, no spans,
+no ledger), and a command a client's own shell ran is never applied: client steps are recorded
+with no context command answered.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import copy
+import dataclasses
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import Config
+from ..context.recognize import ANY, Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
 from ..messages import clean
+from ..render import Renderer
 from ..types import Message
+from ..wire import _issued as issued
+from ..wire import actions_record, read_actions
 from .commands import context_calls, observations
 from .config import ProxyConfig
-from .mapping import INTERNAL, validate
+from .mapping import INTERNAL, SHOWN, normalize
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
+from .stream import (
+    DONE,
+    CommandGate,
+    HeadStripper,
+    error_event,
+    event,
+    split_chunk,
+    strip_head,
+    text_chunk,
+    usage_only,
+)
 from .upstream import Live, Result, Upstream
+from .validate import check_chat_request
+
+SEPARATOR = "\n\n"
+"""Streamed between an internal round's relayed text and the next round's (so one blank line)."""
+_PENDING = 16  # replies per session remembered in the form the client was shown
+_SESSIONS = 4096
+
+
+def plain_config(config: Config) -> Config:
+    """``config`` for a prompt that offers no context command: nothing hidden can be restored,
+    no spans, no ledger."""
+    return config.override(["policy.reversible=false", "spans.enabled=false", "ledger.enabled=false"])
+
+
+def unanswered(message: Message) -> Message:
+    """A client's assistant message recorded so that no context command in it is applied: the
+    proxy did not answer it (the client's own shell ran it, or refused it)."""
+    if not _has_context_command(message):
+        return message  # the common case, without analyzing every command
+    actions = read_actions(message)
+    out = dict(message)
+    extra = dict(out["extra"]) if isinstance(out.get("extra"), dict) else {}
+    extra["refold"] = actions_record([dataclasses.replace(a, context=None) for a in actions])
+    out["extra"] = extra
+    return out
+
+
+_SEEN: OrderedDict[Any, bool] = OrderedDict()  # clients resend every reply each turn: read each once
+
+
+def _has_context_command(message: Message) -> bool:
+    calls = message.get("tool_calls")
+    key = (
+        str(message.get("content")),
+        tuple(
+            (str(fn.get("name")), str(fn.get("arguments")))
+            for c in (calls if isinstance(calls, list) else [])
+            if isinstance(c, dict) and isinstance(fn := c.get("function"), dict)
+        ),
+    )
+    found = _SEEN.get(key)
+    if found is None:
+        found = _SEEN[key] = any(ANY.command(tool, cmd) is not None for cmd, tool, _ in issued(message))
+        while len(_SEEN) > 65536:
+            _SEEN.popitem(last=False)
+    return found
+
+
+@dataclass
+class _Plan:
+    """What a streamed request needs to run its rounds inside the response."""
+
+    s: Session
+    rec: Recognizer
+    req: dict[str, Any]
+    added: list[dict[str, Any]]
+    headers: dict[str, str]
+    base: str
+    live: Live
+    final: bool
+    answering: bool
+    strip: bool
+    rounds: int = 0
+    shown: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -41,7 +127,8 @@ class Outcome:
     include_usage: bool
     added_ms: float
     live: Live | None = None
-    """The final round, still streaming from upstream (``result`` is then filled in at its end)."""
+    """The first round, open at upstream (its first chunk already read)."""
+    plan: _Plan | None = None
 
 
 class ChatService:
@@ -52,52 +139,61 @@ class ChatService:
         self.manager = manager
         self.upstream = upstream
         self.metrics = metrics
+        self.strip = cfg.strip_protocol
         self._tok: Any = None
         self._background: set[asyncio.Task[None]] = set()
+        self._plain_config = plain_config(cfg.config)
+        self._plain: OrderedDict[str, Renderer] = OrderedDict()
+        self._pending: OrderedDict[str, OrderedDict[Any, Message]] = OrderedDict()
+
+    # ---- request --------------------------------------------------------------------------
 
     async def complete(
         self, body: Any, owner: str, client_key: str | None, headers: Mapping[str, str]
     ) -> Outcome:
         start = time.perf_counter()
-        if not isinstance(body, dict):
-            raise ProxyError(400, "request body must be a JSON object", code="invalid_body")
-        messages = validate(body.get("messages"))
-        if not isinstance(body.get("model"), str) or not body["model"]:
-            raise ProxyError(400, "'model' must be a non-empty string", code="invalid_model")
+        body = check_chat_request(body)
         tools = body.get("tools")
-        if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
-            raise ProxyError(400, "'tools' must be an array of objects", code="invalid_tools")
         cfg = self.cfg
-        s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), messages, owner))
+        s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), body["messages"], owner))
+        messages = [unanswered(m) if m.get("role") == "assistant" else m for m in self._as_sent(s, body["messages"])]
+        single = body.get("n") in (None, 1)
+        added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0)
         async with s.lock:
             turn = await self.manager.turn(s, messages)
-            base, steps, messages_out = self._render(turn.view, turn.tail)
+            answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
+            base, steps, messages_out = self._render(s, turn.view, turn.tail, answering)
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
-        stream = bool(body.get("stream"))
+        stream = body.get("stream") is True
         opts = body.get("stream_options")
-        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
         req = {k: v for k, v in body.items() if k != "messages"}
         if stream:
             req["stream_options"] = {**(opts if isinstance(opts, dict) else {}), "include_usage": True}
-        added, rec = offer(cfg.config, tools, offer=cfg.context_tools)
-        if added:
+        if added and answering:
             req["tools"] = [*(tools or []), *added]
-        single = body.get("n") in (None, 1)
         up_headers = self.upstream.headers(client_key, dict(headers))
+        strip = self.strip and single
+        self._count_tokens(messages, messages_out)
+        t0 = time.perf_counter()
+        if stream:
+            live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
+            await _first(live)
+            added_ms = (t0 - start) * 1000
+            self.metrics.observe("refold_added_latency_ms", added_ms)
+            plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip)
+            return Outcome(Result({}), s, steps, True, include_usage, added_ms, live, plan)
+
         upstream_ms = 0.0
         rounds = 0
         while True:
-            final = not rec.possible or rounds >= cfg.max_rounds or turn.tail is not None or not single
-            self._count_tokens(messages, messages_out)
+            final = not answering or rounds >= cfg.max_rounds
+            if final and answering:  # rounds used up: this round's prompt offers no command
+                async with s.lock:
+                    _, _, messages_out = self._render(s, s.view(base, cfg.renderer), None, False)
+                req = {**req, "tools": tools} if tools is not None else {k: v for k, v in req.items() if k != "tools"}
             t0 = time.perf_counter()
-            if stream and final:
-                live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
-                upstream_ms += (time.perf_counter() - t0) * 1000
-                added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
-                self.metrics.observe("refold_added_latency_ms", added_ms)
-                self.metrics.inc("refold_streams_relayed_live_total")
-                return Outcome(Result({}), s, steps, stream, include_usage, added_ms, live)
             result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self._usage(result)
@@ -106,31 +202,206 @@ class ChatService:
             if calls is None:
                 break
             rounds += 1
-            self.metrics.inc("refold_internal_rounds_total")
-            reply = clean(result.message)
-            if reply.get("content") is None:
-                reply["content"] = ""
-            async with s.lock:
-                view = s.view(base, cfg.renderer)
-                stored, obs, answers = observations(view.history, reply, calls, cfg.config)
-                tip = await self.manager.commit(s, base, [(stored, obs, {INTERNAL: True})])
-                base, steps, messages_out = self._render(s.view(tip, cfg.renderer), None)
-            self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
-            for c in calls:
-                if c.context is not None:
-                    self.metrics.inc("refold_context_commands_total", command=c.context.name)
-            self.metrics.inc("refold_turns_recorded_total")
+            base, steps, messages_out = await self._internal(s, base, result.message, calls, "")
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
-        return Outcome(result, s, steps, stream, include_usage, added_ms)
+        return Outcome(Result(self._shown_body(s, result.body, strip), result.events), s, steps, False, include_usage, added_ms)
 
-    def _render(self, view: View, tail: Message | None) -> tuple[str, int, list[Message]]:
-        rendered = view.renderer.render(view.history)
+    async def _internal(
+        self, s: Session, base: str, message: Message, calls: Any, shown: str
+    ) -> tuple[str, int, list[Message]]:
+        """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
+        self.metrics.inc("refold_internal_rounds_total")
+        reply = clean(message)
+        if reply.get("content") is None:
+            reply["content"] = ""
+        meta: dict[str, Any] = {INTERNAL: True}
+        if shown:
+            meta[SHOWN] = shown
+        async with s.lock:
+            view = s.view(base, self.cfg.renderer)
+            stored, obs, answers = observations(view.history, reply, calls, self.cfg.config)
+            tip = await self.manager.commit(s, base, [(stored, obs, meta)])
+            out = self._render(s, s.view(tip, self.cfg.renderer), None, True)
+        self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
+        for c in calls:
+            if c.context is not None:
+                self.metrics.inc("refold_context_commands_total", command=c.context.name)
+        self.metrics.inc("refold_turns_recorded_total")
+        return out
+
+    def _render(self, s: Session, view: View, tail: Message | None, offered: bool) -> tuple[str, int, list[Message]]:
+        renderer = view.renderer if offered else self._plain_renderer(s.sid)
+        rendered = renderer.render(view.history)
         self.metrics.observe("refold_render_ms", rendered.stats.render_ms)
         out = list(rendered.messages)
         if tail is not None:
             out.append(clean(tail))
         return view.history.digest, len(view.history), out
+
+    def _plain_renderer(self, sid: str) -> Renderer:
+        r = self._plain.get(sid)
+        if r is None:
+            r = self._plain[sid] = Renderer(self._plain_config)
+            while len(self._plain) > 256:
+                self._plain.popitem(last=False)
+        self._plain.move_to_end(sid)
+        return r
+
+    # ---- the reply as the client is shown it -----------------------------------------------------
+
+    def _remember(self, s: Session, shown: Message, real: Message) -> None:
+        """A final reply whose client form differs from what the model wrote: when the client
+        sends it back, the session records what the model wrote (memory only; after a restart
+        the client's form is recorded, which costs that step its PROGRESS/STALE head)."""
+        if normalize(shown) == normalize(real):
+            return
+        book = self._pending.setdefault(s.sid, OrderedDict())
+        self._pending.move_to_end(s.sid)
+        book[normalize(shown)] = copy.deepcopy(real)
+        while len(book) > _PENDING:
+            book.popitem(last=False)
+        while len(self._pending) > _SESSIONS:
+            self._pending.popitem(last=False)
+
+    def _as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
+        """``messages`` with the latest reply the client was shown in another form replaced by
+        what the model wrote. Only the latest: a model may repeat itself, and an earlier reply
+        that reads the same is already stored as written."""
+        book = self._pending.get(s.sid)
+        if not book:
+            return messages
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if m.get("role") != "assistant":
+                continue
+            real = book.get(normalize(m))
+            if real is not None:
+                return [*messages[:i], {**m, **real}, *messages[i + 1 :]]
+        return messages
+
+    def _shown_body(self, s: Session, body: dict[str, Any], strip: bool) -> dict[str, Any]:
+        if not strip:
+            return body
+        out = copy.deepcopy(body)
+        for choice in out.get("choices") or []:
+            msg = choice.get("message")
+            if isinstance(msg, dict) and isinstance(msg.get("content"), str):
+                real = dict(msg)
+                msg["content"] = strip_head(msg["content"])
+                self._remember(s, {"role": "assistant", **msg}, {"role": "assistant", **real})
+        return out
+
+    # ---- streaming ---------------------------------------------------------------------------
+
+    async def sse(self, outcome: Outcome) -> AsyncIterator[bytes]:
+        """The response's events: every round of the request, relayed as it arrives. Once the
+        response has started, a failure is an error event and the stream still ends properly."""
+        try:
+            async for data in self._rounds(outcome):
+                yield data
+        except ProxyError as e:
+            yield error_event(e.message, e.code or "upstream_error")
+            yield DONE
+        except Exception as e:  # noqa: BLE001 - a 200 stream must end with an event, not a broken body
+            yield error_event(f"internal proxy error: {type(e).__name__}: {e}", "server_error")
+            yield DONE
+
+    async def _rounds(self, outcome: Outcome) -> AsyncIterator[bytes]:
+        p = outcome.plan
+        assert p is not None
+        include_usage = outcome.include_usage
+        ids: dict[str, Any] = {}
+        live = p.live
+        role_sent = False
+        self.metrics.inc("refold_streams_relayed_live_total")
+        try:
+            while True:
+                final = p.final or p.rounds >= self.cfg.max_rounds
+                gate = CommandGate() if not final and p.rec.text else None
+                stripper = HeadStripper() if p.strip else None
+                raw_relay = final and stripper is None
+                held: list[dict[str, Any]] = []
+                emitted: list[str] = []
+                async for raw, chunk in live.chunks():
+                    if not ids:
+                        ids = {k: chunk[k] for k in ("id", "created") if k in chunk}
+                    if raw_relay:
+                        if include_usage or not usage_only(chunk):
+                            yield event(raw if not p.shown else with_ids(chunk, ids))
+                        role_sent = True
+                        continue
+                    texts, rest = split_chunk(chunk)
+                    text = texts.pop("content", None)
+                    if text is not None:
+                        text = stripper.feed(text) if stripper else text
+                        text = gate.feed(text) if gate else text
+                    send = {k: v for k, v in texts.items() if v}
+                    if text:
+                        send["content"] = text
+                        emitted.append(text)
+                    if send or not role_sent:
+                        yield event(text_chunk({**chunk, **ids}, send, role=not role_sent))
+                        role_sent = True
+                    if rest is not None:
+                        if final:
+                            if include_usage or not usage_only(rest):
+                                yield event(with_ids(rest, ids))
+                        else:
+                            held.append(rest)
+                if live.error is not None:
+                    yield error_event(live.error.message, live.error.code or "upstream_error")
+                    break
+                result = live.result()
+                self._usage(result)
+                tail = stripper.end() if stripper else ""
+                tail = gate.feed(tail) if gate else tail
+                calls = None if final else context_calls(result.message, p.rec)
+                if calls is None:
+                    tail += gate.end(drop=False) if gate else ""
+                    if tail:
+                        emitted.append(tail)
+                        yield event(text_chunk({**result.body, **ids}, {"content": tail}))
+                    for rest in held:
+                        if include_usage or not usage_only(rest):
+                            yield event(with_ids(rest, ids))
+                    self._remember_stream(p, result.message, "".join(emitted))
+                    break
+                # an internal round: its held part is dropped, the client sees the next round
+                if gate:
+                    gate.end(drop=True)
+                shown = "".join(emitted) + (tail if tail else "")
+                if tail:
+                    yield event(text_chunk({**result.body, **ids}, {"content": tail}))
+                sep = SEPARATOR[min(len(SEPARATOR), len(shown) - len(shown.rstrip("\n"))) :] if shown else ""
+                if sep:
+                    shown += sep
+                    yield event(text_chunk({**result.body, **ids}, {"content": sep}))
+                p.shown.append(shown)
+                p.rounds += 1
+                p.base, _, messages_out = await self._internal(p.s, p.base, result.message, calls, shown)
+                req = p.req
+                if p.rounds >= self.cfg.max_rounds:  # the last round offers no command
+                    async with p.s.lock:
+                        _, _, messages_out = self._render(p.s, p.s.view(p.base, self.cfg.renderer), None, False)
+                    own = [t for t in req.get("tools") or [] if t not in p.added]
+                    req = {**req, "tools": own} if own else {k: v for k, v in req.items() if k != "tools"}
+                try:
+                    live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
+                except ProxyError as e:
+                    yield error_event(e.message, e.code or "upstream_error")
+                    break
+            yield DONE
+        finally:
+            await live.aclose()
+
+    def _remember_stream(self, p: _Plan, real: Message, emitted: str) -> None:
+        before = "".join(p.shown)
+        if not before and not p.strip:
+            return
+        self._remember(p.s, {**real, "content": before + emitted}, real)
+
+    # ---- accounting ----------------------------------------------------------------------------
 
     def _usage(self, result: Result) -> None:
         self.metrics.inc("refold_upstream_calls_total")
@@ -142,7 +413,7 @@ class ChatService:
             ("cached", cached),
             ("completion", u.get("completion_tokens")),
         ):
-            if isinstance(value, int | float):
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
                 self.metrics.inc(f"refold_upstream_{name}_tokens_total", float(value))
 
     def _count_tokens(self, full: list[Message], rendered: list[Message]) -> None:
@@ -173,31 +444,15 @@ class ChatService:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
-    async def sse(self, outcome: Outcome) -> AsyncIterator[bytes]:
-        """The final round's events, as the upstream sent them (minus a usage chunk nobody asked
-        for): replayed from the buffered round, or relayed as they arrive from a live one."""
-        live = outcome.live
-        try:
-            events = live.iter() if live is not None else _replay(outcome.result.events)
-            async for raw in events:
-                if outcome.include_usage or not _usage_only(raw):
-                    yield f"data: {raw}\n\n".encode()
-            yield b"data: [DONE]\n\n"
-        finally:
-            if live is not None:
-                await live.aclose()
-                outcome.result = live.result()
-                self._usage(outcome.result)
+
+def with_ids(chunk: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
+    """``chunk`` under the response's first id, so every round reads as one completion."""
+    return {**chunk, **ids}
 
 
-async def _replay(events: list[str]) -> AsyncIterator[str]:
-    for raw in events:
-        yield raw
-
-
-def _usage_only(raw: str) -> bool:
-    try:
-        chunk = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(chunk, dict) and not chunk.get("choices") and bool(chunk.get("usage"))
+async def _first(live: Live) -> None:
+    """Read the stream's first chunk before the response starts: a failure before it is an
+    ordinary HTTP error rather than an event in a 200 stream."""
+    await live.peek()
+    if live.error is not None:
+        raise live.error

@@ -35,6 +35,8 @@ class ProxyConfig:
     """Context-command rounds the proxy answers itself per request before handing a reply back."""
     context_tools: bool = True
     """Offer the context commands as function tools next to the client's tools (requests with tools)."""
+    strip_protocol: bool = False
+    """Take the PROGRESS/STALE head out of the replies clients are shown; the history keeps it."""
     max_body: int = DEFAULT_MAX_BODY
     timeout: float = 600.0
     tokenizer: str = ""

@@ -4,7 +4,9 @@ Clients resend the whole conversation on every call. Each list is split into pre
 (one step = an assistant message and what followed it) and compared, in a normalized form that
 ignores fields SDKs add or drop (``refusal: null``, ``content: null`` vs ``""``, argument
 whitespace), against the visible steps of a branch. Steps the proxy answered itself (internal
-context-command rounds) are skipped: the client never saw them.
+context-command rounds) are skipped: the client never saw their commands. A reply also matches
+in the form the client was shown it: without its PROGRESS/STALE head (``--strip-protocol``) and
+after the text of internal rounds streamed before it (kept in their meta as ``SHOWN``).
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProxyError
 from ..types import Message, content_text
 from .records import StoredStep
+from .stream import strip_head
+from .validate import check_messages
 
-ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 INTERNAL = "internal"  # step meta key: answered by the proxy, not seen by the client
+SHOWN = "shown"  # internal step meta key: the text of that round the client was streamed
 
 Norm = tuple[Any, ...]
 ClientStep = tuple[Message, list[Message]]
@@ -28,8 +31,11 @@ ClientStep = tuple[Message, list[Message]]
 
 def normalize(m: Message) -> Norm:
     calls = []
-    for c in m.get("tool_calls") or []:
-        fn = (c or {}).get("function") or {}
+    raw_calls = m.get("tool_calls")
+    for c in raw_calls if isinstance(raw_calls, list) else []:
+        c = c if isinstance(c, dict) else {}  # stores written before validation may hold anything
+        fn = c.get("function")
+        fn = fn if isinstance(fn, dict) else {"name": fn}
         args = fn.get("arguments")
         if isinstance(args, str):
             with contextlib.suppress(ValueError):
@@ -46,28 +52,18 @@ def normalize(m: Message) -> Norm:
 
 def validate(messages: Any) -> list[Message]:
     """The request's ``messages`` checked for shape; a 400 naming the first problem otherwise."""
-    if not isinstance(messages, list) or not messages:
-        raise ProxyError(
-            400, "'messages' must be a non-empty array of message objects", code="invalid_messages"
-        )
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ProxyError(400, f"messages[{i}] is not an object", code="invalid_messages")
-        if m.get("role") not in ROLES:
-            raise ProxyError(
-                400, f"messages[{i}].role must be one of {', '.join(ROLES)}", code="invalid_messages"
-            )
-        content = m.get("content")
-        if content is not None and not isinstance(content, str | list):
-            raise ProxyError(
-                400, f"messages[{i}].content must be a string, an array or null", code="invalid_messages"
-            )
-        calls = m.get("tool_calls")
-        if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
-            raise ProxyError(
-                400, f"messages[{i}].tool_calls must be an array of objects", code="invalid_messages"
-            )
-    return messages
+    return check_messages(messages)
+
+
+def _agrees(client: Norm, stored: Message, n_stored: Norm, before: str) -> bool:
+    """Whether the client's reply is ``stored`` as sent, or as the client was shown it."""
+    if client == n_stored:
+        return True
+    if client[0] != n_stored[0] or client[2:] != n_stored[2:]:
+        return False
+    text = n_stored[1]
+    seen = client[1].strip()
+    return any((before + form).strip() == seen for form in dict.fromkeys((text, strip_head(text))))
 
 
 def split(messages: Sequence[Message]) -> tuple[list[Message], list[ClientStep]]:
@@ -104,16 +100,20 @@ def match(
         return None
     base = last_visible = prefix_digest
     j = 0
+    before = ""  # text streamed to the client by internal rounds since the last visible step
     for s in chain:
         if s.meta.get(INTERNAL):
             base = s.digest
+            shown = s.meta.get(SHOWN)
+            before += shown if isinstance(shown, str) else ""
             continue
         if j >= len(steps):
             return Match(j, last_visible, [], False)  # the client went back: fork before s
         reply, obs = steps[j]
         n_reply, n_obs = norm(s)
-        if normalize(reply) != n_reply:
+        if not _agrees(normalize(reply), s.reply, n_reply, before):
             return Match(j, last_visible, list(steps[j:]), False)
+        before = ""
         if tuple(normalize(o) for o in obs) != n_obs:
             return Match(j, s.parent, list(steps[j:]), False)
         base = last_visible = s.digest

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 
 from ..errors import ProxyError, StaleConnection
+from .stream import Accumulator
+from .validate import check_upstream_reply, parse_chunk, parse_upstream_json
 
 _HOP_HEADERS = {
     "host",
@@ -32,7 +34,8 @@ class Result:
     @property
     def message(self) -> dict[str, Any]:
         choices = self.body.get("choices") or [{}]
-        msg = choices[0].get("message") or {}
+        first = choices[0] if isinstance(choices[0], dict) else {}
+        msg = first.get("message") or {}
         return msg if isinstance(msg, dict) else {}
 
     @property
@@ -79,41 +82,26 @@ class Upstream:
         return r.status_code, _json(r.content)
 
     async def chat(self, body: dict[str, Any], headers: dict[str, str]) -> Result:
-        """One completion; a pooled connection the server closed before answering is retried once."""
+        """One completion (a stream is read to its end and added up); a pooled connection the
+        server closed before answering is retried once."""
+        if body.get("stream"):
+            live = await self.open_stream(body, headers)
+            try:
+                async for _ in live.chunks():
+                    pass
+            finally:
+                await live.aclose()
+            if live.error is not None:
+                raise live.error
+            return live.result()
         try:
             return await self._chat(body, headers)
         except StaleConnection:
             return await self._chat(body, headers, retry=False)
 
     async def _chat(self, body: dict[str, Any], headers: dict[str, str], retry: bool = True) -> Result:
-        stream = bool(body.get("stream"))
         try:
-            if not stream:
-                r = await self._client.post(f"{self.base_url}/chat/completions", json=body, headers=headers)
-                if r.status_code >= 400:
-                    raise _error_from(r.status_code, r.content)
-                data = _json(r.content)
-                if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-                    raise ProxyError(
-                        502,
-                        "upstream answered without a 'choices' list",
-                        type="upstream_error",
-                        code="bad_upstream_response",
-                    )
-                return Result(data, elapsed_ms=r.elapsed.total_seconds() * 1000)
-            async with self._client.stream(
-                "POST", f"{self.base_url}/chat/completions", json=body, headers=headers
-            ) as r:
-                if r.status_code >= 400:
-                    raise _error_from(r.status_code, await r.aread())
-                events = []
-                async for line in r.aiter_lines():
-                    if line.startswith("data:"):
-                        payload = line[5:].strip()
-                        if payload == "[DONE]":
-                            break
-                        events.append(payload)
-                return Result(aggregate(events), events)
+            r = await self._client.post(f"{self.base_url}/chat/completions", json=body, headers=headers)
         except httpx.TimeoutException:
             raise self._timed_out() from None
         except (httpx.RemoteProtocolError, httpx.ConnectError) as e:
@@ -122,10 +110,13 @@ class Upstream:
             raise _unreachable(e, "request failed") from None
         except httpx.HTTPError as e:
             raise _unreachable(e, "request failed") from None
+        if r.status_code >= 400:
+            raise _error_from(r.status_code, r.content)
+        return Result(check_upstream_reply(_json(r.content)), elapsed_ms=r.elapsed.total_seconds() * 1000)
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str]) -> Live:
         """A streamed completion whose status is checked (errors raise here, before any event is
-        relayed) and whose events are read as they arrive (``Live.events``)."""
+        relayed) and whose chunks are read as they arrive (``Live.chunks``)."""
         for retry in (True, False):
             req = self._client.build_request(
                 "POST", f"{self.base_url}/chat/completions", json=body, headers=headers
@@ -144,7 +135,7 @@ class Upstream:
                 finally:
                     await r.aclose()
                 raise _error_from(r.status_code, raw)
-            return Live(r)
+            return Live(r, self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:
@@ -152,95 +143,77 @@ class Upstream:
 
 
 class Live:
-    """An upstream stream relayed as it arrives; ``result()`` aggregates what was read."""
+    """An upstream stream read as it arrives: every chunk is checked before it is handed on, and
+    ``result()`` adds up what was read. A failure (transport, a malformed chunk, an error event)
+    ends the iteration and is kept in ``error``; the caller decides how to tell the client."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, timeout: float = 600.0) -> None:
         self._r = response
+        self._timeout = timeout
         self.events: list[str] = []
-        self.error: str | None = None
+        self.acc = Accumulator()
+        self.error: ProxyError | None = None
+        self.done = False  # [DONE] (or the end of the body) was reached
+        self._it: AsyncIterator[tuple[str, dict[str, Any]]] | None = None
+        self._peeked: tuple[str, dict[str, Any]] | None = None
 
-    async def iter(self) -> AsyncIterator[str]:
-        """The ``data:`` payloads until [DONE]; a failure mid-stream ends it with an error event."""
+    async def peek(self) -> tuple[str, dict[str, Any]] | None:
+        """Read the first chunk now (``chunks`` yields it again); None when the stream has none."""
+        self._it = self._read()
+        try:
+            self._peeked = await self._it.__anext__()
+        except StopAsyncIteration:
+            self._peeked = None
+        return self._peeked
+
+    async def chunks(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """(raw payload, checked chunk) until [DONE], or until a failure (kept in ``error``)."""
+        if self._peeked is not None:
+            first, self._peeked = self._peeked, None
+            yield first
+        it, self._it = self._it or self._read(), None
+        async for item in it:
+            yield item
+
+    async def _read(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         try:
             async for line in self._r.aiter_lines():
-                if line.startswith("data:"):
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    self.events.append(payload)
-                    yield payload
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                chunk = parse_chunk(payload)
+                self.events.append(payload)
+                self.acc.add(chunk)
+                yield payload, chunk
+            self.done = True
+        except ProxyError as e:
+            self.error = e
+        except httpx.TimeoutException:
+            self.error = ProxyError(
+                504, f"upstream stream stalled for {self._timeout:g}s", type="upstream_error", code="upstream_timeout"
+            )
         except httpx.HTTPError as e:
-            self.error = f"upstream stream failed: {type(e).__name__}: {e}"
-            yield json.dumps(
-                {"error": {"message": self.error, "type": "upstream_error", "code": "upstream_error"}}
+            self.error = ProxyError(
+                502, f"upstream stream failed: {type(e).__name__}: {e}", type="upstream_error", code="upstream_error"
             )
         finally:
             await self.aclose()
 
     def result(self) -> Result:
-        try:
-            return Result(aggregate(self.events), self.events)
-        except ProxyError:
-            return Result({"choices": []}, self.events)
+        return Result(self.acc.body(), self.events)
 
     async def aclose(self) -> None:
         await self._r.aclose()
 
 
 def aggregate(events: list[str]) -> dict[str, Any]:
-    """A chat.completion body equivalent to a stream of chat.completion.chunk events."""
-    head: dict[str, Any] = {}
-    msg: dict[str, Any] = {"role": "assistant", "content": None}
-    calls: dict[int, dict[str, Any]] = {}
-    finish: str | None = None
-    usage: Any = None
+    """A chat.completion body equivalent to a stream of chat.completion.chunk events (each checked)."""
+    acc = Accumulator()
     for raw in events:
-        try:
-            chunk = json.loads(raw)
-        except ValueError:
-            raise ProxyError(
-                502,
-                "upstream sent a stream event that is not JSON",
-                type="upstream_error",
-                code="bad_upstream_response",
-            ) from None
-        if not isinstance(chunk, dict):
-            continue
-        if chunk.get("error"):
-            err = chunk["error"]
-            message = err.get("message") if isinstance(err, dict) else str(err)
-            raise ProxyError(
-                502, f"upstream stream error: {message}", type="upstream_error", code="upstream_error"
-            )
-        head = head or {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                msg["content"] = (msg["content"] or "") + delta["content"]
-            for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(
-                    int(tc.get("index", 0)),
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
-                fn = tc.get("function") or {}
-                slot["function"]["name"] += fn.get("name") or ""
-                slot["function"]["arguments"] += fn.get("arguments") or ""
-            finish = choice.get("finish_reason") or finish
-    if calls:
-        msg["tool_calls"] = [calls[i] for i in sorted(calls)]
-    body = {
-        **head,
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
+        acc.add(parse_chunk(raw))
+    return acc.body()
 
 
 def _unreachable(e: Exception, what: str) -> ProxyError:
@@ -251,15 +224,7 @@ def _unreachable(e: Exception, what: str) -> ProxyError:
 
 
 def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ProxyError(
-            502,
-            "upstream answered with a body that is not JSON",
-            type="upstream_error",
-            code="bad_upstream_response",
-        ) from None
+    return parse_upstream_json(raw)
 
 
 def _error_from(status: int, raw: bytes) -> ProxyError:

@@ -1,0 +1,214 @@
+"""Time to first token through ``refold serve`` vs. directly, in the same run, on loopback.
+
+A fake upstream (separate process) streams each reply (the PROGRESS/STALE head, a line of
+reasoning, a command) in 7-character deltas with a fixed delay before each one (``DELAY:<ms>``:
+a model generating tokens). Each scenario runs agent sessions
+that resend their whole conversation every turn, as real clients do, directly and through the
+proxy interleaved turn by turn (so both see the same machine load), and measures from the
+client's side the time from sending a request to the first text or tool-call delta, and to the
+end of the stream. Scenarios: with a shell
+tool (a round that may be an internal context-command round), without tools (text mode: the
+reply's text is relayed up to its command block), and with ``--strip-protocol`` (the first token
+the client sees comes after the PROGRESS/STALE head, which the proxy holds back).
+
+    python benchmarks/bench_ttft.py [--sessions 10] [--turns 8] [--delay-ms 20]
+        [--src OTHER/src] [--out benchmarks/results/ttft.txt]
+
+``--src`` runs the proxy from another checkout's ``src`` (e.g. main before this change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from fake_upstream import free_port, wait_http  # noqa: E402
+
+BASH = {
+    "type": "function",
+    "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+class Agent:
+    """One session: sends its whole conversation each turn, streams the reply, appends it."""
+
+    def __init__(self, client: httpx.Client, url: str, tools: bool, delay: float, name: str) -> None:
+        self.client, self.url, self.tools, self.delay, self.name = client, url, tools, delay, name
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": f"Task {name}: fix the failing test. DELAY:{delay:g} TALK"},
+        ]
+
+    def turn(self) -> tuple[float, float]:
+        """(ms to the first text or tool-call delta, ms to the end of the stream)."""
+        body: dict[str, Any] = {"model": "m", "messages": self.messages, "stream": True}
+        if self.tools:
+            body["tools"] = [BASH]
+        first = None
+        content, calls = "", {}
+        t0 = time.perf_counter()
+        with self.client.stream(
+            "POST", f"{self.url}/chat/completions", json=body, headers={"X-Refold-Session": self.name}
+        ) as r:
+            if r.status_code != 200:
+                raise RuntimeError(f"{self.name}: HTTP {r.status_code}: {r.read()[:300]!r}")
+            for line in r.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for c in json.loads(line[6:]).get("choices") or []:
+                    d = c.get("delta") or {}
+                    if first is None and (d.get("content") or d.get("tool_calls")):
+                        first = time.perf_counter()
+                    content += d.get("content") or ""
+                    for tc in d.get("tool_calls") or []:
+                        slot = calls.setdefault(tc["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                        slot["id"] = tc.get("id") or slot["id"]
+                        slot["function"]["name"] += (tc.get("function") or {}).get("name") or ""
+                        slot["function"]["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+        end = time.perf_counter()
+        if first is None:
+            raise RuntimeError(f"{self.name}: an empty reply")
+        out = f"output {len(self.messages)} DELAY:{self.delay:g} TALK"
+        msg: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            msg["tool_calls"] = [calls[k] for k in sorted(calls)]
+            self.messages += [msg, {"role": "tool", "tool_call_id": calls[0]["id"], "content": out}]
+        else:
+            self.messages += [msg, {"role": "user", "content": out}]
+        return (first - t0) * 1000, (end - t0) * 1000
+
+
+def run_pair(direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str) -> dict[str, list[float]]:
+    """Direct and proxy sessions interleaved turn by turn (alternating which goes first), so both
+    see the same load on a shared machine; the paired difference is the figure."""
+    r: dict[str, list[float]] = {"direct": [], "proxy": [], "diff": [], "direct_total": [], "proxy_total": []}
+    with httpx.Client(timeout=120) as client:
+        for sid in range(sessions):
+            a = Agent(client, direct, tools, delay, f"{tag}-d{sid}")
+            b = Agent(client, proxy, tools, delay, f"{tag}-p{sid}")
+            for turn in range(turns):
+                if (sid + turn) % 2:
+                    (pt, ptot), (dt, dtot) = b.turn(), a.turn()
+                else:
+                    (dt, dtot), (pt, ptot) = a.turn(), b.turn()
+                r["direct"].append(dt)
+                r["proxy"].append(pt)
+                r["diff"].append(pt - dt)
+                r["direct_total"].append(dtot)
+                r["proxy_total"].append(ptot)
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--turns", type=int, default=8)
+    ap.add_argument("--delay-ms", type=float, default=20.0)
+    ap.add_argument("--src", type=Path, help="run the proxy from this src directory instead")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+
+    up_port = free_port()
+    procs = [
+        spawn(
+            [
+                sys.executable,
+                "-c",
+                f"import sys, uvicorn; sys.path.insert(0, {str(ROOT / 'tests')!r}); from fake_upstream import FakeUpstream; "
+                f"uvicorn.run(FakeUpstream().app, host='127.0.0.1', port={up_port}, log_level='warning')",
+            ]
+        )
+    ]
+    upstream = f"http://127.0.0.1:{up_port}/v1"
+    env = dict(os.environ)
+    if a.src:
+        env["PYTHONPATH"] = str(a.src.resolve()) + os.pathsep + env.get("PYTHONPATH", "")
+    rows: list[tuple[str, dict[str, list[float]]]] = []
+    try:
+        wait_http(f"{upstream}/models")
+        with tempfile.TemporaryDirectory() as tmp:
+            proxies: dict[str, str] = {}
+            for name, flags in (("plain", []), ("strip", ["--strip-protocol"])):
+                if name == "strip" and a.src:
+                    continue  # the other checkout may not have the flag
+                port = free_port()
+                procs.append(
+                    spawn(
+                        [sys.executable, "-m", "refold", "serve", "--upstream", upstream, "--port", str(port),
+                         "--store", f"{tmp}/{name}.db", "--tokenizer", "off", *flags],
+                        env,
+                    )
+                )
+                proxies[name] = f"http://127.0.0.1:{port}/v1"
+            for url in proxies.values():
+                wait_http(f"{url}/models")
+            with httpx.Client(timeout=120) as client:  # warm up every path once (imports, connections)
+                for url in (upstream, *proxies.values()):
+                    for tools in (True, False):
+                        Agent(client, url, tools, a.delay_ms, f"warm-{free_port()}").turn()
+            scenarios = [("shell tool", "plain", True), ("no tools (text mode)", "plain", False)]
+            if "strip" in proxies:
+                scenarios += [("--strip-protocol, shell tool", "strip", True), ("--strip-protocol, no tools", "strip", False)]
+            for name, which, tools in scenarios:
+                rows.append((name, run_pair(upstream, proxies[which], tools, a.sessions, a.turns, a.delay_ms, f"s{len(rows)}")))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=20)
+
+    n = a.sessions * a.turns
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    lines = [
+        f"refold time-to-first-token benchmark: {a.sessions} sessions x {a.turns} turns per scenario, loopback",
+        f"fake upstream streams 7-char deltas, {a.delay_ms:g} ms before each (a simulated model); python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at the end; {time.strftime('%Y-%m-%d')}" + (f"; proxy from {a.src}" if a.src else ""),
+        "",
+        f"{'scenario':30} {'pairs':>5} {'direct p50':>10} {'proxy p50':>10} {'proxy p90':>10} {'added p50':>10} {'added p90':>10} {'total p50 d/p':>15}",
+    ]
+    for name, r in rows:
+        lines.append(
+            f"{name:30} {len(r['diff']):>5} {statistics.median(r['direct']):>10.1f} {statistics.median(r['proxy']):>10.1f} "
+            f"{pct(r['proxy'], 90):>10.1f} {statistics.median(r['diff']):>+10.1f} {pct(r['diff'], 90):>+10.1f} "
+            f"{statistics.median(r['direct_total']):>7.0f}/{statistics.median(r['proxy_total']):<7.0f}"
+        )
+    lines += [
+        "",
+        "TTFT in ms, client-measured from sending the request to the first non-empty text or tool-call delta;",
+        f"each of the {n} pairs is one direct and one proxied turn of sessions at the same depth, run back to back",
+        "(alternating which goes first), and added = proxy TTFT - direct TTFT of the pair. total = ms to the",
+        "end of the stream. Each proxy request maps the session, commits the turn durably (SQLite WAL) and",
+        "renders the prompt before calling upstream. With --strip-protocol the first token the client sees",
+        "is the one after the PROGRESS/STALE head, which the proxy holds back (its 4 deltas), by design.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

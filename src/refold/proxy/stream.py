@@ -1,0 +1,236 @@
+"""Streaming helpers: adding up chunks, holding back what may be a context command, and taking
+the PROGRESS/STALE head out of what the client is shown.
+
+All are plain objects fed text or chunks as they arrive, so any endpoint that relays an
+OpenAI-style stream can use them. Each streaming form equals its whole-text form: what
+``HeadStripper`` releases for any split of a text is ``strip_head`` of the text, and what
+``CommandGate`` releases before the end is a prefix of the text that holds no command block.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from ..protocol import _KEY, _MARKUP
+from .validate import scrub_calls
+
+_MARKERS = ("```", "<mswea_bash_command>")
+"""Where a command block of a reply may begin (``protocol.bash_block`` reads only these)."""
+_MARKUPISH = " \t>#*_`-+0123456789.)"
+
+
+def _head_key(line: str) -> str | None:
+    m = _KEY.match(_MARKUP.sub("", line.strip(), count=1))
+    return m.group(1).upper() if m else None
+
+
+def strip_head(text: str) -> str:
+    """``text`` without its opening PROGRESS/STALE lines (and the blank lines around them);
+    unchanged when it does not open with one."""
+    pos, seen = 0, set()
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl
+        line = text[pos:end]
+        if line.strip():
+            key = _head_key(line)
+            if key is None or key in seen:
+                break
+            seen.add(key)
+        pos = end + 1
+    if not seen:
+        return text
+    return text[min(pos, len(text)) :]
+
+
+def _could_be_head(partial: str) -> bool:
+    """Whether an unfinished first line may still turn out to be a PROGRESS/STALE line."""
+    t = partial.lstrip(_MARKUPISH).lower()
+    return not t or t.startswith(("progress", "stale")) or "progress".startswith(t) or "stale".startswith(t)
+
+
+class HeadStripper:
+    """``strip_head`` over a text that arrives in pieces: holds only the opening lines that may
+    still be head lines, then passes everything through."""
+
+    def __init__(self) -> None:
+        self._buf = ""
+        self._done = False
+
+    def feed(self, piece: str) -> str:
+        if self._done:
+            return piece
+        self._buf += piece
+        if self._decided():
+            self._done = True
+            out, self._buf = strip_head(self._buf), ""
+            return out
+        return ""
+
+    def end(self) -> str:
+        out = "" if self._done else strip_head(self._buf)
+        self._done, self._buf = True, ""
+        return out
+
+    def _decided(self) -> bool:
+        text, pos, seen = self._buf, 0, set()
+        while True:
+            nl = text.find("\n", pos)
+            if nl < 0:
+                break
+            line = text[pos:nl]
+            if line.strip():
+                key = _head_key(line)
+                if key is None or key in seen:
+                    return True
+                seen.add(key)
+            pos = nl + 1
+        partial = text[pos:]
+        if not partial.strip():
+            return False
+        return len(seen) == 2 or not _could_be_head(partial)
+
+
+class CommandGate:
+    """Relays a reply's text as it arrives up to where a command block may begin; holds the rest
+    until the round's end says whether it was an internal context command."""
+
+    def __init__(self) -> None:
+        self._pending = ""  # a tail that may be the start of a marker
+        self._held: list[str] = []
+        self.holding = False
+
+    def feed(self, piece: str) -> str:
+        if self.holding:
+            self._held.append(piece)
+            return ""
+        buf = self._pending + piece
+        self._pending = ""
+        found = [i for i in (buf.find(m) for m in _MARKERS) if i >= 0]
+        if found:
+            cut = min(found)
+            self.holding = True
+            self._held.append(buf[cut:])
+            return buf[:cut]
+        for k in range(min(len(buf), max(map(len, _MARKERS)) - 1), 0, -1):
+            tail = buf[-k:]
+            if any(m.startswith(tail) for m in _MARKERS):
+                self._pending = tail
+                return buf[:-k]
+        return buf
+
+    def end(self, drop: bool) -> str:
+        """What is still held: nothing when the round is dropped."""
+        rest = self._pending + "".join(self._held)
+        self._pending, self._held = "", []
+        return "" if drop else rest
+
+
+class Accumulator:
+    """Adds up the checked chunks of one streamed completion into a chat.completion body."""
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.content: str | None = None
+        self.extra: dict[str, str] = {}  # other text deltas, e.g. reasoning_content
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.chunks = 0
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        self.chunks += 1
+        if not self.head:
+            self.head = {k: chunk[k] for k in ("id", "created", "model", "system_fingerprint") if k in chunk}
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if (choice.get("index") or 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            for key, value in delta.items():
+                if key == "content" and isinstance(value, str):
+                    self.content = (self.content or "") + value
+                elif key in ("reasoning_content", "reasoning", "refusal") and isinstance(value, str):
+                    self.extra[key] = self.extra.get(key, "") + value
+            for tc in delta.get("tool_calls") or []:
+                slot = self.calls.setdefault(
+                    int(tc.get("index") or 0),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if tc.get("id"):
+                    slot["id"] = tc["id"]
+                fn = tc.get("function") or {}
+                slot["function"]["name"] += fn.get("name") or ""
+                slot["function"]["arguments"] += fn.get("arguments") or ""
+            self.finish = choice.get("finish_reason") or self.finish
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content, **self.extra}
+        if self.calls:
+            msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+            scrub_calls(msg)
+        return msg
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **self.head,
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": self.message(), "finish_reason": self.finish}],
+        }
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out
+
+
+def split_chunk(chunk: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """A chunk's text deltas of choice 0 (relayed at once) and the chunk without them (held:
+    tool calls, finish reason, usage), or None when nothing else is left in it."""
+    texts: dict[str, str] = {}
+    rest = copy.deepcopy(chunk)
+    keep = bool(rest.get("usage"))
+    for choice in rest.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if (choice.get("index") or 0) == 0:
+            for key in ("content", "reasoning_content", "reasoning"):
+                if isinstance(delta.get(key), str):
+                    texts[key] = delta.pop(key)
+        delta.pop("role", None)
+        if delta or choice.get("finish_reason") or choice.get("logprobs"):
+            keep = True
+    return texts, (rest if keep else None)
+
+
+def text_chunk(template: dict[str, Any], texts: dict[str, str], *, role: bool = False) -> dict[str, Any]:
+    """A chunk carrying only text deltas, with ``template``'s id, created and model."""
+    delta: dict[str, Any] = {"role": "assistant"} if role else {}
+    delta.update(texts)
+    head: dict[str, Any] = {
+        k: template[k] for k in ("id", "object", "created", "model", "system_fingerprint") if k in template
+    }
+    head.setdefault("object", "chat.completion.chunk")
+    return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def with_id(chunk: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
+    """``chunk`` under the stream's first id/created, so every round reads as one completion."""
+    return {**chunk, **ids} if ids else chunk
+
+
+def event(data: dict[str, Any] | str) -> bytes:
+    """One SSE event; ``data`` is a chunk or an already serialized payload."""
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"data: {payload}\n\n".encode()
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def error_event(message: str, code: str = "upstream_error") -> bytes:
+    return event({"error": {"message": message, "type": "upstream_error", "param": None, "code": code}})
+
+
+def usage_only(chunk: dict[str, Any]) -> bool:
+    return not chunk.get("choices") and bool(chunk.get("usage"))
