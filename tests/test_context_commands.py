@@ -9,6 +9,7 @@ import pytest
 from refold.config import Config
 from refold.context import ANY, TOOL_SCHEMAS, Recognizer, from_shell, from_tool_call, offer
 from refold.context.answers import Answerer, answer
+from refold.context.tools import TAUGHT, TAUGHT_SCHEMAS
 from refold.history import History
 from refold.mechanisms.spans import SpanPolicy
 from refold.policy import Policy
@@ -29,12 +30,13 @@ def three_steps() -> Session:
 
 
 def test_tool_schemas_cover_every_command() -> None:
-    names = [t["function"]["name"] for t in TOOL_SCHEMAS]
+    names = [t["function"]["name"] for t in (*TOOL_SCHEMAS, *TAUGHT_SCHEMAS)]
     assert sorted(names) == sorted(COMMAND_NAMES)
-    for t in TOOL_SCHEMAS:
+    for t in (*TOOL_SCHEMAS, *TAUGHT_SCHEMAS):
         params = t["function"]["parameters"]
-        assert params["type"] == "object" and len(params["required"]) == 1
+        assert params["type"] == "object" and set(params["required"]) == set(params["properties"])
     json.dumps(TOOL_SCHEMAS)
+    assert from_tool_call("fold_steps", '{"steps": "3-5", "conclusion": "x because y"}') == ContextCommand("fold_steps", "3-5 x because y")
     assert from_tool_call("fold_span", '{"conclusion": "x because y"}') == ContextCommand("fold_span", "x because y")
     assert from_tool_call("restore", '{"steps": [3, 4]}') == ContextCommand("restore", "3 4")
     assert ANY.command("bash", '{"command": "ls"}') is None
@@ -52,8 +54,11 @@ def test_shell_form_leaves_coreutils_alone() -> None:
 def test_offer_follows_the_config() -> None:
     tools = [{"type": "function", "function": {"name": "bash"}}]
     added, rec = offer(Config(), tools)
-    assert [t["function"]["name"] for t in added] == list(COMMAND_NAMES)
-    assert rec.functions == frozenset(COMMAND_NAMES) and rec.shell_tool and not rec.text
+    assert [t["function"]["name"] for t in added] == [c for c in COMMAND_NAMES if c not in TAUGHT]
+    assert rec.functions == frozenset(COMMAND_NAMES) - set(TAUGHT) and rec.shell == frozenset(COMMAND_NAMES)
+    assert rec.shell_tool and not rec.text
+    taught = Config.parse(spans={"fold_steps": True}, ledger={"objects": True})
+    assert [t["function"]["name"] for t in offer(taught, tools)[0]][-3:] == ["fold_steps", "pin", "unpin"]
     added, rec = offer(Config(spans=SpanPolicy(enabled=False)), tools)
     assert "begin_span" not in rec.shell and "begin_span" not in {t["function"]["name"] for t in added}
     assert rec.command("bash", 'begin_span "q"') is None  # span folding off: an ordinary command

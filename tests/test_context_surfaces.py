@@ -35,7 +35,8 @@ SYSTEM = {"role": "system", "content": "You are a careful engineer. Use the bash
 TASK = {"role": "user", "content": "Fix add() in a.py."}
 WEAK = "found it"
 GOOD = "add() subtracts at a.py:2 because of a typo, so every caller gets a wrong sum"
-ARG = {"restore": "steps", "begin_span": "question", "fold_span": "conclusion", "search_ledger": "query", "fold": "id", "drop": "id", "expand": "id"}
+ARG = {"restore": "steps", "begin_span": "question", "fold_span": "conclusion", "search_ledger": "query", "fold": "id", "drop": "id", "expand": "id",
+       "pin": "id", "unpin": "id"}
 QUOTED = ("begin_span", "fold_span", "search_ledger")
 BASH_TOOL = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
 
@@ -65,6 +66,9 @@ def output(command: str) -> str:
 def shell(name: str, arg: str) -> str:
     if name == "bash":
         return arg
+    if name == "fold_steps":
+        steps, _, conclusion = arg.partition(" ")
+        return f'fold_steps {steps} "{conclusion}"'
     return f'{name} "{arg}"' if name in QUOTED else f"{name} {arg}"
 
 
@@ -75,7 +79,11 @@ def reply(i: int, commands: list[tuple[str, str]], form: str) -> dict[str, Any]:
         return {"role": "assistant", "content": f"{head}\n\n```mswea_bash_command\n{shell(name, arg)}\n```"}
     calls = []
     for j, (name, arg) in enumerate(commands):
-        args = {"command": arg} if name == "bash" else {ARG[name]: arg}
+        if name == "fold_steps":
+            steps, _, conclusion = arg.partition(" ")
+            args = {"steps": steps, "conclusion": conclusion}
+        else:
+            args = {"command": arg} if name == "bash" else {ARG[name]: arg}
         calls.append({"id": f"call_{i}_{j}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}})
     return {"role": "assistant", "content": head, "tool_calls": calls}
 
@@ -92,7 +100,9 @@ def normal(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 CONFIG = Config(policy=Policy(k=2), prompt=PromptConfig(format_in_system=True))
 
 
-def run_mini(form: str, script: list[list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[str]]:
+def run_mini(
+    form: str, script: list[list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch, config: Config = CONFIG
+) -> tuple[list[Any], list[str]]:
     prompts: list[list[dict[str, Any]]] = []
 
     def completion(*, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
@@ -110,8 +120,8 @@ def run_mini(form: str, script: list[list[tuple[str, str]]], monkeypatch: pytest
         kwargs["action_regex"] = r"```mswea_bash_command\s*\n(.*?)\n```"
         kwargs["format_error_template"] = "format error"
     model = RefoldModel(
-        inner_model_class=inner, refold={"k": 2}, refold_tokenizer=None, refold_context_tools=form == "tool",
-        refold_format_in_system=True, **kwargs,
+        inner_model_class=inner, refold={"k": config.policy.k}, refold_tokenizer=None, refold_context_tools=form == "tool",
+        refold_format_in_system=True, refold_spans=config.spans.model_dump(), refold_ledger=config.ledger.model_dump(), **kwargs,
     )
     messages: list[dict[str, Any]] = [dict(SYSTEM), dict(TASK)]
     answers: list[str] = []
@@ -126,8 +136,8 @@ def run_mini(form: str, script: list[list[tuple[str, str]]], monkeypatch: pytest
     return [normal(p) for p in prompts], answers
 
 
-@pytest.fixture()
-def proxy(tmp_path: Path) -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+@pytest.fixture(params=[CONFIG])
+def proxy(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
     script: list[dict[str, Any]] = []
     bodies: list[dict[str, Any]] = []
     app = FastAPI()
@@ -141,7 +151,7 @@ def proxy(tmp_path: Path) -> Iterator[tuple[str, list[dict[str, Any]], list[dict
         return {"id": "x", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
     with ServerThread(app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=CONFIG, max_rounds=32)
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=request.param, max_rounds=32)
         with ServerThread(create_app(cfg)) as px:
             yield px.url, script, bodies
 
@@ -196,3 +206,43 @@ def test_mini_and_the_proxy_answer_and_render_alike(
     assert "there is no step 99" in joined
     last = "\n".join(str(m[1]) for m in mini_prompts[-1])
     assert "Output 3 folded" in last or "Span S" in last
+
+
+# ---- self-gc (seed 002) through both surfaces ------------------------------------------------------
+
+SELF_GC = Config.parse(preset="self-gc", k=2, prompt={"format_in_system": True})
+SELF_GC_SCRIPT: list[list[tuple[str, str]]] = [
+    [("bash", "ls")],
+    [("bash", "cat a.py")],
+    [("bash", "grep -n add a.py")],
+    [("fold", "r2")],
+    [("pin", "1")],
+    [("fold_steps", "2-3 looked around and so on, nothing else to see here")],
+    [("fold_steps", "2-3 add() subtracts at a.py:2 because of a typo, so callers get wrong sums")],
+    [("expand", "r2")],
+    [("unpin", "1")],
+    [("bash", "echo done")],
+    [("bash", "true")],
+]
+
+
+@pytest.mark.parametrize("form", ["tool", "text"])
+@pytest.mark.parametrize("proxy", [SELF_GC], indirect=True)
+def test_self_gc_through_mini_and_the_proxy(
+    form: str, proxy: tuple[str, list[dict[str, Any]], list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mini_prompts, mini_answers = run_mini(form, SELF_GC_SCRIPT, monkeypatch, SELF_GC)
+    proxy_prompts, proxy_answers = run_proxy(form, SELF_GC_SCRIPT, proxy)
+    assert mini_answers == proxy_answers
+    for t, (a, b) in enumerate(zip(mini_prompts, proxy_prompts, strict=True)):
+        assert a == b, f"prompt {t} differs"
+    joined = "\n".join(mini_answers)
+    assert "r2: replaced by its one-line summary" in joined and "1 pinned" in joined and "1 unpinned" in joined
+    assert "fold_steps 2-3 refused" in joined and "'and so on' is filler" in joined
+    assert "Span S1 folded after the fact: steps 2-3" in joined and "tokens after it are recomputed" in joined
+    assert "Reply r2 restored from history, byte for byte" in joined
+    last = mini_prompts[-1]
+    assert last[-1][0] == "user" and str(last[-1][1]).startswith("[context-manager] Ledger after step")  # the view
+    assert any("% of 128k tokens" in str(m[1]) for m in last)  # the budget line
+    system = str(last[0][1])
+    assert "`fold_steps 12-18" in system and "`r7` is the reply of step 7" in system

@@ -27,6 +27,7 @@ from minisweagent.environments import get_environment  # noqa: E402
 from minisweagent.models import get_model  # noqa: E402
 from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 
+from refold.context.tools import TAUGHT  # noqa: E402
 from refold.integrations import config_path  # noqa: E402
 from refold.integrations.saved import renderer_for  # noqa: E402
 from refold.loaders import load, read_json  # noqa: E402
@@ -191,7 +192,8 @@ def test_context_commands_end_to_end(style: str, tmp_path: Path, monkeypatch: py
     assert not any("EXECUTED-BY-SHELL" in x for x in texts(agent.messages))
 
     # tools offered: bash and the context commands in tool mode, none in text mode
-    assert llm.tools == ([["bash", *COMMAND_NAMES]] * n if style == "tool" else [None] * n)
+    offered = [c for c in COMMAND_NAMES if c not in TAUGHT]  # fold_steps, pin, unpin: once taught
+    assert llm.tools == ([["bash", *offered]] * n if style == "tool" else [None] * n)
 
     # the prompt texts: one copy of the format lines; span and ledger sections; the budget line
     first = texts(llm.prompts[0])

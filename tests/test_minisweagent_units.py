@@ -68,7 +68,7 @@ def test_match(command: str, tool: str, expected: tuple[str, str] | None) -> Non
 def test_answers_use_the_configs_span_policy() -> None:
     h = History([{"role": "user", "content": "task"}])
     h.append({"role": "assistant", "content": "", "extra": {"actions": [{"command": 'begin_span "q"'}]}}, [])
-    short = ContextCommand("fold_span", "done since x")
+    short = ContextCommand("fold_span", "done since x=1")
     strict = answer(h, short)
     lenient = answer(h, short, Config(spans=SpanPolicy(min_chars=5)))
     assert "refused" in strict.text and not strict.ok

@@ -37,7 +37,7 @@ def history(n: int = 14):  # type: ignore[no-untyped-def]
 
 def test_builtins_resolve_in_order_and_satisfy_the_protocol() -> None:
     chain = resolve(MECHANISMS)
-    assert [type(m).__name__ for m in chain] == ["Spans", "Fold", "Dedup", "Ledger", "Masking", "Replies"]
+    assert [type(m).__name__ for m in chain] == ["Spans", "Fold", "Dedup", "Ledger", "Masking", "Replies", "ReplyObjects", "Pins"]
     assert all(isinstance(m, Mechanism) for m in chain)
     assert set(MECHANISMS) == set(BUILTIN)
 

@@ -41,17 +41,25 @@ class Session:
         policy: Policy | None = None,
         spans: SpanPolicy = DEFAULT_SPANS,
         ledger: LedgerPolicy = DEFAULT_LEDGER,
+        config: Config | None = None,
     ) -> None:
         self.h = History([SYSTEM, TASK])
         self.tools = tools
-        self.policy = policy or Policy()
-        self.spans, self.ledger = spans, ledger
+        self.policy = config.policy if config else policy or Policy()
+        self.spans, self.ledger = (config.spans, config.ledger) if config else (spans, ledger)
+        self._config = config
         self.answers: list[str] = []
 
-    def renderer(self) -> Renderer:
-        return Renderer(seed_config(self.policy, spans=self.spans, ledger=self.ledger))
+    @property
+    def config(self) -> Config:
+        return self._config or Config(policy=self.policy, spans=self.spans, ledger=self.ledger)
 
-    def step(self, command: str, output: str = "", *, progress: str | None = None, stale: str = "-") -> str:
+    def renderer(self) -> Renderer:
+        return Renderer(self._config or seed_config(self.policy, spans=self.spans, ledger=self.ledger))
+
+    def step(
+        self, command: str, output: str = "", *, progress: str | None = None, stale: str = "-", reasoning: str = "Working.\n"
+    ) -> str:
         i = len(self.h) + 1
         head = f"PROGRESS: {progress or f'step {i}'}\nSTALE: {stale}\n"
         name, _, arg = command.partition(" ")
@@ -64,10 +72,10 @@ class Session:
             reply: dict[str, Any] = {"role": "assistant", "content": head, "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}]}
         else:
             cmd = from_shell(command)
-            reply = {"role": "assistant", "content": f"{head}Working.\n```bash\n{command}\n```"}
+            reply = {"role": "assistant", "content": f"{head}{reasoning}```bash\n{command}\n```"}
         obs: dict[str, Any] = {"role": "tool", "tool_call_id": f"c{i}"} if self.tools else {"role": "user"}
         if cmd is not None:
-            a = answer(self.h, cmd, Config(policy=self.policy, spans=self.spans, ledger=self.ledger))
+            a = answer(self.h, cmd, self.config)
             obs |= {"content": a.text, "extra": answer_record(cmd.name, a)}
             self.answers.append(a.text)
         else:

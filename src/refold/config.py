@@ -30,7 +30,7 @@ from .mechanisms.ledger import LedgerPolicy
 from .mechanisms.spans import SpanPolicy
 from .policy import Policy, Settings
 
-MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies")
+MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies", "objects", "pins")
 """The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
 CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
 BoundaryRule = Literal["fixed", "cost"]
@@ -79,8 +79,11 @@ class Config(Settings):
 
     @classmethod
     def parse(cls, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:
-        """A Config from user input; a policy field (``k``, ``mask_after``) may sit at the top level."""
+        """A Config from user input; a policy field (``k``, ``mask_after``) may sit at the top level,
+        and ``preset="self-gc"`` starts from a preset (``PRESETS``) that the other values refine."""
         merged = {**(values or {}), **kwargs}
+        if "preset" in merged:
+            merged = _with_preset(merged)
         policy = dict(merged.pop("policy", None) or {})
         for key in list(merged):
             if key in Policy.model_fields:
@@ -140,6 +143,32 @@ class Config(Settings):
 
 
 _SECTIONS = tuple(Config.model_fields)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "self-gc": {
+        "spans": {"prompt": True, "fold_steps": True},
+        "ledger": {"prompt": True, "objects": True, "pin_plans": True, "view": True, "budget_tokens": 128_000},
+    },
+}
+"""Named starting points. ``self-gc`` (seed 002): replies are objects the agent may fold, the latest
+plan is pinned, spans may be folded after the fact, and every prompt ends with the ledger view and
+carries the budget line (``[context-manager] context: N% of 128k tokens``)."""
+
+
+def _with_preset(values: Mapping[str, Any]) -> dict[str, Any]:
+    rest = dict(values)
+    name = rest.pop("preset")
+    if name is None:
+        return rest
+    if name not in PRESETS:
+        raise PolicyError(f"unknown preset '{name}'; presets: {', '.join(PRESETS)}")
+    out: dict[str, Any] = {k: dict(v) for k, v in PRESETS[name].items()}
+    for key, value in rest.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
 
 
 def from_flags(

@@ -7,10 +7,11 @@ appended; rendering reads them and never changes them.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import TrajectoryError
+from .mechanisms.pins import Pin, check_target
 from .protocol import parse_head
 from .types import Facts, Message, Step, content_text, message_digest
 from .wire import facts_record, read_facts, step_time
@@ -21,11 +22,12 @@ CHAT_ROLES = ("system", "user", "assistant", "tool")
 class History:
     """Append-only: ``append`` adds a step, nothing removes or edits one."""
 
-    __slots__ = ("_prefix", "_steps", "source", "meta")
+    __slots__ = ("_prefix", "_steps", "_pins", "source", "meta")
 
     def __init__(self, prefix: Sequence[Message], *, source: str = "", meta: dict[str, Any] | None = None):
         self._prefix: tuple[Message, ...] = tuple(copy.deepcopy(list(prefix)))
         self._steps: list[Step] = []
+        self._pins: list[Pin] = []
         self.source = source
         self.meta: dict[str, Any] = dict(meta or {})
 
@@ -95,6 +97,36 @@ class History:
         )
         self._steps.append(step)
         return step
+
+    # ---- pins (the user's; the agent's are its pin/unpin commands) -----------------------------
+
+    @property
+    def pins(self) -> tuple[Pin, ...]:
+        """The user's pins and unpins in the order set; each is in effect from the call after
+        ``at`` steps, so ``render(history, config, t)`` stays a function of the value."""
+        return tuple(self._pins)
+
+    def pin(self, target: str, *, on: bool = True) -> Pin:
+        """Pin an object (``"7"``, ``"7.2"``, ``"r7"``) from the next call on: it is then never masked,
+        folded or compacted away. Raises ``ValueError`` with one line when no such object exists."""
+        _, error = check_target(target, [len(s.observations) for s in self._steps], len(self._steps))
+        if error:
+            raise ValueError(f"{'pin' if on else 'unpin'} {target!r}: {error}")
+        pin = Pin(" ".join(target.split()), len(self._steps), on)
+        self._pins.append(pin)
+        return pin
+
+    def unpin(self, target: str) -> Pin:
+        """Release a pin set by ``pin`` (or the agent) from the next call on."""
+        return self.pin(target, on=False)
+
+    def load_pins(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Pins saved with ``Pin.record()`` (a restart): appended as they were, in order."""
+        for r in records:
+            target, at = r.get("target"), r.get("at")
+            if not isinstance(target, str) or not isinstance(at, int) or isinstance(at, bool) or at < 0:
+                raise ValueError(f"pin record {dict(r)!r}: needs a target id and a step count 'at'")
+            self._pins.append(Pin(target, at, r.get("on", True) is not False))
 
     def messages(self) -> list[Message]:
         """The full message list as recorded (a deep copy)."""

@@ -67,8 +67,14 @@ def reminder() -> str:
 # ---- spans and the ledger (seeds 001 and 002) ----------------------------------------------------
 
 
-def span_section(*, min_chars: int = 40) -> str:
+def span_section(*, min_chars: int = 40, fold_steps: bool = False) -> str:
     """Appended to the system prompt when the agent may fold its own investigations (seed 001)."""
+    after = (
+        " If you only see afterwards that steps were one dead end or one finished investigation, "
+        '`fold_steps 12-18 "<conclusion>"` folds them the same way; it costs the context after step 12 once.'
+        if fold_steps
+        else ""
+    )
     return (
         "\n\n## Folding an investigation\n"
         'Before a search or investigation, run `begin_span "<the question>"`; when you have the answer, '
@@ -81,10 +87,11 @@ def span_section(*, min_chars: int = 40) -> str:
         "Spans nest: a `begin_span` inside an open span opens an inner one. `expand <span id>` shows a "
         "folded span one level deep; `restore <step>` shows any step. Fold promptly: a fold costs only "
         "the context after the span's start."
+        + after
     )
 
 
-def ledger_section(budget: str | None = None) -> str:
+def ledger_section(budget: str | None = None, *, objects: bool = False, view: bool = False) -> str:
     """Appended to the system prompt when the agent may fold or drop single outputs (seed 002)."""
     text = (
         "\n\n## The ledger of outputs\n"
@@ -96,6 +103,14 @@ def ledger_section(budget: str | None = None) -> str:
         "`search_ledger *` lists the whole ledger. "
         "Nothing runs again for any of these."
     )
+    if objects:
+        text += (
+            " Your own replies are objects too: `r7` is the reply of step 7 (a thought, a plan or a result); "
+            "fold or drop old reasoning you no longer need the same way. `pin <id>` keeps an object shown "
+            "as first shown (never folded, masked or compacted) until `unpin <id>`; your latest plan stays pinned."
+        )
+    if view:
+        text += f" Each prompt ends with a `{CM} Ledger` message listing the objects: use it to decide what to fold."
     if budget:
         text += f" Outputs end with a `{CM} context: N% of {budget}` line: fold or drop what you no longer need."
     return text

@@ -284,7 +284,7 @@ def bash_block(text: str) -> str | None:
 
 # ---- context commands -------------------------------------------------------------------
 
-COMMAND_NAMES = ("restore", "begin_span", "fold_span", "fold", "drop", "expand", "search_ledger")
+COMMAND_NAMES = ("restore", "begin_span", "fold_span", "fold_steps", "fold", "drop", "expand", "search_ledger", "pin", "unpin")
 _COMMAND_RE = re.compile(r"^\s*(" + "|".join(COMMAND_NAMES) + r")\b(.*)$", re.DOTALL)
 
 

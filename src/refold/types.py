@@ -24,6 +24,7 @@ class Shown(StrEnum):
     TRIMMED = "trimmed"  # repeated lines cut, new lines kept
     NOTE = "note"  # folded steps replaced by one [context-manager] note
     RESTORED = "restored"  # a restore answered from history
+    PINNED = "pinned"  # pinned by the user or the agent (or the latest plan): as received, never hidden
     HIDDEN = "hidden"  # in the history only (used by viewers)
 
 

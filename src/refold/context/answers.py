@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from ..config import DEFAULT, Config
 from ..history import History
 from ..mechanisms.ledger import LedgerBook, objects_of, parse_ids
+from ..mechanisms.objects import reply_id
+from ..mechanisms.pins import PinBook
 from ..mechanisms.spans import Span, SpanBook, block_text, parse_span_id
 from ..protocol import CM, ContextCommand, parse_restore_args
 from ..render import Renderer
 from ..restore import restore_text
 from ..types import Answer, Outcome, content_text
-from .search import ledger_view, search_text
+from .search import ledger_view, objects_view, search_text
 
 
 def refused(name: str, text: str, target: str | None = None) -> Answer:
@@ -39,6 +41,7 @@ class Answerer:
         self.history, self.config, self.t = history, config, t
         self._spans: SpanBook | None = None
         self._ledger: LedgerBook | None = None
+        self._pins: PinBook | None = None
 
     @property
     def spans(self) -> SpanBook:
@@ -56,6 +59,14 @@ class Answerer:
                 self._ledger.observe(s)
         return self._ledger
 
+    @property
+    def pins(self) -> PinBook:
+        if self._pins is None:
+            self._pins = PinBook(plans=self.config.ledger.pin_plans)
+            for s in self.history.steps_between(0, self.t):
+                self._pins.observe(s)
+        return self._pins
+
     def answer(self, command: ContextCommand) -> Answer:
         name, arg, t = command.name, command.argument, self.t
         if name == "restore":
@@ -63,19 +74,25 @@ class Answerer:
             if error is not None:
                 return refused(name, error)
             return self._restore(found)
-        if name in ("begin_span", "fold_span"):
+        if name in ("begin_span", "fold_span", "fold_steps"):
             return self.spans.apply(command, t + 1)
         if name in ("fold", "drop"):
             return self.ledger.apply(command, t + 1)
+        if name in ("pin", "unpin"):
+            return self.pins.apply(command, t + 1)
         if name == "expand":
             return self._expand(arg)
         if name == "search_ledger":
             steps = self.history.steps_between(0, t)
-            view = (
-                ledger_view(steps, t, self.spans, self.ledger)
-                if arg.strip() in ("", "*")
-                else search_text(steps, arg, self.spans, self.ledger, self.config.ledger.search_results)
-            )
+            objects = self.config.ledger.objects or self.config.ledger.view
+            if arg.strip() in ("", "*"):
+                view = (
+                    objects_view(steps, t, self.spans, self.ledger, self.pins.pinned(t, self.history.pins))
+                    if objects
+                    else ledger_view(steps, t, self.spans, self.ledger)
+                )
+            else:
+                view = search_text(steps, arg, self.spans, self.ledger, self.config.ledger.search_results, replies=objects)
             return Answer(view, Outcome(name, True))
         return refused(name, f"{CM} unknown context command '{name}'.")
 
@@ -108,6 +125,9 @@ class Answerer:
             step = self.history.step(step_no)
             if sub is None:
                 parts.append(restore_text(self.history, [step_no], policy, spans=self.config.spans))
+            elif sub == -1:
+                parts.append(f"{CM} Reply {reply_id(step_no)} restored from history, byte for byte:")
+                parts.append(step.reply_text)
             else:
                 objs = objects_of(step)
                 if not 0 <= sub < len(objs):

@@ -15,8 +15,8 @@ from ..mechanisms.ledger import parse_ids
 from ..mechanisms.spans import parse_span_id
 from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
 
-SPAN_COMMANDS = frozenset({"begin_span", "fold_span"})
-LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger"})
+SPAN_COMMANDS = frozenset({"begin_span", "fold_span", "fold_steps"})
+LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger", "pin", "unpin"})
 ALWAYS = frozenset({"restore", "expand"})  # a non-reversible policy answers that nothing comes back
 SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash", "run_command", "run_shell", "exec"})
 """Function tools whose ``command`` argument is a shell command."""
@@ -27,7 +27,7 @@ def from_shell(command: str) -> ContextCommand | None:
     cmd = parse_command(command)
     if cmd is None:
         return None
-    if cmd.name in ("fold", "drop") and not parse_ids(cmd.argument):
+    if cmd.name in ("fold", "drop", "pin", "unpin") and not parse_ids(cmd.argument):
         return None
     if cmd.name == "expand" and not parse_ids(cmd.argument) and parse_span_id(cmd.argument) is None:
         return None

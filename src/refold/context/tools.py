@@ -38,6 +38,33 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     _tool("expand", "Show an output or a folded span again as first shown (one level deep).", "id", "output id ('7', '7.2') or span id ('S1')"),
     _tool("search_ledger", "Search every output and span, folded or not; lists matching ids ('*' lists the whole ledger).", "query", "words to look for, or * for the whole ledger"),
 )
+TAUGHT_SCHEMAS: tuple[dict[str, Any], ...] = (
+    {
+        "type": "function",
+        "function": {
+            "name": "fold_steps",
+            "description": "Fold steps already taken (one dead end, one finished investigation) into one block with this "
+            "conclusion and the artefacts kept; it costs the context after the first step, once.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "steps": {"type": "string", "description": "the range, e.g. '12-18'"},
+                    "conclusion": {"type": "string", "description": "what you found (a file:line, symbol, test, value or commit) AND why"},
+                },
+                "required": ["steps", "conclusion"],
+            },
+        },
+    },
+    _tool("pin", "Keep an object shown as first shown in every prompt (never folded, masked or compacted).", "id", "object id: '7', '7.2' or 'r7' (the reply of step 7)"),
+    _tool("unpin", "Release a pin: the object may be shown shorter again.", "id", "object id: '7', '7.2' or 'r7'"),
+)
+TAUGHT = tuple(t["function"]["name"] for t in TAUGHT_SCHEMAS)
+"""Offered only when the prompt teaches them (``spans.fold_steps``, ``ledger.objects``); the commands
+are answered either way."""
+
+
+def taught(config: Config, name: str) -> bool:
+    return {"fold_steps": config.spans.fold_steps, "pin": config.ledger.objects, "unpin": config.ledger.objects}.get(name, True)
 
 
 def answered(config: Config, switched_off: Collection[str] = ()) -> frozenset[str]:
@@ -61,12 +88,13 @@ def offer(
     own = frozenset(str((t.get("function") or {}).get("name")) for t in tools or [])
     added = [
         dict(schema)
-        for schema in TOOL_SCHEMAS
+        for schema in (*TOOL_SCHEMAS, *TAUGHT_SCHEMAS)
         if offer
         and tools
         and (name := schema["function"]["name"]) in names
         and name not in own
         and (config.policy.reversible or name not in ("restore", "expand"))
+        and taught(config, name)
     ]
     functions = frozenset(t["function"]["name"] for t in added)
     return added, Recognizer(functions, names, not tools if text is None else text, bool(own & SHELL_TOOLS))

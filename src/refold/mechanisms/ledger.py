@@ -26,6 +26,7 @@ from .spans import answer, take_recorded
 
 LEDGER_OPS = ("fold", "drop")
 _ID = re.compile(r"^\[?(?:step\s*)?(\d{1,9})(?:\.(\d{1,9}))?\]?$", re.IGNORECASE)  # bounded: no int() of 5000 digits
+_REPLY_ID = re.compile(r"^\[?r(\d{1,9})\]?$", re.IGNORECASE)  # r7: the reply of step 7
 _RANGE = re.compile(r"(\d+)\s*,\s*(\d+)\s*p|view_range\D*(\d+)\D+(\d+)")
 _HEAD = re.compile(r"\bhead\s+(?:-n\s*)?-?(\d+)")
 _ERROR = re.compile(r"<returncode>\s*[1-9]\d*\s*</returncode>|Traceback \(most recent call last\)|command not found|No such file or directory")
@@ -46,6 +47,15 @@ class LedgerPolicy(Settings):
     search_results: int = Field(default=8, ge=1)
     prompt: bool = False
     """Add the ledger section to the system prompt (``protocol.ledger_section``)."""
+    objects: bool = False
+    """Teach replies as objects (``r7``) and ``pin``/``unpin`` in the ledger section, and offer
+    those tools (the commands are answered either way)."""
+    pin_plans: bool = False
+    """Pin the latest plan the agent wrote (``objects.plan_text``): never masked, folded or compacted."""
+    view: bool = False
+    """End every prompt with the ledger view (one synthetic user message; it costs its own size)."""
+    view_items: int = Field(default=20, ge=1)
+    """Objects the view lists by line (pinned and most recently touched first; the rest counted)."""
 
 
 DEFAULT_LEDGER = LedgerPolicy()
@@ -69,10 +79,15 @@ def object_id(step: int, sub: int, count: int) -> str:
 
 
 def parse_ids(argument: str) -> list[tuple[int, int | None]]:
-    """``7`` / ``7.2`` / ``7 8.1`` / ``[step 7]`` -> (step, sub or None = every output). [] if not ids."""
+    """``7`` / ``7.2`` / ``7 8.1`` / ``[step 7]`` / ``r7`` -> (step, sub): sub None = every output,
+    -1 = the reply (``r7``). [] if not ids."""
     words = re.sub(r"(?i)\[?\bstep\b\s*", "", argument).replace(",", " ").split()
     out: list[tuple[int, int | None]] = []
     for w in words:
+        r = _REPLY_ID.match(w)
+        if r:
+            out.append((int(r.group(1)), -1))
+            continue
         m = _ID.match(w)
         if not m:
             return []
@@ -202,7 +217,7 @@ class LedgerBook:
             if not 1 <= step < at or step > len(self.outputs):
                 return f"there is no earlier step {step}"
             n = self.outputs[step - 1]
-            if sub is not None and not 0 <= sub < n:
+            if sub is not None and sub != -1 and not 0 <= sub < n:
                 return f"step {step} has {n} output(s), so there is no {step}.{sub + 1}"
         return None
 
@@ -234,7 +249,8 @@ def hidden_text(obj: LedgerObject, kind: str, *, reversible: bool = True) -> str
 def hidden_outputs(
     step: Step, gone: dict[tuple[int, int], str], cache: dict[tuple[int, int, str], str], *, reversible: bool
 ) -> list[tuple[int, str]]:
-    """(output index, text) for the outputs of ``step`` folded or dropped in ``gone``; texts cached."""
+    """(output index, text) for the outputs of ``step`` folded or dropped in ``gone``; texts cached
+    (a folded reply, key (step, -1), is ``objects.hidden_reply``'s)."""
     out = []
     for obj in objects_of(step):
         kind = gone.get((step.index, obj.sub))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -21,8 +21,10 @@ from ..policy import Settings
 from ..prompts import span_reminder
 from ..protocol import CM, ContextCommand
 from ..types import Answer, Message, Outcome, Step, content_text
+from .guardrail import missing
 
-SPAN_COMMANDS = ("begin_span", "fold_span")
+SPAN_COMMANDS = ("begin_span", "fold_span", "fold_steps")
+_STEP_RANGE = re.compile(r"^\s*\[?(?:steps?\s*)?(\d{1,9})\s*(?:-|–|—|\.\.|to|\s)\s*(\d{1,9})\]?[\s,:]*(.*)$", re.DOTALL | re.IGNORECASE)
 RATIONALE = (
     r"\b(because|since|so|therefore|due to|hence|thus|as a result|caused by|which means|in order to)\b"
     r"|[\w./-]+\.\w{1,8}:\d+|\blines? \d+"
@@ -42,7 +44,10 @@ class SpanPolicy(Settings):
     min_chars: int = Field(default=40, ge=0)
     """A conclusion shorter than this is refused."""
     require_rationale: bool = True
-    """A conclusion must carry the why: a word matching ``rationale`` or a file:line reference."""
+    """A conclusion must carry the why (see ``guardrail``)."""
+    guardrail: Literal["substance", "keywords"] = "substance"
+    """``substance``: a concrete anchor and a reason, filler taken out (``mechanisms.guardrail``);
+    ``keywords``: any word matching ``rationale`` or a file:line reference (refold 0.1)."""
     rationale: str = RATIONALE
     remind_after: int | None = Field(default=8, ge=1)
     """Remind the agent of an open span every this many steps (None: never)."""
@@ -50,6 +55,11 @@ class SpanPolicy(Settings):
     """Characters of each kept edit shown in a collapsed block."""
     prompt: bool = False
     """Add the span section to the system prompt (``protocol.span_section``)."""
+    fold_steps: bool = False
+    """Teach ``fold_steps A-B "<conclusion>"`` (a span after the fact) and offer it as a tool; the
+    command is answered either way."""
+    chars_per_token: float = Field(4.0, gt=0)
+    """How a fold's reported cost estimates tokens from characters."""
 
 
 DEFAULT_SPANS = SpanPolicy()
@@ -65,6 +75,8 @@ class Span:
     end: int | None = None
     conclusion: str | None = None
     children: list[str] = field(default_factory=list)
+    after: int | None = None
+    """The step that folded it after the fact (``fold_steps``), None for begin_span/fold_span."""
 
     @property
     def covers(self) -> tuple[int, ...]:
@@ -97,6 +109,7 @@ class SpanBook:
         self.stack: list[str] = []  # open spans, innermost last
         self.closed: list[Span] = []  # in closing order
         self.t = 0
+        self.chars: list[int] = []  # characters each step added when it was new (a fold's cost)
         self._rationale = re.compile(policy.rationale, re.IGNORECASE)
 
     # ---- replay -----------------------------------------------------------------------------
@@ -105,7 +118,9 @@ class SpanBook:
     def replay(cls, steps: list[Step], policy: SpanPolicy = DEFAULT_SPANS) -> SpanBook:
         """The book after ``steps`` (cheap when none of them mentions a span)."""
         book = cls(policy)
-        if policy.enabled and any(a.context is not None and a.context.name == "begin_span" for s in steps for a in s.actions):
+        if policy.enabled and any(
+            a.context is not None and a.context.name in ("begin_span", "fold_steps") for s in steps for a in s.actions
+        ):
             for s in steps:
                 book.observe(s)
         elif steps:
@@ -119,11 +134,14 @@ class SpanBook:
                 cmd = action.context
                 if cmd is not None and cmd.name in SPAN_COMMANDS:
                     self.apply(cmd, step.index, take_recorded(records, cmd.name))
+        self.chars.append(len(step.reply_text) + sum(len(t) for t in step.output_texts))
         self.t = step.index
 
     def apply(self, cmd: ContextCommand, step: int, recorded: Outcome | None = None) -> Answer:
         """Run ``begin_span`` / ``fold_span`` issued at ``step``; the answer's text is for the agent."""
         forced = recorded.ok if recorded else None
+        if cmd.name == "fold_steps":
+            return self._fold_steps(cmd, step, forced)
         if cmd.name == "begin_span":
             question = " ".join(cmd.argument.split())
             if forced is False or (not question and forced is not True):
@@ -173,11 +191,65 @@ class SpanBook:
             return "the conclusion is empty"
         if len(text) < self.policy.min_chars:
             return f"the conclusion is too short ({len(text)} characters, at least {self.policy.min_chars})"
+        if self.policy.require_rationale and self.policy.guardrail == "substance":
+            return missing(text, min_chars=self.policy.min_chars)
         if self.policy.require_rationale and not self._rationale.search(text):
             return (
                 "the conclusion says what but not why; add the reason (because, since, so, therefore, "
                 "due to ...) or a file:line reference"
             )
+        return None
+
+    def _fold_steps(self, cmd: ContextCommand, step: int, forced: bool | None) -> Answer:
+        """``fold_steps A-B "<conclusion>"``: steps A..B, already taken, become one closed span."""
+        usage = 'use `fold_steps 12-18 "<what you found, and why>"`'
+        m = _STEP_RANGE.match(cmd.argument)
+        if m is None:
+            return answer(cmd.name, False, f"{CM} fold_steps refused: name the steps and the conclusion; {usage}.")
+        lo, hi = int(m.group(1)), int(m.group(2))
+        conclusion = " ".join(m.group(3).strip().strip("'\"").split())
+        error = self._range_error(lo, hi, step)
+        missing_ = error is None and self.refusal(conclusion)
+        if forced is False or ((error or missing_) and forced is not True):
+            why = error or missing_ or "it was refused when issued"
+            return answer(cmd.name, False, f"{CM} fold_steps {lo}-{hi} refused: {why}. Try again: {usage}.")
+        parent = next((sid for sid in reversed(self.stack) if self.spans[sid].begin < lo), None)
+        depth = self.spans[parent].depth + 1 if parent else 0
+        span = Span(f"S{len(self.spans) + 1}", f"steps {lo}-{hi}, folded after the fact", lo, parent, depth, hi, conclusion, after=step)
+        for inner in self.closed:
+            if lo <= inner.begin and (inner.end or 0) <= hi and (inner.parent is None or self.spans[inner.parent].end is None
+                                                               or inner.parent == parent):
+                inner.parent = span.id
+                span.children.append(inner.id)
+        self.spans[span.id] = span
+        if parent:
+            self.spans[parent].children.append(span.id)
+        self.closed.append(span)
+        tail = sum(self.chars[lo - 1 :])
+        tokens = round(tail / self.policy.chars_per_token)
+        return answer(
+            cmd.name,
+            True,
+            f"{CM} Span {span.id} folded after the fact: steps {lo}-{hi} are now shown as one block with your "
+            f"conclusion and the artefacts kept. Cost: the prompt changes from step {lo} on, so about {tokens:,} "
+            f"tokens after it are recomputed once (folding sooner costs less). `expand {span.id}` shows the "
+            "steps; `restore <step>` shows any step.",
+            span.id,
+        )
+
+    def _range_error(self, lo: int, hi: int, step: int) -> str | None:
+        if lo < 1 or hi < lo:
+            return f"{lo}-{hi} is no range of steps"
+        if hi >= step:
+            return f"only steps taken before this one can be folded (1-{step - 1})"
+        for s in self.closed:
+            a, b = s.begin, s.end or s.begin
+            inside = lo <= a and b <= hi
+            if not inside and not (b < lo or hi < a):
+                return f"steps {lo}-{hi} cut across span {s.id} (steps {a}-{b}); fold a range that holds it whole or lies outside it"
+        for sid in self.stack:
+            if lo <= self.spans[sid].begin <= hi:
+                return f"span {sid} opened at step {self.spans[sid].begin} is still open; close it with fold_span first"
         return None
 
     # ---- queries ----------------------------------------------------------------------------
@@ -253,9 +325,13 @@ def block_text(span: Span, steps: list[Step], book: SpanBook, *, reversible: boo
 
 
 def artefacts(steps: list[Step], edit_chars: int = 600) -> list[str]:
-    """Durable results of ``steps``: edits (with the edit), files created, commits, the last tests."""
+    """Durable results of ``steps`` (seed 001: "a diff, a commit hash, a test result and a probe's
+    output"): every edit in any form refold reads (with the edit: SWE-agent ``edit``/``create``,
+    ``sed -i``, heredocs, editor tools, patches), commits, and the last run of every test or probe
+    script with its verdict lines."""
     out: list[str] = []
-    last_test: str | None = None
+    runs: dict[str, str] = {}  # script or test command -> its last run, in first-run order
+    opened: str | None = None  # SWE-agent's open file: where an ``edit N:M`` writes
     for step in steps:
         texts = step.output_texts
         for j, action in enumerate(step.actions):
@@ -264,20 +340,47 @@ def artefacts(steps: list[Step], edit_chars: int = 600) -> list[str]:
             output = texts[j] if j < len(texts) else (texts[-1] if texts else "")
             info = action.effects
             cmd = action.command.strip()
+            opened = info.opens or opened
             commit = _COMMIT.search(output) if "commit" in cmd else None
             if commit:
                 out.append(f"- step {step.index} commit {commit.group(1)}: {commit.group(2).strip()[:120]}")
             elif info.kind == "edit":
                 created = _created(cmd, action.tool)
-                paths = ", ".join(info.writes) or "files"
+                named = list(info.writes) or ([opened] if info.open_writes and opened else [])
+                paths = ", ".join(named) or "files"
                 verb = "created" if created and set(info.writes) <= created else "edited"
-                out.append(f"- step {step.index} {verb} {paths}:\n" + _indent(_clip(cmd, edit_chars)))
-            elif info.kind == "test":
-                tail = [ln for ln in _strip_tags(output).splitlines() if ln.strip()][-3:]
-                last_test = f"- step {step.index} test results ($ {_first_line(cmd)}):\n" + _indent("\n".join(tail))
-    if last_test:
-        out.append(last_test)
+                tool = f" ({action.tool})" if action.tool not in _SHELL else ""
+                out.append(f"- step {step.index} {verb} {paths}{tool}:\n" + _indent(_clip(cmd, edit_chars)))
+            elif info.kind == "test" or _PROBE.search(cmd):
+                key = _first_line(cmd, 200)
+                runs.pop(key, None)  # the last run counts, listed where it happened
+                verdict = _verdict(output)
+                runs[key] = f"- step {step.index} {'test' if info.kind == 'test' else 'probe'} ($ {_first_line(cmd)}):\n" + _indent(verdict)
+    out += runs.values()
     return out
+
+
+_SHELL = frozenset({"bash", "shell", "sh", "execute_bash", "run", "terminal"})
+_PROBE = re.compile(
+    r"^(?:\S+=\S+\s+)*(?:timeout\s+\d+\s+)?(?:python[\d.]*|node|ruby|perl|php|bash|sh|go run|cargo run|java)\s+(?:-\w+\s+)*[\w./-]+\.(?:py|js|mjs|ts|rb|pl|php|sh|go|java)\b"
+    r"|^\./[\w./-]+(?:\s|$)"
+)
+_VERDICT = re.compile(
+    r"\b(?:pass(?:ed|es)?|fail(?:ed|s|ure)?|error|errors|ok|xfail|skipped|assert\w*|traceback|exception|"
+    r"success(?:ful(?:ly)?)?|result|expected|got|true|false|mismatch|differ)\b|\w+(?:Error|Exception):|^=+ .* =+$",
+    re.IGNORECASE,
+)
+
+
+_PROMPT_NOISE = re.compile(r"^\s*(?:\((?:Open file|Current directory):|bash-\$\s*$)")  # SWE-agent's state lines
+
+
+def _verdict(output: str, limit: int = 5) -> str:
+    """The lines of a run's output that say how it went (the last ones), else its last lines."""
+    lines = [ln.rstrip() for ln in _strip_tags(output).splitlines() if ln.strip() and not _PROMPT_NOISE.match(ln)]
+    said = [ln for ln in lines if _VERDICT.search(ln)]
+    chosen = (said or lines)[-limit:] if lines else ["(no output)"]
+    return "\n".join(_clip(ln, 200) for ln in chosen)
 
 
 def _created(cmd: str, tool: str) -> set[str]:

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..mechanisms.fold import note_text
+from ..mechanisms.pins import Part, pinned_note
 from ..mechanisms.spans import Span, cover_map
 from ..types import Message, Origin, Shown, Step
-from .mechanism import LayoutView, StepPlan
+from .mechanism import LayoutView, Pins, StepPlan
 from .received import message_chars
 
 _SERIALS = itertools.count()
@@ -32,6 +33,7 @@ class Layout:
     spans: tuple[str, ...]
     hidden: Hidden
     masked_upto: int  # how many of Behind.mask_order this layout reflects
+    pinned: frozenset[Part] = frozenset()  # (step, -1 reply | output) shown as received
     msgs: list[Message] = field(default_factory=list)
     origins: list[Origin] = field(default_factory=list)
     chars: list[int] = field(default_factory=list)  # running total of content characters
@@ -74,7 +76,11 @@ def lay_out(
     b, behind = view.b, view.behind
     reversible = view.config.policy.reversible
     start = first_change(prev, view)
-    out = Layout(b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order))
+    out = Layout(b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order), view.pinned)
+    view.pins_of = {}
+    if any(isinstance(m, Pins) for m in view.mechanisms):  # pinned parts of folded steps: verbatim notes
+        for ps, pj in sorted(view.pinned):
+            view.pins_of.setdefault(ps, []).append(pj)
     if prev is not None and start > 1:
         cut = prev.starts[start - 1] if start - 1 < len(prev.starts) else len(prev.msgs)
         out.msgs = prev.msgs[:cut]
@@ -101,6 +107,13 @@ def lay_out(
         origins.append(o)
         chars.append((chars[-1] if chars else 0) + message_chars(m))
 
+    def add_pinned(steps: list[Step]) -> None:  # the pinned parts of folded steps, verbatim
+        for s in steps:
+            for j in view.pins_of.get(s.index, ()):
+                if 1 + j < len(view.received[s.index - 1].msgs):
+                    text = pinned_note(s.index, j, len(s.observations), s.reply_text if j == -1 else s.output_texts[j])
+                    add({"role": "user", "content": text}, Origin(s.index, "pin", Shown.PINNED, (s.index,)))
+
     def flush() -> None:
         nonlocal n_notes
         if group:
@@ -111,6 +124,7 @@ def lay_out(
                 text = notes[key] = note_text(group, reversible=reversible, lines_cache=note_lines)
             add({"role": "user", "content": text}, Origin(covers[0], "note", Shown.NOTE, covers))
             n_notes += 1
+            add_pinned(group)
             group.clear()
 
     for step in view.history.steps_between(start - 1, b):
@@ -134,6 +148,7 @@ def lay_out(
             out.group_of.append(span.begin)
             if step.index == span.begin:
                 add(*block(span))
+                add_pinned(view.history.steps_between(span.begin - 1, span.end or span.begin))
             continue
         out.group_of.append(step.index)
         if plan.unit == "fold":
@@ -149,3 +164,4 @@ def lay_out(
     flush()
     out.counts = (stubs, trimmed, folded, n_notes)
     return out
+

@@ -33,9 +33,11 @@ from ..errors import PolicyError
 from ..history import History
 from ..mechanisms.ledger import hidden_outputs
 from ..mechanisms.masking import condensed_reply
+from ..mechanisms.objects import hidden_reply
+from ..mechanisms.pins import Part
 from ..mechanisms.spans import Span
 from ..messages import mask_note, with_content, with_text
-from ..types import Message, Origin, Shown, Step
+from ..types import Message, Origin, Shown, Step, content_text
 
 if TYPE_CHECKING:
     from .behind import Behind
@@ -85,6 +87,8 @@ class LayoutView:
     behind: Behind
     received: list[Received]
     mechanisms: tuple[Mechanism, ...]
+    pinned: frozenset[Part] = frozenset()  # (step, -1 reply | output) shown as received
+    pins_of: dict[int, list[int]] = field(default_factory=dict)  # step -> its pinned parts (steps laid out)
     cover: dict[int, Span] = field(default_factory=dict)  # step -> the span that covers it (steps laid out)
     gone: dict[tuple[int, int], str] = field(default_factory=dict)  # (step, output) -> fold|drop
     ledger_steps: set[int] = field(default_factory=set)
@@ -206,6 +210,45 @@ class Replies:
         return prev.b - p.mask_after + 1  # replies that became old enough to condense
 
 
+class ReplyObjects:
+    """A reply the agent folded or dropped (``r7``, seed 002) becomes its note, where that is shorter."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        step = plan.step
+        i = step.index
+        if not view.is_gone(i):
+            return
+        text = hidden_reply(step, view.gone, view.hidden_texts, reversible=view.config.policy.reversible)
+        if text is not None and len(text) < len(content_text(plan.msgs[0].get("content"))):
+            plan.put(0, with_text(step.reply, text), Origin(i, "reply", Shown.NOTE, (i,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        if view.hidden == prev.hidden:
+            return None
+        return min((step for step, j, _ in set(view.hidden) ^ set(prev.hidden) if j == -1), default=None)
+
+
+class Pins:
+    """Pinned parts (``History.pin``, the agent's pin, the latest plan) are shown as received.
+
+    Where the step is folded (a note or a span block), the layout adds them as verbatim notes."""
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        i = plan.step.index
+        parts = view.pins_of.get(i)
+        if not parts:
+            return
+        rec = view.received[i - 1]
+        for j in parts:
+            if 1 + j < len(plan.msgs):
+                plan.put(1 + j, rec.msgs[1 + j], Origin(i, "reply" if j == -1 else "output", Shown.PINNED, (i,)))
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        if view.pinned == prev.pinned:
+            return None
+        return min((step for step, _ in view.pinned ^ prev.pinned), default=None)
+
+
 BUILTIN: dict[str, str] = {
     "spans": f"{__name__}.Spans",
     "fold": f"{__name__}.Fold",
@@ -213,6 +256,8 @@ BUILTIN: dict[str, str] = {
     "ledger": f"{__name__}.Ledger",
     "masking": f"{__name__}.Masking",
     "replies": f"{__name__}.Replies",
+    "objects": f"{__name__}.ReplyObjects",
+    "pins": f"{__name__}.Pins",
 }
 
 

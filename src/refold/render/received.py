@@ -44,10 +44,13 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
             masking=policy.mask_after is not None, chunk=policy.chunk,
         )
         if config.spans.prompt:
-            section += span_section(min_chars=config.spans.min_chars)
+            section += span_section(min_chars=config.spans.min_chars, fold_steps=config.spans.fold_steps)
         if config.ledger.prompt:
             budget = config.ledger.budget_tokens
-            section += ledger_section(budget_line(0, config.ledger).rsplit(" of ", 1)[1] if budget else None)
+            section += ledger_section(
+                budget_line(0, config.ledger).rsplit(" of ", 1)[1] if budget else None,
+                objects=config.ledger.objects, view=config.ledger.view,
+            )
         if prefix and prefix[0].get("role") in SYSTEM_ROLES:  # OpenAI's newer models say "developer"
             prefix[0] = with_text(prefix[0], content_text(prefix[0].get("content")) + section)
         else:

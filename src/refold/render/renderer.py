@@ -24,6 +24,8 @@ from ..history import History
 from ..mechanisms.boundary import Candidate, should_move
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
+from ..mechanisms.objects import ObjectIndex, view_text
+from ..mechanisms.pins import Part, PinBook, pinned_note
 from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
 from ..messages import clean
 from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
@@ -49,7 +51,7 @@ class Renderer:
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
-        self._seen: tuple[int, str, float | None] | None = None
+        self._seen: tuple[int, str, float | None, object] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
         self._prefix_chars = 0
@@ -62,6 +64,9 @@ class Renderer:
         self._span_notes: list[str | None] = []  # span reminder shown with each step
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
+        self._pins = PinBook(plans=self.config.ledger.pin_plans)
+        self._objects = ObjectIndex() if self.config.ledger.view else None
+        self._user_pins = history.pins if history is not None else ()
         self._folded: set[int] = set()
         self._marks_t = 0
         self._restores: list[int] = []  # restore steps, ascending
@@ -135,7 +140,7 @@ class Renderer:
         kept = self._layout
         if kept is None or kept is moved or kept.b == seed:
             self._commit(moved)
-        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans):
+        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
             self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
@@ -149,6 +154,10 @@ class Renderer:
         self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
             self._add_budget_line(history, t, messages, layout)
+        if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
+            pinned = self._pinned(t, t)
+            messages.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
+            origins.append(Origin(None, "ledger", Shown.NOTE))
         stable = self._stable(messages, layout, t)
         if any((s.end or 0) > b for s in closed):
             head = len(self._prefix) + len(layout.msgs)
@@ -192,6 +201,9 @@ class Renderer:
         for s in history.steps_between(len(self._received), t):
             self._spans.observe(s)
             self._ledger.observe(s)
+            self._pins.observe(s)
+            if self._objects is not None:
+                self._objects.observe(s)
             note = self._spans.reminder(s.index)
             self._span_notes.append(note)
             form = received_form(s, self.config, note)
@@ -222,19 +234,25 @@ class Renderer:
             found = self._hidden_memo[key] = self._ledger.hidden(b, limit)
         return found
 
-    def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...]]:
-        return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b)
+    def _pinned(self, b: int, t: int) -> frozenset[Part]:
+        """Pins as of call t; the latest plan as of the step a ledger op would count to."""
+        p = self.config.policy
+        return self._pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t)
+
+    def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
+        return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b), self._pinned(kept.b, t)
 
     def _layout_at(self, history: History, b: int, t: int, closed: list[Span]) -> Layout:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
         spans = [s for s in closed if s.begin <= b]
         hidden = self._hidden(b, t)
-        key = (b, hidden, tuple(s.id for s in spans))
+        pinned = self._pinned(b, t)
+        key = (b, hidden, tuple(s.id for s in spans), pinned)
         for known in (self._layout, self._candidate):
-            if known is not None and (known.b, known.hidden, known.spans) == key and known.masked_upto == len(self._behind.mask_order):
+            if known is not None and (known.b, known.hidden, known.spans, known.pinned) == key and known.masked_upto == len(self._behind.mask_order):
                 return known
         view = LayoutView(
-            history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms,
+            history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms, pinned,
             hidden_texts=self._hidden_texts, reply_texts=self._reply_texts, mask_notes=self._mask_notes,
         )
         layout = lay_out(view, lambda span: self._block(history, span), self._notes, self._note_lines, self._layout)
@@ -308,15 +326,25 @@ class Renderer:
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
         cover = cover_map(spans) if spans else {}
+        pinned = {p[0] for p in self._pinned(b, t) if p[0] > b}
         for i in range(b + 1, t + 1):
             span = cover.get(i)
             if span is None:
                 msgs += self._received[i - 1].msgs
+                if i in pinned:  # as received anyway; marked so that a compaction keeps it
+                    origins += [o if (i, k - 1) not in self._pinned(b, t) else Origin(i, o.part, Shown.PINNED, (i,))
+                                for k, o in enumerate(self._received[i - 1].origins)]
+                    continue
                 origins += self._received[i - 1].origins
             elif i == span.begin:  # a span straddling the boundary has its block behind it
                 msg, origin = self._block(h, span)
                 msgs.append(msg)
                 origins.append(origin)
+                for ps, pj in sorted(p for p in self._pinned(b, t) if span.begin <= p[0] <= (span.end or 0)):
+                    s = h.step(ps)
+                    text = s.reply_text if pj == -1 else s.output_texts[pj]
+                    msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
+                    origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
 
     def _note_fold_costs(self, t: int, messages: list[Message], layout: Layout) -> None:
         for span in reversed(self._spans.closed):
@@ -329,12 +357,15 @@ class Renderer:
         self._last = messages
 
 
-def _seen_key(history: History, n: int) -> tuple[int, str, float | None] | None:
+def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
     """What identifies the first ``n`` steps of a history by content (digests chain the prefix;
-    recorded times are not in digests, and the last one decides whether the cache was cold)."""
+    recorded times are not in digests, and the last one decides whether the cache was cold) and
+    the pins set on it."""
     if n > len(history):
         return None
-    return (n, history.step(n).digest, step_time(history.step(n))) if n else (0, history.digest, None)
+    if not n:
+        return 0, history.digest, None, history.pins
+    return n, history.step(n).digest, step_time(history.step(n)), history.pins
 
 
 def step_time(step: Step) -> float | None:

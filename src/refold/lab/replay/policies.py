@@ -310,9 +310,15 @@ class CompactProjector:
             origins.append(Origin(None, "note", Shown.NOTE, tuple(range(1, upto + 1))))
         for m, o in zip(p.messages[n_prefix:], p.origins[n_prefix:], strict=True):
             last = max(o.covers) if o.covers else (o.step or 0)
-            if last > upto:
+            if last > upto or o.part == "ledger":
                 msgs.append(m)
                 origins.append(o)
+            elif o.shown is Shown.PINNED:  # a pinned object survives the summary verbatim, as a note
+                text = content_text(m.get("content"))
+                if o.part != "pin":
+                    text = f"{CM} Pinned {o.part} of step {o.step}, kept verbatim through the compaction:\n{text}"
+                msgs.append({"role": "user", "content": text})
+                origins.append(Origin(o.step, "pin", Shown.PINNED, o.covers))
         return msgs, origins
 
 
@@ -349,6 +355,12 @@ def _default(o: Options) -> RendererProjector:
     return RendererProjector("default", policy, config.replace(policy=policy))
 
 
+def _self_gc(o: Options) -> RendererProjector:
+    """The documented ``self-gc`` preset (pinned plans, ledger view, budget line), reminders off."""
+    config = Config.parse(preset="self-gc", reminders=False, **o.policy_overrides)
+    return RendererProjector("self-gc", config.policy, config)
+
+
 POLICIES: dict[str, Factory] = {
     "base": lambda o: BaseProjector(),
     "default": _default,
@@ -363,10 +375,12 @@ POLICIES: dict[str, Factory] = {
     "compact+refold": lambda o: CompactProjector(
         "compact+refold", RendererProjector("refold", _refold(o)), o
     ),
+    "self-gc": lambda o: _self_gc(o),
+    "compact+self-gc": lambda o: CompactProjector("compact+self-gc", _self_gc(o), o),
 }
 """Policy name -> factory(Options) -> Projector."""
 
-STALE_POLICIES = frozenset({"default", "refold", "refold-best", "compact+refold"})
+STALE_POLICIES = frozenset({"default", "refold", "refold-best", "compact+refold", "self-gc", "compact+self-gc"})
 """Policies whose prompts depend on STALE marks (and so on the ``--stale`` source)."""
 
 

@@ -1,0 +1,141 @@
+"""Pinned objects: never masked, folded by the boundary rule, folded into a span or compacted away.
+
+A pin names an object (``7``, ``7.2``, ``r7``) and is part of the history value, so
+``render(history, config, t)`` stays pure and a restart renders the same:
+
+* the user's pins are ``History.pin`` / ``History.unpin`` records (``Pin``), each in effect from
+  the call after the step it was set at;
+* the agent's are its ``pin <id>`` / ``unpin <id>`` context commands, answered from the history;
+* with ``LedgerPolicy.pin_plans`` the latest plan (``objects.reply_kind``) is pinned too, and the
+  one before it is released when a new plan is written.
+
+A pin takes effect behind the boundary when a ledger op would (``limit``), so pinning never moves
+the prefix more often than a fold does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..protocol import CM, ContextCommand
+from ..types import Answer, Outcome, Step
+from .ledger import parse_ids
+from .objects import plan_text, reply_id
+from .spans import answer, take_recorded
+
+PIN_COMMANDS = ("pin", "unpin")
+Part = tuple[int, int]  # (step, -1 for the reply or the output index)
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """A user's pin (``on``) or unpin of object ``target``, set after ``at`` steps."""
+
+    target: str
+    at: int
+    on: bool = True
+
+    def record(self) -> dict[str, object]:
+        return {"target": self.target, "at": self.at, "on": self.on}
+
+
+def check_target(target: str, outputs: list[int], at: int) -> tuple[list[tuple[int, int | None]], str | None]:
+    """The ids a pin names, or what is wrong with them (``outputs``: observations per step)."""
+    ids = parse_ids(target)
+    if not ids:
+        return [], "name objects by id, e.g. `pin 7`, `pin 7.2` or `pin r7` (the reply of step 7)"
+    for step, sub in ids:
+        if not 1 <= step <= min(at, len(outputs)):
+            return [], f"there is no step {step} yet"
+        n = outputs[step - 1]
+        if sub is not None and sub != -1 and not 0 <= sub < n:
+            return [], f"step {step} has {n} output(s), so there is no {step}.{sub + 1}"
+    return ids, None
+
+
+def parts(ids: Iterable[tuple[int, int | None]], outputs: list[int]) -> list[Part]:
+    out: list[Part] = []
+    for step, sub in ids:
+        out += [(step, j) for j in range(outputs[step - 1])] if sub is None else [(step, sub)]
+    return out
+
+
+class PinBook:
+    """The pins of a history's first ``t`` steps (fed in order with ``observe``)."""
+
+    def __init__(self, *, plans: bool = False) -> None:
+        self.plans = plans
+        self.events: list[tuple[int, bool, tuple[Part, ...]]] = []  # (in effect from step, on, parts)
+        self.outputs: list[int] = []
+        self.plan_steps: list[int] = []
+        self.t = 0
+        self._memo: tuple[tuple[int, int, tuple[Pin, ...]], frozenset[Part]] | None = None
+
+    def observe(self, step: Step) -> None:
+        records = list(step.outcomes)
+        for action in step.actions:
+            cmd = action.context
+            if cmd is not None and cmd.name in PIN_COMMANDS:
+                self.apply(cmd, step.index, take_recorded(records, cmd.name))
+        self.outputs.append(len(step.observations))
+        if self.plans and plan_text(step.reply_text) is not None:
+            self.plan_steps.append(step.index)
+        self.t = step.index
+
+    def apply(self, cmd: ContextCommand, at: int, recorded: Outcome | None = None) -> Answer:
+        """``pin`` / ``unpin`` issued at step ``at``, naming earlier steps' objects."""
+        outputs = self.outputs
+        ids, error = check_target(cmd.argument, outputs, at - 1)
+        if recorded is not None and recorded.ok is False:
+            error = error or "it was refused when issued"
+        if error:
+            return answer(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
+        on = cmd.name == "pin"
+        self.events.append((at, on, tuple(parts(ids, outputs))))
+        names = " ".join(cmd.argument.split())
+        text = (
+            f"{CM} {names} pinned: shown as first shown in every prompt (never masked, folded or compacted) "
+            f"until `unpin {names}`."
+            if on
+            else f"{CM} {names} unpinned: it may be shown in a shorter form again from the next context refresh."
+        )
+        return answer(cmd.name, True, text, names)
+
+    def pinned(self, limit: int, user: tuple[Pin, ...] = (), *, plans_limit: int | None = None) -> frozenset[Part]:
+        """The parts pinned for a render whose pins count up to step ``limit`` (the latest plan up to
+        ``plans_limit``: a plan released by a newer one stays pinned until the boundary moves)."""
+        plans_limit = limit if plans_limit is None else plans_limit
+        key = (limit, plans_limit, tuple(p for p in user if p.at <= limit))
+        if self._memo is not None and self._memo[0] == key:
+            return self._memo[1]
+        events = [(at, on, ps) for at, on, ps in self.events if at <= limit]
+        for p in key[2]:
+            ids, error = check_target(p.target, self.outputs, p.at)
+            if error is None:
+                events.append((p.at, p.on, tuple(parts(ids, self.outputs))))
+        state: set[Part] = set()
+        for _, on, ps in sorted(events, key=lambda e: e[0]):  # stable: a step's own order kept
+            if on:
+                state.update(ps)
+            else:
+                state.difference_update(ps)
+        plans = [s for s in self.plan_steps if s <= plans_limit]
+        if plans:
+            state.add((plans[-1], -1))
+        result = frozenset(state)
+        self._memo = (key, result)
+        return result
+
+
+def pinned_label(step: int, sub: int, count: int) -> str:
+    """The id of a pinned part (``r7``, ``7`` or ``7.2``)."""
+    if sub == -1:
+        return reply_id(step)
+    return str(step) if count <= 1 else f"{step}.{sub + 1}"
+
+
+def pinned_note(step: int, sub: int, count: int, text: str) -> str:
+    """A pinned part of a step that is folded (STALE, a span, a compaction): kept verbatim."""
+    what = "reply" if sub == -1 else "output"
+    return f"{CM} Pinned {what} {pinned_label(step, sub, count)} of step {step}, kept verbatim while its step is folded:\n{text}"
