@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from refold.config import Config
 from refold.context.answers import answer
 from refold.history import History
+from refold.mechanisms.artefacts import artefacts
 from refold.mechanisms.guardrail import missing
 from refold.mechanisms.objects import ObjectIndex, plan_text, reply_kind, reply_object
-from refold.mechanisms.spans import artefacts
 from refold.protocol import CM, ContextCommand
 from refold.render import Renderer, render
 from refold.types import Shown, content_text
