@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refold.shell import OpenFile, analyze, paths_overlap
+from refold.shell import OpenFile, analyze
+from refold.shell_paths import paths_overlap
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .shell_lex import Simple, lex
+from .shell_lines import first_line
+from .shell_paths import MAX_PATH, is_path, normalize_path, path_words
 
-__all__ = ["CommandInfo", "OpenFile", "analyze", "normalize_path", "paths_overlap"]
+__all__ = ["CommandInfo", "OpenFile", "analyze"]
 
 _READERS = {"cat", "nl", "head", "tail", "less", "more", "sed", "awk", "bat", "view", "wc", "diff", "xxd", "od"}
 _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "ls", "tree", "git", "fd"}
@@ -41,7 +43,6 @@ _SCRIPT_WRITE_RE = re.compile(
 _BODY_TOOLS = {"edit": "end_of_edit", "insert": "end_of_insert", "append": "end_of_append"}
 _OPEN_READERS = {"goto", "scroll_up", "scroll_down"}
 _SHELL_TOOLS = {"bash", "shell", "execute_bash", "run", "sh", "terminal", "run_command", "run_shell", "exec"}
-_MAX_PATH = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,44 +86,6 @@ class OpenFile:
         if info.opens is not None:
             self.path = info.opens
         return resolved
-
-
-# ---- paths ------------------------------------------------------------------------------------
-
-_PATH_CHARS = re.compile(r"[\w./~+-]++")
-
-
-def _is_path(word: str) -> bool:
-    """A word that names a file: has a slash, or a name with an extension (``a.py``)."""
-    if not word or len(word) > _MAX_PATH or not _PATH_CHARS.fullmatch(word):
-        return False
-    if word.replace(".", "").isdigit():
-        return False  # 1.2, 3
-    if "/" in word:
-        return True
-    stem, dot, ext = word.rpartition(".")
-    return bool(dot) and 1 <= len(ext) <= 8 and ext.isalnum() and bool(stem.strip(".~+"))
-
-
-def _paths(words: list[str]) -> list[str]:
-    return [normalize_path(w) for w in words if not w.startswith(("-", "$")) and "=" not in w and _is_path(w)]
-
-
-def normalize_path(path: str) -> str:
-    path = path.strip().strip("'\"")
-    while path.startswith("./"):
-        path = path[2:]
-    return path.rstrip("/") or "/"
-
-
-def paths_overlap(a: str, b: str) -> bool:
-    """Same file, or one is a directory containing the other; tolerant of cwd prefixes."""
-    if a == b:
-        return True
-    for x, y in ((a, b), (b, a)):
-        if x.endswith("/" + y) or y.startswith(x + "/") or ("/" + y + "/") in ("/" + x + "/"):
-            return True
-    return False
 
 
 # ---- analysis ---------------------------------------------------------------------------------
@@ -184,7 +147,7 @@ def _shell(text: str, facts: _Facts, depth: int) -> None:
     for simple in simples:
         _simple(simple, facts, depth)
     if depth == 0:
-        facts.first_line = _first_line(simples)
+        facts.first_line = first_line(simples)
 
 
 def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
@@ -194,7 +157,7 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         if not target.startswith("/dev/") and target:
             facts.writes.append(normalize_path(target))
     for source in cmd.inp:
-        if _is_path(source):
+        if is_path(source):
             facts.reads.append(normalize_path(source))
     words = cmd.words
     k = 0
@@ -213,16 +176,16 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
     body = "\n".join(cmd.bodies)
     if head in ("sed", "perl") and any(w.startswith("-i") or w in ("-pi", "-pie") for w in rest):
         operands = [w for w in rest if not w.startswith("-")]
-        facts.writes.extend(_paths(operands[1:]) if head == "sed" or "-e" not in rest else _paths(operands))
+        facts.writes.extend(path_words(operands[1:]) if head == "sed" or "-e" not in rest else path_words(operands))
         facts.kinds.append("edit")
     elif head in _WRITERS:
-        facts.writes.extend(_paths(rest))
+        facts.writes.extend(path_words(rest))
         facts.kinds.append("edit")
     elif head in ("mv", "cp", "install", "rsync") and rest:
         operands = [w for w in rest if not w.startswith("-")]
         moved = operands if head == "mv" else operands[-1:]  # mv removes its sources too
-        facts.writes.extend(_paths(moved))
-        facts.reads.extend(_paths(operands[:-1]) if head != "mv" else [])
+        facts.writes.extend(path_words(moved))
+        facts.reads.extend(path_words(operands[:-1]) if head != "mv" else [])
         facts.kinds.append("edit")
     elif head == "apply_patch" or (head in ("patch", "git") and _patch_paths(body)):
         named = _patch_paths(body) or _patch_paths(" ".join(rest))
@@ -258,12 +221,12 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         facts.open_reads = True
         facts.kinds.append("read")
     elif head == "search_file":
-        named = _paths(rest[1:2])
+        named = path_words(rest[1:2])
         facts.reads.extend(named)
         facts.open_reads = facts.open_reads or not named
         facts.kinds.append("search")
     elif head in ("search_dir", "find_file"):
-        facts.reads.extend(_paths(rest[1:2]) or ["."])
+        facts.reads.extend(path_words(rest[1:2]) or ["."])
         facts.kinds.append("search")
     elif head in _INTERPRETERS and _inline_code(rest, body) is not None:
         code = _inline_code(rest, body) or ""
@@ -277,13 +240,13 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
     elif head in _SHELLS and len(rest) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", rest[0]) and depth < 3:
         _shell(rest[1], facts, depth + 1)  # bash -c / bash -lc 'cmd': analyze the inner command
     elif head in _READERS:
-        facts.reads.extend(_paths(rest))
+        facts.reads.extend(path_words(rest))
         facts.kinds.append("read")
     elif head in _SEARCHERS:
         operands = [w for w in rest if not w.startswith("-")]
         if head in _PATTERN_FIRST and not any(w in ("-e", "-f") or w.startswith("--regexp") for w in rest):
             operands = operands[1:]
-        facts.reads.extend(_paths(operands) or ["."])
+        facts.reads.extend(path_words(operands) or ["."])
         facts.kinds.append("search")
     elif any(t in segment for t in _TESTS):
         facts.kinds.append("test")
@@ -302,58 +265,6 @@ def _inline_code(rest: list[str], body: str) -> str | None:
     return None
 
 
-_SED_RANGE = re.compile(r"(\d+)(?:,(\d+|\$))?p")
-_AWK_FROM = re.compile(r"NR\s*(>=|==|>)\s*(\d+)")
-
-
-def _first_line(simples: list[Simple]) -> int | None:
-    """File line of the output's first line when the command prints one file from a known line.
-
-    ``cat f``, ``head f`` -> 1; ``sed -n '40,80p' f``, ``tail -n +40 f``, ``awk 'NR>=40' f`` -> 40;
-    filters after a pipe shift it (``cat f | sed -n '40,80p'``). Anything else: None.
-    """
-    cmds = [c.words for c in simples if c.words and c.words[0] not in ("cd", "pushd", "true")]
-    if not cmds or cmds[0][0].rsplit("/", 1)[-1] not in ("cat", "sed", "head", "tail", "awk", "nl"):
-        return None
-    head, *rest = cmds[0]
-    head = head.rsplit("/", 1)[-1]
-    operands = [w for w in rest if not w.startswith("-")]
-    start: int | None
-    if head in ("cat", "nl"):
-        start = 1 if len(operands) == 1 else None
-    elif head == "head":
-        start = 1 if len(_paths(operands)) == 1 else None
-    elif head == "tail":
-        m = re.fullmatch(r"\+(\d+)", rest[rest.index("-n") + 1]) if "-n" in rest[:-1] else None
-        start = int(m.group(1)) if m and len(_paths(operands)) == 1 else None
-    else:
-        start = _filter_start(head, rest, has_file=True)
-    for words in cmds[1:]:
-        if start is None:
-            return None
-        name = words[0].rsplit("/", 1)[-1]
-        if name == "head":
-            continue
-        shift = _filter_start(name, words[1:], has_file=False) if name in ("sed", "awk") else None
-        start = None if shift is None else start + shift - 1
-    return start
-
-
-def _filter_start(head: str, rest: list[str], *, has_file: bool) -> int | None:
-    """First printed line of ``sed -n 'a,bp'`` / ``awk 'NR>=a'``, with or without a file operand."""
-    operands = [w for w in rest if not w.startswith("-")]
-    if len(operands) != (2 if has_file else 1) or (has_file and not _is_path(operands[1])):
-        return None
-    script = operands[0].strip()
-    if head == "sed":
-        m = _SED_RANGE.fullmatch(script) if "-n" in rest else None
-        return int(m.group(1)) if m else None
-    m = _AWK_FROM.search(script)
-    if m is None or ";" in script or "||" in script:
-        return None
-    return int(m.group(2)) + (1 if m.group(1) == ">" else 0)
-
-
 _PATCH_FILE = re.compile(
     r"^(?:\*\*\* (?:Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (?:b/)?)(\S[^\n\t]*?)[ \t]*$", re.MULTILINE
 )
@@ -363,7 +274,7 @@ def _patch_paths(text: str) -> list[str]:
     """Files a patch names: apply_patch's ``*** Update File: p`` lines, a diff's ``+++ b/p``."""
     out = []
     for p in _PATCH_FILE.findall(text):
-        if p != "/dev/null" and len(p) <= _MAX_PATH:
+        if p != "/dev/null" and len(p) <= MAX_PATH:
             out.append(normalize_path(p))
     return out
 

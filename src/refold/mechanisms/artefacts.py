@@ -78,7 +78,7 @@ def _verdict(output: str, limit: int = 5) -> str:
 def _created(cmd: str, tool: str) -> set[str]:
     if tool not in ("bash", "shell", "execute_bash", "run"):
         return set(re.findall(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)) if '"create"' in cmd else set()
-    from ..shell import normalize_path
+    from ..shell_paths import normalize_path
 
     first = cmd.split("\n", 1)[0]
     found = {normalize_path(p) for p in _CREATE.findall(first) if not p.startswith("/dev/")}

@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass, field
 
 from ..protocol import CM
-from ..shell import CommandInfo, OpenFile, paths_overlap
+from ..shell import CommandInfo, OpenFile
+from ..shell_paths import paths_overlap
 
 _W = 3  # lines per shingle
 _MAX_CANDIDATES = 8  # most recent positions kept per shingle

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ..policy import Settings
 from ..protocol import CM, ContextCommand
-from ..shell import paths_overlap
+from ..shell_paths import paths_overlap
 from ..types import Answer, Outcome, Step
 from .spans import answer, take_recorded
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol import CM, bash_block
-from ..shell import paths_overlap
+from ..shell_paths import paths_overlap
 from ..types import Step
 from .ledger import LedgerObject, objects_of, parse_ids, summary
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..shell import normalize_path
+from ..shell_paths import normalize_path
 
 
 def _one_line(text: str, limit: int) -> str:

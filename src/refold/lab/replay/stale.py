@@ -26,7 +26,7 @@ import re
 
 from ...history import History
 from ...mechanisms.fold import one_line
-from ...shell import paths_overlap
+from ...shell_paths import paths_overlap
 from ...types import Message, Step, content_text
 
 __all__ = ["STALE_SOURCES", "hindsight_marks", "with_stale"]
