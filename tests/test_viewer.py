@@ -20,8 +20,9 @@ from refold.errors import PolicyError, TrajectoryError
 from refold.history import History
 from refold.lab.replay import POLICIES
 from refold.lab.viewer import VIEW_FORMAT, build_report, write_report
-from refold.lab.viewer.data import build_data, display_text, pretty_arguments
+from refold.lab.viewer.data import build_data
 from refold.lab.viewer.encode import TextTable, decode, split_lines
+from refold.lab.viewer.preview import display_text, pretty_arguments
 from refold.lab.viewer.variants import build_variants, mechanism_id
 from refold.policy import Policy
 from refold.render import Renderer

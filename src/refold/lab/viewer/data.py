@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,14 +22,14 @@ from typing import Any
 from ...chat_tokens import message_tokens
 from ...history import History
 from ...mechanisms.fold import valid_marks
-from ...mechanisms.summary import Summary, command_line, summarize
 from ...messages import clean
 from ...tokens import Tokenizer
-from ...types import Message, Origin, Shown, Step, content_text
+from ...types import Message, Origin, Shown, Step
 from ..cache import DEFAULT_PRICES, common_prefix_len, cost_usd
 from ..replay import Projector, Prompt, measure, with_stale
 from ..replay.metrics import default_price
 from .encode import TextTable
+from .preview import display_text, output_preview, reply_preview
 from .variants import SWITCHES, Variant
 
 VIEW_FORMAT = "refold-view-1"
@@ -42,49 +41,6 @@ ROLE_CODES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 CACHE_NAME = "vllm"
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, what)``: called as each variant of a report is built."""
-
-
-def pretty_arguments(arguments: Any) -> str:
-    """Tool-call arguments as a reader wants them: ``key: value`` lines, a multi-line string
-    (a command, a file body) as an indented block, anything else as indented JSON."""
-    value = arguments
-    if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments)
-        except ValueError:
-            return arguments  # not JSON: as recorded
-    if not isinstance(value, dict):
-        return json.dumps(value, indent=2, ensure_ascii=False)
-    lines: list[str] = []
-    for key, v in value.items():
-        if isinstance(v, str) and "\n" in v:
-            lines.append(f"{key}:")
-            lines.extend("    " + line for line in v.split("\n"))
-        elif isinstance(v, str):
-            lines.append(f"{key}: {v}")
-        else:
-            body = json.dumps(v, indent=2, ensure_ascii=False).split("\n")
-            lines.append(f"{key}: {body[0]}")
-            lines.extend("  " + line for line in body[1:])
-    return "\n".join(lines)
-
-
-def display_text(message: Message) -> str:
-    """What the viewer shows for a message: its text, then each tool call with its arguments
-    pretty-printed (``→ name`` and indented ``key: value`` lines)."""
-    text = content_text(message.get("content"))
-    calls = message.get("tool_calls") or []
-    blocks = []
-    for call in calls:
-        fn = (call or {}).get("function") or {}
-        args = pretty_arguments(fn.get("arguments", ""))
-        head = f"→ {fn.get('name', 'tool')}"
-        blocks.append(
-            head + ("\n" + "\n".join("  " + ln for ln in args.split("\n")) if args.strip() else "()")
-        )
-    if blocks:
-        text = (text + "\n" if text else "") + "\n".join(blocks)
-    return text
 
 
 def _timestamp(message: Message) -> float | None:
@@ -120,38 +76,6 @@ def _recorded_cost(step: Step) -> float | None:
     usage = step.meta.get("usage")
     cost = usage.get("cost") if isinstance(usage, dict) else None
     return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-
-
-def _summary(step: Step, j: int, text: str) -> Summary:
-    action = step.actions[min(j, len(step.actions) - 1)] if step.actions else None
-    return summarize(action.command if action else "", text, action.tool if action else "bash")
-
-
-def reply_preview(step: Step) -> str:
-    """A reply's row: the command(s) it ran, or its first line when it ran none."""
-    first_line = next(
-        (
-            ln.strip()
-            for ln in step.reply_text.split("\n")
-            if ln.strip() and not ln.strip().upper().startswith(("PROGRESS", "STALE"))
-        ),
-        "",
-    )
-    if step.observations and _summary(step, 0, step.output_texts[0]).kind == "format":
-        return "✗ format error, nothing ran · " + first_line[:160]
-    if step.actions:
-        first = step.actions[0]
-        head = ("$ " if first.tool == "bash" else "") + command_line(first.tool, first.command)
-        more = len(step.actions) - 1
-        return head + (f"  (+{more} more)" if more else "")
-    return first_line[:200]
-
-
-def output_preview(step: Step, j: int, text: str) -> str:
-    """An output's row: its exit status when it failed and the one-line summary of what it showed."""
-    s = _summary(step, j, text)
-    status = f"[exit {s.status}] " if s.status not in (None, 0) else ""
-    return status + s.text
 
 
 class _Tables:
