@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.config import DEFAULT, Config
+from refold.proxy import anthropic_build
 from refold.proxy import anthropic_wire as wire
 from refold.proxy.anthropic import stateless_history
 from refold.render import Renderer
@@ -66,7 +67,7 @@ def test_rendered_requests_keep_signed_blocks_and_pairs(body: dict[str, Any], co
     parsed = wire.parse(body)
     history, tail = stateless_history(parsed)
     rendered = Renderer(config).render(history)
-    out, fixes = wire.build(body, parsed, rendered, history, tail, [], first_party=False)
+    out, fixes = anthropic_build.build(body, parsed, rendered, history, tail, [], first_party=False)
     assert fixes == 0
     assert signed(out) <= signed(body)  # only blocks received, unchanged (a folded step may drop its own)
     msgs = out["messages"]
@@ -98,7 +99,7 @@ def test_repair_fixes_orphans() -> None:
         {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "Bash", "input": {}}]},
         {"role": "user", "content": [{"type": "text", "text": "note"}, {"type": "tool_result", "tool_use_id": "zz", "content": "stray"}]},
     ]
-    assert wire.repair(msgs) == 2
+    assert anthropic_build.repair(msgs) == 2
     assert msgs[2]["content"][0] == {"type": "tool_result", "tool_use_id": "a", "content": "[context-manager] No output was recorded for this call."}
     assert {"type": "text", "text": "stray"} in msgs[2]["content"]
 
@@ -112,7 +113,7 @@ def test_breakpoints_take_the_clients_ttl_from_its_system_breakpoint() -> None:
     }
     parsed = wire.parse(body)
     history, tail = stateless_history(parsed)
-    out, _ = wire.build(body, parsed, Renderer(DEFAULT).render(history), history, tail, [], first_party=False)
+    out, _ = anthropic_build.build(body, parsed, Renderer(DEFAULT).render(history), history, tail, [], first_party=False)
     found = [b["cache_control"] for m in out["messages"] for b in m["content"] if "cache_control" in b]
     found += [b["cache_control"] for b in out["system"] if "cache_control" in b]
     assert found and all(c == {"type": "ephemeral", "ttl": "1h"} for c in found)

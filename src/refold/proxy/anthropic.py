@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Rendered
+from . import anthropic_build
 from . import anthropic_wire as wire
 from .config import ProxyConfig
 from .mapping import split
@@ -58,7 +59,7 @@ class AnthropicAdapter:
         tail: Message | None,
         added: list[dict[str, Any]],
     ) -> dict[str, Any]:
-        out, fixes = wire.build(body, parsed, rendered, history, tail, added, first_party=self.first_party)
+        out, fixes = anthropic_build.build(body, parsed, rendered, history, tail, added, first_party=self.first_party)
         self.metrics.inc("refold_orphan_blocks_repaired_total", fixes, surface=self.key)
         return out
 
