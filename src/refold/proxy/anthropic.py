@@ -9,7 +9,7 @@ forwarded. Errors are in Anthropic's shape (``{"type": "error", "error": {...}}`
 error is returned as the upstream sent it.
 
 Passed through untouched (not recorded, not rendered): a harness's own compaction request
-(``anthropic_wire.COMPACTION``) and any request with ``X-Refold-Passthrough: 1``.
+(``passthrough.COMPACTION``) and any request with ``X-Refold-Passthrough: 1``.
 """
 
 from __future__ import annotations
