@@ -18,8 +18,6 @@ with no context command answered.
 from __future__ import annotations
 
 import asyncio
-import copy
-import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -27,19 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
-from ..context.recognize import ANY, Recognizer
+from ..context.recognize import Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
 from ..messages import clean
 from ..render import Renderer
 from ..types import Message
-from ..wire import _issued as issued
-from ..wire import actions_record, read_actions
 from .commands import context_calls, observations
 from .config import ProxyConfig
-from .mapping import INTERNAL, SHOWN, normalize
+from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
+from .shown import ShownReplies, unanswered
 from .stream import (
     DONE,
     CommandGate,
@@ -47,7 +44,6 @@ from .stream import (
     error_event,
     event,
     split_chunk,
-    strip_head,
     text_chunk,
     usage_only,
 )
@@ -56,48 +52,12 @@ from .validate import check_chat_request
 
 SEPARATOR = "\n\n"
 """Streamed between an internal round's relayed text and the next round's (so one blank line)."""
-_PENDING = 16  # replies per session remembered in the form the client was shown
-_SESSIONS = 4096
 
 
 def plain_config(config: Config) -> Config:
     """``config`` for a prompt that offers no context command: nothing hidden can be restored,
     no spans, no ledger."""
     return config.override(["policy.reversible=false", "spans.enabled=false", "ledger.enabled=false"])
-
-
-def unanswered(message: Message) -> Message:
-    """A client's assistant message recorded so that no context command in it is applied: the
-    proxy did not answer it (the client's own shell ran it, or refused it)."""
-    if not _has_context_command(message):
-        return message  # the common case, without analyzing every command
-    actions = read_actions(message)
-    out = dict(message)
-    extra = dict(out["extra"]) if isinstance(out.get("extra"), dict) else {}
-    extra["refold"] = actions_record([dataclasses.replace(a, context=None) for a in actions])
-    out["extra"] = extra
-    return out
-
-
-_SEEN: OrderedDict[Any, bool] = OrderedDict()  # clients resend every reply each turn: read each once
-
-
-def _has_context_command(message: Message) -> bool:
-    calls = message.get("tool_calls")
-    key = (
-        str(message.get("content")),
-        tuple(
-            (str(fn.get("name")), str(fn.get("arguments")))
-            for c in (calls if isinstance(calls, list) else [])
-            if isinstance(c, dict) and isinstance(fn := c.get("function"), dict)
-        ),
-    )
-    found = _SEEN.get(key)
-    if found is None:
-        found = _SEEN[key] = any(ANY.command(tool, cmd) is not None for cmd, tool, _ in issued(message))
-        while len(_SEEN) > 65536:
-            _SEEN.popitem(last=False)
-    return found
 
 
 @dataclass
@@ -144,7 +104,7 @@ class ChatService:
         self._background: set[asyncio.Task[None]] = set()
         self._plain_config = plain_config(cfg.config)
         self._plain: OrderedDict[str, Renderer] = OrderedDict()
-        self._pending: OrderedDict[str, OrderedDict[Any, Message]] = OrderedDict()
+        self._shown = ShownReplies()
 
     # ---- request --------------------------------------------------------------------------
 
@@ -156,7 +116,8 @@ class ChatService:
         tools = body.get("tools")
         cfg = self.cfg
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), body["messages"], owner))
-        messages = [unanswered(m) if m.get("role") == "assistant" else m for m in self._as_sent(s, body["messages"])]
+        sent = self._shown.as_sent(s.sid, body["messages"])
+        messages = [unanswered(m) if m.get("role") == "assistant" else m for m in sent]
         single = body.get("n") in (None, 1)
         added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0)
         async with s.lock:
@@ -205,7 +166,8 @@ class ChatService:
             base, steps, messages_out = await self._internal(s, base, result.message, calls, "")
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
-        return Outcome(Result(self._shown_body(s, result.body, strip), result.events), s, steps, False, include_usage, added_ms)
+        shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
+        return Outcome(shown, s, steps, False, include_usage, added_ms)
 
     async def _internal(
         self, s: Session, base: str, message: Message, calls: Any, shown: str
@@ -247,50 +209,6 @@ class ChatService:
                 self._plain.popitem(last=False)
         self._plain.move_to_end(sid)
         return r
-
-    # ---- the reply as the client is shown it -----------------------------------------------------
-
-    def _remember(self, s: Session, shown: Message, real: Message) -> None:
-        """A final reply whose client form differs from what the model wrote: when the client
-        sends it back, the session records what the model wrote (memory only; after a restart
-        the client's form is recorded, which costs that step its PROGRESS/STALE head)."""
-        if normalize(shown) == normalize(real):
-            return
-        book = self._pending.setdefault(s.sid, OrderedDict())
-        self._pending.move_to_end(s.sid)
-        book[normalize(shown)] = copy.deepcopy(real)
-        while len(book) > _PENDING:
-            book.popitem(last=False)
-        while len(self._pending) > _SESSIONS:
-            self._pending.popitem(last=False)
-
-    def _as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
-        """``messages`` with the latest reply the client was shown in another form replaced by
-        what the model wrote. Only the latest: a model may repeat itself, and an earlier reply
-        that reads the same is already stored as written."""
-        book = self._pending.get(s.sid)
-        if not book:
-            return messages
-        for i in range(len(messages) - 1, -1, -1):
-            m = messages[i]
-            if m.get("role") != "assistant":
-                continue
-            real = book.get(normalize(m))
-            if real is not None:
-                return [*messages[:i], {**m, **real}, *messages[i + 1 :]]
-        return messages
-
-    def _shown_body(self, s: Session, body: dict[str, Any], strip: bool) -> dict[str, Any]:
-        if not strip:
-            return body
-        out = copy.deepcopy(body)
-        for choice in out.get("choices") or []:
-            msg = choice.get("message")
-            if isinstance(msg, dict) and isinstance(msg.get("content"), str):
-                real = dict(msg)
-                msg["content"] = strip_head(msg["content"])
-                self._remember(s, {"role": "assistant", **msg}, {"role": "assistant", **real})
-        return out
 
     # ---- streaming ---------------------------------------------------------------------------
 
@@ -399,7 +317,7 @@ class ChatService:
         before = "".join(p.shown)
         if not before and not p.strip:
             return
-        self._remember(p.s, {**real, "content": before + emitted}, real)
+        self._shown.remember(p.s.sid, {**real, "content": before + emitted}, real)
 
     # ---- accounting ----------------------------------------------------------------------------
 
