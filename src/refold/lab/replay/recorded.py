@@ -8,7 +8,7 @@ from typing import Any
 
 from ...history import History
 from ...tokens import Tokenizer
-from ..cache import ROUTED_CACHES, ReplayedCache, make_cache
+from ..cache import ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
 from .metrics import CallIds
 
 __all__ = ["recorded_as_of", "validate_cache"]
@@ -65,6 +65,8 @@ def validate_cache(
         ref: list[float] = []
         cached_total = prompt_total = 0
         for c in calls:
+            if isinstance(cache, CalibratedCache):
+                cache.now = c.time
             res = cache.request(c.ids, generated=c.generated, session=c.route if name in ROUTED_CACHES else "v")
             if c.step is None:
                 continue
