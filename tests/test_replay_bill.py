@@ -444,3 +444,10 @@ def test_count_calibration_prices_estimated_provider_counts() -> None:
     off = _base(h, tokenizer="qwen3.6", cache="none", price="gemini-3-pro", count_calibration=False)["base"]
     assert on["cost_counts"] == cal.label and off["cost_counts"] == ""
     assert on["prompt_tokens"] == off["prompt_tokens"] and on["cost_usd"] != off["cost_usd"]
+
+
+def test_report_says_when_cost_is_on_estimated_counts() -> None:
+    s = Settings(policies=("base",), cache="none", price="gemini-3-pro", validate=False)
+    assert "Cost on ESTIMATED gemini-3-pro counts (calibrated from qwen3.6)." in build_report(replay_paths([str(MINI2)], s), s)["simulated"]
+    s = Settings(policies=("base",), cache="none", price="gpt-5-mini", validate=False)
+    assert "ESTIMATED" not in build_report(replay_paths([str(MINI2)], s), s)["simulated"]
