@@ -143,7 +143,7 @@ def _profile_score(runs: list[Run], name: str, **kw: Any) -> tuple[float, float,
         for k, c in enumerate(r.calls):
             if isinstance(sim, ReplayedCache):
                 sim.calls, sim.as_of = k, states[k] if states else None
-            if isinstance(sim, CalibratedCache):
+            if isinstance(sim, CalibratedCache | ReplayedCache):
                 sim.now = c.time
             res = sim.request(c.ids, generated=c.generated, session=c.route if name in ROUTED_CACHES else "v")
             if c.step is not None:

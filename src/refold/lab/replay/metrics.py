@@ -311,7 +311,7 @@ def measure(
     states: Sequence[int | None] = as_of or ()
     # a timed profile meets each call at its recorded time (every policy makes the same calls)
     times = recorded_times(history)
-    timed = cache if isinstance(cache, CalibratedCache) else None
+    timed = cache if isinstance(cache, CalibratedCache | ReplayedCache) else None
 
     def call(
         ids: list[int],
