@@ -227,12 +227,14 @@ def evidence(runs: list[Run], params: dict[str, Any]) -> dict[str, Any]:
     by_dt: dict[str, dict[str, int]] = {f"{lo:g}-{hi:g}s": {"fine": 0, "coarse": 0, "large miss": 0, "other": 0} for lo, hi in _DT_BUCKETS}
     mods: dict[int, int] = {}
     prev_new: dict[str, list[int]] = {"<1000": [0, 0], "1000-4000": [0, 0], ">=4000": [0, 0]}
+    per_minute: dict[str, list[int]] = {"0-4": [0, 0], "5-9": [0, 0], "10+": [0, 0]}
     for r in runs:
+        starts = [c.time for c in r.calls]
         fresh = CalibratedCache("e", min_tokens=params["min_tokens"], increment=params["increment"],
                                 cache_generated=params["cache_generated"], per_route=params["per_route"])
         last_t: float | None = None
         last_new: int | None = None
-        for c in r.calls:
+        for k, c in enumerate(r.calls):
             hit = fresh.request(c.ids, generated=c.generated, session=c.route).cached_tokens
             if c.step is not None and c.time is not None and last_t is not None:
                 p = len(c.ids)
@@ -245,6 +247,10 @@ def evidence(runs: list[Run], params: dict[str, Any]) -> dict[str, Any]:
                 by_dt[label][kind] += 1
                 if rep < hit and kind != "large miss":
                     mods[rep % chunk] = mods.get(rep % chunk, 0) + 1
+                rate = sum(1 for t in starts[:k] if t is not None and c.time - 60.0 <= t < c.time)
+                pm = per_minute["0-4" if rate < 5 else "5-9" if rate < 10 else "10+"]
+                pm[0] += kind == "large miss"
+                pm[1] += 1
                 if last_new is not None:
                     b = "<1000" if last_new < 1000 else "1000-4000" if last_new < 4000 else ">=4000"
                     prev_new[b][0] += kind == "large miss"
@@ -252,7 +258,7 @@ def evidence(runs: list[Run], params: dict[str, Any]) -> dict[str, Any]:
             last_new = len(c.ids) - round(r.reported[c.step] * len(c.ids)) if c.step is not None else None
             last_t = c.time if c.time is not None else last_t
     return {"by_seconds_since_previous_request": by_dt, "short_hits_mod_1024": dict(sorted(mods.items())),
-            "large_miss_by_previous_recompute": prev_new}
+            "large_miss_by_previous_recompute": prev_new, "large_miss_by_requests_in_the_previous_minute": per_minute}
 
 
 def _evidence_lines(model: str, ev: dict[str, Any]) -> list[str]:
@@ -265,7 +271,9 @@ def _evidence_lines(model: str, ev: dict[str, Any]) -> list[str]:
     lines += ["", "Hits below the fine grid (not large misses), by position mod 1,024: "
               + ", ".join(f"{k}: {v}" for k, v in mods.items()) + ".",
               "Large misses by the previous call's recomputed tokens: "
-              + ", ".join(f"{k}: {a}/{n}" for k, (a, n) in ev["large_miss_by_previous_recompute"].items()) + "."]
+              + ", ".join(f"{k}: {a}/{n}" for k, (a, n) in ev["large_miss_by_previous_recompute"].items()) + "; by requests "
+              "in the previous 60 s (unreplied calls included): "
+              + ", ".join(f"{k}: {a}/{n}" for k, (a, n) in ev["large_miss_by_requests_in_the_previous_minute"].items()) + "."]
     return lines
 
 
