@@ -208,8 +208,8 @@ def _count_rows(h: History, tokenizer: str) -> list[tuple[int, int, int, int, in
         u = _usage(h, p.t + 1)["usage"]
         rep, comp = u.get("prompt_tokens"), u.get("completion_tokens")
         reasoning = (u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-        if not isinstance(rep, int) or not isinstance(comp, int):
-            continue
+        if not isinstance(rep, int) or rep <= 0 or not isinstance(comp, int):
+            continue  # no usage recorded for this call
         n = len(prompt_token_ids(p.messages, tok, tools=tools))
         vis = len(message_tokens(clean(h.step(p.t + 1).reply), tok)) - len(prompt_token_ids([], tok))
         rows.append((n, message_chars(p.messages), rep, max(0, vis), comp - reasoning))

@@ -451,3 +451,39 @@ def test_report_says_when_cost_is_on_estimated_counts() -> None:
     assert "Cost on ESTIMATED gemini-3-pro counts (calibrated from qwen3.6)." in build_report(replay_paths([str(MINI2)], s), s)["simulated"]
     s = Settings(policies=("base",), cache="none", price="gpt-5-mini", validate=False)
     assert "ESTIMATED" not in build_report(replay_paths([str(MINI2)], s), s)["simulated"]
+
+
+def test_count_calibration_fit_recovers_a_known_counting_rule(tmp_path: Path) -> None:
+    import sys
+
+    from refold.lab.replay.metrics import message_chars
+    from refold.lab.replay.policies import Options, make_projector
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_bill import _count_rows, fit_counts
+
+    tok = get_tokenizer("qwen3.6")
+    histories = []
+    for r in range(4):
+        path = _mini2_run(tmp_path / f"r{r}.traj.json", None)
+        data = json.loads(path.read_text())
+        # vary the content mix per run so tokens and characters are not collinear
+        for m in data["messages"]:
+            if m["role"] == "tool":
+                m["content"] = m["content"][: 2000 + 1500 * r] + ("\n" + "x" * (40 * r + 1)) * (20 + 10 * r)
+        path.write_text(json.dumps(data))
+        rows = _count_rows(load(path), "qwen3.6")
+        assert rows == []  # no usage recorded yet: nothing to fit
+        h = load(path)
+        asst = [x for x in data["messages"] if x["role"] == "assistant"]
+        for p, m in zip(make_projector("base", Options(tokenizer=tok)).prompts(h), asst, strict=True):
+            n = len(prompt_token_ids(p.messages, tok, tools=request_tools(h, "base")))
+            m["extra"]["response"]["usage"] = {"prompt_tokens": round(0.8 * n + 0.05 * message_chars(p.messages) - 100), "completion_tokens": 30}
+        path.write_text(json.dumps(data))
+        histories.append((path.name, load(path)))
+    fitted = fit_counts(histories, "qwen3.6")
+    f = fitted["fitted"]
+    assert f["per_token"] == pytest.approx(0.8, abs=0.01)
+    assert f["per_char"] == pytest.approx(0.05, abs=0.002)
+    assert f["per_call"] == pytest.approx(-100, abs=15)
+    assert fitted["halves"]["test"]["mean_abs_calibrated"] < 0.001 < fitted["halves"]["test"]["mean_abs_uncalibrated"]
