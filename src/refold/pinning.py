@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,15 +113,17 @@ def expand_text(history: History, item: Item, config: Config | None = None) -> s
     return "\n".join(parts)
 
 
-def pinned_items(history: History) -> list[str]:
-    """The targets the user's pins leave pinned, in the order first pinned."""
-    state: dict[str, None] = {}
-    for p in history.pins:
-        if p.on:
-            state.setdefault(p.target, None)
+def pinned_items(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What the user's pin records (``pin_record``; ``Pin.record()`` too) leave pinned, by the
+    label each was pinned as, in the order first pinned."""
+    state: dict[str, str] = {}
+    for r in records:
+        target = str(r.get("target"))
+        if r.get("on", True) is not False:
+            state.setdefault(target, str(r.get("item") or target))
         else:
-            state.pop(p.target, None)
-    return list(state)
+            state.pop(target, None)
+    return list(state.values())
 
 
 def pin_record(history: History, item: str, *, on: bool, where: str = "", config: Config | None = None) -> dict[str, Any]:
@@ -128,6 +131,6 @@ def pin_record(history: History, item: str, *, on: bool, where: str = "", config
     from the call after the history's last step. The history is not changed; an unknown item, or
     unpinning what is not pinned, is an ``ItemError``."""
     it = resolve(history, item, config, where=where)
-    if not on and it.target not in pinned_items(history):
+    if not on and it.target not in pinned_items(p.record() for p in history.pins):
         raise ItemError(f"{where + ': ' if where else ''}{it.label} is not pinned")
     return {**Pin(it.target, len(history), on).record(), "item": it.label, "time": round(time.time(), 3)}
