@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import Config
+from .errors import ItemError
 from .history import History
 from .mechanisms.ledger import parse_ids
 from .mechanisms.pins import Pin
@@ -25,10 +26,6 @@ from .types import Message, content_text
 
 _RANGE = re.compile(r"^(\d{1,9})\s*-\s*(\d{1,9})$")
 _SPAN = re.compile(r"^S(\d{1,9})$", re.IGNORECASE)
-
-
-class ItemError(ValueError):
-    """An item that names nothing in this history (one line, naming the run and the item)."""
 
 
 @dataclass(frozen=True, slots=True)

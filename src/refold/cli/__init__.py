@@ -30,7 +30,7 @@ COMMAND_HELP = {
     "run": "Run mini-swe-agent on a local task with refold on.",
     "serve": "Serve an OpenAI-compatible proxy that renders folded prompts (sessions are durable).",
     "simulate": "Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED).",
-    "sessions": "The proxy's sessions: list, show one, prune old ones.",
+    "sessions": "The proxy's sessions and saved mini runs: list, show, expand, pin, unpin, prune.",
 }
 # Packages a command's module imports: missing ones make the listing say which extra to install.
 NEEDS = {"serve": ("fastapi", "uvicorn", "httpx", "prometheus_client")}

@@ -16,9 +16,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from ..errors import ProxyError, StoreUnavailable
+from ..errors import ItemError, ProxyError, StoreUnavailable
 from ..history import History
-from ..pinning import ItemError, expand_text, pinned_items, resolve
+from ..pinning import expand_text, pinned_items, resolve
 from ..tokens import tokenizer_name
 from .apis import mount
 from .chat import ChatService

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import pinning
-from ..errors import ProxyError, StoreConflict
+from ..errors import ItemError, ProxyError, StoreConflict
 from ..history import History
-from ..pinning import Item, ItemError, resolve
+from ..pinning import Item, resolve
 from ..render import Renderer
 from ..types import Message, message_digest
 from ..wire import read_stored
