@@ -122,8 +122,8 @@ def show(
     steps the next prompt hides."""
     cfg = Config().override(config or [])
     if _is_run_file(session):
-        history, run_cfg, _ = _load_run(session, config)
-        info = _describe_history(history, Renderer(run_cfg), run_cfg, _file_header(session, history))
+        history, run_cfg, data = _load_run(session, config)
+        info = _describe_history(history, Renderer(run_cfg), run_cfg, _file_header(session, data))
     else:
         info = _with_store(store, lambda st: _describe(st, session, cfg))
     if as_json:
@@ -307,8 +307,10 @@ def _load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, 
     return history, cfg, data if isinstance(data, dict) else {}
 
 
-def _file_header(path: str, history: History) -> dict[str, Any]:
-    return {"format": "refold-run-1", "path": path, "pins": pinned_items(p.record() for p in history.pins)}
+def _file_header(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    from ..integrations.mini_record import read_pins
+
+    return {"format": "refold-run-1", "path": path, "pins": pinned_items(read_pins(data, path))}
 
 
 @sessions_app.command("expand")
