@@ -118,8 +118,7 @@ def show(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document instead of text.")] = False,
 ) -> None:
-    """A session's current branch (or a saved mini run): steps, spans, folds, pins, and which
-    steps the next prompt hides."""
+    """A session's current branch or a saved mini run: steps, spans, folds, pins, what is hidden."""
     cfg = Config().override(config or [])
     if _is_run_file(session):
         history, run_cfg, data = _load_run(session, config)
