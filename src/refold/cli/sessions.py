@@ -395,7 +395,7 @@ def _pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) ->
             known = read_pins(read_json(side), str(side)) if side.is_file() else []
             write_json(side, {PINS: [*known, record]})
     except OSError as e:
-        raise PolicyError(f"cannot write the pin: {e.strerror or e}") from None
+        raise PolicyError(f"cannot write the pin to {e.filename or path}: {e.strerror or e}") from None
     return str(record["item"]), path, pinned_items(records)
 
 

@@ -41,11 +41,22 @@ def read_pins(data: Any, where: str) -> list[dict[str, Any]]:
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file), keeping its mode;
+    a file the user may not write stays untouched (PermissionError)."""
     path = Path(path)
+    mode = None
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise PermissionError(13, "the file is read-only", str(path))
+        mode = path.stat().st_mode & 0o7777
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def call_info(
