@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refold.cli import main
 from refold.config import Config
@@ -26,7 +28,8 @@ from refold.proxy import ProxyConfig
 from refold.proxy.records import SCHEMA_VERSION, Commit, StoredStep
 from refold.proxy.redis_store import RedisStore
 from refold.proxy.store import SQLiteStore
-from refold.types import content_text, message_digest
+from refold.render import render
+from refold.types import Shown, content_text, message_digest
 from test_proxy_store import TOOLS, proxy
 
 from fake_upstream import FakeUpstream, ServerThread, redis_server
@@ -306,3 +309,42 @@ def test_refold_sessions_on_a_saved_mini_run(tmp_path: Path, capsys: pytest.Capt
         assert main(args) == 2
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1, err
+
+
+# ---- invariants ----------------------------------------------------------------------------------
+
+def grown(n: int) -> History:
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "t"}])
+    for i in range(1, n + 1):
+        h.append({"role": "assistant", "content": f"PROGRESS: {i}\nSTALE: -\n```bash\ncat f{i}.txt\n```"}, [{"role": "user", "content": long_output(i)}])
+    return h
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(6, 14), st.lists(st.tuples(st.integers(0, 16), st.booleans()), max_size=8))
+def test_pins_follow_a_set_model_and_pinned_steps_are_shown_as_received(n: int, ops: list[tuple[int, bool]]) -> None:
+    h = grown(n)
+    model: dict[str, None] = {}
+    records = []
+    for step, on in ops:
+        item = str(step)
+        ok = 1 <= step <= n and (on or item in model)
+        try:
+            rec = pin_record(h, item, on=on)
+        except ValueError:
+            assert not ok
+            continue
+        assert ok
+        h.load_pins([rec])
+        records.append(rec)
+        if on:
+            model.setdefault(item, None)
+        else:
+            model.pop(item, None)
+    assert pinned_items(records) == list(model)
+    p = render(h, FIXED)
+    for item in model:
+        shown = [(content_text(m.get("content")), o.shown) for m, o in zip(p.messages, p.origins, strict=True) if o.step == int(item) and o.part == "output"]
+        assert shown == [(f"[step {item}]\n{long_output(int(item))}", shown[0][1])] and shown[0][1] in (Shown.PINNED, Shown.RECEIVED)
+    for s in range(1, n + 1):  # expand is byte-exact whatever is pinned
+        assert f"[step {s}]\n{long_output(s)}" in expand_text(h, resolve(h, str(s)))
