@@ -5,6 +5,10 @@ new turns are appended to it, and a client that rewrote an earlier turn gets a n
 shares everything before the fork. Nothing is ever deleted. Every change is committed to the store
 (compare-and-set on the session head) before the proxy calls upstream; another replica's write
 makes the commit fail, the session is reloaded and the commit retried onto the same base digest.
+
+The user's pins (``refold sessions pin``, the session page) belong to the session, not to one
+branch: each is checked against the current branch when set and applies to any branch that has
+the steps it names (``History.pin`` semantics: from the call after the step count it was set at).
 """
 
 from __future__ import annotations
