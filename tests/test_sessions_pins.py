@@ -348,3 +348,28 @@ def test_pins_follow_a_set_model_and_pinned_steps_are_shown_as_received(n: int, 
         assert shown == [(f"[step {item}]\n{long_output(int(item))}", shown[0][1])] and shown[0][1] in (Shown.PINNED, Shown.RECEIVED)
     for s in range(1, n + 1):  # expand is byte-exact whatever is pinned
         assert f"[step {s}]\n{long_output(s)}" in expand_text(h, resolve(h, str(s)))
+
+
+def test_a_pin_set_on_one_replica_reaches_the_next_turn_on_another(upstream: tuple[FakeUpstream, str]) -> None:
+    fake, url = upstream
+
+    async def go(store: str) -> None:
+        cfg = ProxyConfig(upstream=url, store=store, tokenizer="off", config=FIXED)
+        async with proxy(cfg) as a, proxy(cfg) as b:
+            agent = Client(a, fake, "r")
+            for i in range(12):  # turns alternate: both replicas hold the session in memory
+                agent.c = (a, b)[i % 2]
+                sent = await agent.turn()
+            assert "hidden" in output_of(sent, 4)
+            assert (await a.post("/sessions/r/pins", json={"item": "4"})).status_code == 200
+            agent.c = b  # the load balancer sends the next turn to the other replica
+            sent = await agent.turn()
+            assert output_of(sent, 4) == f"[step 4]\n{long_output(4)}"
+            assert (await b.post("/sessions/r/pins", json={"item": "4", "pin": False})).status_code == 200
+            agent.c = a
+            for _ in range(3):
+                sent = await agent.turn()
+            assert "hidden" in output_of(sent, 4)
+
+    with redis_server() as store:
+        asyncio.run(go(store))
