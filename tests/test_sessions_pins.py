@@ -305,6 +305,7 @@ def test_refold_sessions_on_a_saved_mini_run(tmp_path: Path, capsys: pytest.Capt
         (["sessions", "unpin", str(path), "4"], f"{path}: 4 is not pinned"),
         (["sessions", "expand", str(path), "S1"], f"{path}: no span S1 (spans: none)"),
         (["sessions", "expand", "no-such-session", "1", "--store", str(tmp_path / "none.db")], "no session store at"),
+        (["sessions", "pin", str(tmp_path / "gone.traj.json"), "1"], f"no run file {tmp_path / 'gone.traj.json'}"),
     ]:
         assert main(args) == 2
         err = capsys.readouterr().err

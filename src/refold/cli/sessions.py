@@ -291,8 +291,17 @@ ConfigOpt = Annotated[
 ]
 
 
+_RUN_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
+
+
 def _is_run_file(ident: str) -> bool:
-    return Path(ident).expanduser().is_file()
+    """A saved run: an existing file named like one (a session called ``a`` next to a file ``a``
+    stays a session)."""
+    if not ("/" in ident or ident.endswith(_RUN_SUFFIXES)):
+        return False
+    if not Path(ident).expanduser().is_file():
+        raise PolicyError(f"no run file {ident} (a session id or name has no '/' and no .json ending)")
+    return True
 
 
 def _load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, dict[str, Any]]:
