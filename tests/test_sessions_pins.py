@@ -374,3 +374,13 @@ def test_a_pin_set_on_one_replica_reaches_the_next_turn_on_another(upstream: tup
 
     with redis_server() as store:
         asyncio.run(go(store))
+
+
+def test_only_the_proxys_page_may_call_its_origin() -> None:
+    from refold.lab.viewer import build_report
+
+    h = grown(6)
+    offline = build_report(h, variants=["refold"], tokenizer="chars4", mechanisms=False)
+    live = build_report(h, variants=["refold"], tokenizer="chars4", mechanisms=False, live={"session": "s", "base": "/sessions/s", "pins": ["3"]})
+    assert "connect-src 'none'" in offline and "connect-src 'self'" not in offline and "initLive" not in offline
+    assert "connect-src 'self'" in live and "connect-src 'none'" not in live and "initLive" in live
