@@ -269,7 +269,7 @@ class SurfaceService:
         async with s.lock:
             turn = await self.manager.turn(s, parsed.messages)
             view = turn.view
-            base, rendered = self._render(view)
+            base, rendered = await asyncio.to_thread(self._render, view)  # seconds for a long first request
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
