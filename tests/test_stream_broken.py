@@ -26,6 +26,12 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
     return "data: " + json.dumps({**CHUNK, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
 
 
+async def _ok() -> Any:
+    yield _chunk({"role": "assistant", "content": "hello"})
+    yield _chunk({}, "stop")
+    yield "data: [DONE]\n\n"
+
+
 class Broken:
     """An upstream answering each request as ``mode`` says."""
 
@@ -54,12 +60,29 @@ class Broken:
                 return Response(_chunk({"role": "assistant", "content": "hello"}) + _chunk({}, "stop"),
                                 media_type="text/event-stream")
 
-            async def ok() -> Any:
-                yield _chunk({"role": "assistant", "content": "hello"})
-                yield _chunk({}, "stop")
-                yield "data: [DONE]\n\n"
+            return StreamingResponse(_ok(), media_type="text/event-stream")
 
-            return StreamingResponse(ok(), media_type="text/event-stream")
+        @self.app.post("/v1/messages")
+        async def messages(request: Request) -> Response:
+            await request.body()
+            self.calls += 1
+            if self.mode == "text":
+                return Response("upstream says hello", media_type="text/plain")
+            start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+                     "model": "m", "content": [], "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 0}}}
+            events = [("message_start", start),
+                      ("content_block_start", {"type": "content_block_start", "index": 0,
+                                               "content_block": {"type": "text", "text": ""}}),
+                      ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": "hel"}})]
+            if self.mode != "cut":
+                events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                           ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                              "usage": {"output_tokens": 1}}),
+                           ("message_stop", {"type": "message_stop"})]
+            sse = "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events)
+            return Response(sse, media_type="text/event-stream")
+
 
 
 @pytest.fixture()
@@ -135,3 +158,33 @@ def test_a_complete_reply_in_another_shape_is_relayed(broken: tuple[Broken, str]
         text = "".join(ch["choices"][0]["delta"].get("content") or "" for ch in chunks if ch.get("choices"))
         assert text == ("whole reply" if mode == "whole" else "hello")
         assert any(ch["choices"][0].get("finish_reason") == "stop" for ch in chunks if ch.get("choices"))
+
+
+ANTHROPIC = {"model": "m", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "say hello"}]}
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_anthropic_streams_cut_off_or_not_streams_are_errors(
+    broken: tuple[Broken, str], tmp_path: Path, tools: bool
+) -> None:
+    """/v1/messages: a cut-off stream ends in ``event: error`` (relayed live) or is a 502 (a round
+    that may be internal is read first); a body that is no event stream is a 502."""
+    b, url = broken
+    body: dict[str, Any] = dict(ANTHROPIC)
+    if tools:  # a shell tool: the round may be an internal context command, so it is read to its end
+        body["tools"] = [{"name": "bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    with TestClient(create_app(ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off")),
+                    base_url="http://127.0.0.1") as c:
+        b.mode = "ok"
+        good = c.post("/v1/messages", json=body)
+        assert good.status_code == 200 and "event: message_stop" in good.text and "event: error" not in good.text
+        b.mode = "cut"
+        r = c.post("/v1/messages", json=body)
+        if r.status_code == 200:
+            assert r.text.rstrip().split("\n\n")[-1].startswith("event: error")
+            assert "cut off" in r.text
+        else:
+            assert r.status_code == 502 and "cut off" in r.text
+        b.mode = "text"
+        r = c.post("/v1/messages", json=body)
+        assert r.status_code == 502 and "not an event stream" in r.text and "Traceback" not in r.text

@@ -287,6 +287,11 @@ class SurfaceService:
                 opened = await self.open(adapter, out, up_headers, query)
                 if isinstance(opened, Failed):
                     return self._failed(opened, out_headers)
+                if not _is_sse(opened):  # the upstream ignored "stream": nothing to relay as one
+                    await opened.aclose()
+                    ctype = opened.headers.get("content-type") or "untyped"
+                    status, err = adapter.error(_bad_stream(f"is {ctype}, not an event stream"))
+                    return JSONResponse(err, status_code=status, headers=out_headers)
                 if final:
                     upstream_ms += (time.perf_counter() - t0) * 1000
                     self._added(start, upstream_ms, adapter)
@@ -302,6 +307,8 @@ class SurfaceService:
                     raise _unreachable(e) from None
                 finally:
                     await opened.aclose()
+                if not _finished(events):  # a cut-off round is neither relayed nor recorded
+                    raise _bad_stream("ended before its final event (cut off)")
                 data = adapter.aggregate(events)
             else:
                 got = await self.post(adapter, out, up_headers, query)
@@ -354,10 +361,40 @@ class SurfaceService:
                 yield ev.raw
         except httpx.HTTPError as e:
             yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
+            return
         finally:
             await r.aclose()
+        if not _finished(events):
+            yield adapter.stream_error("upstream stream ended before its final event (cut off)")
+            return
         with contextlib.suppress(ProxyError):
             adapter.done(parsed, adapter.aggregate(events))
+
+
+_FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed", "error"})
+"""What ends an Anthropic or Responses stream properly (an upstream ``error`` event is relayed as is)."""
+
+
+def _finished(events: Sequence[Event]) -> bool:
+    for ev in reversed(events):
+        name = ev.name
+        if name is None:
+            data = parse_json(ev.data)
+            name = data.get("type") if isinstance(data, dict) else None
+        if name in _FINAL_EVENTS:
+            return True
+    return False
+
+
+def _is_sse(r: httpx.Response) -> bool:
+    ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+    return ctype in ("text/event-stream", "")
+
+
+def _bad_stream(what: str) -> ProxyError:
+    return ProxyError(
+        502, f"upstream stream {what}", type="upstream_error", code="bad_upstream_response", param="stream"
+    )
 
 
 async def _replay(events: list[Event]) -> AsyncIterator[bytes]:

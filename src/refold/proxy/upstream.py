@@ -239,8 +239,8 @@ def _as_chunk(raw: bytes) -> tuple[str, dict[str, Any]]:
         choices.append({"index": c.get("index", i), "delta": delta, "finish_reason": c.get("finish_reason") or "stop"})
     if not choices:
         raise bad_upstream("choices", "is empty")
-    chunk = {k: body[k] for k in ("id", "created", "model", "system_fingerprint", "usage") if k in body}
-    chunk.update(object="chat.completion.chunk", choices=choices)
+    chunk: dict[str, Any] = {k: body[k] for k in ("id", "created", "model", "system_fingerprint", "usage") if k in body}
+    chunk["object"], chunk["choices"] = "chat.completion.chunk", choices
     payload = json.dumps(chunk, ensure_ascii=False)
     return payload, parse_chunk(payload)
 
