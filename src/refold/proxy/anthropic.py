@@ -78,7 +78,10 @@ class AnthropicAdapter:
     def stream_error(self, message: str) -> bytes:
         return f"event: error\ndata: {json.dumps(wire.error_body(502, message))}\n\n".encode()
 
-    def done(self, parsed: Parsed, data: Any) -> None:
+    def closing(self, ev: Event) -> bool:
+        return False
+
+    async def done(self, parsed: Parsed, data: Any) -> None:
         return None
 
 

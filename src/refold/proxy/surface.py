@@ -103,7 +103,11 @@ class Adapter(Protocol):
 
     def stream_error(self, message: str) -> bytes: ...
 
-    def done(self, parsed: Parsed, data: Any) -> None:
+    def closing(self, ev: Event) -> bool:
+        """Whether ``ev`` closes the answer: ``done`` runs before the client is sent it."""
+        ...
+
+    async def done(self, parsed: Parsed, data: Any) -> None:
         """The client's final answer is known (a non-streamed body or an aggregated stream)."""
         ...
 
@@ -333,7 +337,7 @@ class SurfaceService:
                     self.metrics.inc("refold_context_commands_total", command=c.context.name)
             self.metrics.inc("refold_turns_recorded_total")
         self._added(start, upstream_ms, adapter)
-        adapter.done(parsed, data)
+        await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
         if events is not None:
             return StreamingResponse(_replay(events), media_type="text/event-stream", headers=out_headers)
@@ -348,16 +352,22 @@ class SurfaceService:
 
     async def _relay(self, adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIterator[bytes]:
         events: list[Event] = []
+        finished = False
         try:
             async for ev in read_events(r):
                 events.append(ev)
+                if not finished and adapter.closing(ev):
+                    finished = True
+                    with contextlib.suppress(ProxyError):
+                        await adapter.done(parsed, adapter.aggregate(events))
                 yield ev.raw
         except httpx.HTTPError as e:
             yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
         finally:
             await r.aclose()
-        with contextlib.suppress(ProxyError):
-            adapter.done(parsed, adapter.aggregate(events))
+        if not finished:
+            with contextlib.suppress(ProxyError):
+                await adapter.done(parsed, adapter.aggregate(events))
 
 
 async def _replay(events: list[Event]) -> AsyncIterator[bytes]:
