@@ -23,12 +23,13 @@ from typing import Any
 
 from fastapi.responses import Response
 
+from ..context.recognize import Recognizer
 from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..types import Message, Rendered
 from . import responses_wire as wire
 from .records import Store
-from .surface import Event, Parsed, SurfaceService, parse_json
+from .surface import Event, HeldRound, Parsed, SurfaceService, as_dict, parse_json, sse
 from .upstream import Upstream
 
 
@@ -82,6 +83,114 @@ FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response
 """The event that closes a streamed response: its id is remembered before the client reads it."""
 
 
+_OPENING = ("response.created", "response.in_progress", "response.queued")
+
+
+class ResponsesSplicer(HeldRound):
+    """The rounds of one streamed request as one response: the first round's ``response.created``
+    (its id kept to the end), every round's output items numbered on from the items already sent,
+    sequence numbers continued, and the final round's closing event carrying every item the client
+    was sent. A round is held from its first call item until that call is decided (all of it when
+    the agent has no tools; a call that is not a ``function_call`` is decided at the round's end)."""
+
+    def __init__(self, rec: Recognizer) -> None:
+        super().__init__(rec)
+        self._started = False
+        self._id: str | None = None
+        self._offset = 0
+        self._count = 0
+        self._map: dict[int, int | None] = {}
+        self._sent: list[dict[str, Any]] = []  # items of earlier (internal) rounds the client holds
+        self._round_items: list[dict[str, Any]] = []
+        self._seq: int | None = None  # the last sequence number sent
+        self._spliced = False  # a round was dropped: later events are renumbered
+
+    def begin(self, final: bool) -> None:
+        super().begin(final)
+        self._count, self._map, self._round_items = 0, {}, []
+
+    def feed(self, ev: Event) -> list[bytes]:
+        data = parse_json(ev.data)
+        if not isinstance(data, dict):
+            data = {}
+        if self.released:
+            return self.emit(ev, data)
+        kind = data.get("type")
+        item = as_dict(data.get("item"))
+        if not self.holding and kind == "response.output_item.added" and item.get("type") in wire.CALLS:
+            function = item.get("type") == "function_call"
+            self.hold_call(data.get("output_index", -1), str(item.get("name") or "") if function else "")
+            self.held.append((ev, data))
+            return self.verdict() if function and not self.rec.text else []
+        if self.rec.text or self.holding or kind in wire.FINAL_EVENTS:
+            self.held.append((ev, data))
+            if kind == "response.function_call_arguments.delta" and data.get("output_index") == self.call and self.call_name:
+                self.call_args += str(data.get("delta", ""))
+                if not self.rec.text:
+                    return self.verdict()
+            return []
+        return self.emit(ev, data)
+
+    def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        kind = data.get("type")
+        changed: dict[str, Any] = {}
+        if kind in _OPENING:
+            if self._spliced and self._started:
+                return []  # the answer's response is open already
+            self._started = True
+            resp = data.get("response")
+            if kind == "response.created" and isinstance(resp, dict) and isinstance(resp.get("id"), str):
+                self._id = resp["id"]
+        i = data.get("output_index")
+        if isinstance(i, int):
+            if i not in self._map:
+                item = as_dict(data.get("item"))
+                withheld = (
+                    self.early and i != self.call and item.get("type") == "function_call"
+                    and item.get("name") in self.rec.functions
+                )
+                self._map[i] = None if withheld else self._offset + self._count
+                self._count += not withheld
+            c = self._map[i]
+            if c is None:
+                return []
+            if c != i:
+                changed["output_index"] = c
+            if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+                self._round_items.append(data["item"])
+        if kind in wire.FINAL_EVENTS and isinstance(data.get("response"), dict):
+            resp = self.view(data["response"])
+            if resp != data["response"]:
+                changed["response"] = resp
+        seq = data.get("sequence_number")
+        if isinstance(seq, int):
+            if self._spliced and self._seq is not None:
+                seq = self._seq + 1
+                changed["sequence_number"] = seq
+            self._seq = seq
+        return [sse(ev.name, {**data, **changed}) if changed else ev.raw]
+
+    def finish(self, internal: bool) -> list[bytes]:
+        if not internal:
+            return self.flush()
+        self._sent += self._round_items
+        self._offset += self._count
+        self._spliced = True
+        self.held = []
+        return []
+
+    def shown(self) -> str:
+        return "".join(wire._output_text(i) for i in self._round_items if wire._kind(i) == "message")
+
+    def view(self, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("output"), list):
+            return data
+        if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values():
+            return data
+        output = [o for n, o in enumerate(data["output"]) if self._map.get(n, 0) is not None]
+        return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output]}
+
+
 class ResponsesAdapter:
     key = wire.KEY
     path = "/responses"
@@ -122,6 +231,9 @@ class ResponsesAdapter:
 
     def closing(self, ev: Event) -> bool:
         return ev.name in FINAL_EVENTS
+
+    def splicer(self, rec: Recognizer) -> ResponsesSplicer:
+        return ResponsesSplicer(rec)
 
     async def done(self, parsed: Parsed, data: Any) -> None:
         owner = parsed.state.get("owner")
