@@ -18,8 +18,15 @@ import openai
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from refold.proxy import ProxyConfig, create_app
+from refold.config import Config
+from refold.context.tools import offer
+from refold.proxy import ProxyConfig, anthropic_wire, create_app
+from refold.proxy.anthropic import AnthropicSplicer
+from refold.proxy.commands import _call, context_calls
+from refold.proxy.surface import Event, recognizable, tool_name
 from test_proxy_anthropic import BASH
 from test_proxy_anthropic import sse as anthropic_events
 from test_proxy_responses import events as responses_events
@@ -280,3 +287,65 @@ def test_responses_sdk_reads_a_spliced_stream(up: tuple[Paused, str]) -> None:
         final = s.get_final_response()
     assert final.id == "resp_1" and [o.id for o in final.output] == ["msg_1", "msg_2"]
     assert final.output_text == "Checking.Done."
+
+
+# ---- the splice on its own --------------------------------------------------------------------
+
+COMMANDS = st.sampled_from(["ls -la", "restore 1", "fold_span \"x\"", "restored", "expand -t 4 f", "rest", "  restore 2", "pwd"])
+BLOCKS = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "text", "text": t}, st.text("ab c\n", min_size=1, max_size=12)),
+        st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, st.text("xy", min_size=1, max_size=6)),
+        st.builds(lambda c: {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": c}}, COMMANDS),
+        st.just({"type": "tool_use", "id": "r", "name": "restore", "input": {"steps": "1"}}),
+        st.just({"type": "tool_use", "id": "e", "name": "Edit", "input": {"path": "a"}}),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _events(content: list[dict[str, Any]]) -> list[Event]:
+    msg = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": content,
+           "stop_reason": "end_turn", "stop_sequence": None, "usage": {}}
+    out = []
+    for raw in anthropic_events(msg):
+        head, data = raw.split("\n", 1)
+        out.append(Event(raw.encode(), head[7:], data[6:].strip()))
+    return out
+
+
+@given(BLOCKS, BLOCKS)
+@settings(max_examples=200, deadline=None)
+def test_a_spliced_message_is_what_the_rounds_add_up_to(one: list[dict[str, Any]], two: list[dict[str, Any]]) -> None:
+    """Round one through the splicer, decided as the proxy decides; if internal, round two follows.
+    What the client gets is always one well-formed message; a round released early has a first call
+    that is no context command; a round not internal reaches the client byte for byte."""
+    rec = offer(Config(), [{"type": "function", "function": {"name": "bash"}}])[1]
+    sp = AnthropicSplicer(rec)
+    sp.begin(final=False)
+    evs = _events(one)
+    sent = [b for ev in evs for b in sp.feed(ev)]
+    reply = anthropic_wire.reply(anthropic_wire.aggregate([(e.name, json.loads(e.data)) for e in evs]))
+    assert reply is not None
+    calls = None if sp.released else context_calls(recognizable(reply), rec)
+    if sp.released:
+        first = next(b for b in one if b["type"] == "tool_use")
+        cmd = json.dumps(first["input"])
+        assert _call({"id": "c", "function": {"name": tool_name(first["name"]), "arguments": cmd}}, rec).context is None
+    sent += sp.finish(internal=calls is not None)
+    if calls is None:
+        if None not in sp._map.values():  # nothing withheld
+            assert b"".join(sent) == b"".join(e.raw for e in evs)
+        return
+    sp.begin(final=True)
+    sent += [b for ev in _events(two) for b in sp.feed(ev)] + sp.finish(internal=False)
+    got = [(e.split(b"\n", 1)[0][7:].decode(), json.loads(e.split(b"data: ", 1)[1])) for e in sent]
+    kinds = [d["type"] for _, d in got]
+    assert kinds.count("message_start") == 1 and kinds[-1] == "message_stop" and kinds.count("message_stop") == 1
+    starts = [d["index"] for _, d in got if d["type"] == "content_block_start"]
+    stops = [d["index"] for _, d in got if d["type"] == "content_block_stop"]
+    assert starts == list(range(len(starts))) and sorted(stops) == starts
+    content = anthropic_wire.aggregate(got)["content"]
+    shown_one = [b for b in one[: next(i for i, b in enumerate(one) if b["type"] == "tool_use")]]
+    assert [b["type"] for b in content] == [b["type"] for b in shown_one + two]
