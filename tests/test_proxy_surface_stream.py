@@ -58,6 +58,8 @@ class Paused:
             body = await request.json()
             self.requests.append(body)
             content, pause = self.script.pop(0)
+            if content == "FAIL":
+                return JSONResponse({"type": "error", "error": {"type": "api_error", "message": "down"}}, status_code=500)
             msg = {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": body["model"],
                    "content": content, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5},
                    "stop_reason": "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"}
@@ -70,6 +72,8 @@ class Paused:
             body = await request.json()
             self.requests.append(body)
             output, pause = self.script.pop(0)
+            if output == "FAIL":
+                return JSONResponse({"error": {"message": "down", "type": "server_error"}}, status_code=500)
             resp = response_object(len(self.requests), body["model"], output)
             if not body.get("stream"):
                 return JSONResponse(resp)
@@ -212,6 +216,25 @@ def test_messages_sdk_reads_a_spliced_stream(up: tuple[Paused, str]) -> None:
         final = s.get_final_message()
     assert [(b.type, getattr(b, "text", None)) for b in final.content] == [("text", "Checking."), ("text", "Done.")]
     assert final.id == "msg_1" and final.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/responses"])
+def test_a_failing_next_round_ends_the_stream_with_an_error_event(up: tuple[Paused, str], path: str) -> None:
+    fake, url = up
+    if path == "/v1/messages":
+        fake.script += [([{"type": "text", "text": "Checking."},
+                          {"type": "tool_use", "id": "toolu_r", "name": "restore", "input": {"steps": "1"}}], None), ("FAIL", None)]
+        body: dict[str, Any] = {"model": "m", "max_tokens": 64, "stream": True, "tools": [BASH],
+                                "messages": [{"role": "user", "content": "go"}]}
+    else:
+        fake.script += [([message("msg_1", "Checking."), fcall("call_r", "restore", {"steps": "1"})], None), ("FAIL", None)]
+        body = {"model": "m", "stream": True, "tools": [EXEC], "input": "go"}
+    with httpx.Client(timeout=30) as c:
+        r = c.post(f"{url}{path}", json=body, headers={"x-api-key": "k", "authorization": "Bearer k"})
+    assert r.status_code == 200
+    last = r.text.strip().split("\n\n")[-1]
+    assert last.startswith("event: error") and "upstream answered 500" in last, r.text[-400:]
+    assert "Checkin" in r.text  # what the internal round sent before still reached the client
 
 
 # ---- OpenAI Responses --------------------------------------------------------------------------

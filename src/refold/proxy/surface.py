@@ -404,7 +404,18 @@ class SurfaceService:
     async def _spliced(self, p: _Rounds, opened: httpx.Response) -> AsyncIterator[bytes]:
         """Every round of a streamed request that may be internal, as one answer: each round is
         relayed as it arrives up to where it may turn out to be a context command (``Splicer``);
-        an internal round's held part is dropped and the next round continues the same answer."""
+        an internal round's held part is dropped and the next round continues the same answer.
+        Once the answer has started, a failure (the store, the next round's upstream call) is an
+        error event in the surface's shape, never a broken body."""
+        try:
+            async for out in self._rounds(p, opened):
+                yield out
+        except ProxyError as e:
+            yield p.adapter.stream_error(e.message)
+        except Exception as e:  # noqa: BLE001 - a 200 stream must end with an event
+            yield p.adapter.stream_error(f"internal proxy error: {type(e).__name__}: {e}")
+
+    async def _rounds(self, p: _Rounds, opened: httpx.Response) -> AsyncIterator[bytes]:
         adapter, cfg = p.adapter, self.cfg
         sp = adapter.splicer(p.rec)
         r: httpx.Response | None = opened
