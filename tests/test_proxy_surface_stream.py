@@ -372,3 +372,64 @@ def test_a_spliced_message_is_what_the_rounds_add_up_to(one: list[dict[str, Any]
     content = anthropic_wire.aggregate(got)["content"]
     shown_one = [b for b in one[: next(i for i, b in enumerate(one) if b["type"] == "tool_use")]]
     assert [b["type"] for b in content] == [b["type"] for b in shown_one + two]
+
+
+# ---- agents without tools: commands in a ```bash block ----------------------------------------------
+
+
+def test_messages_without_tools_relays_text_up_to_the_command_block(up: tuple[Paused, str]) -> None:
+    fake, url = up
+    content = [{"type": "text", "text": "Here is a long answer without any command in it at all."}]
+    fake.script.append((content, 4))
+    body = {"model": "m", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(timeout=30) as c, c.stream("POST", f"{url}/v1/messages", json=body, headers={"x-api-key": "k"}) as r:
+        e = Events(r)
+        e.until(lambda d: d.get("type") == "content_block_delta")
+        assert not fake.release.is_set() and not e.done
+        fake.release.set()
+        e.rest()
+    assert e.raw == fake.sent[0]
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/responses"])
+def test_without_tools_an_internal_text_round_keeps_its_text_and_the_session_one_branch(
+    up: tuple[Paused, str], path: str
+) -> None:
+    fake, url = up
+    first, second = "I need step 1 again.\n```bash\nrestore 1\n```", "Now I see.\n```bash\necho ok\n```"
+    h = {"x-api-key": "k", "authorization": "Bearer k", "X-Refold-Session": "txt"}
+    with httpx.Client(base_url=url, timeout=30) as c:
+        if path == "/v1/messages":
+            fake.script += [([{"type": "text", "text": "Looking.\n```bash\ncat a.py\n```"}], None),
+                            ([{"type": "text", "text": first}], None), ([{"type": "text", "text": second}], None),
+                            ([{"type": "text", "text": "done"}], None)]
+            msgs: list[Any] = [{"role": "user", "content": "fix it"}]
+            r0 = c.post(path, json={"model": "m", "max_tokens": 64, "messages": msgs}, headers=h).json()
+            msgs += [{"role": "assistant", "content": r0["content"]}, {"role": "user", "content": "x = 1"}]
+            r = c.post(path, json={"model": "m", "max_tokens": 64, "messages": msgs, "stream": True}, headers=h)
+            got = anthropic_wire.aggregate(
+                [(None, json.loads(b.split("data: ", 1)[1])) for b in r.text.split("\n\n") if "data: " in b]
+            )["content"]
+            assert [b["type"] for b in got] == ["text", "text"]
+            text = "".join(b["text"] for b in got)
+            msgs += [{"role": "assistant", "content": got}, {"role": "user", "content": "ok"}]
+            c.post(path, json={"model": "m", "max_tokens": 64, "messages": msgs}, headers=h)
+        else:
+            fake.script += [([message("m0", "Looking.\n```bash\ncat a.py\n```")], None), ([message("m1", first)], None),
+                            ([message("m2", second)], None), ([message("m3", "done")], None)]
+            items: list[Any] = [{"role": "user", "content": "fix it"}]
+            r0 = c.post(path, json={"model": "m", "input": items}, headers=h).json()
+            items += [*r0["output"], {"role": "user", "content": "x = 1"}]
+            r = c.post(path, json={"model": "m", "input": items, "stream": True}, headers=h)
+            done = json.loads(r.text.strip().split("\n\n")[-1].split("data: ", 1)[1])["response"]
+            assert done["id"] == "resp_2" and [o["id"] for o in done["output"]] == ["m1", "m2"]
+            text = "".join(o["content"][0]["text"] for o in done["output"])
+            items += [*done["output"], {"role": "user", "content": "ok"}]
+            c.post(path, json={"model": "m", "input": items}, headers=h)
+        sess = c.get("/sessions/txt", headers=h).json()
+    # the text before the command block (whole deltas), then the next round's reply
+    assert text.startswith("I need step 1 agai") and "restore" not in text and text.endswith(second)
+    assert len(fake.requests) == 4  # r0, the internal round, the round after it, the next turn
+    assert len(sess["branches"]) == 1
+    steps = [st["reply"]["content"] for st in sess["steps"]]
+    assert steps[1:] == [first, second]  # each round as the model wrote it, the client's joined text nowhere

@@ -117,21 +117,31 @@ class AnthropicSplicer(HeldRound):
             data = {}
         if self.released:
             return self.emit(ev, data)
+        if self.gate is not None:
+            return self.text_step(ev, data)
         kind = data.get("type")
         block = as_dict(data.get("content_block"))
         if not self.holding and kind == "content_block_start" and block.get("type") == "tool_use":
             self.hold_call(data.get("index", -1), str(block.get("name") or ""))
-            self.held.append((ev, data))
-            return [] if self.rec.text else self.verdict()
-        if self.rec.text or self.holding or kind in ("message_delta", "message_stop"):
-            self.held.append((ev, data))
+            self.hold(ev, data)
+            return self.verdict()
+        if self.holding or self.ends_round(data):
+            self.hold(ev, data)
             delta = as_dict(data.get("delta"))
             if kind == "content_block_delta" and data.get("index") == self.call and delta.get("type") == "input_json_delta":
                 self.call_args += str(delta.get("partial_json", ""))
-                if not self.rec.text:
-                    return self.verdict()
+                return self.verdict()
             return []
         return self.emit(ev, data)
+
+    def text_of(self, data: dict[str, Any]) -> str | None:
+        delta = as_dict(data.get("delta"))
+        if data.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
+            return str(delta.get("text", ""))
+        return None
+
+    def ends_round(self, data: dict[str, Any]) -> bool:
+        return data.get("type") in ("message_delta", "message_stop")
 
     def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")

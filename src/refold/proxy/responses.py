@@ -104,10 +104,11 @@ class ResponsesSplicer(HeldRound):
         self._round_items: list[dict[str, Any]] = []
         self._seq: int | None = None  # the last sequence number sent
         self._spliced = False  # a round was dropped: later events are renumbered
+        self._open: dict[int, tuple[dict[str, Any], list[str]]] = {}  # client index -> item added, text sent
 
     def begin(self, final: bool) -> None:
         super().begin(final)
-        self._count, self._map, self._round_items = 0, {}, []
+        self._count, self._map, self._round_items, self._open = 0, {}, [], {}
 
     def feed(self, ev: Event) -> list[bytes]:
         data = parse_json(ev.data)
@@ -115,21 +116,30 @@ class ResponsesSplicer(HeldRound):
             data = {}
         if self.released:
             return self.emit(ev, data)
+        if self.gate is not None:
+            return self.text_step(ev, data)
         kind = data.get("type")
         item = as_dict(data.get("item"))
         if not self.holding and kind == "response.output_item.added" and item.get("type") in wire.CALLS:
             function = item.get("type") == "function_call"
             self.hold_call(data.get("output_index", -1), str(item.get("name") or "") if function else "")
-            self.held.append((ev, data))
-            return self.verdict() if function and not self.rec.text else []
-        if self.rec.text or self.holding or kind in wire.FINAL_EVENTS:
-            self.held.append((ev, data))
+            self.hold(ev, data)
+            return self.verdict() if function else []
+        if self.holding or self.ends_round(data):
+            self.hold(ev, data)
             if kind == "response.function_call_arguments.delta" and data.get("output_index") == self.call and self.call_name:
                 self.call_args += str(data.get("delta", ""))
-                if not self.rec.text:
-                    return self.verdict()
+                return self.verdict()
             return []
         return self.emit(ev, data)
+
+    def text_of(self, data: dict[str, Any]) -> str | None:
+        if data.get("type") == "response.output_text.delta":
+            return str(data.get("delta", ""))
+        return None
+
+    def ends_round(self, data: dict[str, Any]) -> bool:
+        return data.get("type") in wire.FINAL_EVENTS
 
     def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
@@ -156,8 +166,13 @@ class ResponsesSplicer(HeldRound):
                 return []
             if c != i:
                 changed["output_index"] = c
-            if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+            if kind == "response.output_item.added" and isinstance(data.get("item"), dict):
+                self._open[c] = (data["item"], [])
+            elif kind == "response.output_text.delta" and c in self._open:
+                self._open[c][1].append(str(data.get("delta", "")))
+            elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
                 self._round_items.append(data["item"])
+                self._open.pop(c, None)
         if kind in wire.FINAL_EVENTS and isinstance(data.get("response"), dict):
             resp = self.view(data["response"])
             if resp != data["response"]:
@@ -173,11 +188,25 @@ class ResponsesSplicer(HeldRound):
     def finish(self, internal: bool) -> list[bytes]:
         if not internal:
             return self.flush()
+        out: list[bytes] = []
+        # a message item sent in part (an agent without tools: its text up to the command block)
+        # is closed with the text the client has, so the final response holds what it was shown
+        for c, (item, texts) in sorted(self._open.items()):
+            if wire._kind(item) != "message":
+                continue
+            done = {**item, "status": "completed", "content": [{"type": "output_text", "text": "".join(texts), "annotations": []}]}
+            self._round_items.append(done)
+            data: dict[str, Any] = {"type": "response.output_item.done", "output_index": c, "item": done}
+            if self._seq is not None:
+                self._seq += 1
+                data["sequence_number"] = self._seq
+            out.append(sse("response.output_item.done", data))
+        self._open = {}
         self._sent += self._round_items
         self._offset += self._count
         self._spliced = True
         self.held = []
-        return []
+        return out
 
     def shown(self) -> str:
         return "".join(wire._output_text(i) for i in self._round_items if wire._kind(i) == "message")

@@ -15,9 +15,10 @@ whether it can be a context command (``stream.call_verdict``): if not, it and al
 at once; if so, the round's end decides. An internal round's held part is dropped and the next
 round continues the same answer (block and output indices, ids and sequence numbers rewritten
 so the client reads one message); the text it was sent is kept with the internal step (``SHOWN``)
-so its echo next turn matches the session. A request without tools (commands in a ```bash block)
-is still read to each round's end before it is relayed. Upstream errors are returned with the
-upstream's own status and body.
+so its echo next turn matches the session. For an agent without tools (commands in a ```bash
+block) each text event is relayed once the text up to its end holds no possible command block
+(``CommandGate``), and all of it once the block's first word is no context command. Upstream
+errors are returned with the upstream's own status and body.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies
-from .stream import call_verdict
+from .stream import CommandGate, call_verdict
 from .upstream import Upstream
 
 _DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
@@ -115,7 +116,7 @@ class Splicer(Protocol):
         ...
 
     def shown(self) -> str:
-        """The text of this round the client was sent (before ``finish``)."""
+        """The text of this round the client was sent (after ``finish``)."""
         ...
 
     def view(self, data: Any) -> Any:
@@ -457,10 +458,10 @@ class SurfaceService:
                     for out in sp.finish(internal=False):
                         yield out
                     return
-                shown = sp.shown()
-                before += shown
                 for out in sp.finish(internal=True):
                     yield out
+                shown = sp.shown()
+                before += shown
                 rounds += 1
                 p.base, view, rendered = await self._internal(adapter, p.s, p.base, reply, calls, shown)
                 request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, p.added)
@@ -535,19 +536,22 @@ def sse(name: str | None, data: dict[str, Any]) -> bytes:
 
 
 class HeldRound:
-    """What the two surfaces' splicers share: the round's held events and the early decision on
-    its first tool call."""
+    """What the two surfaces' splicers share: the round's held events, the early decision on its
+    first tool call, and, for an agent without tools, its text relayed event by event up to where
+    a command block may begin (``CommandGate``; an event is sent once all its text is released)."""
 
     def __init__(self, rec: Recognizer) -> None:
         self.rec = rec
         self.released = False
         self.early = False  # released by the first call's verdict (not because the round is final)
         self.final = False
-        self.held: list[tuple[Event, dict[str, Any]]] = []
+        self.held: list[tuple[Event, dict[str, Any], int | None]] = []  # (event, data, end of its text)
         self.holding = False
         self.call: int | None = None
         self.call_name = ""
         self.call_args = ""
+        self.gate: CommandGate | None = None
+        self._fed = self._out = 0  # text fed to the gate, and released by it
 
     def begin(self, final: bool) -> None:
         self.released = self.final = final
@@ -555,9 +559,22 @@ class HeldRound:
         self.held = []
         self.holding = False
         self.call, self.call_name, self.call_args = None, "", ""
+        self.gate = CommandGate(self.rec.shell) if self.rec.text and not final else None
+        self._fed = self._out = 0
 
     def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         raise NotImplementedError
+
+    def text_of(self, data: dict[str, Any]) -> str | None:
+        """The reply text an event adds, if it is a text delta."""
+        raise NotImplementedError
+
+    def ends_round(self, data: dict[str, Any]) -> bool:
+        """Whether the event closes the round (held until the round's end decides)."""
+        raise NotImplementedError
+
+    def hold(self, ev: Event, data: dict[str, Any]) -> None:
+        self.held.append((ev, data, None))
 
     def hold_call(self, index: int, name: str) -> None:
         self.holding = True
@@ -570,9 +587,31 @@ class HeldRound:
         self.released = self.early = True
         return self.flush()
 
+    def text_step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        """An agent without tools: queue the event; send what the gate has released."""
+        assert self.gate is not None
+        text = self.text_of(data)
+        end = None
+        if text is not None:
+            self._fed += len(text)
+            self._out += len(self.gate.feed(text))
+            end = self._fed
+        self.held.append((ev, data, end))
+        if self.gate.released:  # the block's command is no context command
+            self.released = self.early = True
+            return self.flush()
+        out: list[bytes] = []
+        while self.held:
+            ev0, d0, end0 = self.held[0]
+            if (end0 is not None and end0 > self._out) or self.ends_round(d0):
+                break
+            self.held.pop(0)
+            out += self.emit(ev0, d0)
+        return out
+
     def flush(self) -> list[bytes]:
         out: list[bytes] = []
         held, self.held = self.held, []
-        for ev, data in held:
+        for ev, data, _ in held:
             out += self.emit(ev, data)
         return out
