@@ -160,7 +160,7 @@ def test_sqlite_response_contract(tmp_path: Path) -> None:
     asyncio.run(_contract(open_store(f"sqlite:///{tmp_path / 'x.db'}")))
     db = sqlite3.connect(tmp_path / "x.db")
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert ("003-responses",) in db.execute("SELECT name FROM migrations").fetchall()
+    assert ("004-responses",) in db.execute("SELECT name FROM migrations").fetchall()
 
 
 def test_redis_response_contract(redis_url: str) -> None:
