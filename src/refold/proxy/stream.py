@@ -125,18 +125,26 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\
 
 
 def command_prefix(arguments: str, *, argv: bool = True) -> str | None:
+    found = command_value(arguments, argv=argv)
+    return None if found is None else found[0]
+
+
+def command_value(arguments: str, *, argv: bool = True) -> tuple[str, bool] | None:
     """The start of the shell command a tool call's JSON arguments hold so far (``{"command":
     "ls -l`` gives ``ls -l``; an argv list gives its first word, what the command's joined form
     begins with); None when they do not open with the command, or not yet. ``argv=False``: a list
-    tells nothing yet (a surface reads ``["bash", "-lc", cmd]`` as ``cmd``)."""
+    tells nothing yet (a surface reads ``["bash", "-lc", cmd]`` as ``cmd``). With it, whether the
+    command string is closed (then it is the whole command)."""
     m = _ARGS_HEAD.match(arguments)
     if not m or (m.group(1) and not argv):
         return None
     out: list[str] = []
     i, text = m.end(), arguments
+    closed = False
     while i < len(text):
         ch = text[i]
         if ch == '"':
+            closed = not m.group(1)  # an argv list's first word is not the whole command
             break
         if ch != "\\":
             out.append(ch)
@@ -159,7 +167,7 @@ def command_prefix(arguments: str, *, argv: bool = True) -> str | None:
             return None
         out.append(_ESCAPES[esc])
         i += 2
-    return "".join(out)
+    return "".join(out), closed
 
 
 def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: bool = True) -> bool | None:
@@ -170,8 +178,12 @@ def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: bool = Tru
         return True
     if name not in SHELL_TOOLS or not rec.shell:
         return False
-    prefix = command_prefix(arguments, argv=argv)
-    return None if prefix is None else may_be_command(prefix, rec.shell)
+    found = command_value(arguments, argv=argv)
+    if found is None:
+        return None
+    if found[1]:  # the whole command: decided as ``commands._call`` will
+        return rec.command("bash", found[0]) is not None
+    return may_be_command(found[0], rec.shell)
 
 
 class CommandGate:
