@@ -245,7 +245,7 @@ def test_a_v2_sqlite_store_migrates_to_pins(tmp_path: Path) -> None:
 
     async def go() -> None:
         store = SQLiteStore(str(path))
-        assert store.schema == SCHEMA_VERSION == 3
+        assert store.schema == SCHEMA_VERSION >= 3  # 004-responses came after the pins
         await exercise(store)
         await store.close()
 
