@@ -57,6 +57,10 @@ class Behind:
             self.frontier = bb
             self._mask(bb)
 
+    def citing(self, i: int) -> list[int]:
+        """The steps whose stubs cite step i, ascending."""
+        return self._cited_by.get(i, [])
+
     def _positions(self, lo: int, hi: int) -> list[int]:
         """Boundary positions in (lo, hi]: multiples of k with chunking, every step without."""
         p = self.config.policy
@@ -114,12 +118,9 @@ class Behind:
                 return None
             return sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
 
-        def cited_by(i: int) -> list[int]:
-            return self._cited_by.get(i, [])
-
         for i in newly_masked(
             b=b, n=n, scanned=self._mask_scanned, masked=self.masked,
-            size_of=size_of, cited_by=cited_by, min_chars=p.mask_min_chars,
+            size_of=size_of, cited_by=self.citing, min_chars=p.mask_min_chars,
         ):
             self.masked.add(i)
             self.mask_order.append(i)

@@ -16,6 +16,10 @@ dedup forms, the masked set) or as they arrive (span and ledger books); a mechan
 decides how they show. The layout is incremental: ``dirty_from`` names the first step whose
 shaping may differ from the previous layout's (None: only steps crossing the boundary change).
 
+A mechanism may also name every step it changed (``dirty_steps``, the ``Incremental`` protocol):
+when all of the chain do, the layout shapes only those steps' units again and copies the rest
+from the previous layout; a mechanism with only ``dirty_from`` makes it rebuild from that step.
+
 Adding a mechanism is one class with ``shape`` (and ``dirty_from``) plus its name in
 ``Config.mechanisms``: a short name from ``BUILTIN`` or a dotted path, as mini-swe-agent names
 its classes (``Config.parse(mechanisms=[..., "mypkg.rules.Pinned"])``).
@@ -24,7 +28,7 @@ its classes (``Config.parse(mechanisms=[..., "mypkg.rules.Pinned"])``).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -112,6 +116,28 @@ class Mechanism(Protocol):
         """The first step whose shaping may differ from ``prev``'s, or None."""
 
 
+@runtime_checkable
+class Incremental(Protocol):
+    """A mechanism that can name every step whose shaping may differ from a previous layout's."""
+
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        """Steps 1..prev.b whose shaping may differ from ``prev``'s (a superset is fine; steps
+        after prev.b are shaped anyway)."""
+
+
+def gone_changed(prev: Layout, view: LayoutView) -> set[int]:
+    """Steps whose outputs became hidden (or shown again) since ``prev``: masked, or ledger ops."""
+    out = set(view.behind.mask_order[prev.masked_upto :])
+    if view.hidden != prev.hidden:
+        out.update(view.ledger_steps ^ {s for s, _, _ in prev.hidden})
+    return out
+
+
+def hidden_changed(prev: Layout, view: LayoutView) -> set[int]:
+    """Steps with a ledger fold or drop added or removed since ``prev``."""
+    return set() if view.hidden == prev.hidden else {s for s, _, _ in set(view.hidden) ^ set(prev.hidden)}
+
+
 # ---- the built-in mechanisms, in their default order ------------------------------------------
 
 
@@ -129,6 +155,14 @@ class Spans:
         # a span that stopped being outermost lies inside a new one, which starts no later
         return min((s.begin for s in view.spans if s.id not in prev.spans), default=None)
 
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        if tuple(s.id for s in view.spans) == prev.spans:
+            return ()
+        now = {s.id: (s.begin, s.end or s.begin) for s in view.spans}
+        changed = [now[i] for i in now.keys() - prev.span_ranges.keys()]
+        changed += [prev.span_ranges[i] for i in prev.span_ranges.keys() - now.keys()]
+        return [i for lo, hi in changed for i in range(lo, hi + 1)]
+
 
 class Fold:
     """A step the agent marked STALE joins the note of its adjacent folded steps."""
@@ -140,6 +174,9 @@ class Fold:
     def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
         return None
 
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        return ()  # a step's STALE fold is fixed once it is behind the boundary
+
 
 class Dedup:
     """Repeated outputs as stubs and trims, unless a stub would point at hidden content."""
@@ -150,7 +187,10 @@ class Dedup:
             plan.show(form.msgs, form.origins)
 
     def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
-        return None
+        return None  # a stub cites earlier steps only: the mechanism that hid them reports an earlier step
+
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        return [i for g in gone_changed(prev, view) for i in view.behind.citing(g)]
 
 
 class Ledger:
@@ -168,6 +208,9 @@ class Ledger:
         if view.hidden == prev.hidden:
             return None
         return min((step for step, _, _ in set(view.hidden) ^ set(prev.hidden)), default=None)
+
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        return hidden_changed(prev, view)
 
 
 class Masking:
@@ -187,6 +230,9 @@ class Masking:
 
     def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
         return min(view.behind.mask_order[prev.masked_upto :], default=None)
+
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        return view.behind.mask_order[prev.masked_upto :]
 
 
 class Replies:
@@ -209,6 +255,12 @@ class Replies:
             return None
         return prev.b - p.mask_after + 1  # replies that became old enough to condense
 
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        p = view.config.policy
+        if p.mask_after is None or not p.mask_replies:
+            return ()
+        return range(max(1, prev.b - p.mask_after + 1), view.b - p.mask_after + 1)
+
 
 class ReplyObjects:
     """A reply the agent folded or dropped (``r7``, seed 002) becomes its note, where that is shorter."""
@@ -226,6 +278,9 @@ class ReplyObjects:
         if view.hidden == prev.hidden:
             return None
         return min((step for step, j, _ in set(view.hidden) ^ set(prev.hidden) if j == -1), default=None)
+
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        return gone_changed(prev, view) | hidden_changed(prev, view)
 
 
 class Pins:
@@ -247,6 +302,9 @@ class Pins:
         if view.pinned == prev.pinned:
             return None
         return min((step for step, _ in view.pinned ^ prev.pinned), default=None)
+
+    def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
+        return () if view.pinned == prev.pinned else {step for step, _ in view.pinned ^ prev.pinned}
 
 
 BUILTIN: dict[str, str] = {
