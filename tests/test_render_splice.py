@@ -1,0 +1,52 @@
+"""A boundary move that reshapes only the steps its mechanisms changed gives exactly the layout a
+rebuild from the first change gives (the path every mechanism without ``dirty_steps`` takes)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from golden import CONFIGS, generated, prompt_digest
+from refold.config import Config
+from refold.render import Renderer
+from refold.render.layout import Layout
+from refold.render.mechanism import BUILTIN, LayoutView, Mechanism, StepPlan, resolve
+
+
+class _Rebuild:
+    """A built-in mechanism without ``dirty_steps``: the layout rebuilds from its first change."""
+
+    inner: Mechanism
+
+    def shape(self, plan: StepPlan, view: LayoutView) -> None:
+        self.inner.shape(plan, view)
+
+    def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
+        return self.inner.dirty_from(prev, view)
+
+
+for _name in BUILTIN:
+    globals()[f"Rebuild_{_name}"] = type(f"Rebuild_{_name}", (_Rebuild,), {"inner": resolve([_name])[0]})
+
+
+def rebuilding(config: Config) -> Config:
+    return config.replace(mechanisms=[f"{__name__}.Rebuild_{m}" for m in config.mechanisms])
+
+
+def test_every_builtin_names_its_changed_steps_and_the_wrappers_do_not() -> None:
+    assert all(callable(getattr(m, "dirty_steps", None)) for m in resolve(list(BUILTIN)))
+    assert not any(hasattr(m, "dirty_steps") for m in resolve(rebuilding(Config()).mechanisms))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(CONFIGS)), st.integers(0, 50), st.lists(st.integers(0, 140), max_size=12))
+def test_splicing_equals_rebuilding(cname: str, seed: int, jumps: list[int]) -> None:
+    h = generated(seed, steps=140)
+    config = CONFIGS[cname]
+    spliced, rebuilt = Renderer(config), Renderer(rebuilding(config))
+    for t in [*range(len(h) + 1), *jumps]:  # call by call, then any order
+        a, b = spliced.render(h, t), rebuilt.render(h, t)
+        assert prompt_digest(a.messages) == prompt_digest(b.messages), f"{cname} seed {seed} t={t}"
+        assert a.origins == b.origins
+        assert (a.stats.boundary, a.stats.stubs, a.stats.trimmed, a.stats.folded_steps, a.stats.notes, a.stats.stable) == (
+            b.stats.boundary, b.stats.stubs, b.stats.trimmed, b.stats.folded_steps, b.stats.notes, b.stats.stable)
