@@ -26,7 +26,11 @@ class _Rebuild:
 
 
 for _name in BUILTIN:
-    globals()[f"Rebuild_{_name}"] = type(f"Rebuild_{_name}", (_Rebuild,), {"inner": resolve([_name])[0]})
+    _inner = resolve([_name])[0]
+    _attrs: dict[str, object] = {"inner": _inner}
+    if hasattr(_inner, "behind"):  # the same work as steps cross the boundary
+        _attrs["behind"] = staticmethod(_inner.behind)
+    globals()[f"Rebuild_{_name}"] = type(f"Rebuild_{_name}", (_Rebuild,), _attrs)
 
 
 def rebuilding(config: Config) -> Config:

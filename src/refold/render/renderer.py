@@ -88,7 +88,7 @@ class Renderer:
         self._reset_behind()
 
     def _reset_behind(self) -> None:
-        self._behind = Behind(self.config)
+        self._behind = Behind(self.config, self._mechanisms)
         self._last_layout: Layout | None = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
