@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 
 from golden import CONFIGS, generated, prompt_digest
 from refold.config import Config
+from refold.history import History
 from refold.render import Renderer
 from refold.render.layout import Layout
 from refold.render.mechanism import BUILTIN, LayoutView, Mechanism, StepPlan, resolve
+from refold.types import Shown
 
 
 class _Rebuild:
@@ -54,3 +56,27 @@ def test_splicing_equals_rebuilding(cname: str, seed: int, jumps: list[int]) -> 
         assert a.origins == b.origins
         assert (a.stats.boundary, a.stats.stubs, a.stats.trimmed, a.stats.folded_steps, a.stats.notes, a.stats.stable) == (
             b.stats.boundary, b.stats.stubs, b.stats.trimmed, b.stats.folded_steps, b.stats.notes, b.stats.stable)
+
+
+def test_a_fold_of_a_cited_output_shows_its_citer_as_received_on_both_paths() -> None:
+    h = History([{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix calc.py."}])
+    body = "\n".join(f"{n:6d}\ty = x + {n}  # calc" for n in range(1, 120))
+
+    def step(cmd: str, out: str) -> None:
+        h.append({"role": "assistant", "content": f"PROGRESS: working\nSTALE: -\n\n```bash\n{cmd}\n```"}, [{"role": "user", "content": out}])
+
+    step("nl -ba calc.py | sed -n '1,119p'", body)
+    step("nl -ba calc.py | sed -n '1,119p'", body)  # a stub citing step 1
+    for _ in range(8):
+        step("ls", "calc.py")
+    step("fold 1", "ok")
+    for _ in range(10):
+        step("ls", "calc.py")
+    config = Config.parse(mask_after=None, boundary={"rule": "fixed"})
+    spliced, rebuilt = Renderer(config), Renderer(rebuilding(config))
+    shown_of_2 = []
+    for t in range(len(h) + 1):
+        a, b = spliced.render(h, t), rebuilt.render(h, t)
+        assert a.messages == b.messages and a.origins == b.origins, f"t={t}"
+        shown_of_2.append(next((o.shown for o in a.origins if o.step == 2 and o.part == "output" and o.shown is not Shown.RECEIVED), None))
+    assert Shown.STUB in shown_of_2 and shown_of_2[-1] is None  # stubbed while step 1 showed, then as received
