@@ -5,8 +5,8 @@ step, adjacent folded steps share one note, masked and ledger-hidden outputs bec
 step whose stubs cite hidden content is shown as received (nothing may point at what is not
 shown). A boundary move changes few steps: when every mechanism names the steps it changed
 (``dirty_steps``), only those steps' units are shaped again and the runs of units between them
-are copied from the previous layout (list slices, no per-step Python work); otherwise the layout
-is rebuilt from the first step a mechanism reports (``dirty_from``).
+are copied from the previous layout (sharing its rope chunks: no per-step work); otherwise the
+layout is rebuilt from the first step a mechanism reports (``dirty_from``).
 """
 
 from __future__ import annotations
