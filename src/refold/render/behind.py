@@ -22,6 +22,7 @@ from ..config import Config
 from ..history import History
 from ..mechanisms.spans import SpanBook
 from ..types import Message, Origin, Step
+from .mechanism import BaseStage
 from .received import Received
 
 if TYPE_CHECKING:
@@ -51,6 +52,11 @@ class Behind:
         self.spans: SpanBook | None = None  # the spans as of the current advance
         self._cited_by: dict[int, list[int]] = {}  # step -> the later steps whose stubs cite it, ascending
         self.stages: list[Stage] = [make(config) for m in mechanisms if (make := getattr(m, "behind", None)) is not None]
+        # per hook, only the stages that do something there (a call per step and stage adds up)
+        self._cross = [s.cross for s in self.stages if _overrides(s, "cross")]
+        self._shape = [s.shape_form for s in self.stages if _overrides(s, "shape_form")]
+        self._settle = [s.settle for s in self.stages if _overrides(s, "settle")]
+        self._retire = [s.retire for s in self.stages if _overrides(s, "retire")]
 
     def advance(self, history: History, to: int, received: list[Received], folded: set[int], spans: SpanBook) -> None:
         """Move the frontier to ``to`` through every boundary position on the way."""
@@ -59,8 +65,8 @@ class Behind:
             for s in history.steps_between(self.frontier, bb):
                 self._push(s, received[s.index - 1])
             self.frontier = bb
-            for stage in self.stages:
-                stage.settle(bb, self)
+            for settle in self._settle:
+                settle(bb, self)
 
     def citing(self, i: int) -> list[int]:
         """The steps whose stubs cite step i, ascending."""
@@ -68,8 +74,8 @@ class Behind:
 
     def retire(self, i: int) -> None:
         """Step i's outputs are no longer shown as received: nothing may cite them from now on."""
-        for stage in self.stages:
-            stage.retire(i)
+        for retire in self._retire:
+            retire(i)
 
     def mask(self, i: int) -> None:
         self.masked.add(i)
@@ -85,14 +91,18 @@ class Behind:
         return [*range((lo // p.k + 1) * p.k, hi, p.k), hi]
 
     def _push(self, step: Step, rec: Received) -> None:
-        for stage in self.stages:
-            stage.cross(step, self)
+        for cross in self._cross:
+            cross(step, self)
         if step.index in self.folded:
             self.forms.append(None)
             return
         form = Form(list(rec.msgs), list(rec.origins))
-        for stage in self.stages:
-            stage.shape_form(step, rec, form, self)
+        for shape in self._shape:
+            shape(step, rec, form, self)
         for source in sorted(form.sources):
             self._cited_by.setdefault(source, []).append(step.index)
         self.forms.append(form)
+
+
+def _overrides(stage: object, hook: str) -> bool:
+    return getattr(type(stage), hook, None) is not getattr(BaseStage, hook)

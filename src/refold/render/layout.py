@@ -27,23 +27,23 @@ _SERIALS = itertools.count()
 Hidden = tuple[tuple[int, int, str], ...]
 Counts = tuple[int, int, int, int]  # stubs, trimmed, folded steps, notes
 STEP, FOLD, SPAN = 0, 1, 2  # the kind of unit a step belongs to
-_W = 1 << 32  # counts packed in one int per step, so that a run's total is one C-level sum()
+_W = 1 << 32  # a step's messages and counts packed in one int, so that a run's total is one C-level sum()
 
 
-def _pack(stubs: int, trimmed: int, folded: int, notes: int) -> int:
-    return stubs + trimmed * _W + folded * _W**2 + notes * _W**3
+def _pack(msgs: int, stubs: int, trimmed: int, folded: int, notes: int) -> int:
+    return msgs + stubs * _W + trimmed * _W**2 + folded * _W**3 + notes * _W**4
 
 
-def _unpack(v: int) -> Counts:
-    return v % _W, v // _W % _W, v // _W**2 % _W, v // _W**3
+def _counts(v: int) -> Counts:
+    return v // _W % _W, v // _W**2 % _W, v // _W**3 % _W, v // _W**4
 
 
 @dataclass(slots=True)
 class Layout:
     """Steps 1..b as shown. Per message: ``msgs``, ``origins``, ``lens`` (content characters); per
-    step i (item i-1): ``sizes`` (messages its unit added at it), ``tallies`` (packed counts it
-    added), ``group_of`` (first step of its unit) and ``kinds``. Ropes: a later layout shares
-    their chunks wherever it is unchanged."""
+    step i (item i-1): ``steps`` (the messages and counts its unit added at it, packed) and
+    ``units`` (first step of its unit * 4 + its kind). Ropes: a later layout shares their
+    chunks wherever it is unchanged."""
 
     b: int
     spans: tuple[str, ...]
@@ -54,10 +54,8 @@ class Layout:
     msgs: Rope[Message] = field(default_factory=empty)
     origins: Rope[Origin] = field(default_factory=empty)
     lens: Rope[int] = field(default_factory=lambda: empty(numeric=True))
-    sizes: Rope[int] = field(default_factory=lambda: empty(numeric=True))
-    tallies: Rope[int] = field(default_factory=lambda: empty(numeric=True))
-    group_of: Rope[int] = field(default_factory=empty)
-    kinds: Rope[int] = field(default_factory=empty)
+    steps: Rope[int] = field(default_factory=lambda: empty(numeric=True))
+    units: Rope[int] = field(default_factory=empty)
     counts: Counts = (0, 0, 0, 0)
     reused: int = 0  # leading messages taken unchanged from the previous layout ...
     base: int = -1  # ... the one with this serial (-1: laid out from the start)
@@ -71,6 +69,17 @@ class Layout:
         """Content characters of the first ``m`` messages."""
         return self.lens.sum_to(m)
 
+    def group(self, i: int) -> int:
+        """The first step of the unit (note, span block, step) that holds step i."""
+        return self.units[i - 1] >> 2
+
+    def kind(self, i: int) -> int:
+        return self.units[i - 1] & 3
+
+    def starts(self, i: int) -> int:
+        """Where step i's messages begin."""
+        return self.steps.sum_to(i - 1) % _W
+
 
 def first_change(prev: Layout | None, view: LayoutView) -> int:
     """The first step whose rendering may differ from ``prev``'s (1 when there is no ``prev``)."""
@@ -81,8 +90,8 @@ def first_change(prev: Layout | None, view: LayoutView) -> int:
         dirty = mechanism.dirty_from(prev, view)
         if dirty is not None:
             start = min(start, dirty)
-    if 1 < start <= len(prev.group_of) + 1:
-        start = prev.group_of[start - 2]  # a note or block that step start-1 belongs to may grow
+    if 1 < start <= len(prev.units) + 1:
+        start = prev.group(start - 1)  # a note or block that step start-1 belongs to may grow
     return max(1, start)
 
 
@@ -113,65 +122,81 @@ def lay_out(
     reversible = view.config.policy.reversible
     view.gone = {(s, j): kind for s, j, kind in view.hidden}
     view.ledger_steps = {s for s, _, _ in view.hidden}
-    start = first_change(prev, view)
     out = Layout(
         b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order), view.pinned,
         {s.id: (s.begin, s.end or s.begin) for s in view.spans},
     )
     dirty: list[int] = []
     splice = False  # copy unchanged units after the first change too
+    found = None if prev is None else dirty_steps(prev, view)
     if prev is None:
         start, copy_until = 1, 1  # nothing to copy
+    elif found is None:
+        start = copy_until = first_change(prev, view)  # copy steps before the first change only
     else:
-        found = dirty_steps(prev, view)
-        if found is None:
-            copy_until = start  # copy steps before the first change only
-        else:
-            dirty, copy_until, splice = found, prev.b + 1, True
+        dirty, copy_until, splice = found, prev.b + 1, True
+        start = min(prev.b + 1, view.b + 1)
+        if start > 1:
+            start = prev.group(start - 1)  # the note or block the last step belongs to may grow
     view.pins_of = {}
     if any(isinstance(m, Pins) for m in view.mechanisms):  # pinned parts of folded steps: verbatim notes
         for ps, pj in sorted(view.pinned):
             view.pins_of.setdefault(ps, []).append(pj)
     lo = start  # no step before lo is shaped again: the unit before the first changed one at the earliest
     if dirty and prev is not None:
-        lo = min(lo, prev.group_of[dirty[0] - 2] if dirty[0] > 1 else 1)
+        lo = min(lo, prev.group(dirty[0] - 1) if dirty[0] > 1 else 1)
     view.cover = cover_map([s for s in view.spans if (s.end or 0) >= lo])
     mechanisms = view.mechanisms
     msgs: Builder[Message] = Builder()
     origins: Builder[Origin] = Builder()
     lens: Builder[int] = Builder(numeric=True)
-    sizes: Builder[int] = Builder(numeric=True)
-    tallies: Builder[int] = Builder(numeric=True)
-    group_of: Builder[int] = Builder()
-    kinds: Builder[int] = Builder()
-    stubs = trimmed = folded = n_notes = 0
-    copied = 0  # packed counts of the units copied so far
-    n_msgs = 0
+    steps: Builder[int] = Builder(numeric=True)
+    units: Builder[int] = Builder()
+    new_msgs: list[Message] = []  # shaped since the last copied run (appended to the ropes in one go)
+    new_origins: list[Origin] = []
+    new_lens: list[int] = []
+    new_steps: list[int] = []
+    new_units: list[int] = []
+    n_msgs = stubs = trimmed = folded = n_notes = 0  # what shaping added
+    copied = 0  # what the copied runs added (packed)
     group: list[Step] = []
-    open_step: list[int] = []  # the step shaped last: its unit's first step, kind, and where it began (messages, counts)
+    open_step: list[int] = []  # the step shaped last: its unit (first step * 4 + kind), and the packed total when it began
 
     def add(m: Message, o: Origin) -> None:
         nonlocal n_msgs
-        msgs.append(m)
-        origins.append(o)
-        lens.append(message_chars(m))
+        new_msgs.append(m)
+        new_origins.append(o)
+        new_lens.append(message_chars(m))
         n_msgs += 1
 
     def tally() -> int:
-        return copied + _pack(stubs, trimmed, folded, n_notes)
+        return copied + _pack(n_msgs, stubs, trimmed, folded, n_notes)
 
     def close_step() -> None:  # the step shaped last ends here: its size and counts are known
         if open_step:
-            g, kind, at_msgs, at_tally = open_step
-            sizes.append(n_msgs - at_msgs)
-            tallies.append(tally() - at_tally)
-            group_of.append(g)
-            kinds.append(kind)
+            unit, at = open_step
+            new_steps.append(tally() - at)
+            new_units.append(unit)
             open_step.clear()
 
     def open_(g: int, kind: int) -> None:
         close_step()
-        open_step.extend((g, kind, n_msgs, tally()))
+        open_step.extend((g * 4 + kind, tally()))
+
+    def settle() -> None:  # what was shaped goes into the ropes before a copied run (or at the end)
+        close_step()
+        if new_msgs:
+            msgs.extend(new_msgs)
+            origins.extend(new_origins)
+            lens.extend(new_lens)
+            new_msgs.clear()
+            new_origins.clear()
+            new_lens.clear()
+        if new_steps:
+            steps.extend(new_steps)
+            units.extend(new_units)
+            new_steps.clear()
+            new_units.clear()
 
     def add_pinned(steps: list[Step]) -> None:  # the pinned parts of folded steps, verbatim
         for s in steps:
@@ -203,23 +228,21 @@ def lay_out(
             j = nd
             if splice:
                 if j <= prev.b:
-                    j = prev.group_of[j - 1]  # the unit holding the changed step is shaped whole
-                if j == nd and i < j <= b and prev.kinds[j - 2] == FOLD:
-                    j = prev.group_of[j - 2]  # a changed step may join the note before it
-            if j > i and prev.group_of[i - 1] == i:  # whole units i..j-1 of prev, unchanged
-                close_step()
-                pm, pe = prev.sizes.sum_to(i - 1), prev.sizes.sum_to(j - 1)
+                    j = prev.group(j)  # the unit holding the changed step is shaped whole
+                if j == nd and i < j <= b and prev.kind(j - 1) == FOLD:
+                    j = prev.group(j - 1)  # a changed step may join the note before it
+            if j > i and prev.group(i) == i:  # whole units i..j-1 of prev, unchanged
+                settle()
+                before, upto = prev.steps.sum_to(i - 1), prev.steps.sum_to(j - 1)
+                pm, pe = before % _W, upto % _W
                 if i == 1:
                     out.reused, out.base = pe, prev.serial
                 msgs.copy(prev.msgs, pm, pe)
                 origins.copy(prev.origins, pm, pe)
                 lens.copy(prev.lens, pm, pe)
-                n_msgs += pe - pm
-                sizes.copy(prev.sizes, i - 1, j - 1)
-                tallies.copy(prev.tallies, i - 1, j - 1)
-                copied += prev.tallies.sum_to(j - 1) - prev.tallies.sum_to(i - 1)
-                group_of.copy(prev.group_of, i - 1, j - 1)
-                kinds.copy(prev.kinds, i - 1, j - 1)
+                steps.copy(prev.steps, i - 1, j - 1)
+                units.copy(prev.units, i - 1, j - 1)
+                copied += upto - before
                 i = j
                 continue
         step = view.history.step(i)
@@ -256,10 +279,10 @@ def lay_out(
             elif o.shown is Shown.TRIMMED:
                 trimmed += 1
     flush()
-    close_step()
-    out.counts = _unpack(tally())
+    settle()
+    out.counts = _counts(tally())
     out.msgs, out.origins, out.lens = msgs.build(), origins.build(), lens.build()
-    out.sizes, out.tallies, out.group_of, out.kinds = sizes.build(), tallies.build(), group_of.build(), kinds.build()
+    out.steps, out.units = steps.build(), units.build()
     return out
 
 

@@ -19,25 +19,27 @@ T = TypeVar("T")
 
 
 class Joined(Generic[T]):
-    """``prefix + layout + tail``, indexed without being copied."""
+    """``prefix + layout + tail``, indexed without being copied (the parts are not changed after)."""
 
-    __slots__ = ("layout", "prefix", "tail")
+    __slots__ = ("layout", "n", "nm", "prefix", "size", "tail")
 
     def __init__(self, prefix: list[T], layout: Rope[T], tail: list[T]) -> None:
         self.prefix, self.layout, self.tail = prefix, layout, tail
+        self.n = len(prefix)
+        self.nm = self.n + len(layout)
+        self.size = self.nm + len(tail)
 
     def __len__(self) -> int:
-        return len(self.prefix) + len(self.layout) + len(self.tail)
+        return self.size
 
     def __getitem__(self, i: int) -> T:
-        n, m = len(self.prefix), len(self.layout)
         if i < 0:
-            i += n + m + len(self.tail)
-        if i < n:
+            i += self.size
+        if i < self.n:
             return self.prefix[i]
-        if i < n + m:
-            return self.layout[i - n]
-        return self.tail[i - n - m]
+        if i < self.nm:
+            return self.layout[i - self.n]
+        return self.tail[i - self.nm]
 
     def __iter__(self) -> Iterator[T]:
         yield from self.prefix
@@ -50,21 +52,29 @@ class Joined(Generic[T]):
     def common(self, other: Joined[T], i: int = 0) -> int:
         """The first index from ``i`` on where ``self`` and ``other`` differ (or the shorter one's
         length): shared prefix lists and layout chunks are skipped whole."""
-        stop = min(len(self), len(other))
-        n = len(self.prefix)
-        if n == len(other.prefix):
+        stop = min(self.size, other.size)
+        n = self.n
+        if n == other.n:
             if self.prefix is other.prefix:
                 i = max(i, min(n, stop))
             while i < min(n, stop):
                 if self.prefix[i] is not other.prefix[i] and self.prefix[i] != other.prefix[i]:
                     return i
                 i += 1
-            m = min(len(self.layout), len(other.layout))
+            m = min(self.nm, other.nm) - n
             if n <= i < n + m:
                 j = self.layout.common(other.layout, i - n, m)
                 if j < m:
                     return n + j
                 i = n + m
+            if self.nm == other.nm:  # the tails line up: compare them as lists
+                a, b, nm = self.tail, other.tail, self.nm
+                while i < stop:
+                    u, v = a[i - nm], b[i - nm]
+                    if u is not v and u != v:
+                        return i
+                    i += 1
+                return i
         while i < stop:
             u, v = self[i], other[i]
             if u is not v and u != v:
@@ -74,12 +84,11 @@ class Joined(Generic[T]):
 
     def since(self, i: int) -> list[T]:
         """Items i.. as a list (O(what follows i))."""
-        n, m = len(self.prefix), len(self.layout)
-        if i < n:
+        if i < self.n:
             return [*self.prefix[i:], *self.layout, *self.tail]
-        if i < n + m:
-            return [*self.layout.since(i - n), *self.tail]
-        return self.tail[i - n - m :]
+        if i < self.nm:
+            return [*self.layout.since(i - self.n), *self.tail]
+        return self.tail[i - self.nm :]
 
 
 class LazyRendered(Rendered):

@@ -21,7 +21,7 @@ CHUNK = 128  # items per chunk a builder aims at; a copied piece shorter than ha
 class Rope(Generic[T]):
     """An immutable sequence of items held in shared chunks."""
 
-    __slots__ = ("chunk_sums", "chunks", "ends", "sums", "total")
+    __slots__ = ("chunk_sums", "chunks", "ends", "n", "sums", "total")
 
     def __init__(self, chunks: list[tuple[T, ...]], sums: list[int] | None) -> None:
         self.chunks = chunks
@@ -29,12 +29,13 @@ class Rope(Generic[T]):
         self.chunk_sums = sums  # each chunk's sum (a numeric rope)
         self.sums = list(itertools.accumulate(sums)) if sums is not None else None  # cumulative
         self.total = self.sums[-1] if self.sums else 0
+        self.n = self.ends[-1] if self.ends else 0
 
     def __len__(self) -> int:
-        return self.ends[-1] if self.ends else 0
+        return self.n
 
     def __getitem__(self, i: int) -> T:
-        if not 0 <= i < len(self):
+        if not 0 <= i < self.n:
             raise IndexError(i)
         c = bisect.bisect_right(self.ends, i)
         return self.chunks[c][i - (self.ends[c - 1] if c else 0)]
@@ -100,10 +101,16 @@ class Builder(Generic[T]):
         if len(self.pending) >= CHUNK:
             self._flush()
 
+    def extend(self, items: list[T]) -> None:
+        self.pending += items
+        if len(self.pending) >= CHUNK:
+            self._flush()
+
     def _flush(self) -> None:
-        if self.pending:
-            self._push(tuple(self.pending), None)
-            self.pending = []
+        p = self.pending
+        for a in range(0, len(p), CHUNK):
+            self._push(tuple(p[a : a + CHUNK]), None)
+        self.pending = []
 
     def _push(self, chunk: tuple[T, ...], total: int | None) -> None:
         if self.sums is not None and total is None:
