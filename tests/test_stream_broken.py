@@ -83,6 +83,23 @@ class Broken:
             sse = "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events)
             return Response(sse, media_type="text/event-stream")
 
+        @self.app.post("/v1/responses")
+        async def responses(request: Request) -> Response:
+            await request.body()
+            if self.mode == "text":
+                return Response("upstream says hello", media_type="text/plain")
+            resp = {"id": "resp_1", "object": "response", "status": "in_progress", "model": "m", "output": []}
+            events = [("response.created", {"type": "response.created", "response": resp}),
+                      ("response.output_text.delta", {"type": "response.output_text.delta", "item_id": "m1",
+                                                      "output_index": 0, "content_index": 0, "delta": "hel"})]
+            if self.mode != "cut":
+                item = {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": "hel", "annotations": []}]}
+                done = {**resp, "status": "completed", "output": [item]}
+                events.append(("response.completed", {"type": "response.completed", "response": done}))
+            sse = "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events)
+            return Response(sse, media_type="text/event-stream")
+
 
 
 @pytest.fixture()
@@ -188,3 +205,22 @@ def test_anthropic_streams_cut_off_or_not_streams_are_errors(
         b.mode = "text"
         r = c.post("/v1/messages", json=body)
         assert r.status_code == 502 and "not an event stream" in r.text and "Traceback" not in r.text
+
+
+def test_responses_streams_cut_off_or_not_streams_are_errors(broken: tuple[Broken, str], tmp_path: Path) -> None:
+    b, url = broken
+    body = {"model": "m", "stream": True, "input": "say hello"}
+    with TestClient(create_app(ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off")),
+                    base_url="http://127.0.0.1") as c:
+        b.mode = "ok"
+        good = c.post("/v1/responses", json=body)
+        assert good.status_code == 200 and "response.completed" in good.text and "event: error" not in good.text
+        b.mode = "cut"
+        r = c.post("/v1/responses", json=body)
+        if r.status_code == 200:
+            assert r.text.rstrip().split("\n\n")[-1].startswith("event: error") and "cut off" in r.text
+        else:
+            assert r.status_code == 502 and "cut off" in r.text
+        b.mode = "text"
+        r = c.post("/v1/responses", json=body)
+        assert r.status_code == 502 and "not an event stream" in r.text
