@@ -54,3 +54,20 @@ def test_names_in_the_hidden_middle_of_a_long_command_are_mentioned() -> None:
     mentions = next(ln for ln in text.splitlines() if ln.startswith("Mentions: "))
     assert "max_length" in mentions and "field_3" in mentions  # only in the hidden middle of the heredoc
     assert "repro.py" not in mentions  # visible in the command's kept first line: not repeated
+
+
+def test_a_short_output_stays_unmasked_however_many_notes_follow_it() -> None:
+    from refold.config import Config
+    from refold.render import Renderer
+    from refold.render.mechanism import output_chars
+    from refold.types import Shown
+
+    from builders import reply, text_history
+
+    assert output_chars("[step 3]\nabc\n[context-manager] Reminder: begin ...\n[context-manager] span S1 open") == 3
+    assert output_chars("[context-manager] same as [step 2]") == len("[context-manager] same as [step 2]")
+    short = "a.py:1: def translate_url(x):" * 3  # about 90 characters: under mask_min_chars (200)
+    steps = [(reply(None, None, f"grep -rn f{i} ."), short) for i in range(1, 16)]  # no protocol: reminders on
+    r = Renderer(Config.parse(mask_after=2, reminders=True)).render(text_history(steps))
+    outputs = [o for o in r.origins if o.part == "output"]
+    assert outputs and all(o.shown != Shown.NOTE for o in outputs)

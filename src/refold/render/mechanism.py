@@ -28,6 +28,7 @@ its classes (``Config.parse(mechanisms=[..., "mypkg.rules.Pinned"])``).
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -42,6 +43,7 @@ from ..mechanisms.objects import hidden_reply
 from ..mechanisms.pins import Part
 from ..mechanisms.spans import Span
 from ..messages import label, mask_note, with_content, with_text
+from ..protocol import CM
 from ..types import Message, Origin, Shown, Step, content_text
 
 if TYPE_CHECKING:
@@ -340,6 +342,21 @@ class Masking:
         return view.behind.mask_order[prev.masked_upto :]
 
 
+_LABEL = re.compile(r"\[step \d+\]\n")
+
+
+def output_chars(text: str) -> int:
+    """The size of an output as shown, without refold's own lines: its ``[step N]`` label and the
+    ``[context-manager]`` notes after it (a reminder, a span note): a short output stays unmasked
+    however many of those a surface adds."""
+    body = text[m.end():] if (m := _LABEL.match(text)) else text
+    while True:
+        cut = body.rfind("\n")
+        if cut < 0 or not body[cut + 1 :].startswith(CM):
+            return len(body)
+        body = body[:cut]
+
+
 class _MaskingStage(BaseStage):
     """When the boundary settles, outputs more than ``mask_after`` steps behind it are masked (and
     what cites them); a restore is held visible ``restore_hold`` steps longer."""
@@ -363,7 +380,7 @@ class _MaskingStage(BaseStage):
             form = behind.forms[i - 1]
             if form is None or i in self.restores:
                 return None
-            return sum(len(content_text(m.get("content"))) for m in form.msgs[1:])
+            return sum(output_chars(content_text(m.get("content"))) for m in form.msgs[1:])
 
         for i in newly_masked(
             b=b, n=n, scanned=self.scanned, masked=behind.masked,
@@ -375,7 +392,7 @@ class _MaskingStage(BaseStage):
         for i in [r for r in sorted(self.restores) if r <= b - n - p.restore_hold and r not in behind.masked]:
             form = behind.forms[i - 1]
             self.restores.discard(i)
-            if form is not None and sum(len(content_text(m.get("content"))) for m in form.msgs[1:]) >= p.mask_min_chars:
+            if form is not None and sum(output_chars(content_text(m.get("content"))) for m in form.msgs[1:]) >= p.mask_min_chars:
                 behind.mask(i)
 
 
