@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
+import ssl
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +48,36 @@ def run_cli(*args: str, cwd: Path | None = None) -> CliResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), where:
         code = main(list(args))
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def _share_tls_contexts() -> None:
+    """Every httpx or openai client builds an SSL context, parsing the whole CA bundle (~30 ms of CPU);
+    the suite builds hundreds and never speaks TLS (every server is loopback http). One context per
+    set of arguments, shared, makes each client cheap."""
+    original = ssl.create_default_context
+    if getattr(original, "shared_by_tests", False):
+        return
+    made: dict[tuple[Any, ...], ssl.SSLContext] = {}
+
+    @functools.wraps(original)
+    def shared(
+        purpose: ssl.Purpose = ssl.Purpose.SERVER_AUTH,
+        *,
+        cafile: str | None = None,
+        capath: str | None = None,
+        cadata: str | bytes | None = None,
+    ) -> ssl.SSLContext:
+        key = (purpose, cafile, capath, cadata)
+        if key not in made:
+            made[key] = original(purpose, cafile=cafile, capath=capath, cadata=cadata)
+        return made[key]
+
+    shared.shared_by_tests = True  # type: ignore[attr-defined]
+    ssl.create_default_context = shared
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _share_tls_contexts()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
