@@ -72,12 +72,14 @@ def worker_busy(lines: list[str], junit: Path) -> dict[str, float]:
     worker: dict[str, str] = {}
     for ln in lines:
         if m := re.match(r"\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", ln):
-            worker[m.group(2)] = m.group(1)
+            parts = m.group(2).split("::")
+            worker[f"{parts[0]}::{parts[-1]}"] = m.group(1)  # a class in between is dropped
     busy: Counter[str] = Counter()
     if not junit.exists():
         return {}
     for case in ET.parse(junit).iter("testcase"):
-        node = f"{(case.get('classname') or '').replace('.', '/')}.py::{case.get('name')}"
+        module = "/".join((case.get("classname") or "").split(".")[:2])  # tests.test_x[.Class]
+        node = f"{module}.py::{case.get('name')}"
         busy[worker.get(node, "main" if not worker else "unmatched")] += float(case.get("time") or 0)
     return dict(busy)
 
