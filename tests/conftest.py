@@ -1,4 +1,5 @@
-"""Shared fixtures: paths to the real recorded runs shipped with the tests, the CLI in-process."""
+"""Shared fixtures: paths to the real recorded runs shipped with the tests, the CLI in-process; and
+the suite's speed settings (shared SSL contexts, a frozen heap after collection, litellm offline)."""
 
 from __future__ import annotations
 
