@@ -71,9 +71,9 @@ def worker_busy(lines: list[str], junit: Path) -> dict[str, float]:
     """Seconds of test time (setup + call + teardown) each xdist worker spent, or the one process."""
     worker: dict[str, str] = {}
     for ln in lines:
-        if m := re.match(r"\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", ln):
+        if m := re.match(r"\[(gw\d+)\] \[\s*\d+%\] [A-Z]+ (.+?)\s*$", ln):
             parts = m.group(2).split("::")
-            worker[f"{parts[0]}::{parts[-1]}"] = m.group(1)  # a class in between is dropped
+            worker[f"{parts[0]}::{parts[-1]}"] = m.group(1)  # a class in between is dropped; ids may hold spaces
     busy: Counter[str] = Counter()
     if not junit.exists():
         return {}
