@@ -10,8 +10,9 @@ Compares the replay of recorded runs with the usage the runs store:
   was not stored (format errors) are counted apart.
 * mini-swe-agent 1.x runs with OpenRouter usage (Gemini 3 Pro, dev/): cost against the recorded
   ``usage.cost`` per call and ``instance_cost`` per run, with the ``gemini-openrouter`` cache
-  profile. No Gemini tokenizer is available offline, so prompts are counted with Qwen3.6: most
-  of the error shown is the tokenizer's (the prompt column).
+  profile. No Gemini tokenizer is available offline, so prompts are counted with Qwen3.6 and
+  priced on ESTIMATED Gemini counts (``COUNT_CALIBRATIONS``: fitted here on the even half of the
+  runs, tested on the odd half; the raw Qwen3.6 figures are shown beside them).
 
 Costs are computed twice: with the provider's recorded cached tokens (checks counting + price
 rows) and with the replay's simulated cache (the figure `refold replay` reports).
@@ -45,8 +46,8 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
 
 
-def _replay(history: History, tokenizer: str, price: str | None, cache: str) -> dict[str, Any]:
-    s = Settings(policies=("base",), tokenizer=tokenizer, cache=cache, price=price, validate=False)
+def _replay(history: History, tokenizer: str, price: str | None, cache: str, calibrate: bool = True) -> dict[str, Any]:
+    s = Settings(policies=("base",), tokenizer=tokenizer, cache=cache, price=price, validate=False, count_calibration=calibrate)
     r = TaskResult(file=history.source)
     replay_history(history, s, r)
     return r.policies["base"]
@@ -176,8 +177,86 @@ def mini_toolcall(files: list[str]) -> dict[str, Any]:
     }
 
 
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (the normal equations of a 3-feature fit)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        piv = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[piv] = m[piv], m[c]
+        for r in range(n):
+            if r != c and m[c][c]:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def _count_rows(h: History, tokenizer: str) -> list[tuple[int, int, int, int, int]]:
+    """Per stored call: (replay prompt tokens, characters, reported prompt tokens, replay visible
+    output tokens, reported visible output tokens = completion - reasoning)."""
+    from refold.chat_tokens import message_tokens, prompt_token_ids
+    from refold.lab.replay.metrics import message_chars
+    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.runner import request_tools
+    from refold.messages import clean
+    from refold.tokens import get_tokenizer
+
+    tok = get_tokenizer(tokenizer)
+    tools = request_tools(h, "base")
+    rows = []
+    for p in make_projector("base", Options(tokenizer=tok)).prompts(h):
+        u = _usage(h, p.t + 1)["usage"]
+        rep, comp = u.get("prompt_tokens"), u.get("completion_tokens")
+        reasoning = (u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+        if not isinstance(rep, int) or rep <= 0 or not isinstance(comp, int):
+            continue  # no usage recorded for this call
+        n = len(prompt_token_ids(p.messages, tok, tools=tools))
+        vis = len(message_tokens(clean(h.step(p.t + 1).reply), tok)) - len(prompt_token_ids([], tok))
+        rows.append((n, message_chars(p.messages), rep, max(0, vis), comp - reasoning))
+    return rows
+
+
+def fit_counts(histories: list[tuple[str, History]], tokenizer: str) -> dict[str, Any]:
+    """Fit the count calibration (provider prompt tokens from the replay's tokens and characters,
+    visible output tokens from the replay's) on the runs at even positions; test on the odd ones."""
+    runs = sorted((name, _count_rows(h, tokenizer)) for name, h in histories)
+    fit_half = runs[0::2]
+    # relative least squares: each call weighs 1/reported (errors are read as shares)
+    ata = [[0.0] * 3 for _ in range(3)]
+    atb = [0.0] * 3
+    out_num = out_den = 0.0
+    for _, rows in fit_half:
+        for n, ch, rep, vis, rep_vis in rows:
+            x = [n / rep, ch / rep, 1.0 / rep]
+            for i in range(3):
+                atb[i] += x[i]
+                for j in range(3):
+                    ata[i][j] += x[i] * x[j]
+            out_num += rep_vis
+            out_den += vis
+    per_token, per_char, per_call = _solve(ata, atb)
+    fitted = {"per_token": round(per_token, 4), "per_char": round(per_char, 5), "per_call": round(per_call, 1),
+              "output_per_token": round(out_num / max(1.0, out_den), 4)}
+    halves: dict[str, Any] = {}
+    for half, rs in (("fit", runs[0::2]), ("test", runs[1::2])):
+        per_run = []
+        for name, rows in rs:
+            est = sum(fitted["per_token"] * n + fitted["per_char"] * ch + fitted["per_call"] for n, ch, *_ in rows)
+            raw = sum(n for n, *_ in rows)
+            rep = sum(r[2] for r in rows)
+            per_run.append({"run": name, "calibrated": est / rep - 1, "uncalibrated": raw / rep - 1})
+        cal = [abs(r["calibrated"]) for r in per_run]
+        raw_ = [abs(r["uncalibrated"]) for r in per_run]
+        halves[half] = {"runs": per_run, "mean_abs_calibrated": statistics.mean(cal), "mean_abs_uncalibrated": statistics.mean(raw_),
+                        "bias_calibrated": statistics.mean(r["calibrated"] for r in per_run),
+                        "bias_uncalibrated": statistics.mean(r["uncalibrated"] for r in per_run),
+                        "within_2pct_calibrated": sum(e <= 0.02 for e in cal), "within_2pct_uncalibrated": sum(e <= 0.02 for e in raw_)}
+    return {"tokenizer": tokenizer, "fitted": fitted, "halves": halves}
+
+
 def openrouter(files: list[str]) -> dict[str, Any]:
     rows = []
+    histories: list[tuple[str, History]] = []
     for f in files:
         try:
             (h,) = load_all(f)
@@ -191,8 +270,11 @@ def openrouter(files: list[str]) -> dict[str, Any]:
         if price_name is None:
             continue
         price = DEFAULT_PRICES[price_name]
+        histories.append((Path(f).name, h))
         m = _replay(h, "qwen3.6", price_name, "gemini-openrouter")
         mr = _replay(h, "qwen3.6", price_name, "gemini-openrouter-replayed")
+        mu = _replay(h, "qwen3.6", price_name, "gemini-openrouter", calibrate=False)
+        mru = _replay(h, "qwen3.6", price_name, "gemini-openrouter-replayed", calibrate=False)
         pc = m["per_call"]
         rec_tok_cost = 0.0
         for s in h.steps:
@@ -214,12 +296,27 @@ def openrouter(files: list[str]) -> dict[str, Any]:
                 "replayed_cost": m["cost_usd"],
                 "replayed_cost_error": m["cost_usd"] / recorded - 1,
                 "replayed_cost_error_replayed_cache": mr["cost_usd"] / recorded - 1,
+                "cost_counts": m["cost_counts"],
+                "uncalibrated_cost_error": mu["cost_usd"] / recorded - 1,
+                "uncalibrated_cost_error_replayed_cache": mru["cost_usd"] / recorded - 1,
                 "replayed_prompt_vs_reported": sum(pc["prompt_tokens"]) / max(1, reported_prompt) - 1,
                 "reasoning_tokens": m["reasoning_tokens"],
                 "output_tokens": m["output_tokens"],
             }
         )
-    return {"runs": rows}
+    rows.sort(key=lambda r: r["run"])
+    for i, r in enumerate(rows):
+        r["half"] = "fit" if i % 2 == 0 else "test"
+    summary: dict[str, Any] = {}
+    for half in ("fit", "test", "all"):
+        rs = [r for r in rows if half in ("all", r["half"])]
+        summary[half] = {
+            key: sum(abs(r[key]) <= 0.05 for r in rs)
+            for key in ("replayed_cost_error", "replayed_cost_error_replayed_cache", "uncalibrated_cost_error",
+                        "uncalibrated_cost_error_replayed_cache")
+        } | {"runs": len(rs)}
+    counts = fit_counts(histories, "qwen3.6") if len(histories) >= 2 else None
+    return {"runs": rows, "within_5pct": summary, "count_calibration": counts}
 
 
 def _p(x: float | None, digits: int = 2) -> str:
@@ -263,11 +360,35 @@ def main(argv: list[str] | None = None) -> int:
             f"{_p(r['cost_error_recorded_cache'])}, openai {_p(r['cost_error_simulated_cache'])}, "
             f"openai-replayed {_p(r['cost_error_replayed_cache'])}"
         )
-    for r in result["openrouter_qwen3.6"]["runs"]:
+    g = result["openrouter_qwen3.6"]
+    cc = g["count_calibration"]
+    if cc:
+        f = cc["fitted"]
         print(
-            f"  {r['run']:<55} price row on recorded usage {r['price_row_error']:+.2%}; replayed (qwen3.6) "
-            f"{r['replayed_cost_error']:+.2%} (gemini-openrouter-replayed {r['replayed_cost_error_replayed_cache']:+.2%}), "
-            f"prompt {r['replayed_prompt_vs_reported']:+.2%}"
+            f"Gemini counts: no Gemini/Gemma tokenizer ships offline; ESTIMATED from Qwen3.6 as {f['per_token']} x tokens + "
+            f"{f['per_char']} x characters {f['per_call']:+} per call, visible output x {f['output_per_token']} "
+            f"(fit on the even half of the runs)"
+        )
+        for half in ("fit", "test"):
+            v = cc["halves"][half]
+            print(
+                f"  {half} half: per-run prompt error mean |.| {v['mean_abs_calibrated']:.2%} (bias {v['bias_calibrated']:+.2%}), "
+                f"{v['within_2pct_calibrated']}/{len(v['runs'])} within 2%; raw Qwen3.6 {v['mean_abs_uncalibrated']:.2%} "
+                f"(bias {v['bias_uncalibrated']:+.2%}), {v['within_2pct_uncalibrated']}/{len(v['runs'])} within 2%"
+            )
+    for half in ("fit", "test", "all"):
+        w = g["within_5pct"][half]
+        print(
+            f"Gemini base cost within 5% of the recorded bill ({half}, {w['runs']} runs): gemini-openrouter "
+            f"{w['replayed_cost_error']} calibrated counts / {w['uncalibrated_cost_error']} raw Qwen3.6; "
+            f"gemini-openrouter-replayed {w['replayed_cost_error_replayed_cache']} / {w['uncalibrated_cost_error_replayed_cache']}"
+        )
+    for r in g["runs"]:
+        print(
+            f"  {r['run']:<55} {r['half']:<4} price row on recorded usage {r['price_row_error']:+.2%}; replayed "
+            f"{r['replayed_cost_error']:+.2%} (raw qwen3.6 {r['uncalibrated_cost_error']:+.2%}), gemini-openrouter-replayed "
+            f"{r['replayed_cost_error_replayed_cache']:+.2%} (raw {r['uncalibrated_cost_error_replayed_cache']:+.2%}), "
+            f"qwen3.6 prompt {r['replayed_prompt_vs_reported']:+.2%}"
         )
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -398,7 +398,65 @@ def test_calibrated_profile_grid_routes_and_expected_misses() -> None:
     # the expected-value profiles spread the misses over every call: totals unbiased, never 0
     ev_openai = make_cache("openai-expected")
     ev_openai.request(toks[:4000])
-    assert ev_openai.request(toks[:5000]).cached_tokens == round((3968 - 128) * (1 - 0.06))
+    assert ev_openai.request(toks[:5000]).cached_tokens == round(3968 * (1 - 0.04))  # no time given: fine grid
+
+
+def test_calibrated_time_tiers_fall_to_coarse_chunks_after_fine_ttl() -> None:
+    toks = list(range(10_000))
+    fine, coarse = 1024 + 128 * ((3000 - 1024) // 128), 640 + 1024 * ((3000 - 640) // 1024)
+    assert (fine, coarse) == (2944, 2688)
+
+    def second_hit(gap: float | None, **kw: object) -> int:
+        sim = CalibratedCache("t", min_tokens=1024, increment=128, fine_ttl=2.0, chunk_offset=640, **kw)  # type: ignore[arg-type]
+        sim.now = None if gap is None else 100.0
+        sim.request(toks[:3000])
+        sim.now = None if gap is None else 100.0 + gap
+        return sim.request(toks[:5000]).cached_tokens
+
+    assert second_hit(1.0) == fine  # within the fine tier's life
+    assert second_hit(2.0) == coarse  # at fine_ttl: only the chunks remain
+    assert second_hit(60.0) == coarse
+    assert second_hit(None) == fine  # no recorded time: fresh
+    assert second_hit(5.0, shortfall=100) == coarse - 100
+    # a chunk below the minimum is no hit; the tier is per key (route)
+    sim = CalibratedCache("t", min_tokens=1024, increment=128, fine_ttl=2.0, chunk_offset=640)
+    sim.now = 0.0
+    sim.request(toks[:1600])
+    sim.now = 10.0
+    assert sim.request(toks[:3000]).cached_tokens == 0  # 640 < 1,024; the fine grid would give 1,536
+    routed = CalibratedCache("t", min_tokens=1024, increment=128, per_route=True, fine_ttl=2.0, chunk_offset=640)
+    routed.now = 0.0
+    routed.request(toks[:3000], session="A")
+    routed.now = 1.0
+    routed.request(toks[:100], session="B")  # another route's request does not refresh A's clock
+    routed.now = 2.5
+    assert routed.request(toks[:5000], session="A").cached_tokens == coarse
+    for bad in ({"chunk_offset": 1024}, {"chunk": 0}, {"fine_ttl": -1.0}):
+        with pytest.raises(ValueError, match="chunk"):
+            CalibratedCache("t", min_tokens=1024, increment=128, **bad)  # type: ignore[arg-type]
+    assert calibrated("openai").fine_ttl is not None and calibrated("gemini-openrouter").fine_ttl is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=6000), min_size=1, max_size=8),
+    st.lists(st.floats(min_value=0.0, max_value=30.0), min_size=8, max_size=8),
+    st.floats(min_value=0.5, max_value=10.0),
+    st.sampled_from([0, 128, 640, 896]),
+)
+def test_time_tiers_never_exceed_the_fine_grid_and_sit_on_the_chunk_grid(
+    lengths: list[int], gaps: list[float], ttl: float, offset: int
+) -> None:
+    toks = list(range(7000))
+    tiered = CalibratedCache("t", min_tokens=1024, increment=128, fine_ttl=ttl, chunk_offset=offset)
+    flat = CalibratedCache("t", min_tokens=1024, increment=128)
+    now = 0.0
+    for n, gap in zip(lengths, gaps, strict=False):
+        now += gap
+        tiered.now = now
+        hit, ref = tiered.request(toks[:n]).cached_tokens, flat.request(toks[:n]).cached_tokens
+        assert hit <= ref
+        assert hit == ref or hit == 0 or (hit - offset) % 1024 == 0
 
 
 def _replay_states(prompts: list[list[int]], recorded: list[int]) -> tuple[list[int], list[int]]:

@@ -370,3 +370,120 @@ def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
     with pytest.raises(TrajectoryError) as e:
         load(f"{bad}#" + "y" * 1000)
     assert len(str(e.value)) < 600 + len(str(bad))
+
+
+# ---- recorded times and the timed cache tiers ------------------------------------------------
+
+
+def test_recorded_times_interpolate_unreplied_calls() -> None:
+    from refold.lab.replay.metrics import CallIds, measure, recorded_times
+    from refold.lab.replay.policies import Options, make_projector
+
+    h = load(MINI2)
+    times = recorded_times(h)
+    assert times == {1: 1700000002.0, 2: 1700000006.0, 3: 1700000008.0}  # extra.timestamp: no response.created
+    tok = get_tokenizer("o200k")
+    keep: list[CallIds] = []
+    measure(h, make_projector("base", Options(tokenizer=tok)), tok, cache_name="none", keep_ids=keep, tools=request_tools(h, "base"))
+    got = [c.time for c in keep]
+    assert got == pytest.approx([1700000002.0, 1700000002.0 + 4 / 3, 1700000002.0 + 8 / 3, 1700000006.0, 1700000008.0])
+
+
+def test_timed_profile_meets_each_call_at_its_recorded_time(tmp_path: Path) -> None:
+    path = _mini2_run(tmp_path / "t.traj.json", None)
+    data = json.loads(path.read_text())
+    created = [1000, 1001, 1010, 1011, 1040]  # seconds: 1 s, 9 s, 1 s, 29 s after the previous call
+    for m, t in zip([x for x in data["messages"] if x["role"] == "assistant"], created, strict=True):
+        m["extra"]["response"]["created"] = t
+    path.write_text(json.dumps(data))
+    run = load(path)
+    fine = _base(run, tokenizer="o200k", cache="openai-exact")["base"]["per_call"]["cached_tokens"]
+    got = _base(run, tokenizer="o200k", cache="openai")["base"]["per_call"]["cached_tokens"]
+    keep = 1 - 0.02  # the profile's expected miss rate
+
+    def coarse(n: int) -> int:
+        v = 640 + 1024 * ((n - 640) // 1024)
+        return v if v >= 1024 else 0
+
+    assert got == [0, round(fine[1] * keep), round(coarse(fine[2]) * keep), round(fine[3] * keep), round(coarse(fine[4]) * keep)]
+    assert coarse(fine[2]) < fine[2]  # the tiers differ on these prompts
+    # without recorded times every call is fresh: the fine grid throughout
+    untimed = _base(load(_mini2_run(tmp_path / "u.traj.json", None)), tokenizer="o200k", cache="openai")["base"]
+    assert untimed["per_call"]["cached_tokens"] == [round(f * keep) for f in fine]
+
+
+def test_count_calibration_prices_estimated_provider_counts() -> None:
+    from refold.lab.cache import CountCalibration, count_calibration
+    from refold.lab.replay.metrics import measure
+    from refold.lab.replay.policies import Options, make_projector
+
+    cal = count_calibration("gemini-3-pro", "qwen3.6")
+    assert cal is not None and "ESTIMATED" in cal.label and count_calibration("gpt-5-mini", "o200k") is None
+    assert cal.prompt(10_000, 38_000) == round(cal.per_token * 10_000 + cal.per_char * 38_000 + cal.per_call)
+    h = load(MINI2)
+    tok = get_tokenizer("qwen3.6")
+    price = DEFAULT_PRICES["gemini-3-pro"]
+
+    def cost(c: CountCalibration | None) -> tuple[float, str]:
+        m = measure(h, make_projector("base", Options(tokenizer=tok)), tok, cache_name="none", price=price, calibration=c, tools=request_tools(h, "base"))
+        return m.cost_usd, m.cost_counts
+
+    plain, label = cost(None)
+    assert label == ""
+    ident = CountCalibration("gemini-3-pro", "qwen3.6", 1.0, 0.0, 0.0, 1.0, "test")
+    assert cost(ident)[0] == pytest.approx(plain, rel=1e-9)
+    ref = measure(h, make_projector("base", Options(tokenizer=tok)), tok, cache_name="none", price=price, tools=request_tools(h, "base"))
+    prompt_part = ref.prompt_tokens * price.input_per_mtok / 1e6
+    assert cost(CountCalibration("gemini-3-pro", "qwen3.6", 2.0, 0.0, 0.0, 1.0, "test"))[0] == pytest.approx(plain + prompt_part, rel=1e-6)
+    # visible output scales, recorded reasoning does not
+    visible = ref.output_tokens - ref.reasoning_tokens - ref.unreplied_output_tokens
+    doubled = cost(CountCalibration("gemini-3-pro", "qwen3.6", 1.0, 0.0, 0.0, 2.0, "test"))[0]
+    assert doubled == pytest.approx(plain + visible * price.output_per_mtok / 1e6, rel=1e-6)
+    # the replay applies the fitted calibration to a Gemini price row, and can be told not to
+    on = _base(h, tokenizer="qwen3.6", cache="none", price="gemini-3-pro")["base"]
+    off = _base(h, tokenizer="qwen3.6", cache="none", price="gemini-3-pro", count_calibration=False)["base"]
+    assert on["cost_counts"] == cal.label and off["cost_counts"] == ""
+    assert on["prompt_tokens"] == off["prompt_tokens"] and on["cost_usd"] != off["cost_usd"]
+
+
+def test_report_says_when_cost_is_on_estimated_counts() -> None:
+    s = Settings(policies=("base",), cache="none", price="gemini-3-pro", validate=False)
+    assert "Cost on ESTIMATED gemini-3-pro counts (calibrated from qwen3.6)." in build_report(replay_paths([str(MINI2)], s), s)["simulated"]
+    s = Settings(policies=("base",), cache="none", price="gpt-5-mini", validate=False)
+    assert "ESTIMATED" not in build_report(replay_paths([str(MINI2)], s), s)["simulated"]
+
+
+def test_count_calibration_fit_recovers_a_known_counting_rule(tmp_path: Path) -> None:
+    import sys
+
+    from refold.lab.replay.metrics import message_chars
+    from refold.lab.replay.policies import Options, make_projector
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_bill import _count_rows, fit_counts
+
+    tok = get_tokenizer("qwen3.6")
+    histories = []
+    for r in range(4):
+        path = _mini2_run(tmp_path / f"r{r}.traj.json", None)
+        data = json.loads(path.read_text())
+        # vary the content mix per run so tokens and characters are not collinear
+        for m in data["messages"]:
+            if m["role"] == "tool":
+                m["content"] = m["content"][: 2000 + 1500 * r] + ("\n" + "x" * (40 * r + 1)) * (20 + 10 * r)
+        path.write_text(json.dumps(data))
+        rows = _count_rows(load(path), "qwen3.6")
+        assert rows == []  # no usage recorded yet: nothing to fit
+        h = load(path)
+        asst = [x for x in data["messages"] if x["role"] == "assistant"]
+        for p, m in zip(make_projector("base", Options(tokenizer=tok)).prompts(h), asst, strict=True):
+            n = len(prompt_token_ids(p.messages, tok, tools=request_tools(h, "base")))
+            m["extra"]["response"]["usage"] = {"prompt_tokens": round(0.8 * n + 0.05 * message_chars(p.messages) - 100), "completion_tokens": 30}
+        path.write_text(json.dumps(data))
+        histories.append((path.name, load(path)))
+    fitted = fit_counts(histories, "qwen3.6")
+    f = fitted["fitted"]
+    assert f["per_token"] == pytest.approx(0.8, abs=0.01)
+    assert f["per_char"] == pytest.approx(0.05, abs=0.002)
+    assert f["per_call"] == pytest.approx(-100, abs=15)
+    assert fitted["halves"]["test"]["mean_abs_calibrated"] < 0.001 < fitted["halves"]["test"]["mean_abs_uncalibrated"]

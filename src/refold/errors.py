@@ -123,6 +123,10 @@ class KVCapacityError(RefoldError, ValueError):
     """A request needs more KV blocks/tokens than the simulated pool can free for it."""
 
 
+class ItemError(RefoldError, ValueError):
+    """A step or span a user named to expand or pin that the run does not have (one line)."""
+
+
 class StoreConflict(Exception):
     """Another writer moved a session's head first; reload and try again."""
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import TrajectoryError
 from .history import History
+from .integrations.mini_record import read_pins
 
 __all__ = ["AGENT_SEP", "agent_names", "detect_format", "load", "load_all", "read_json", "split_source", "unreplied_calls"]
 from .types import Message
@@ -224,6 +225,10 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         raise TrajectoryError(source, "trajectory has no messages")
     if not len(history):
         raise TrajectoryError(source, "trajectory has no assistant replies (no model calls to render)")
+    try:
+        history.load_pins(read_pins(data, source))  # a refold run's user pins (``refold sessions pin``)
+    except ValueError as e:
+        raise TrajectoryError(source, str(e).removeprefix(f"{source}: ")) from None
     unreplied = unreplied_calls(messages)
     if unreplied:
         history.meta["unreplied"] = unreplied

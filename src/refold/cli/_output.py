@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import PolicyError
+from ._plot import Series, check_plot, write_plot
 
 
 def check_output(path: Path, flag: str) -> None:
@@ -33,6 +35,29 @@ def write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as e:
         raise PolicyError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def progress_bar(console: Console, label: str | None = None) -> Progress:
+    """The bar every long job shows on stderr, gone when it is done: ``label`` (fixed) or the
+    task's description first, then the bar, done/total and the time so far (and, after a fixed
+    label, the description: e.g. the file being read)."""
+    head = [TextColumn(label)] if label else [TextColumn("{task.description}")]
+    tail = [TextColumn("{task.description}")] if label else []
+    return Progress(*head, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *tail, console=console, transient=True)
+
+
+def check_plot_output(plot: Path | None) -> None:
+    """``--plot FILE``: writable, a known format, matplotlib installed (before any long work)."""
+    if plot is not None:
+        check_output(plot, "--plot")
+        check_plot(plot)
+
+
+def plot_output(err: Console, plot: Path | None, title: str, series: Callable[[], Series]) -> None:
+    """Draw ``--plot FILE`` (if given) with a spinner on stderr while matplotlib works."""
+    if plot is not None:
+        with err.status(f"plotting {plot}"):
+            write_plot(plot, title, series())
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

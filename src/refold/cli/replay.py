@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import PolicyError
 from ..lab.replay import (
@@ -26,8 +25,17 @@ from ..lab.replay import (
     replay_paths,
     write_csv,
 )
-from ._output import Column, check_output, plural, print_table, write_output
-from ._plot import check_plot, replay_series, write_plot
+from ._output import (
+    Column,
+    check_output,
+    check_plot_output,
+    plot_output,
+    plural,
+    print_table,
+    progress_bar,
+    write_output,
+)
+from ._plot import replay_series
 
 COLUMNS = (
     Column("policy", left=True),
@@ -177,26 +185,17 @@ def replay(
     settings.check()
     if mask_after is not None and mask_after < 1:
         raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
-    for flag, target in (("--json", json_out), ("--csv", csv_out), ("--plot", plot)):
+    for flag, target in (("--json", json_out), ("--csv", csv_out)):
         if target is not None:
             check_output(target, flag)
-    if plot is not None:
-        check_plot(plot)
+    check_plot_output(plot)
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
-    with Progress(
-        TextColumn("replay"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err,
-        transient=True,
-    ) as progress:
+    with progress_bar(err, "replay") as progress:
         task = progress.add_task("", total=len(files))
 
         def done(r: TaskResult) -> None:
@@ -218,9 +217,7 @@ def replay(
             write_csv(results, csv_out)
         except OSError as e:
             raise PolicyError(f"cannot write {csv_out}: {e.strerror or e}") from None
-    if plot is not None:
-        with err.status(f"plotting {plot}"):
-            write_plot(plot, _title(report), replay_series(report))
+    plot_output(err, plot, _title(report), lambda: replay_series(report))
     for r in failed:
         typer.echo(f"refold: failed: {r.file}: {r.error}", err=True)
     if failed:

@@ -1,9 +1,15 @@
-"""``refold sessions list|show|prune``: the proxy's session store, read (and pruned) by an operator.
+"""``refold sessions list|show|expand|pin|unpin|prune``: the proxy's sessions and saved mini runs.
 
 ``--store`` is what ``refold serve --store`` was given (a SQLite path or ``redis://...``). Listing
 covers every owner; owners appear as their key's hash, never as the key. ``show`` re-renders the
 session's current branch with the proxy's default config (``-c policy.k=4`` for others) and says
 how the next prompt shows each step. ``prune`` is safe next to a running proxy.
+
+``show``, ``expand``, ``pin`` and ``unpin`` also take a saved mini run (a trajectory file) in place
+of a session. ``expand`` prints a step (``7``, ``7.2``, ``r7``, ``3-5``) or span (``S1``) as the
+model first saw it, read from the history; ``pin`` stores a pin so the agent's next prompt shows
+the item as first shown (a running proxy picks it up at its next turn; a live mini run reads its
+``refold_pins`` file), and ``unpin`` releases it.
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ import typer
 
 from ..config import Config
 from ..errors import PolicyError, RefoldError
+from ..history import History
 from ..mechanisms.spans import SpanBook
+from ..pinning import expand_messages, expand_text, pin_record, pinned_items, resolve
 from ..render import Renderer
 from ..types import Shown
 
 T = TypeVar("T")
 
 sessions_app = typer.Typer(
-    help="The proxy's sessions: list, show one, prune old ones.", no_args_is_help=True, add_completion=False
+    help="The proxy's sessions and saved mini runs: list, show, expand, pin, unpin, prune.",
+    no_args_is_help=True,
+    add_completion=False,
 )
 
 StoreOpt = Annotated[
@@ -108,16 +118,23 @@ def show(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document instead of text.")] = False,
 ) -> None:
-    """A session's current branch: steps, spans, folds, and which steps the next prompt hides."""
+    """A session's current branch or a saved mini run: steps, spans, folds, pins, what is hidden."""
     cfg = Config().override(config or [])
-    info = _with_store(store, lambda st: _describe(st, session, cfg))
+    if _is_run_file(session):
+        history, run_cfg, data = _load_run(session, config)
+        info = _describe_history(history, Renderer(run_cfg), run_cfg, _file_header(session, data))
+    else:
+        info = _with_store(store, lambda st: _describe(st, session, cfg))
     if as_json:
         typer.echo(json.dumps(info, indent=1, ensure_ascii=False))
         return
-    typer.echo(
-        f"session {info['name']} (id {info['id']}, owner {info['owner']}): {len(info['steps'])} steps, "
-        f"{info['branches']} branch(es), updated {_when(info['updated'])}"
-    )
+    if info.get("path"):
+        typer.echo(f"run {info['path']}: {len(info['steps'])} steps")
+    else:
+        typer.echo(
+            f"session {info['name']} (id {info['id']}, owner {info['owner']}): {len(info['steps'])} steps, "
+            f"{info['branches']} branch(es), updated {_when(info['updated'])}"
+        )
     r = info["render"]
     typer.echo(
         f"next prompt: {r['messages']} messages, boundary at step {r['boundary']}, {r['stubs']} stubs, "
@@ -131,6 +148,7 @@ def show(
         typer.echo(f"  span {sp['id']} steps {sp['begin']}-{sp['end'] or '...'} {sp['question'][:50]!r}: {state}")
     hidden = info["hidden"]
     typer.echo(f"hidden in the next prompt: {_ranges(hidden) if hidden else 'none'} (all restorable with restore <step>)")
+    typer.echo(f"pinned by you: {', '.join(info['pins']) if info['pins'] else 'nothing'} (refold sessions pin|unpin)")
 
 
 @sessions_app.command("prune")
@@ -153,9 +171,8 @@ def prune(
     typer.echo(f"{verb} {n} session(s) not updated since {_when(before)}")
 
 
-async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
-    from ..proxy.sessions import Session
-
+async def _session_data(st: Any, ident: str) -> Any:
+    """The stored session ``ident`` names (its id, an id prefix or its name)."""
     data = await st.load(ident)
     if data is None:
         found = [r for r in await st.all_sessions(10**9) if r.name == ident or r.sid.startswith(ident)]
@@ -169,6 +186,14 @@ async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
         data = await st.load(found[0].sid)
         if data is None:
             raise PolicyError(f"session '{ident}' was deleted meanwhile")
+    return data
+
+
+async def _session_view(st: Any, ident: str, cfg: Config) -> tuple[Any, Any, Any]:
+    """(data, Session, View of its current branch, pins loaded)."""
+    from ..proxy.sessions import Session
+
+    data = await _session_data(st, ident)
     rec = data.record
     s = Session(rec.sid, rec.name, rec.owner)
     s.load(data)
@@ -176,8 +201,29 @@ async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
         view = s.view(rec.head, lambda: Renderer(cfg))
     except RefoldError as e:
         raise PolicyError(f"session '{ident}' cannot be rebuilt: {e}") from None
-    h = view.history
-    rendered = view.renderer.render(h)
+    return data, s, view
+
+
+async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
+    data, s, view = await _session_view(st, ident, cfg)
+    rec = data.record
+    header = {
+        "format": "refold-session-1",
+        "id": rec.sid,
+        "name": rec.name,
+        "owner": rec.owner,
+        "head": rec.head,
+        "created": rec.created,
+        "updated": rec.updated,
+        "branches": len(s.tips),
+        "pins": pinned_items(s.pins),
+    }
+    return _describe_history(view.history, view.renderer, cfg, header)
+
+
+def _describe_history(h: History, renderer: Renderer, cfg: Config, header: dict[str, Any]) -> dict[str, Any]:
+    """How the next prompt shows each step of ``h`` (``header`` names the session or the run)."""
+    rendered = renderer.render(h)
     shown: dict[int, dict[str, str]] = {}
     covered: dict[int, int] = {}
     for o in rendered.origins:
@@ -190,7 +236,7 @@ async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
     for step in h.steps:
         parts = shown.get(step.index, {})
         out = parts.get("output")
-        visible = out in (Shown.RECEIVED, Shown.RESTORED) or (not step.observations and "reply" in parts)
+        visible = out in (Shown.RECEIVED, Shown.RESTORED, Shown.PINNED) or (not step.observations and "reply" in parts)
         if not visible:
             hidden.append(step.index)
         if not parts:
@@ -220,14 +266,7 @@ async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
     ]
     stats = rendered.stats
     return {
-        "format": "refold-session-1",
-        "id": rec.sid,
-        "name": rec.name,
-        "owner": rec.owner,
-        "head": rec.head,
-        "created": rec.created,
-        "updated": rec.updated,
-        "branches": len(s.tips),
+        **header,
         "steps": steps,
         "spans": spans,
         "folded": sorted({i for st in h.steps for i in st.stale}),
@@ -241,6 +280,132 @@ async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
             "notes": stats.notes,
         },
     }
+
+
+# ---- expand / pin / unpin: a stored session or a saved mini run --------------------------------
+
+RunArg = Annotated[str, typer.Argument(help="A session id or name (see 'list'), or a saved mini run's trajectory file.")]
+ItemArg = Annotated[str, typer.Argument(help="A step (7), an output (7.2), a reply (r7), steps 3-5, or a span (S1).")]
+ConfigOpt = Annotated[
+    list[str] | None, typer.Option("-c", "--config", help="Config override section.field=value (repeatable).")
+]
+
+
+_RUN_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
+
+
+def _is_run_file(ident: str) -> bool:
+    """A saved run: an existing file named like one (a session called ``a`` next to a file ``a``
+    stays a session)."""
+    if not ("/" in ident or ident.endswith(_RUN_SUFFIXES)):
+        return False
+    if not Path(ident).expanduser().is_file():
+        raise PolicyError(f"no run file {ident} (a session id or name has no '/' and no .json ending)")
+    return True
+
+
+def _load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, dict[str, Any]]:
+    """A saved run, the config it rendered with (a refold run's own; defaults else), its JSON."""
+    from ..integrations.saved import config_for
+    from ..loaders import load, read_json
+
+    data = read_json(path)
+    history = load(path)
+    cfg = (config_for(data) if isinstance(data, dict) else Config()).override(overrides or [])
+    return history, cfg, data if isinstance(data, dict) else {}
+
+
+def _file_header(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    from ..integrations.mini_record import read_pins
+
+    return {"format": "refold-run-1", "path": path, "pins": pinned_items(read_pins(data, path))}
+
+
+@sessions_app.command("expand")
+def expand(
+    run: RunArg,
+    item: ItemArg,
+    store: StoreOpt = "refold-sessions.db",
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The messages as JSON instead of text.")] = False,
+) -> None:
+    """Print a step or span byte-exact as the model first saw it (read from the history; nothing runs)."""
+    if _is_run_file(run):
+        history, cfg, _ = _load_run(run, config)
+        where = run
+    else:
+        cfg = Config().override(config or [])
+        _, s, view = _with_store(store, lambda st: _session_view(st, run, cfg))
+        history, cfg, where = view.history, view.renderer.config, f"session {s.name}"
+    it = resolve(history, item, cfg, where=where)
+    if as_json:
+        msgs = [{"step": st, "part": part, "message": m} for st, part, m in expand_messages(history, it, cfg)]
+        typer.echo(json.dumps({"format": "refold-expand-1", "item": it.label, "messages": msgs}, indent=1, ensure_ascii=False))
+        return
+    typer.echo(expand_text(history, it, cfg))
+
+
+@sessions_app.command("pin")
+def pin(run: RunArg, item: ItemArg, store: StoreOpt = "refold-sessions.db", config: ConfigOpt = None) -> None:
+    """Pin a step or span: the agent's next prompt shows it as first shown (never masked or folded)."""
+    _set_pin(run, item, store, config, on=True)
+
+
+@sessions_app.command("unpin")
+def unpin(run: RunArg, item: ItemArg, store: StoreOpt = "refold-sessions.db", config: ConfigOpt = None) -> None:
+    """Release a pin set with 'pin': the item may be shown shorter again from the next prompt."""
+    _set_pin(run, item, store, config, on=False)
+
+
+def _set_pin(run: str, item: str, store: str, overrides: list[str] | None, *, on: bool) -> None:
+    if _is_run_file(run):
+        label, where, pins = _pin_file(run, item, overrides, on=on)
+    else:
+        label, where, pins = _with_store(store, lambda st: _pin_stored(st, run, item, overrides, on=on))
+    if on:
+        typer.echo(f"{where}: pinned {label}; the agent's next prompt shows it as first shown")
+    else:
+        typer.echo(f"{where}: unpinned {label}; it may be shown shorter again from the agent's next prompt")
+    typer.echo(f"pinned now: {', '.join(pins) if pins else 'nothing'}")
+
+
+async def _pin_stored(st: Any, ident: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
+    cfg = Config().override(overrides or [])
+    _, s, view = await _session_view(st, ident, cfg)
+    where = f"session {s.name}"
+    record = pin_record(view.history, item, on=on, where=where, config=cfg)
+    if not await st.add_pin(s.sid, record):
+        raise PolicyError(f"{where} was deleted meanwhile")
+    return str(record["item"]), where, pinned_items([*s.pins, record])
+
+
+def _pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
+    """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
+    names one (that is what a running mini reads before its next call)."""
+    from ..integrations.mini_record import PINS, read_pins, write_json
+    from ..loaders import read_json
+
+    history, cfg, data = _load_run(path, overrides)
+    if not data:
+        raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
+    record = pin_record(history, item, on=on, where=path, config=cfg)
+    records = [*read_pins(data, path), record]
+    info = data.setdefault("info", {})
+    if not isinstance(info, dict):
+        raise PolicyError(f"{path}: field 'info' is not an object")
+    info[PINS] = records
+    try:
+        write_json(path, data)
+        live = ((info.get("config") or {}).get("refold") or {}).get("pins_file")
+        if isinstance(live, str) and live:
+            side = Path(live).expanduser()
+            if not side.is_absolute():
+                side = Path(path).resolve().parent / side
+            known = read_pins(read_json(side), str(side)) if side.is_file() else []
+            write_json(side, {PINS: [*known, record]})
+    except OSError as e:
+        raise PolicyError(f"cannot write the pin to {e.filename or path}: {e.strerror or e}") from None
+    return str(record["item"]), path, pinned_items(records)
 
 
 def _ranges(xs: list[int]) -> str:

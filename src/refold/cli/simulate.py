@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import PolicyError, RefoldError
 from ..lab.cache import kv_spec
@@ -37,8 +36,17 @@ from ..lab.serversim import (
 from ..lab.serversim.steptime import gpu as gpu_spec
 from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
-from ._output import Column, check_output, plural, print_table, write_output
-from ._plot import Series, check_plot, write_plot
+from ._output import (
+    Column,
+    check_output,
+    check_plot_output,
+    plot_output,
+    plural,
+    print_table,
+    progress_bar,
+    write_output,
+)
+from ._plot import Series
 
 FORMAT = "refold-serversim-1"
 
@@ -96,17 +104,6 @@ def _rows(results: list[SimResult]) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
 
 
 def simulate_series(traces: dict[str, list[Trace]], results: list[SimResult]) -> Series:
@@ -250,9 +247,7 @@ def simulate_cmd(
     cfg.check()
     if json_out is not None:
         check_output(json_out, "--json")
-    if plot is not None:
-        check_output(plot, "--plot")
-        check_plot(plot)
+    check_plot_output(plot)
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
@@ -260,7 +255,7 @@ def simulate_cmd(
     out = Console()
     start = time.perf_counter()
     histories = []
-    with _progress(err) as progress:
+    with progress_bar(err) as progress:
         task = progress.add_task("loading", total=len(files))
         for f in files:  # one session per agent of a multi-agent file
             try:
@@ -269,7 +264,7 @@ def simulate_cmd(
                 raise PolicyError(str(e)) from None
             progress.advance(task)
     traces: dict[str, list[Trace]] = {}
-    with _progress(err) as progress:
+    with progress_bar(err) as progress:
         task = progress.add_task("rendering", total=len(histories) * len(names))
         for name in names:
             progress.update(task, description=f"rendering {name}")
@@ -299,7 +294,7 @@ def simulate_cmd(
     def wait_ok(r: SimResult) -> bool:
         return r.wait_mean <= wait_threshold
 
-    with _progress(err) as progress:
+    with progress_bar(err) as progress:
         task = progress.add_task("simulating", total=len(names) * len(ws))
         for name in names:
             for w in ws:
@@ -380,9 +375,7 @@ def simulate_cmd(
             "bisection": {k: sorted(v) for k, v in extra.items()},
         }
         write_output(json_out, json.dumps(report, indent=1) + "\n")
-    if plot is not None:
-        with err.status(f"plotting {plot}"):
-            write_plot(plot, title, simulate_series(traces, results))
+    plot_output(err, plot, title, lambda: simulate_series(traces, results))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,10 +1,15 @@
-"""What the mini wrapper writes into a run: the ``extra.refold`` record of each call, and the
-observation message that answers a context command (``refold.wire`` reads both back)."""
+"""What the mini wrapper writes into a run: the ``extra.refold`` record of each call, the
+observation message that answers a context command (``refold.wire`` reads both back), and the
+user's pins (``info.refold_pins``: ``pinning.pin_record`` records, in order; ``refold sessions
+pin RUN.traj.json 7`` adds one, and a live run reads them from its ``refold_pins`` file)."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..history import History
@@ -15,6 +20,43 @@ from .cache_control import breakpoints
 
 FORMAT = "refold-mini-1"
 """Version of the ``extra.refold`` record added to each assistant message."""
+PINS = "refold_pins"
+"""The key under ``info`` (a trajectory) or at the top (a pins file) that holds the user's pins."""
+
+
+def read_pins(data: Any, where: str) -> list[dict[str, Any]]:
+    """The pin records of a trajectory or a pins file (``[]`` when it has none); a malformed list
+    is a ValueError of one line naming ``where``."""
+    if not isinstance(data, Mapping):
+        return []
+    info = data.get("info")
+    found = info.get(PINS) if isinstance(info, Mapping) and PINS in info else data.get(PINS)
+    if found is None:
+        return []
+    if not isinstance(found, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("target"), str) and isinstance(r.get("at"), int) for r in found
+    ):
+        raise ValueError(f"{where}: field '{PINS}' must be a list of {{target, at, on}} records")
+    return [dict(r) for r in found]
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file), keeping its mode;
+    a file the user may not write stays untouched (PermissionError)."""
+    path = Path(path)
+    mode = None
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise PermissionError(13, "the file is read-only", str(path))
+        mode = path.stat().st_mode & 0o7777
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def call_info(
@@ -93,3 +135,32 @@ def extends(history: History, chat: Sequence[Message]) -> bool:
     prefix = history.prefix
     known = len(prefix) + sum(1 + len(s.observations) for s in history.steps)
     return len(chat) >= known and all(a == b for a, b in zip(prefix, chat, strict=False))
+
+
+class PinFile:
+    """A live run's pins file (``refold_pins``): re-read when it changes, so a pin set meanwhile
+    shows in the agent's next prompt. A missing or malformed file keeps the pins read before."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = Path(path).expanduser() if path else None
+        self.records: list[dict[str, Any]] = []
+        self._seen: tuple[int, int] | None = None
+
+    def changed(self, history: History) -> bool:
+        """Read the file if it changed; True when ``history`` must be rebuilt with new records
+        (pins are append-only in a History; new records at the end are simply loaded)."""
+        if self.path is None:
+            return False
+        try:
+            st = self.path.stat()
+            if (st.st_mtime_ns, st.st_size) == self._seen:
+                return False
+            self._seen = (st.st_mtime_ns, st.st_size)
+            records = read_pins(json.loads(self.path.read_text(encoding="utf-8")), str(self.path))
+        except (OSError, ValueError):
+            return False
+        old, self.records = self.records, records
+        if records[: len(old)] == old:
+            history.load_pins(records[len(old) :])
+            return False
+        return True

@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from minisweagent.exceptions import FormatError
@@ -60,7 +61,7 @@ from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
 from .mini_options import parse_section, resolve_handlers
-from .mini_record import FORMAT, answer_message, call_info, extends, usage
+from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
 
 logger = logging.getLogger("refold")
 
@@ -81,6 +82,7 @@ class RefoldModel:
         refold_boundary: Mapping[str, Any] | None = None,
         refold_cache: str | None = None,
         set_cache_control: str | None = None,
+        refold_pins: str | None = None,
         **kwargs: Any,
     ) -> None:
         options = dict(refold or {})
@@ -124,6 +126,9 @@ class RefoldModel:
         self.inner = inner_class(**kwargs)
         self._history: History | None = None
         self._renderer = self._new_renderer(None)
+        # the user's pins (refold sessions pin), read before each call; saved absolute in the run
+        self.pins_file = str(Path(refold_pins).expanduser().resolve()) if refold_pins else None
+        self._pins = PinFile(refold_pins)
 
     # ---- the Model protocol ---------------------------------------------------------------
 
@@ -133,6 +138,8 @@ class RefoldModel:
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         history = self._sync(messages)
+        if self._pins.changed(history):
+            history = self._sync(messages, rebuild=True)
         chat = [m for m in messages if m.get("role") in CHAT_ROLES]
         rendered: Rendered | None = None
         if self.enabled:
@@ -230,8 +237,10 @@ class RefoldModel:
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,
                             "commands": sorted(self.recognizer.shell),
+                            "pins_file": self.pins_file,
                         },
-                    }
+                    },
+                    PINS: list(self._pins.records),
                 }
             },
         )
@@ -249,7 +258,7 @@ class RefoldModel:
         """The history as of the last query (read-only view for tests and tools)."""
         return self._history
 
-    def _sync(self, messages: Sequence[Message]) -> History:
+    def _sync(self, messages: Sequence[Message], *, rebuild: bool = False) -> History:
         """Bring the history up to ``messages``; rebuild when mini added a non-step message.
 
         mini appends format errors and interruptions as user messages after a step that was
@@ -257,13 +266,14 @@ class RefoldModel:
         """
         chat = [m for m in messages if m.get("role") in CHAT_ROLES]
         h = self._history
-        if h is not None and extends(h, chat):
+        if h is not None and not rebuild and extends(h, chat):
             try:
                 h.extend_from_messages(chat)
                 return h
             except ValueError:
                 pass
         h = History.from_messages(chat, source="mini-swe-agent")
+        h.load_pins(self._pins.records)
         self._history = h
         self._renderer = self._new_renderer(h)  # a fresh cache: the old one is keyed by id(history)
         return h

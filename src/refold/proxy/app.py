@@ -11,12 +11,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from ..errors import ProxyError, StoreUnavailable
+from ..errors import ItemError, ProxyError, StoreUnavailable
 from ..history import History
+from ..pinning import expand_text, pinned_items, resolve
 from ..tokens import tokenizer_name
 from .apis import mount
 from .chat import ChatService
@@ -189,14 +191,48 @@ def _session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
 
         def snapshot() -> History:  # synchronous: no other coroutine can append meanwhile
             current = s.view(head, cfg.renderer).history
-            copy = History(current.prefix, source=current.source)
+            live = {"session": name, "base": f"/sessions/{quote(name, safe='')}", "pins": pinned_items(s.pins)}
+            copy = History(current.prefix, source=current.source, meta={"live": live})
             for st in current.steps:
                 copy.append(st.reply, st.observations, meta=st.meta)
+            copy.load_pins(p.record() for p in current.pins)
             return copy
 
         pool: ViewPool = state["views"]
-        page = await pool.page((s.sid, head, tokenizer), snapshot, f"refold session {name}", tokenizer)
+        key = (s.sid, head, str(len(s.pins)), tokenizer)  # a pin changes the prompts the page shows
+        page = await pool.page(key, snapshot, f"refold session {name}", tokenizer)
         return HTMLResponse(page)
+
+    @router.get("/sessions/{name}/expand")
+    async def session_expand(request: Request, name: str, item: str = "") -> dict[str, Any]:
+        """A step (7, 7.2, r7, 3-5) or span (S1) of the current branch, byte-exact as first shown."""
+        s = await find(request, name)
+        async with s.lock:
+            assert s.head is not None
+            view = s.view(s.head, cfg.renderer)
+            try:
+                it = resolve(view.history, item, view.renderer.config, where=f"session {name}")
+            except ItemError as e:
+                raise ProxyError(400, str(e), code="invalid_item") from None
+            text = expand_text(view.history, it, view.renderer.config)
+            return {"session": name, "item": it.label, "steps": list(it.steps), "text": text}
+
+    @router.post("/sessions/{name}/pins")
+    async def session_pin(request: Request, name: str) -> dict[str, Any]:
+        """``{"item": "7", "pin": true}``: pin (or unpin) an item for the agent's next prompts."""
+        s = await find(request, name)
+        body = await read_json(request, 4096)
+        item, on = body.get("item") if isinstance(body, dict) else None, body.get("pin", True) if isinstance(body, dict) else None
+        if not isinstance(item, str) or not item.strip():
+            raise ProxyError(400, "body must be {\"item\": \"7\" | \"7.2\" | \"r7\" | \"3-5\" | \"S1\", \"pin\": true|false}", param="item")
+        if not isinstance(on, bool):
+            raise ProxyError(400, "'pin' must be true or false", param="pin")
+        manager: SessionManager = state["manager"]
+        it, _ = await manager.pin(s, item, on=on)
+        async with s.lock:
+            assert s.head is not None
+            pins = pinned_items(s.pins)
+        return {"session": name, "item": it.label, "pinned": on, "pins": pins}
 
     return router
 
@@ -256,6 +292,7 @@ def describe(s: Session, cfg: ProxyConfig) -> dict[str, Any]:
             for st in h.steps
         ],
         "prefix": list(h.prefix),
+        "pins": pinned_items(s.pins),
         "render": {
             "t": stats.t,
             "boundary": stats.boundary,

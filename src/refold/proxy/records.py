@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from ..types import Message
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The store layout this refold writes; older stores are migrated on open, newer ones refused."""
 
 
@@ -61,6 +61,7 @@ class SessionData:
     prefixes: dict[str, list[Message]]
     steps: dict[str, StoredStep]
     heads: list[str]  # earlier branch heads, oldest first (the current head is record.head)
+    pins: list[dict[str, Any]] = field(default_factory=list)  # the user's pins (``Pin.record()``), in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,14 @@ class Store(Protocol):
     async def load(self, sid: str) -> SessionData | None: ...
 
     async def head(self, sid: str) -> str | None: ...
+
+    async def state(self, sid: str) -> tuple[str, int] | None:
+        """(head, number of pin records): what a cached copy of the session must match."""
+        ...
+
+    async def add_pin(self, sid: str, record: dict[str, Any]) -> bool:
+        """Append one pin record to an existing session (False: no such session)."""
+        ...
 
     async def commit(self, c: Commit) -> None: ...
 

@@ -2,7 +2,7 @@
 
 Keys (``refold:`` namespace): ``s:{sid}`` hash (name, owner, head, created, updated),
 ``p:{sid}`` and ``st:{sid}`` hashes of prefixes and steps by digest, ``h:{sid}`` list of retired
-branch heads, ``o:{owner}`` sorted set of the owner's sessions, ``all`` sorted set of every
+branch heads, ``pin:{sid}`` list of the user's pins (JSON, in order), ``o:{owner}`` sorted set of the owner's sessions, ``all`` sorted set of every
 session by last update (listing, pruning), ``schema`` the layout version. Content is written first
 (idempotent); the head moves in one Lua script that checks the expected head. Durability across a
 Redis restart is Redis's own (``appendonly yes``). A Redis error is a ``StoreUnavailable`` (503).
@@ -50,10 +50,21 @@ _PRUNE = """
 local updated = redis.call('HGET', KEYS[1], 'updated')
 if updated and tonumber(updated) >= tonumber(ARGV[1]) then return 0 end
 local owner = redis.call('HGET', KEYS[1], 'owner')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-redis.call('ZREM', KEYS[5], ARGV[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('ZREM', KEYS[6], ARGV[2])
 if owner then redis.call('ZREM', ARGV[3] .. owner, ARGV[2]) end
 return updated and 1 or 0
+"""
+
+# Append a pin to an existing session and mark it updated (a pin on a pruned session fails).
+_PIN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'updated', ARGV[2])
+local owner = redis.call('HGET', KEYS[1], 'owner')
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+if owner then redis.call('ZADD', ARGV[4] .. owner, ARGV[2], ARGV[3]) end
+return 1
 """
 
 
@@ -72,6 +83,7 @@ class RedisStore:
         self._r: Any = aioredis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
         self._cas = self._r.register_script(_CAS)
         self._prune = self._r.register_script(_PRUNE)
+        self._pin = self._r.register_script(_PIN)
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
         self.schema: int | None = None
         self.fault: str | None = None
@@ -94,7 +106,8 @@ class RedisStore:
         return out
 
     async def _migrate(self) -> None:
-        """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; newer is refused."""
+        """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; v3 adds ``pin:`` lists
+        (nothing to rewrite); newer is refused."""
         raw = await self._r.get(self._k("meta", "schema"))
         version = int(raw) if raw is not None else 0
         if version > SCHEMA_VERSION:
@@ -108,6 +121,7 @@ class RedisStore:
                 if updated is not None:
                     sid = key.decode().removeprefix(self._k("s", ""))
                     await self._r.zadd(self._k("all", "sessions"), {sid: float(updated)})
+        if version < SCHEMA_VERSION:
             await self._r.set(self._k("meta", "schema"), str(SCHEMA_VERSION))
         self.schema = SCHEMA_VERSION
 
@@ -120,7 +134,8 @@ class RedisStore:
         pipe.hgetall(self._k("p", sid))
         pipe.hgetall(self._k("st", sid))
         pipe.lrange(self._k("h", sid), 0, -1)
-        rec, prefixes, steps, heads = await pipe.execute()
+        pipe.lrange(self._k("pin", sid), 0, -1)
+        rec, prefixes, steps, heads, pins = await pipe.execute()
         if not rec or b"head" not in rec:
             return None
         r = {k.decode(): v.decode() for k, v in rec.items()}
@@ -132,11 +147,32 @@ class RedisStore:
             {d.decode(): _json_list(b) for d, b in prefixes.items()},
             {d.decode(): StoredStep.from_json(d.decode(), b) for d, b in steps.items()},
             [h.decode() for h in heads],
+            [json.loads(p) for p in pins],
         )
 
     async def head(self, sid: str) -> str | None:
         value = await self._guard(lambda: self._r.hget(self._k("s", sid), "head"))
         return value.decode() if value is not None else None
+
+    async def state(self, sid: str) -> tuple[str, int] | None:
+        return await self._guard(lambda: self._state(sid))
+
+    async def _state(self, sid: str) -> tuple[str, int] | None:
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hget(self._k("s", sid), "head")
+        pipe.llen(self._k("pin", sid))
+        head, pins = await pipe.execute()
+        return (head.decode(), int(pins)) if head is not None else None
+
+    async def add_pin(self, sid: str, record: dict[str, Any]) -> bool:
+        return await self._guard(lambda: self._add_pin(sid, record))
+
+    async def _add_pin(self, sid: str, record: dict[str, Any]) -> bool:
+        ok = await self._pin(
+            keys=[self._k("s", sid), self._k("pin", sid), self._k("all", "sessions")],
+            args=[json.dumps(record, sort_keys=True), repr(time.time()), sid, self._k("o", "")],
+        )
+        return bool(ok)
 
     async def commit(self, c: Commit) -> None:
         await self._guard(lambda: self._commit(c))
@@ -187,7 +223,7 @@ class RedisStore:
         n = 0
         for raw in await self._r.zrangebyscore(self._k("all", "sessions"), "-inf", f"({before!r}"):
             sid = raw.decode()
-            keys = [self._k(kind, sid) for kind in ("s", "p", "st", "h")] + [self._k("all", "sessions")]
+            keys = [self._k(kind, sid) for kind in ("s", "p", "st", "h", "pin")] + [self._k("all", "sessions")]
             n += int(await self._prune(keys=keys, args=[repr(before), sid, self._k("o", "")]))
         return n
 

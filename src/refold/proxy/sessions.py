@@ -5,6 +5,10 @@ new turns are appended to it, and a client that rewrote an earlier turn gets a n
 shares everything before the fork. Nothing is ever deleted. Every change is committed to the store
 (compare-and-set on the session head) before the proxy calls upstream; another replica's write
 makes the commit fail, the session is reloaded and the commit retried onto the same base digest.
+
+The user's pins (``refold sessions pin``, the session page) belong to the session, not to one
+branch: each is checked against the current branch when set and applies to any branch that has
+the steps it names (``History.pin`` semantics: from the call after the step count it was set at).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ProxyError, StoreConflict
+from .. import pinning
+from ..errors import ItemError, ProxyError, StoreConflict
 from ..history import History
+from ..pinning import Item, resolve
 from ..render import Renderer
 from ..types import Message, message_digest
 from ..wire import read_stored
@@ -58,6 +64,14 @@ def session_id(owner: str, name: str) -> str:
     return hashlib.sha256(f"{owner}\0{name}".encode()).hexdigest()[:32]
 
 
+def pin_record(history: History, item: str, *, on: bool, where: str, config: Any = None) -> dict[str, Any]:
+    """``pinning.pin_record`` with a bad item as a 400 (one line naming ``where`` and the item)."""
+    try:
+        return pinning.pin_record(history, item, on=on, where=where, config=config)
+    except ItemError as e:
+        raise ProxyError(400, str(e), code="invalid_item") from None
+
+
 @dataclass
 class View:
     history: History
@@ -75,12 +89,16 @@ class Session:
     tips: list[str] = field(default_factory=list)  # most recently used last
     views: OrderedDict[str, View] = field(default_factory=OrderedDict)
     norms: dict[str, tuple[Norm, tuple[Norm, ...]]] = field(default_factory=dict)
+    pins: list[dict[str, Any]] = field(default_factory=list)  # the user's pins, as stored
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def load(self, data: SessionData) -> None:
         self.head = data.record.head
         self.prefixes = data.prefixes
         self.steps = data.steps
+        if data.pins != self.pins:  # a view's history holds the pins it was built with
+            self.pins = list(data.pins)
+            self.views.clear()
         heads = [*data.heads, data.record.head]
         ancestors: set[str] = set()
         for h in heads:
@@ -92,6 +110,7 @@ class Session:
         """Forget everything (the store no longer has this session: pruned)."""
         self.head = None
         self.prefixes, self.steps, self.tips = {}, {}, []
+        self.pins = []
         self.views.clear()
         self.norms.clear()
 
@@ -129,6 +148,10 @@ class Session:
                     raise ProxyError(
                         500, f"session {self.name}: step {s.digest} fails verification", type="server_error"
                     )
+            try:
+                h.load_pins(self.pins)
+            except ValueError as e:
+                raise ProxyError(500, f"session {self.name}: {e}", type="server_error") from None
             v = self.views[digest] = View(h, renderer())
             while len(self.views) > _MAX_VIEWS:
                 self.views.popitem(last=False)
@@ -184,18 +207,34 @@ class SessionManager:
         return s if s.head is not None else None
 
     async def _refresh(self, s: Session, force: bool = False) -> None:
-        head = await self.store.head(s.sid)
-        if head is None:
+        state = await self.store.state(s.sid)
+        if state is None:
             if s.head is not None:
                 s.reset()
             return
-        if head == s.head and not force:
+        if state == (s.head, len(s.pins)) and not force:  # a pin set elsewhere (the CLI, a replica) reloads
             return
         data = await self.store.load(s.sid)
         if data is not None:
             if data.record.owner != s.owner:  # an id collision across owners cannot happen by construction
                 raise ProxyError(404, "no such session", code="session_not_found")
             s.load(data)
+
+    async def pin(self, s: Session, item: str, *, on: bool = True) -> tuple[Item, dict[str, Any]]:
+        """Pin (or unpin) ``item`` of the session's current branch for its next prompts; the record
+        is stored before it takes effect. A bad item is a 400 naming the session and the item."""
+        async with s.lock:
+            await self._refresh(s)
+            if s.head is None:
+                raise ProxyError(404, f"no session '{s.name}'", code="session_not_found")
+            view = s.view(s.head, self.renderer)
+            record = pin_record(view.history, item, on=on, where=f"session {s.name}", config=view.renderer.config)
+            if not await self.store.add_pin(s.sid, record):
+                raise ProxyError(404, f"session '{s.name}' was deleted meanwhile", code="session_not_found")
+            s.pins.append(record)
+            for v in s.views.values():
+                v.history.load_pins([record])
+            return resolve(view.history, item, view.renderer.config), record
 
     async def turn(self, s: Session, messages: list[Message]) -> Turn:
         """Record the client's messages into the session (caller holds ``s.lock``)."""

@@ -101,6 +101,15 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated)",
         ),
     ),
+    (
+        "003-pins",
+        (
+            # the user's pins, in the order set (seq); a session's rendering reads all of them
+            "CREATE TABLE IF NOT EXISTS pins (seq INTEGER PRIMARY KEY AUTOINCREMENT, sid TEXT NOT NULL, "
+            "body TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS pins_sid ON pins(sid, seq)",
+        ),
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -173,7 +182,7 @@ class SQLiteStore:
 
     def _load(self, sid: str) -> SessionData | None:
         db = self._rdb
-        db.execute("BEGIN")  # one snapshot for the four reads
+        db.execute("BEGIN")  # one snapshot for the five reads
         try:
             row = db.execute(
                 "SELECT sid, name, owner, head, created, updated FROM sessions WHERE sid=?", (sid,)
@@ -188,9 +197,10 @@ class SQLiteStore:
                 for d, b in db.execute("SELECT digest, body FROM steps WHERE sid=?", (sid,))
             }
             heads = [h for (h,) in db.execute("SELECT head FROM heads WHERE sid=? ORDER BY retired", (sid,))]
+            pins = [json.loads(b) for (b,) in db.execute("SELECT body FROM pins WHERE sid=? ORDER BY seq", (sid,))]
         finally:
             _end(db)
-        return SessionData(SessionRecord(*row), prefixes, steps, heads)
+        return SessionData(SessionRecord(*row), prefixes, steps, heads, pins)
 
     async def head(self, sid: str) -> str | None:
         return await self._run(self._read, self._head, sid)
@@ -198,6 +208,31 @@ class SQLiteStore:
     def _head(self, sid: str) -> str | None:
         row = self._rdb.execute("SELECT head FROM sessions WHERE sid=?", (sid,)).fetchone()
         return row[0] if row else None
+
+    async def state(self, sid: str) -> tuple[str, int] | None:
+        return await self._run(self._read, self._state, sid)
+
+    def _state(self, sid: str) -> tuple[str, int] | None:
+        row = self._rdb.execute(
+            "SELECT head, (SELECT count(*) FROM pins WHERE sid=?1) FROM sessions WHERE sid=?1", (sid,)
+        ).fetchone()
+        return (row[0], int(row[1])) if row else None
+
+    async def add_pin(self, sid: str, record: dict[str, Any]) -> bool:
+        return await self._run(self._write, self._add_pin, sid, record)
+
+    def _add_pin(self, sid: str, record: dict[str, Any]) -> bool:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            cur = db.execute("UPDATE sessions SET updated=? WHERE sid=?", (time.time(), sid))
+            if cur.rowcount != 1:
+                return False
+            db.execute("INSERT INTO pins (sid, body) VALUES (?, ?)", (sid, json.dumps(record, sort_keys=True)))
+            db.execute("COMMIT")
+        finally:
+            _end(db)
+        return True
 
     async def commit(self, c: Commit) -> None:
         await self._run(self._write, self._commit, c)
@@ -264,7 +299,7 @@ class SQLiteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             old = "SELECT sid FROM sessions WHERE updated < ?"
-            for table in ("steps", "prefixes", "heads"):
+            for table in ("steps", "prefixes", "heads", "pins"):
                 db.execute(f"DELETE FROM {table} WHERE sid IN ({old})", (before,))
             n = db.execute("DELETE FROM sessions WHERE updated < ?", (before,)).rowcount
             db.execute("COMMIT")

@@ -7,7 +7,8 @@
   says to refuse it.
 * **Host**: only loopback names (and the bound address) unless configured, so a page that
   rebinds its DNS name to 127.0.0.1 cannot read sessions or metrics.
-* **Origin**: a browser's cross-site request carries ``Origin``; it is refused unless listed.
+* **Origin**: a browser's cross-site request carries ``Origin``; it is refused unless listed
+  (or it is this proxy's own origin: the session page's expand and pin calls).
   No CORS headers are ever sent, and preflights are refused.
 * **Content type**: a body must be declared JSON (a cross-site ``text/plain`` form post is not).
 
@@ -136,6 +137,14 @@ class Guard:
             scope.setdefault("state", {})["tenant"] = tenant_
         await self.app(scope, receive, send)
 
+    def same_origin(self, origin: str, host: str) -> bool:
+        """The proxy's own session page calling back (expand, pin): its Origin is this very Host,
+        and that Host passed the allowlist, so a rebinding page cannot pose as it."""
+        if self.hosts is None or not host:
+            return False
+        scheme, _, rest = origin.strip().lower().partition("://")
+        return scheme in ("http", "https") and rest.rstrip("/") == host.strip().lower()
+
     def check(self, scope: Scope) -> Tenant | None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
         if self.hosts is not None and host_name(headers.get("host", "")) not in self.hosts:
@@ -146,7 +155,12 @@ class Guard:
                 code="host_not_allowed",
             )
         origin = headers.get("origin")
-        if origin is not None and "*" not in self.origins and origin.rstrip("/").lower() not in self.origins:
+        if (
+            origin is not None
+            and "*" not in self.origins
+            and origin.rstrip("/").lower() not in self.origins
+            and not self.same_origin(origin, headers.get("host", ""))
+        ):
             raise ProxyError(
                 403,
                 f"cross-origin request from '{origin}' refused (refold serve --allow-origin allows one)",

@@ -26,10 +26,12 @@ Builder = Callable[[History, str, str], str]
 
 
 def build_page(history: History, title: str, tokenizer: str) -> str:
-    """The viewer's report (runs in a worker process); a RefoldError comes back as its text."""
+    """The viewer's report (runs in a worker process); a RefoldError comes back as its text.
+    ``history.meta["live"]`` (the session's name, URL and pins) adds its expand and pin controls."""
     from ..lab.viewer import build_report
 
-    return build_report(history, title=title, tokenizer=tokenizer)
+    live = history.meta.get("live")
+    return build_report(history, title=title, tokenizer=tokenizer, live=live if isinstance(live, dict) else None)
 
 
 class ViewPool:

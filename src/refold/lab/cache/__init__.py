@@ -11,7 +11,17 @@ from typing import Any
 
 from .base import CacheResult, NoCache, PrefixCacheSim, common_prefix_len
 from .kv import KV_MODELS, KvSpec, kv_bytes, kv_gib, kv_spec, session_peak_kv_bytes
-from .pricing import DEFAULT_PRICES, MODEL_ALIASES, Price, cost_usd, load_prices, price_for_model
+from .pricing import (
+    COUNT_CALIBRATIONS,
+    DEFAULT_PRICES,
+    MODEL_ALIASES,
+    CountCalibration,
+    Price,
+    cost_usd,
+    count_calibration,
+    load_prices,
+    price_for_model,
+)
 from .providers import (
     ANTHROPIC_MIN_CACHEABLE,
     CALIBRATED,
@@ -29,6 +39,7 @@ __all__ = [
     "ANTHROPIC_MIN_CACHEABLE",
     "CALIBRATED",
     "CACHE_NAMES",
+    "COUNT_CALIBRATIONS",
     "ROUTED_CACHES",
     "DEFAULT_PRICES",
     "REPLAYED",
@@ -37,6 +48,7 @@ __all__ = [
     "AnthropicCache",
     "CalibratedCache",
     "CacheResult",
+    "CountCalibration",
     "DeepSeekCache",
     "KvSpec",
     "NoCache",
@@ -51,6 +63,7 @@ __all__ = [
     "common_prefix_len",
     "calibrated",
     "cost_usd",
+    "count_calibration",
     "kv_bytes",
     "kv_gib",
     "kv_spec",

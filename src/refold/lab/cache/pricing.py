@@ -14,7 +14,17 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_PRICES", "MODEL_ALIASES", "Price", "cost_usd", "load_prices", "price_for_model"]
+__all__ = [
+    "COUNT_CALIBRATIONS",
+    "DEFAULT_PRICES",
+    "MODEL_ALIASES",
+    "CountCalibration",
+    "Price",
+    "cost_usd",
+    "count_calibration",
+    "load_prices",
+    "price_for_model",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,56 @@ def price_for_model(model: str | None, table: dict[str, Price] | None = None) ->
             return row
     rows = [r for r in (table or DEFAULT_PRICES) if r.lower() in name]
     return max(rows, key=len) if rows else None
+
+
+@dataclass(frozen=True, slots=True)
+class CountCalibration:
+    """ESTIMATED provider token counts for a provider whose tokenizer is not available offline,
+    from the replay tokenizer's count of the same request (a fit, not a tokenizer):
+    ``prompt = per_token * tokens + per_char * characters + per_call`` and visible
+    ``output = output_per_token * tokens`` (reasoning tokens are recorded in the provider's own
+    units and are not scaled). Cached and written tokens scale with the prompt."""
+
+    price: str
+    tokenizer: str
+    per_token: float
+    per_char: float
+    per_call: float
+    output_per_token: float
+    source: str
+
+    def prompt(self, tokens: int, chars: int) -> int:
+        return max(0, round(self.per_token * tokens + self.per_char * chars + self.per_call))
+
+    def output(self, tokens: int) -> int:
+        return max(0, round(self.output_per_token * tokens))
+
+    @property
+    def label(self) -> str:
+        return f"ESTIMATED {self.price} counts (calibrated from {self.tokenizer})"
+
+
+COUNT_CALIBRATIONS: dict[tuple[str, str], CountCalibration] = {
+    # Gemini 3 Pro counts prompts with the Gemma 3 tokenizer (google-genai maps gemini-3-pro-preview
+    # to it), which is downloaded at run time, not shipped by any package: fitted instead by
+    # benchmarks/bench_bill.py on the even half of the dev runs' reported prompt_tokens and
+    # completion_tokens (relative least squares per call), tested on the odd half
+    # (benchmarks/results/bill.txt).
+    ("gemini-3-pro", "qwen3.6"): CountCalibration(
+        price="gemini-3-pro",
+        tokenizer="qwen3.6",
+        per_token=0.826,
+        per_char=0.06965,
+        per_call=-114.4,
+        output_per_token=1.0759,
+        source="benchmarks/bench_bill.py (dev runs, fit on the even half)",
+    ),
+}
+
+
+def count_calibration(price: str | None, tokenizer: str) -> CountCalibration | None:
+    """The count calibration for a price row under the replay tokenizer, if one was fitted."""
+    return COUNT_CALIBRATIONS.get((price or "", tokenizer))
 
 
 def cost_usd(

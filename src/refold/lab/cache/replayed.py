@@ -28,13 +28,18 @@ __all__ = ["REPLAYED", "ReplayedCache", "replayed"]
 
 _NEVER = 1 << 62
 
+# What the record shows is stored, where the predictive fit chose otherwise: on gpt-5-mini a call
+# after a reply without reasoning hits into that reply (the fitted `openai` profile leaves replies
+# out only because its coarse tier seldom reaches them).
+_STORE: dict[str, dict[str, object]] = {"openai": {"cache_generated": True}}
+
 
 class ReplayedCache:
     """The calibrated profile ``base_profile``'s grid, with each call's staleness given by
     ``as_of`` (set before the request; None: the latest state, via the calibrated profile)."""
 
     def __init__(self, base_profile: str) -> None:
-        params = dict(CALIBRATED[base_profile])
+        params = {**CALIBRATED[base_profile], **_STORE.get(base_profile, {})}
         self.name = f"{base_profile}-replayed"
         self._fallback = CalibratedCache(base_profile, **params)  # type: ignore[arg-type]
         self.min_tokens: int = self._fallback.min_tokens
@@ -45,6 +50,8 @@ class ReplayedCache:
         self._stores: dict[Hashable, dict[int, int]] = {}
         self.calls = 0
         self.as_of: int | None = None
+        self.now: float | None = None
+        """The request's recorded time, for the calibrated profile's tiers (calls without a record)."""
 
     def _hashes(self, toks: Sequence[int]) -> list[int]:
         out: list[int] = []
@@ -99,6 +106,7 @@ class ReplayedCache:
         # the hit only changes where a leading block appears: one candidate state per version
         candidates = sorted({latest, -1, *(v - 1 for v in versions if v - 1 < latest)}, reverse=True)
         j = min(candidates, key=lambda c: abs(self._hit(versions, c, len(toks)) - target))
+        self._fallback.now = self.now
         self._fallback.request(toks, generated=generated, session=session)
         self._insert(toks, hashes, store, generated)
         self.calls += 1
@@ -117,6 +125,7 @@ class ReplayedCache:
         p = len(toks)
         hashes = self._hashes(toks)
         store = self._store(session)
+        self._fallback.now = self.now
         fresh = self._fallback.request(toks, generated=generated, session=session)
         if self.as_of is None:
             cached = fresh.cached_tokens

@@ -15,6 +15,8 @@ from ...types import Shown
 from ..cache import (
     DEFAULT_PRICES,
     ROUTED_CACHES,
+    CalibratedCache,
+    CountCalibration,
     PrefixCacheSim,
     Price,
     ReplayedCache,
@@ -29,9 +31,11 @@ __all__ = [
     "PolicyMetrics",
     "default_price",
     "measure",
+    "message_chars",
     "percentile",
     "reasoning_tokens",
     "recorded_completion_tokens",
+    "recorded_times",
     "unreplied_by_step",
     "unreplied_output_estimate",
     "unreplied_prompt",
@@ -94,6 +98,8 @@ class PolicyMetrics:
     hidden_needed_calls: int = 0
     """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
     hidden_needed_restore_tokens: int = 0
+    cost_counts: str = ""
+    """What ``cost_usd`` counts: "" the replay tokenizer's tokens, else a CountCalibration label."""
     per_call: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self, per_call: bool = True) -> dict[str, Any]:
@@ -122,6 +128,22 @@ def _generated(history: History, t: int, tok: Tokenizer, priming: list[int]) -> 
     if ids[: len(priming)] == priming:
         return ids[len(priming) :]
     return len(ids)
+
+
+def message_chars(messages: Sequence[dict[str, Any]]) -> int:
+    """Characters of a request's text: contents and tool-call arguments (a count calibration's feature)."""
+    n = 0
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            n += len(c)
+        elif isinstance(c, list):
+            n += sum(len(p.get("text") or "") for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+        for tc in m.get("tool_calls") or ():
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            n += len(args) if isinstance(args, str) else 0
+    return n
 
 
 def _boundaries(messages: Sequence[dict[str, Any]], tok: Tokenizer, total: int) -> list[int]:
@@ -192,6 +214,8 @@ class CallIds:
     generated: list[int] | int
     step: int | None
     route: str | None = None
+    time: float | None = None
+    """When the call was made (recorded seconds; interpolated for an unreplied call)."""
 
 
 def recorded_route(history: History, step: int) -> str | None:
@@ -202,6 +226,25 @@ def recorded_route(history: History, step: int) -> str | None:
     response = extra.get("response") if isinstance(extra, dict) else None
     route = response.get("provider") if isinstance(response, dict) else None
     return route if isinstance(route, str) and route else None
+
+
+def recorded_times(history: History) -> dict[int, float] | None:
+    """Each stored call's request time in seconds: the provider's ``response.created`` where every
+    stored call has one, else the client's ``extra.timestamp``; None when neither is complete
+    (one clock per run: the two differ by seconds)."""
+    for field_ in ("created", "timestamp"):
+        out: dict[int, float] = {}
+        for s in history.steps:
+            extra = s.reply.get("extra")
+            src = extra.get("response") if field_ == "created" and isinstance(extra, dict) else extra
+            v = src.get(field_) if isinstance(src, dict) else None
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                break
+            out[s.index] = float(v)
+        else:
+            if out:
+                return out
+    return None
 
 
 def unreplied_by_step(history: History) -> dict[int, list[int]]:
@@ -235,6 +278,7 @@ def measure(
     keep_ids: list[CallIds] | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     as_of: Sequence[int | None] | None = None,
+    calibration: CountCalibration | None = None,
 ) -> PolicyMetrics:
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
@@ -244,7 +288,9 @@ def measure(
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
     ``keep_ids`` (a list) receives each call (for cache validation); ``as_of[k]`` is the cache
-    state model call ``k`` meets under a replayed profile (``recorded_as_of``).
+    state model call ``k`` meets under a replayed profile (``recorded_as_of``). ``calibration``
+    prices ESTIMATED provider counts instead of the replay tokenizer's (cost only; token figures
+    stay in the replay tokenizer).
     """
     price = price or DEFAULT_PRICES[default_price(cache_name)]
     cache = make_cache(cache_name)
@@ -263,6 +309,9 @@ def measure(
     routed = cache_name in ROUTED_CACHES
     stale = cache if isinstance(cache, ReplayedCache) and as_of is not None else None
     states: Sequence[int | None] = as_of or ()
+    # a timed profile meets each call at its recorded time (every policy makes the same calls)
+    times = recorded_times(history)
+    timed = cache if isinstance(cache, CalibratedCache | ReplayedCache) else None
 
     def call(
         ids: list[int],
@@ -272,12 +321,16 @@ def measure(
         step: int,
         route: str | None,
         marks: Sequence[int] | None = None,
+        at: float | None = None,
+        visible: int = 0,
     ) -> None:
         # a routed profile keeps one cache per recorded endpoint (every policy is routed alike)
         where = f"{session}@{route}" if routed else session
         if stale is not None:  # this call meets the provider's recorded state (as base did)
             k = m.calls
             stale.calls, stale.as_of = k, states[k] if k < len(states) else None
+        if timed is not None:
+            timed.now = at
         cached, written = _request(cache, cache_name, ids, msgs, tok, gen, where, marks)
         n = len(ids)
         m.calls += 1
@@ -288,13 +341,19 @@ def measure(
         m.output_tokens += out_n
         m.peak_prompt_tokens = max(m.peak_prompt_tokens, n)
         m.peak_kv_tokens = max(m.peak_kv_tokens, n + max(out_n - 1, 0))
-        m.cost_usd += cost_usd(price, n, cached, min(written, n - cached), out_n)
+        if calibration is None:
+            m.cost_usd += cost_usd(price, n, cached, min(written, n - cached), out_n)
+        else:  # the provider's counts, ESTIMATED; ``visible`` of out_n is in replay tokens
+            nb = calibration.prompt(n, message_chars(msgs))
+            cb = min(nb, round(cached * nb / n)) if n else 0
+            wb = min(nb - cb, round(min(written, n - cached) * nb / n)) if n else 0
+            m.cost_usd += cost_usd(price, nb, cb, wb, out_n - visible + calibration.output(visible))
         per_prompt.append(n)
         per_cached.append(cached)
         per_output.append(out_n)
         per_step.append(step)
         if keep_ids is not None:
-            keep_ids.append(CallIds(ids, gen, step or None, route))
+            keep_ids.append(CallIds(ids, gen, step or None, route, at))
 
     for p in projector.prompts(history):
         if p.compaction is not None:
@@ -302,6 +361,8 @@ def measure(
             cids = prompt_token_ids(c.input_messages, tok, tools=tools)
             if stale is not None:
                 stale.calls, stale.as_of = m.calls, None
+            if timed is not None:
+                timed.now = None  # not a recorded call: no time
             cached, written = _request(
                 cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
             )
@@ -311,11 +372,16 @@ def measure(
             m.compaction_output_tokens += c.summary_tokens
             m.cost_usd += cost_usd(
                 price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
-            )
+            )  # a compaction is refold's own call: counted in the replay tokenizer
         route = recorded_route(history, p.t + 1)
-        for seen in unreplied.get(p.t, ()):
+        now = times.get(p.t + 1) if times else None
+        before = times.get(p.t) if times else None
+        lost = unreplied.get(p.t, ())
+        for i, seen in enumerate(lost):
             msgs = unreplied_prompt(history, p, seen)
-            call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0, route)
+            # an unreplied call has no record of its time: evenly between its stored neighbours
+            at = now if now is None or before is None else before + (now - before) * (i + 1) / (len(lost) + 1)
+            call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0, route, at=at)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += lost_out
         ids = prompt_token_ids(p.messages, tok, tools=tools)
@@ -325,7 +391,7 @@ def measure(
         out_n = (gen if isinstance(gen, int) else len(gen)) + reasoning
         # reasoning comes before the visible reply: the generated sequence no longer matches
         # the next prompt, so the simulator gets only its length
-        call(ids, p.messages, out_n if reasoning else gen, out_n, p.t + 1, route, p.breakpoints)
+        call(ids, p.messages, out_n if reasoning else gen, out_n, p.t + 1, route, p.breakpoints, at=now, visible=out_n - reasoning)
         m.reasoning_tokens += reasoning
         ms.append(p.render_ms)
         if p.stats is not None:
@@ -335,6 +401,7 @@ def measure(
         last = p
     # calls after the last stored reply have no prompt to cut from (not replayed; counted)
     m.unreplayed_calls = len(unreplied.get(len(history), ()))
+    m.cost_counts = calibration.label if calibration is not None else ""
     m.peak_kv_gib = kv_gib(kv_model, m.peak_kv_tokens) if m.peak_kv_tokens else 0.0
     m.render_ms_median = percentile(ms, 50)
     m.render_ms_p99 = percentile(ms, 99)

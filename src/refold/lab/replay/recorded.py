@@ -8,7 +8,7 @@ from typing import Any
 
 from ...history import History
 from ...tokens import Tokenizer
-from ..cache import ROUTED_CACHES, ReplayedCache, make_cache
+from ..cache import ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
 from .metrics import CallIds
 
 __all__ = ["recorded_as_of", "validate_cache"]
@@ -28,6 +28,7 @@ def recorded_as_of(history: History, calls: Sequence[CallIds], cache_name: str) 
         usage = history.step(c.step).meta.get("usage") or {} if c.step else {}
         p, hit = usage.get("prompt_tokens"), usage.get("cached_tokens")
         where = c.route if routed else None
+        cache.now = c.time
         if isinstance(p, int) and p > 0 and isinstance(hit, int):
             out.append(cache.probe(c.ids, hit / p * len(c.ids), generated=c.generated, session=where))
             recorded += 1
@@ -65,6 +66,8 @@ def validate_cache(
         ref: list[float] = []
         cached_total = prompt_total = 0
         for c in calls:
+            if isinstance(cache, CalibratedCache | ReplayedCache):
+                cache.now = c.time
             res = cache.request(c.ids, generated=c.generated, session=c.route if name in ROUTED_CACHES else "v")
             if c.step is None:
                 continue

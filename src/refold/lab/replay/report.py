@@ -175,6 +175,12 @@ def _num(x: float) -> float:
     return round(float(x), 6)
 
 
+def _counts_note(results: Sequence[TaskResult]) -> str:
+    """Say when a cost was priced on ESTIMATED provider counts (CountCalibration) rather than tokens."""
+    labels = sorted({m.get("cost_counts") or "" for r in _ok(results) for m in r.policies.values()} - {""})
+    return f" Cost on {'; '.join(labels)}." if labels else ""
+
+
 def build_report(
     results: Sequence[TaskResult], settings: Settings, *, seconds: float | None = None
 ) -> dict[str, Any]:
@@ -189,7 +195,7 @@ def build_report(
         "budget": settings.budget,
         "mask_after": settings.options().mask_after,
         "policies": list(settings.policies),
-        "simulated": SIMULATED_NOTE,
+        "simulated": SIMULATED_NOTE + _counts_note(results),
         "hidden_needed": NEEDED_NOTE,
         "tasks": [r.to_dict() for r in results],
         "failed": [{"file": r.file, "reason": r.error} for r in results if r.error is not None],

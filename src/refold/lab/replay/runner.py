@@ -22,6 +22,7 @@ from ..cache import (
     REPLAYED,
     Price,
     cost_usd,
+    count_calibration,
     kv_spec,
     load_prices,
     price_for_model,
@@ -88,6 +89,8 @@ class Settings:
     mask_after: int | None = None
     validate: bool = True
     per_call: bool = True
+    count_calibration: bool = True
+    """Price a provider whose tokenizer is not available offline on ESTIMATED counts (COUNT_CALIBRATIONS)."""
 
     def check(self) -> None:
         """Raise PolicyError (a usage error) for any unknown name."""
@@ -234,6 +237,7 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
             keep_ids=keep,
             tools=request_tools(history, name),
             as_of=as_of,
+            calibration=count_calibration(result.price, settings.tokenizer) if settings.count_calibration else None,
         )
         m.hidden_needed_calls = tap.totals.needed_calls
         m.hidden_needed_restore_tokens = tap.totals.restore_tokens

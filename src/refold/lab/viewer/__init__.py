@@ -54,6 +54,7 @@ def build_report(
     budget: int = 32_768,
     mask_after: int | None = None,
     progress: Progress | None = None,
+    live: dict[str, Any] | None = None,
 ) -> str:
     """The HTML report for ``history``.
 
@@ -62,7 +63,8 @@ def build_report(
     switches. ``stale``: where STALE marks come from (``recorded``, ``none``, ``hindsight``...);
     anything but ``recorded`` is simulated and the page says so. ``budget`` and ``mask_after``
     are the knobs of the compact policies and of refold-best, as in ``refold replay``.
-    ``progress(done, total, what)`` is called as each precomputed policy is done.
+    ``progress(done, total, what)`` is called as each precomputed policy is done. ``live`` (the
+    proxy's session page: ``session``, ``base`` URL path, ``pins``) adds expand and pin controls.
     """
     if stale not in STALE_SOURCES:
         raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
@@ -76,6 +78,8 @@ def build_report(
     extra: dict[str, Any] = {} if mask_after is None else {"mask_after": mask_after}
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
     data = build_data(history, chosen, tok, title=title, stale=stale, default=default, progress=progress)
+    if live is not None:
+        data["live"] = dict(live)
     return render_page(data, version=_version())
 
 

@@ -24,9 +24,16 @@ def embed_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
+LIVE_CSP = ("connect-src 'none'; form-action 'none'", "connect-src 'self'; form-action 'none'")
+
+
 def render_page(data: dict[str, Any], *, version: str = "") -> str:
-    """The report as one HTML string; it makes no network request (CSP ``default-src 'none'``)."""
-    js = "\n".join(_asset(n) for n in ASSETS)
+    """The report as one HTML string; it makes no network request (CSP ``default-src 'none'``).
+
+    With ``data["live"]`` (a page the proxy serves for one session) it also carries ``live.js`` and
+    may call its own origin (``connect-src 'self'``) to expand and pin items of that session."""
+    live = data.get("live") is not None
+    js = "\n".join(_asset(n) for n in (*ASSETS, "live.js")[: len(ASSETS) + live])
     parts = {
         "/*__CSS__*/": _asset("viewer.css"),
         "/*__JS__*/": js.replace("</script", "<\\/script"),
@@ -35,6 +42,10 @@ def render_page(data: dict[str, Any], *, version: str = "") -> str:
         "__DATA__": embed_json(data),
     }
     page = _asset("template.html")
+    if live:
+        if LIVE_CSP[0] not in page:
+            raise RuntimeError("viewer template lacks its connect-src policy")
+        page = page.replace(*LIVE_CSP)
     for marker in parts:
         if marker not in page:
             raise RuntimeError(f"viewer template lacks {marker}")
