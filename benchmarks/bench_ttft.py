@@ -9,7 +9,9 @@ client's side the time from sending a request to the first text or tool-call del
 end of the stream. Scenarios: with a shell
 tool (a round that may be an internal context-command round), without tools (text mode: the
 reply's text is relayed up to its command block), and with ``--strip-protocol`` (the first token
-the client sees comes after the PROGRESS/STALE head, which the proxy holds back).
+the client sees comes after the PROGRESS/STALE head, which the proxy holds back), and a shell
+tool call with no text before it (``QUIET``: the first token is the call itself, which the proxy
+relays as soon as its command's first word shows it is no context command).
 
     python benchmarks/bench_ttft.py [--sessions 10] [--turns 8] [--delay-ms 20]
         [--src OTHER/src] [--out benchmarks/results/ttft.txt]
@@ -35,12 +37,23 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from fake_upstream import free_port, wait_http  # noqa: E402
+from fake_upstream import FakeUpstream, free_port, wait_http  # noqa: E402
 
 BASH = {
     "type": "function",
     "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
 }
+
+
+class QuietUpstream(FakeUpstream):
+    """The tests' fake upstream; ``QUIET`` in the last message: the reply is its tool call alone."""
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        message = super().reply(body)
+        last = body["messages"][-1].get("content")
+        if isinstance(last, str) and "QUIET" in last and message.get("tool_calls"):
+            message["content"] = ""
+        return message
 
 
 def pct(values: list[float], q: float) -> float:
@@ -55,11 +68,12 @@ def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
 class Agent:
     """One session: sends its whole conversation each turn, streams the reply, appends it."""
 
-    def __init__(self, client: httpx.Client, url: str, tools: bool, delay: float, name: str) -> None:
+    def __init__(self, client: httpx.Client, url: str, tools: bool, delay: float, name: str, quiet: bool = False) -> None:
         self.client, self.url, self.tools, self.delay, self.name = client, url, tools, delay, name
+        self.mode = "QUIET" if quiet else "TALK"
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": f"Task {name}: fix the failing test. DELAY:{delay:g} TALK"},
+            {"role": "user", "content": f"Task {name}: fix the failing test. DELAY:{delay:g} {self.mode}"},
         ]
 
     def turn(self) -> tuple[float, float]:
@@ -91,7 +105,7 @@ class Agent:
         end = time.perf_counter()
         if first is None:
             raise RuntimeError(f"{self.name}: an empty reply")
-        out = f"output {len(self.messages)} DELAY:{self.delay:g} TALK"
+        out = f"output {len(self.messages)} DELAY:{self.delay:g} {self.mode}"
         msg: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             msg["tool_calls"] = [calls[k] for k in sorted(calls)]
@@ -101,14 +115,16 @@ class Agent:
         return (first - t0) * 1000, (end - t0) * 1000
 
 
-def run_pair(direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str) -> dict[str, list[float]]:
+def run_pair(
+    direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str, quiet: bool = False
+) -> dict[str, list[float]]:
     """Direct and proxy sessions interleaved turn by turn (alternating which goes first), so both
     see the same load on a shared machine; the paired difference is the figure."""
     r: dict[str, list[float]] = {"direct": [], "proxy": [], "diff": [], "direct_total": [], "proxy_total": []}
     with httpx.Client(timeout=120) as client:
         for sid in range(sessions):
-            a = Agent(client, direct, tools, delay, f"{tag}-d{sid}")
-            b = Agent(client, proxy, tools, delay, f"{tag}-p{sid}")
+            a = Agent(client, direct, tools, delay, f"{tag}-d{sid}", quiet)
+            b = Agent(client, proxy, tools, delay, f"{tag}-p{sid}", quiet)
             for turn in range(turns):
                 if (sid + turn) % 2:
                     (pt, ptot), (dt, dtot) = b.turn(), a.turn()
@@ -137,8 +153,8 @@ def main() -> None:
             [
                 sys.executable,
                 "-c",
-                f"import sys, uvicorn; sys.path.insert(0, {str(ROOT / 'tests')!r}); from fake_upstream import FakeUpstream; "
-                f"uvicorn.run(FakeUpstream().app, host='127.0.0.1', port={up_port}, log_level='warning')",
+                f"import sys, uvicorn; sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); from bench_ttft import QuietUpstream; "
+                f"uvicorn.run(QuietUpstream().app, host='127.0.0.1', port={up_port}, log_level='warning')",
             ]
         )
     ]
@@ -169,11 +185,19 @@ def main() -> None:
                 for url in (upstream, *proxies.values()):
                     for tools in (True, False):
                         Agent(client, url, tools, a.delay_ms, f"warm-{free_port()}").turn()
-            scenarios = [("shell tool", "plain", True), ("no tools (text mode)", "plain", False)]
+            scenarios = [
+                ("shell tool", "plain", True, False),
+                ("shell tool call, no text", "plain", True, True),
+                ("no tools (text mode)", "plain", False, False),
+            ]
             if "strip" in proxies:
-                scenarios += [("--strip-protocol, shell tool", "strip", True), ("--strip-protocol, no tools", "strip", False)]
-            for name, which, tools in scenarios:
-                rows.append((name, run_pair(upstream, proxies[which], tools, a.sessions, a.turns, a.delay_ms, f"s{len(rows)}")))
+                scenarios += [
+                    ("--strip-protocol, shell tool", "strip", True, False),
+                    ("--strip-protocol, no tools", "strip", False, False),
+                ]
+            for name, which, tools, quiet in scenarios:
+                r = run_pair(upstream, proxies[which], tools, a.sessions, a.turns, a.delay_ms, f"s{len(rows)}", quiet)
+                rows.append((name, r))
     finally:
         for p in procs:
             p.terminate()
@@ -202,6 +226,8 @@ def main() -> None:
         "end of the stream. Each proxy request maps the session, commits the turn durably (SQLite WAL) and",
         "renders the prompt before calling upstream. With --strip-protocol the first token the client sees",
         "is the one after the PROGRESS/STALE head, which the proxy holds back (its 4 deltas), by design.",
+        "'shell tool call, no text': the reply is only the call (bash 'echo turn-n'); its first token is the",
+        "call's first delta, which a proxy that holds a possibly internal round's calls sends at the end.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -74,6 +74,7 @@ def test_list_show_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert len(info["steps"]) == 13 and info["steps"][12]["internal"] and info["steps"][12]["action"] == "restore 2"
     assert info["hidden"] and 12 not in info["hidden"] and all(i < 12 for i in info["hidden"])
     assert info["render"]["boundary"] >= max(info["hidden"])
+    assert info["render"]["notes"] >= len(info["hidden"])  # every hidden output is a note in the prompt
 
     assert main(["sessions", "show", info["id"], "--store", str(db)]) == 0
     text = capsys.readouterr().out

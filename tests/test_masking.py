@@ -38,3 +38,19 @@ def test_a_short_reply_is_not_condensed() -> None:
     h = History([SYSTEM, TASK])
     step = h.append({"role": "assistant", "content": "THOUGHT: look.\n\n```bash\nls\n```"}, [{"role": "user", "content": "a"}])
     assert condensed_reply(step, reversible=True, min_chars=400) is None
+
+
+def test_names_in_the_hidden_middle_of_a_long_command_are_mentioned() -> None:
+    h = History([SYSTEM, TASK])
+    script = "\n".join(
+        ["cat <<'EOF' > repro.py", "from django.db import models", "", "class Author(models.Model):"]
+        + [f"    field_{i} = models.CharField(max_length={i})" for i in range(10)]
+        + ["print(Author._meta.get_fields())", "EOF", "python repro.py"]
+    )
+    reply = "THOUGHT: Write a reproduction script.\n" + "It builds a model and prints its fields.\n" * 8 + f"\n```bash\n{script}\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and "lines of this command hidden" in text
+    mentions = next(ln for ln in text.splitlines() if ln.startswith("Mentions: "))
+    assert "max_length" in mentions and "field_3" in mentions  # only in the hidden middle of the heredoc
+    assert "repro.py" not in mentions  # visible in the command's kept first line: not repeated

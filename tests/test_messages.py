@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.config import Config
+from refold.mechanisms.summary import unwrap
 from refold.messages import mask_note, mask_text
 from refold.prompts import ledger_section, span_section, system_section
 from refold.protocol import CM
@@ -29,7 +30,7 @@ def test_note_names_step_command_status_size_and_summary() -> None:
     assert note.startswith(f"[step 1]\n{CM} ")
     assert "\n" not in note.split("\n", 1)[1]  # one line after the label
     assert note.split("\n", 1)[1].startswith(f'{CM} Output of `grep -rn "foo" src` hidden ')
-    assert "(exit 0; 6 lines)" in note  # chars only when lines are long (test below)
+    assert "(exit 0; 3 lines)" in note  # the command's own lines, not the wrapper's; chars only when lines are long
     assert "): 3 hits in 2 files (src/a.py, src/b.py)." in note
     assert note.endswith("`restore 1` shows it.")
 
@@ -39,17 +40,17 @@ def test_note_sizes_count_only_that_output() -> None:
     step = h.step(1)
     first, second = mask_note(step, 0, reversible=True), mask_note(step, 1, reversible=True)
     assert (
-        "Output 1 of 2 of `grep" in first and "(exit 0; 6 lines)" in first and "`pytest" not in first
+        "Output 1 of 2 of `grep" in first and "(exit 0; 3 lines)" in first and "`pytest" not in first
     )
     assert "Output 2 of 2 of `pytest -q` hidden" in second
-    assert f"(exit 1; {TEST.count(chr(10)) + 1} lines)" in second
+    assert "(exit 1; 42 lines)" in second  # 40 + the failure + the summary: <returncode>/<output> are not output
     assert "): tests: 1 failed, 9 passed; first failure: tests/t.py::test_foo." in second
 
 
 def test_a_note_counts_chars_when_lines_are_long() -> None:
     minified = "<returncode>0</returncode>\n<output>\n" + '{"k": 1, ' * 300 + "}\n</output>"
     note = mask_note(text_history([(reply("read", "-", "cat data.json"), minified)]).step(1), 0, reversible=True)
-    assert f"(exit 0; 4 lines, {len(minified):,} chars)" in note
+    assert f"(exit 0; 1 line, {len(minified.split(chr(10))[2]):,} chars)" in note
 
 
 def test_irreversible_note_says_so() -> None:
@@ -99,7 +100,7 @@ def test_rendered_mask_notes_carry_summaries() -> None:
         i = m.group(1)
         assert (
             f"`cat src/f{i}.py`" in text
-            and "(exit 0; 123 lines)" in text
+            and "(exit 0; 120 lines)" in text  # the file's lines, without mini's wrapper
             and "): lines 1-120: def f0 L1, def f1 L3" in text  # the command names the file
         )
 
@@ -145,9 +146,10 @@ def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], r
         note = mask_note(step, j, reversible=reversible)
         label, _, body = note.partition("\n")
         assert label == "[step 1]" and body.startswith(f"{CM} Output") and "\n" not in body
-        lines = out.count("\n") + 1 if out else 0
+        printed = unwrap(out).body  # the size is the printed output's, without a wrapper
+        lines = printed.count("\n") + 1 if printed else 0
         size = f"{lines:,} line{'' if lines == 1 else 's'}"
-        if len(out) > 200 * max(lines, 1):
-            size += f", {len(out):,} chars"
+        if len(printed) > 200 * max(lines, 1):
+            size += f", {len(printed):,} chars"
         assert f"{size})" in body
         assert ("`restore 1` shows it." in body) == reversible

@@ -202,7 +202,8 @@ def _oracle(text: str) -> str | None:
         return xml.group(1)
     if shell:
         return body_of(shell.group(2))
-    plain = next((m for m in _BLOCKS.finditer(text) if not m.group(1).strip()), None)
+    # as for shell blocks, the first unlabeled block that holds a command (an empty one is skipped)
+    plain = next((m for m in _BLOCKS.finditer(text) if not m.group(1).strip() and body_of(m.group(2))), None)
     return None if plain is None else body_of(plain.group(2))
 
 

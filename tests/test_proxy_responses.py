@@ -219,12 +219,15 @@ def test_previous_response_id_is_mapped_onto_the_session(env: Env) -> None:
     assert "previous_response_id" not in sent
     assert [i.get("type", "message") for i in sent["input"]] == ["message", "function_call", "function_call_output"]
     assert item_text(sent["input"][0]) == "List files"
-    # a response the proxy never saw: passed through as sent
-    client.responses.create(model="m", previous_response_id="resp_elsewhere", input="go on")
-    assert env.fake.requests[-1]["body"] == {"model": "m", "previous_response_id": "resp_elsewhere", "input": "go on"}
-    # another key cannot continue this key's response
-    env.client("sk-other").responses.create(model="m", previous_response_id=r2.id, input="hi")
-    assert env.fake.requests[-1]["body"]["previous_response_id"] == r2.id
+    n = len(env.fake.requests)
+    # a response the proxy never saw: the OpenAI API's own 400 (tests/test_proxy_responses_store.py)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="m", previous_response_id="resp_elsewhere", input="go on")
+    assert e.value.code == "previous_response_not_found"
+    # another key cannot continue this key's response: to it, the id is unknown
+    with pytest.raises(openai.BadRequestError):
+        env.client("sk-other").responses.create(model="m", previous_response_id=r2.id, input="hi")
+    assert len(env.fake.requests) == n
 
 
 def test_restore_is_answered_inside_the_proxy(env: Env) -> None:

@@ -288,6 +288,10 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         ("--gpu", "tpu"),
         ("--step-model", "magic"),
         ("--model", "gpt-9"),
+        ("--stagger", "nan"),  # NaN compares false with every bound: it once hung the simulation
+        ("--tool-delay", "inf"),
+        ("--gpu-gib", "nan"),
+        ("--wait-threshold", "nan"),
     ]
     for extra in cases:
         res = _cli(str(RUN), "--tokenizer", "chars4", *extra)

@@ -245,7 +245,7 @@ def test_a_v2_sqlite_store_migrates_to_pins(tmp_path: Path) -> None:
 
     async def go() -> None:
         store = SQLiteStore(str(path))
-        assert store.schema == SCHEMA_VERSION == 3
+        assert store.schema == SCHEMA_VERSION >= 3  # 004-responses came after the pins
         await exercise(store)
         await store.close()
 
@@ -384,3 +384,10 @@ def test_only_the_proxys_page_may_call_its_origin() -> None:
     live = build_report(h, variants=["refold"], tokenizer="chars4", mechanisms=False, live={"session": "s", "base": "/sessions/s", "pins": ["3"]})
     assert "connect-src 'none'" in offline and "connect-src 'self'" not in offline and "initLive" not in offline
     assert "connect-src 'self'" in live and "connect-src 'none'" not in live and "initLive" in live
+
+
+def test_expand_shows_non_text_parts_as_recorded() -> None:
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "t"}])
+    h.append({"role": "assistant", "content": [{"type": "text", "text": "hi"}, {"type": "refusal", "refusal": "no way"}]}, [{"role": "user", "content": "out"}])
+    text = expand_text(h, resolve(h, "r1"))
+    assert "hi" in text and '(part refusal: {"refusal": "no way", "type": "refusal"})' in text

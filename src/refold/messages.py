@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .mechanisms.summary import command_line, summarize
+from .mechanisms.summary import command_line, summarize, unwrap
 from .protocol import CM
 from .types import Action, Message, Step
 
@@ -64,10 +64,11 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     s = summarize(command, text, tool)
     which = "Output" if len(texts) <= 1 else f"Output {j + 1} of {len(texts)}"
     shown = command_line(tool, command, 40) if command.strip() else ""
-    lines = text.count("\n") + 1 if text else 0
+    body = unwrap(text).body  # what the command printed: the harness's wrapper is not the output
+    lines = body.count("\n") + 1 if body else 0
     size = f"{lines:,} line{'' if lines == 1 else 's'}"
-    if len(text) > 200 * max(lines, 1):  # long lines: the line count alone would understate it
-        size += f", {len(text):,} chars"
+    if len(body) > 200 * max(lines, 1):  # long lines: the line count alone would understate it
+        size += f", {len(body):,} chars"
     facts = ([f"exit {s.status}"] if s.status is not None else []) + [size]
     summary = s.text
     head, _, rest = summary.partition(" ")

@@ -9,6 +9,7 @@ shows all of it as first shown until the same item is unpinned.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -104,6 +105,10 @@ def expand_text(history: History, item: Item, config: Config | None = None) -> s
     for step, part, m in expand_messages(history, item, config):
         parts.append(f"== step {step} {part} ({m.get('role')}) ==")
         parts.append(content_text(m.get("content")))
+        content = m.get("content")
+        for p in content if isinstance(content, list) else ():
+            if isinstance(p, dict) and not isinstance(p.get("text"), str):  # refusal, image, ...: as recorded
+                parts.append(f"(part {p.get('type')}: {json.dumps(p, ensure_ascii=False, sort_keys=True)})")
         for call in m.get("tool_calls") or []:
             fn = call.get("function") or {}
             parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")

@@ -27,6 +27,14 @@ def check_output(path: Path, flag: str) -> None:
         raise PolicyError(f"cannot write {path}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise PolicyError(f"cannot write {path}: permission denied")
+    existed = path.exists()
+    try:  # access() says yes to root everywhere (e.g. /proc): try to open it for writing
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise PolicyError(f"cannot write {path}: {e.strerror or e}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def write_output(path: Path, text: str) -> None:

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from ..errors import PolicyError
+from ..lab.cache import CACHE_NAMES
 from ..lab.replay import (
     POLICIES,
     STALE_SOURCES,
@@ -127,7 +128,7 @@ def replay(
     ] = "recorded",
     tokenizer: Annotated[str, typer.Option(help="qwen3.6 (default), o200k, cl100k or chars4.")] = "qwen3.6",
     cache: Annotated[
-        str, typer.Option(help="Prefix-cache simulator: vllm, sglang, openai, anthropic, deepseek, none.")
+        str, typer.Option(help=f"Prefix-cache simulator: {', '.join(CACHE_NAMES)}.")
     ] = "vllm",
     price: Annotated[
         str | None,

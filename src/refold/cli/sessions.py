@@ -277,7 +277,8 @@ def _describe_history(h: History, renderer: Renderer, cfg: Config, header: dict[
             "stubs": stats.stubs,
             "trimmed": stats.trimmed,
             "folded_steps": stats.folded_steps,
-            "notes": stats.notes,
+            # every note in the prompt: masked outputs, condensed replies, folds (stats.notes counts folds)
+            "notes": sum(1 for o in rendered.origins if o.shown == Shown.NOTE),
         },
     }
 

@@ -6,6 +6,7 @@ Exit codes: 0 done, 2 usage errors (RefoldError, printed as one line by the cli)
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -223,6 +224,10 @@ def simulate_cmd(
         raise PolicyError(f"--output-tokens must be >= 1, got {output_tokens}")
     if block_size is not None and block_size < 1:
         raise PolicyError(f"--block-size must be >= 1, got {block_size}")
+    for flag, value, positive in (("--tool-delay", tool_delay, False), ("--stagger", stagger, False),
+                                  ("--wait-threshold", wait_threshold, False), ("--gpu-gib", gpu_gib, True)):
+        if value is not None and not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            raise PolicyError(f"{flag} must be a finite number {'> 0' if positive else '>= 0'}, got {value}")
     gpu_spec(gpu)
     step_time = make_step_time(step_model, model, gpu)
     try:

@@ -71,14 +71,17 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     hidden = len(lines) - len(kept)
     if hidden <= 0:
         return None
-    shown = "\n".join(kept)
-    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(prose) if m.group(0) not in shown))
+    shorts = [_short_block(b, step.index, reversible) for b in blocks]
+    shown = "\n".join([*kept, *shorts])
+    # names in the hidden reasoning and in the hidden middle of long commands (a script's classes)
+    hidden_text = "\n".join([prose, *(b for b, short in zip(blocks, shorts, strict=True) if short != b)])
+    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(hidden_text) if m.group(0) not in shown))
     if names:  # what the hidden reasoning talked about stays findable: files, functions, tests
         more = f" (+{len(names) - _MAX_NAMES} more)" if len(names) > _MAX_NAMES else ""
         kept.append("Mentions: " + ", ".join(names[:_MAX_NAMES]) + more)
     hint = f" `restore {step.index}` shows {'it' if hidden == 1 else 'them'}." if reversible else ""
     kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden.{hint}")
-    return "\n".join(kept) + "".join("\n\n" + _short_block(b, step.index, reversible) for b in blocks)
+    return "\n".join(kept) + "".join("\n\n" + short for short in shorts)
 
 
 _NAME = re.compile(

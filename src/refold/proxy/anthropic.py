@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 from fastapi.responses import JSONResponse, Response
 
+from ..context.recognize import Recognizer
 from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Rendered
@@ -32,7 +33,7 @@ from .config import ProxyConfig
 from .mapping import split
 from .metrics import Metrics
 from .sessions import owner_of
-from .surface import Event, Parsed, SurfaceService, parse_json
+from .surface import Event, HeldRound, Parsed, SurfaceService, as_dict, parse_json, sse
 
 _HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
@@ -78,8 +79,114 @@ class AnthropicAdapter:
     def stream_error(self, message: str) -> bytes:
         return f"event: error\ndata: {json.dumps(wire.error_body(502, message))}\n\n".encode()
 
-    def done(self, parsed: Parsed, data: Any) -> None:
+    def closing(self, ev: Event) -> bool:
+        return False
+
+    def splicer(self, rec: Recognizer) -> AnthropicSplicer:
+        return AnthropicSplicer(rec)
+
+    async def done(self, parsed: Parsed, data: Any) -> None:
         return None
+
+
+_BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_stop")
+
+
+class AnthropicSplicer(HeldRound):
+    """The rounds of one streamed request as one Anthropic message: one ``message_start``, the
+    content blocks of every round numbered on from the blocks already sent, and the final round's
+    ``message_delta``/``message_stop``. A round is held from its first ``tool_use`` block until
+    that call is decided (all of it, when the agent has no tools: its command is in its text)."""
+
+    def __init__(self, rec: Recognizer) -> None:
+        super().__init__(rec)
+        self._started = False
+        self._offset = 0  # the client's index of this round's first block
+        self._count = 0
+        self._map: dict[int, int | None] = {}  # the round's block index -> the client's (None: withheld)
+        self._open: set[int] = set()
+        self._text: list[str] = []
+
+    def begin(self, final: bool) -> None:
+        super().begin(final)
+        self._count, self._map, self._text = 0, {}, []
+
+    def feed(self, ev: Event) -> list[bytes]:
+        data = parse_json(ev.data)
+        if not isinstance(data, dict):
+            data = {}
+        if self.released:
+            return self.emit(ev, data)
+        if self.gate is not None:
+            return self.text_step(ev, data)
+        kind = data.get("type")
+        block = as_dict(data.get("content_block"))
+        if not self.holding and kind == "content_block_start" and block.get("type") == "tool_use":
+            self.hold_call(data.get("index", -1), str(block.get("name") or ""))
+            self.hold(ev, data)
+            return self.verdict()
+        if self.holding or self.ends_round(data):
+            self.hold(ev, data)
+            delta = as_dict(data.get("delta"))
+            if kind == "content_block_delta" and data.get("index") == self.call and delta.get("type") == "input_json_delta":
+                self.call_args += str(delta.get("partial_json", ""))
+                return self.verdict()
+            return []
+        return self.emit(ev, data)
+
+    def text_of(self, data: dict[str, Any]) -> str | None:
+        delta = as_dict(data.get("delta"))
+        if data.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
+            return str(delta.get("text", ""))
+        return None
+
+    def ends_round(self, data: dict[str, Any]) -> bool:
+        return data.get("type") in ("message_delta", "message_stop")
+
+    def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        kind = data.get("type")
+        if kind == "message_start":
+            if self._started:
+                return []  # the answer's message is open already
+            self._started = True
+            return [ev.raw]
+        if kind not in _BLOCK_EVENTS or not isinstance(data.get("index"), int):
+            return [ev.raw]
+        i = data["index"]
+        if i not in self._map:
+            block = as_dict(data.get("content_block"))
+            withheld = (
+                self.early and i != self.call and block.get("type") == "tool_use" and block.get("name") in self.rec.functions
+            )
+            self._map[i] = None if withheld else self._offset + self._count
+            self._count += not withheld
+        c = self._map[i]
+        if c is None:
+            return []
+        if kind == "content_block_start":
+            self._open.add(c)
+        elif kind == "content_block_stop":
+            self._open.discard(c)
+        delta = as_dict(data.get("delta"))
+        if kind == "content_block_delta" and delta.get("type") == "text_delta":
+            self._text.append(str(delta.get("text", "")))
+        return [ev.raw] if c == i else [sse(ev.name, {**data, "index": c})]
+
+    def finish(self, internal: bool) -> list[bytes]:
+        if not internal:
+            return self.flush()
+        # the round's held part is dropped; a block it left open is closed for the client
+        out = [sse("content_block_stop", {"type": "content_block_stop", "index": c}) for c in sorted(self._open)]
+        self._open.clear()
+        self._offset += self._count
+        self.held = []
+        return out
+
+    def shown(self) -> str:
+        return "".join(self._text)
+
+    def view(self, data: Any) -> Any:
+        return data
 
 
 def client_key(cfg: ProxyConfig, headers: Mapping[str, str]) -> str | None:

@@ -1,12 +1,17 @@
 """One chat completion through the proxy: check, record, render, call upstream, answer context commands.
 
 Streaming is live: a reply's text reaches the client as the upstream sends it. Only what may be
-an internal context-command round is held, and only until that round ends: its tool calls and
-finish reason (OpenAI-style streams send a reply's text before its tool calls), and, for agents
-without tools, the text from where a command block may begin. When the round turns out to be a
-context command the held part is dropped, the proxy answers it and streams the next round into
-the same response; the text already relayed is kept with the internal step (``SHOWN``) so the
-reply the client echoes back next time still matches the session.
+an internal context-command round is held, and only until it is decided: its tool calls and
+finish reason (OpenAI-style streams send a reply's text before its tool calls) until the first
+call's name and its command's first word show it cannot be a context command (``CallGate``; then
+the held part and the rest go at once), and, for agents without tools, the text from where a
+command block may begin until the block's first word says the same (``CommandGate``). Otherwise
+the round's end decides. When the round turns out to be a context command the held part is
+dropped, the proxy answers it and streams the next round into the same response; the text already
+relayed is kept with the internal step (``SHOWN``) so the reply the client echoes back next time
+still matches the session. A round relayed early that later calls an offered context tool has that
+call left out (the client never declared the tool); a later shell call that is a context command
+goes to the client like any command it sent, recorded unanswered.
 
 Pass-through tells the truth: when the proxy will not answer context commands in a request (no
 rounds left, ``max_rounds`` 0, a prefill, several choices, or no form a command could be
@@ -39,6 +44,7 @@ from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import (
     DONE,
+    CallGate,
     CommandGate,
     HeadStripper,
     error_event,
@@ -236,11 +242,13 @@ class ChatService:
         try:
             while True:
                 final = p.final or p.rounds >= self.cfg.max_rounds
-                gate = CommandGate() if not final and p.rec.text else None
+                gate = CommandGate(p.rec.shell) if not final and p.rec.text else None
+                calls = CallGate(p.rec) if not final else None
                 stripper = HeadStripper() if p.strip else None
                 raw_relay = final and stripper is None
                 held: list[dict[str, Any]] = []
                 emitted: list[str] = []
+                released = final  # the round cannot be internal: relay all of it as it comes
                 async for raw, chunk in live.chunks():
                     if not ids:
                         ids = {k: chunk[k] for k in ("id", "created") if k in chunk}
@@ -261,10 +269,21 @@ class ChatService:
                     if send or not role_sent:
                         yield event(text_chunk({**chunk, **ids}, send, role=not role_sent))
                         role_sent = True
+                    if rest is not None and calls is not None:
+                        calls.add(rest)
+                    if not released and ((gate is not None and gate.released) or (calls and calls.verdict() is False)):
+                        released = True  # decided early: what was held goes now, the rest as it comes
+                        self.metrics.inc("refold_rounds_released_early_total")
+                        for r in held:
+                            out = calls.relayed(r) if calls else r
+                            if out is not None and (include_usage or not usage_only(out)):
+                                yield event(with_ids(out, ids))
+                        held = []
                     if rest is not None:
-                        if final:
-                            if include_usage or not usage_only(rest):
-                                yield event(with_ids(rest, ids))
+                        if released:
+                            out = calls.relayed(rest) if calls else rest
+                            if out is not None and (include_usage or not usage_only(out)):
+                                yield event(with_ids(out, ids))
                         else:
                             held.append(rest)
                 if live.error is not None:
@@ -274,8 +293,8 @@ class ChatService:
                 self._usage(result)
                 tail = stripper.end() if stripper else ""
                 tail = gate.feed(tail) if gate else tail
-                calls = None if final else context_calls(result.message, p.rec)
-                if calls is None:
+                found = None if released else context_calls(result.message, p.rec)
+                if found is None:
                     tail += gate.end(drop=False) if gate else ""
                     if tail:
                         emitted.append(tail)
@@ -283,7 +302,8 @@ class ChatService:
                     for rest in held:
                         if include_usage or not usage_only(rest):
                             yield event(with_ids(rest, ids))
-                    self._remember_stream(p, result.message, "".join(emitted))
+                    real = calls.shown(result.message) if calls else result.message
+                    self._remember_stream(p, real, "".join(emitted))
                     break
                 # an internal round: its held part is dropped, the client sees the next round
                 if gate:
@@ -297,7 +317,7 @@ class ChatService:
                     yield event(text_chunk({**result.body, **ids}, {"content": sep}))
                 p.shown.append(shown)
                 p.rounds += 1
-                p.base, _, messages_out = await self._internal(p.s, p.base, result.message, calls, shown)
+                p.base, _, messages_out = await self._internal(p.s, p.base, result.message, found, shown)
                 req = p.req
                 if p.rounds >= self.cfg.max_rounds:  # the last round offers no command
                     async with p.s.lock:

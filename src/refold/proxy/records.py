@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from ..types import Message
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The store layout this refold writes; older stores are migrated on open, newer ones refused."""
 
 
@@ -105,6 +105,16 @@ class Store(Protocol):
         ...
 
     async def commit(self, c: Commit) -> None: ...
+
+    async def put_response(self, owner: str, rid: str, parent: str | None, items: list[dict[str, Any]]) -> None:
+        """Remember a Responses API response: the items it adds to its parent's conversation
+        (the new input and its output); its ancestors count as used now (pruning)."""
+        ...
+
+    async def response_items(self, owner: str, rid: str) -> list[dict[str, Any]] | None:
+        """The whole conversation up to and including response ``rid`` of ``owner`` (its chain
+        of items from the first response), or None when it or an ancestor is unknown."""
+        ...
 
     async def sessions(self, owner: str) -> list[SessionRecord]: ...
 

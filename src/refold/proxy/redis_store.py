@@ -2,7 +2,9 @@
 
 Keys (``refold:`` namespace): ``s:{sid}`` hash (name, owner, head, created, updated),
 ``p:{sid}`` and ``st:{sid}`` hashes of prefixes and steps by digest, ``h:{sid}`` list of retired
-branch heads, ``pin:{sid}`` list of the user's pins (JSON, in order), ``o:{owner}`` sorted set of the owner's sessions, ``all`` sorted set of every
+branch heads, ``pin:{sid}`` list of the user's pins (JSON, in order),
+``r:{owner}\x1f{id}`` hash of a Responses API response (its items, its parent) with ``r:all``
+sorted by last use, ``o:{owner}`` sorted set of the owner's sessions, ``all`` sorted set of every
 session by last update (listing, pruning), ``schema`` the layout version. Content is written first
 (idempotent); the head moves in one Lua script that checks the expected head. Durability across a
 Redis restart is Redis's own (``appendonly yes``). A Redis error is a ``StoreUnavailable`` (503).
@@ -68,6 +70,44 @@ return 1
 """
 
 
+# A response's items and parent; its chain counts as used now (ARGV: key prefix, owner + 0x1f, id,
+# parent or '', items, now).
+_RESP_PUT = """
+redis.call('DEL', ARGV[1] .. ARGV[2] .. ARGV[3])
+if ARGV[4] == '' then
+  redis.call('HSET', ARGV[1] .. ARGV[2] .. ARGV[3], 'items', ARGV[5])
+else
+  redis.call('HSET', ARGV[1] .. ARGV[2] .. ARGV[3], 'items', ARGV[5], 'parent', ARGV[4])
+end
+redis.call('ZADD', KEYS[1], ARGV[6], ARGV[2] .. ARGV[3])
+local id, n = ARGV[4], 0
+while id ~= '' and n < 100000 do
+  local k = ARGV[1] .. ARGV[2] .. id
+  if redis.call('EXISTS', k) == 0 then break end
+  redis.call('ZADD', KEYS[1], ARGV[6], ARGV[2] .. id)
+  id = redis.call('HGET', k, 'parent') or ''
+  n = n + 1
+end
+return 1
+"""
+
+# The items of a response's chain, newest first; false when a link is missing.
+_RESP_GET = """
+local out, id, n = {}, ARGV[3], 0
+while id ~= '' do
+  if n >= 100000 then return false end
+  local v = redis.call('HMGET', ARGV[1] .. ARGV[2] .. id, 'items', 'parent')
+  if not v[1] then return false end
+  table.insert(out, v[1])
+  id = v[2] or ''
+  n = n + 1
+end
+return out
+"""
+
+_SEP = "\x1f"
+
+
 class RedisStore:
     def __init__(self, url: str, *, namespace: str = "refold") -> None:
         try:
@@ -84,6 +124,8 @@ class RedisStore:
         self._cas = self._r.register_script(_CAS)
         self._prune = self._r.register_script(_PRUNE)
         self._pin = self._r.register_script(_PIN)
+        self._resp_put = self._r.register_script(_RESP_PUT)
+        self._resp_get = self._r.register_script(_RESP_GET)
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
         self.schema: int | None = None
         self.fault: str | None = None
@@ -106,8 +148,8 @@ class RedisStore:
         return out
 
     async def _migrate(self) -> None:
-        """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; v3 adds ``pin:`` lists
-        (nothing to rewrite); newer is refused."""
+        """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; v3 adds ``pin:`` lists,
+        v4 ``r:`` hashes (nothing to rewrite); newer is refused."""
         raw = await self._r.get(self._k("meta", "schema"))
         version = int(raw) if raw is not None else 0
         if version > SCHEMA_VERSION:
@@ -194,6 +236,20 @@ class RedisStore:
         if not ok:
             raise StoreConflict(c.sid)
 
+    async def put_response(self, owner: str, rid: str, parent: str | None, items: list[dict[str, Any]]) -> None:
+        body = json.dumps(items, ensure_ascii=False)
+        args = [self._k("r", ""), owner + _SEP, rid, parent or "", body, repr(time.time())]
+        await self._guard(lambda: self._resp_put(keys=[self._k("r", "all")], args=args))
+
+    async def response_items(self, owner: str, rid: str) -> list[dict[str, Any]] | None:
+        got = await self._guard(lambda: self._resp_get(keys=[self._k("r", "all")], args=[self._k("r", ""), owner + _SEP, rid]))
+        if not got:
+            return None
+        out: list[dict[str, Any]] = []
+        for raw in reversed(got):
+            out.extend(json.loads(raw))
+        return out
+
     async def sessions(self, owner: str) -> list[SessionRecord]:
         return await self._guard(lambda: self._records(self._k("o", owner), 1000))
 
@@ -225,6 +281,10 @@ class RedisStore:
             sid = raw.decode()
             keys = [self._k(kind, sid) for kind in ("s", "p", "st", "h", "pin")] + [self._k("all", "sessions")]
             n += int(await self._prune(keys=keys, args=[repr(before), sid, self._k("o", "")]))
+        index = self._k("r", "all")
+        for raw in await self._r.zrangebyscore(index, "-inf", f"({before!r}"):
+            await self._r.delete(self._k("r", raw.decode()))
+            await self._r.zrem(index, raw)
         return n
 
     def known_fault(self) -> str | None:

@@ -1,18 +1,21 @@
 """``POST /v1/responses``: OpenAI's Responses API through refold (Codex, the openai-agents SDK).
 
-``previous_response_id`` is mapped onto the session: the proxy remembers, per API key, the items
-of each conversation it answered (the input it was given plus the response's output, the last
-``Conversations.size`` responses, in memory), so a request that continues one of them is expanded
-into the whole conversation, recorded and rendered like any other, and sent upstream without
-``previous_response_id`` (the upstream's stored copy holds the unfolded history). A
-``previous_response_id`` the proxy does not know (made before a restart, or elsewhere) is passed
-through to the upstream unchanged, and so is a request whose input holds ``item_reference`` items
-and a harness's own compaction request. ``/v1/responses/compact`` and the other Responses paths
-are forwarded unchanged (``passthrough``).
+``previous_response_id`` is mapped onto the session: the proxy keeps, per API key, each response
+it answered in the session store (``--store``: SQLite or Redis; the items it adds to its parent's
+conversation, the new input and the response's output), so a request that continues one of them,
+also after a restart or on another replica, is expanded into the whole conversation, recorded and
+rendered like any other, and sent upstream without ``previous_response_id`` (the upstream's
+stored copy holds the unfolded history). A ``previous_response_id`` the proxy does not know (made
+elsewhere, by another key, or pruned with ``refold sessions prune``) gets the error the OpenAI API
+gives: 400 ``previous_response_not_found``. Passed through unchanged: a request whose input holds
+``item_reference`` items, a harness's own compaction request, any request with
+``X-Refold-Passthrough: 1``; ``/v1/responses/compact`` and the other Responses paths are forwarded
+unchanged (``passthrough``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -20,33 +23,201 @@ from typing import Any
 
 from fastapi.responses import Response
 
-from ..errors import ProxyError
+from ..context.recognize import Recognizer
+from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..types import Message, Rendered
 from . import responses_wire as wire
-from .surface import Event, Parsed, SurfaceService, parse_json
+from .records import Store
+from .surface import Event, HeldRound, Parsed, SurfaceService, as_dict, parse_json, sse
 from .upstream import Upstream
 
 
 class Conversations:
-    """Response id -> (owner, the conversation's items up to and including that response)."""
+    """Response id -> the conversation's items up to and including that response, per owner: in
+    the store (durable, shared by replicas), with the latest ``size`` in memory in front of it."""
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
-        self._items: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
+        self.store: Store | None = None
+        self._items: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
-    def get(self, owner: str, response_id: str) -> list[dict[str, Any]] | None:
-        found = self._items.get(response_id)
-        if found is None or found[0] != owner:  # another key's response looks like an unknown one
+    async def get(self, owner: str, response_id: str) -> list[dict[str, Any]] | None:
+        key = (owner, response_id)  # another key's response looks like an unknown one
+        found = self._items.get(key)
+        if found is None and self.store is not None:
+            found = await self.store.response_items(owner, response_id)
+            if found is not None:
+                self._remember(key, found)
+        if found is None:
             return None
-        self._items.move_to_end(response_id)
-        return list(found[1])
+        self._items.move_to_end(key)
+        return list(found)
 
-    def put(self, owner: str, response_id: str, items: list[dict[str, Any]]) -> None:
-        self._items[response_id] = (owner, items)
-        self._items.move_to_end(response_id)
+    async def put(self, owner: str, response_id: str, parent: str | None, prior: int, items: list[dict[str, Any]]) -> None:
+        """``items``: the whole conversation; its first ``prior`` are ``parent``'s."""
+        self._remember((owner, response_id), items)
+        if self.store is not None:
+            # the answer is paid for: the client still gets it (the mapping lives in memory; the
+            # fault shows on /readyz and the next turn)
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.put_response(owner, response_id, parent, items[prior:])
+
+    def _remember(self, key: tuple[str, str], items: list[dict[str, Any]]) -> None:
+        self._items[key] = items
+        self._items.move_to_end(key)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
+
+
+def not_found(response_id: str) -> ProxyError:
+    """What the OpenAI API answers for a ``previous_response_id`` it does not have."""
+    shown = response_id if len(response_id) <= 200 else response_id[:199] + "…"
+    return ProxyError(
+        400, f"Previous response with id '{shown}' not found.", param="previous_response_id",
+        code="previous_response_not_found",
+    )
+
+
+FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+"""The event that closes a streamed response: its id is remembered before the client reads it."""
+
+
+_OPENING = ("response.created", "response.in_progress", "response.queued")
+
+
+class ResponsesSplicer(HeldRound):
+    """The rounds of one streamed request as one response: the first round's ``response.created``
+    (its id kept to the end), every round's output items numbered on from the items already sent,
+    sequence numbers continued, and the final round's closing event carrying every item the client
+    was sent. A round is held from its first call item until that call is decided (all of it when
+    the agent has no tools; a call that is not a ``function_call`` is decided at the round's end)."""
+
+    def __init__(self, rec: Recognizer) -> None:
+        super().__init__(rec)
+        self._started = False
+        self._id: str | None = None
+        self._offset = 0
+        self._count = 0
+        self._map: dict[int, int | None] = {}
+        self._sent: list[dict[str, Any]] = []  # items of earlier (internal) rounds the client holds
+        self._round_items: list[dict[str, Any]] = []
+        self._seq: int | None = None  # the last sequence number sent
+        self._spliced = False  # a round was dropped: later events are renumbered
+        self._open: dict[int, tuple[dict[str, Any], list[str]]] = {}  # client index -> item added, text sent
+
+    def begin(self, final: bool) -> None:
+        super().begin(final)
+        self._count, self._map, self._round_items, self._open = 0, {}, [], {}
+
+    def feed(self, ev: Event) -> list[bytes]:
+        data = parse_json(ev.data)
+        if not isinstance(data, dict):
+            data = {}
+        if self.released:
+            return self.emit(ev, data)
+        if self.gate is not None:
+            return self.text_step(ev, data)
+        kind = data.get("type")
+        item = as_dict(data.get("item"))
+        if not self.holding and kind == "response.output_item.added" and item.get("type") in wire.CALLS:
+            function = item.get("type") == "function_call"
+            self.hold_call(data.get("output_index", -1), str(item.get("name") or "") if function else "")
+            self.hold(ev, data)
+            return self.verdict() if function else []
+        if self.holding or self.ends_round(data):
+            self.hold(ev, data)
+            if kind == "response.function_call_arguments.delta" and data.get("output_index") == self.call and self.call_name:
+                self.call_args += str(data.get("delta", ""))
+                return self.verdict()
+            return []
+        return self.emit(ev, data)
+
+    def text_of(self, data: dict[str, Any]) -> str | None:
+        if data.get("type") == "response.output_text.delta":
+            return str(data.get("delta", ""))
+        return None
+
+    def ends_round(self, data: dict[str, Any]) -> bool:
+        return data.get("type") in wire.FINAL_EVENTS
+
+    def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        kind = data.get("type")
+        changed: dict[str, Any] = {}
+        if kind in _OPENING:
+            if self._spliced and self._started:
+                return []  # the answer's response is open already
+            self._started = True
+            resp = data.get("response")
+            if kind == "response.created" and isinstance(resp, dict) and isinstance(resp.get("id"), str):
+                self._id = resp["id"]
+        i = data.get("output_index")
+        if isinstance(i, int):
+            if i not in self._map:
+                item = as_dict(data.get("item"))
+                withheld = (
+                    self.early and i != self.call and item.get("type") == "function_call"
+                    and item.get("name") in self.rec.functions
+                )
+                self._map[i] = None if withheld else self._offset + self._count
+                self._count += not withheld
+            c = self._map[i]
+            if c is None:
+                return []
+            if c != i:
+                changed["output_index"] = c
+            if kind == "response.output_item.added" and isinstance(data.get("item"), dict):
+                self._open[c] = (data["item"], [])
+            elif kind == "response.output_text.delta" and c in self._open:
+                self._open[c][1].append(str(data.get("delta", "")))
+            elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+                self._round_items.append(data["item"])
+                self._open.pop(c, None)
+        if kind in wire.FINAL_EVENTS and isinstance(data.get("response"), dict):
+            resp = self.view(data["response"])
+            if resp != data["response"]:
+                changed["response"] = resp
+        seq = data.get("sequence_number")
+        if isinstance(seq, int):
+            if self._spliced and self._seq is not None:
+                seq = self._seq + 1
+                changed["sequence_number"] = seq
+            self._seq = seq
+        return [sse(ev.name, {**data, **changed}) if changed else ev.raw]
+
+    def finish(self, internal: bool) -> list[bytes]:
+        if not internal:
+            return self.flush()
+        out: list[bytes] = []
+        # a message item sent in part (an agent without tools: its text up to the command block)
+        # is closed with the text the client has, so the final response holds what it was shown
+        for c, (item, texts) in sorted(self._open.items()):
+            if wire._kind(item) != "message":
+                continue
+            done = {**item, "status": "completed", "content": [{"type": "output_text", "text": "".join(texts), "annotations": []}]}
+            self._round_items.append(done)
+            data: dict[str, Any] = {"type": "response.output_item.done", "output_index": c, "item": done}
+            if self._seq is not None:
+                self._seq += 1
+                data["sequence_number"] = self._seq
+            out.append(sse("response.output_item.done", data))
+        self._open = {}
+        self._sent += self._round_items
+        self._offset += self._count
+        self._spliced = True
+        self.held = []
+        return out
+
+    def shown(self) -> str:
+        return "".join(wire._output_text(i) for i in self._round_items if wire._kind(i) == "message")
+
+    def view(self, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("output"), list):
+            return data
+        if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values():
+            return data
+        output = [o for n, o in enumerate(data["output"]) if self._map.get(n, 0) is not None]
+        return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output]}
 
 
 class ResponsesAdapter:
@@ -87,11 +258,20 @@ class ResponsesAdapter:
         data = {"type": "error", "code": "upstream_error", "message": message, "param": None}
         return f"event: error\ndata: {json.dumps(data)}\n\n".encode()
 
-    def done(self, parsed: Parsed, data: Any) -> None:
+    def closing(self, ev: Event) -> bool:
+        return ev.name in FINAL_EVENTS
+
+    def splicer(self, rec: Recognizer) -> ResponsesSplicer:
+        return ResponsesSplicer(rec)
+
+    async def done(self, parsed: Parsed, data: Any) -> None:
         owner = parsed.state.get("owner")
         if isinstance(data, dict) and isinstance(data.get("id"), str) and isinstance(data.get("output"), list) and owner:
             outputs = [i for i in data["output"] if isinstance(i, dict)]
-            self.conversations.put(owner, data["id"], [*parsed.state["items"], *outputs])
+            await self.conversations.put(
+                owner, data["id"], parsed.state.get("previous"), parsed.state.get("prior", 0),
+                [*parsed.state["items"], *outputs],
+            )
 
 
 async def responses(
@@ -106,20 +286,24 @@ async def responses(
 ) -> Response:
     if not isinstance(body, dict):
         raise ProxyError(400, "request body must be a JSON object", code="invalid_body")
+    if adapter.conversations.store is None:
+        adapter.conversations.store = service.manager.store
     prior: list[dict[str, Any]] | None = None
     previous = body.get("previous_response_id")
-    if previous is not None:
-        prior = adapter.conversations.get(owner, previous) if isinstance(previous, str) else None
     passthrough = (
-        headers.get("x-refold-passthrough") == "1"
-        or (previous is not None and prior is None)
-        or not wire.renderable(body)
-        or wire.is_compaction_request(body)
+        headers.get("x-refold-passthrough") == "1" or not wire.renderable(body) or wire.is_compaction_request(body)
     )
+    if previous is not None and not passthrough:
+        if not isinstance(previous, str) or not previous:
+            raise ProxyError(400, "previous_response_id: must be a non-empty string", param="previous_response_id",
+                             code="invalid_value")
+        prior = await adapter.conversations.get(owner, previous)
+        if prior is None:
+            raise not_found(previous)
     if passthrough:
         service.metrics.inc("refold_passthrough_total", surface=adapter.key)
         response: Response = await forward(adapter.path, body, adapter.headers(key, headers), query)
         return response
     parsed = wire.parse({k: v for k, v in body.items() if k != "previous_response_id"}, prior)
-    parsed.state["owner"] = owner
+    parsed.state.update(owner=owner, previous=previous, prior=len(prior or []))
     return await service.handle(adapter, body, owner, key, headers, query, parsed=parsed)

@@ -110,8 +110,25 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX IF NOT EXISTS pins_sid ON pins(sid, seq)",
         ),
     ),
+    (
+        "004-responses",
+        (
+            # previous_response_id: each response's items after its parent's, and when its chain was last used
+            "CREATE TABLE IF NOT EXISTS responses (owner TEXT NOT NULL, id TEXT NOT NULL, parent TEXT, "
+            "body TEXT NOT NULL, used REAL NOT NULL, PRIMARY KEY (owner, id))",
+            "CREATE INDEX IF NOT EXISTS responses_used ON responses(used)",
+        ),
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
+
+_CHAIN = (
+    "WITH RECURSIVE chain(id, parent, body, depth) AS ("
+    "SELECT id, parent, body, 0 FROM responses WHERE owner=?1 AND id=?2 UNION ALL "
+    "SELECT r.id, r.parent, r.body, c.depth + 1 FROM responses r JOIN chain c "
+    "ON r.owner=?1 AND r.id=c.parent WHERE c.depth < 100000) "
+)
+"""A response and its ancestors (parameters: owner, response id)."""
 
 _BUSY_TIMEOUT_S = 5.0  # a lock held elsewhere: 503 after this, not a 30 s stall
 
@@ -270,6 +287,37 @@ class SQLiteStore:
         finally:
             _end(db)  # after a failed COMMIT (disk full) SQLite has already rolled back
 
+    async def put_response(self, owner: str, rid: str, parent: str | None, items: list[dict[str, Any]]) -> None:
+        await self._run(self._write, self._put_response, owner, rid, parent, items)
+
+    def _put_response(self, owner: str, rid: str, parent: str | None, items: list[dict[str, Any]]) -> None:
+        now = time.time()
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?)",
+                (owner, rid, parent, json.dumps(items, ensure_ascii=False), now),
+            )
+            if parent is not None:
+                db.execute(_CHAIN + "UPDATE responses SET used=?3 WHERE owner=?1 AND id IN (SELECT id FROM chain)",
+                           (owner, parent, now))
+            db.execute("COMMIT")
+        finally:
+            _end(db)
+
+    async def response_items(self, owner: str, rid: str) -> list[dict[str, Any]] | None:
+        return await self._run(self._read, self._response_items, owner, rid)
+
+    def _response_items(self, owner: str, rid: str) -> list[dict[str, Any]] | None:
+        rows = self._rdb.execute(_CHAIN + "SELECT parent, body FROM chain ORDER BY depth DESC", (owner, rid)).fetchall()
+        if not rows or rows[0][0] is not None:  # unknown, or an ancestor was pruned
+            return None
+        out: list[dict[str, Any]] = []
+        for _, body in rows:
+            out.extend(json.loads(body))
+        return out
+
     async def sessions(self, owner: str) -> list[SessionRecord]:
         return await self._run(self._read, self._sessions, owner)
 
@@ -302,6 +350,7 @@ class SQLiteStore:
             for table in ("steps", "prefixes", "heads", "pins"):
                 db.execute(f"DELETE FROM {table} WHERE sid IN ({old})", (before,))
             n = db.execute("DELETE FROM sessions WHERE updated < ?", (before,)).rowcount
+            db.execute("DELETE FROM responses WHERE used < ?", (before,))
             db.execute("COMMIT")
         finally:
             _end(db)

@@ -8,14 +8,21 @@ were) and calls the upstream. Context commands the model issues are answered her
 module ``refold.context`` (``commands.context_calls`` / ``commands.observations``), stored as
 internal steps, and the upstream is called again, up to ``max_rounds`` times.
 
-Streaming follows chat.py: a round that may turn out to be internal is read to its end before
-anything is relayed (its events are then replayed byte for byte); a round that cannot be is relayed
-event by event. Upstream errors are returned with the upstream's own status and body.
+Streaming follows chat.py: a round that cannot be internal is relayed event by event, byte for
+byte. A round that may be is relayed as it arrives too, up to its first tool call (``tool_use``
+block, ``function_call`` item); that call is held until its name and its command's first word show
+whether it can be a context command (``stream.call_verdict``): if not, it and all that follows go
+at once; if so, the round's end decides. An internal round's held part is dropped and the next
+round continues the same answer (block and output indices, ids and sequence numbers rewritten
+so the client reads one message); the text it was sent is kept with the internal step (``SHOWN``)
+so its echo next turn matches the session. For an agent without tools (commands in a ```bash
+block) each text event is relayed once the text up to its end holds no possible command block
+(``CommandGate``), and all of it once the block's first word is no context command. Upstream
+errors are returned with the upstream's own status and body.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import shlex
@@ -27,16 +34,18 @@ from typing import Any, Protocol
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..context.recognize import SHELL_TOOLS
+from ..context.recognize import SHELL_TOOLS, Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Rendered
 from .commands import context_calls, observations
 from .config import ProxyConfig
-from .mapping import INTERNAL
+from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
-from .sessions import SessionManager, View, session_name
+from .sessions import Session, SessionManager, View, session_name
+from .shown import ShownReplies
+from .stream import CommandGate, call_verdict
 from .upstream import Upstream
 
 _DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
@@ -71,6 +80,50 @@ class Failed:
     content_type: str
 
 
+@dataclass
+class _Rounds:
+    """What a streamed request needs to run its later rounds inside the response."""
+
+    adapter: Adapter
+    parsed: Parsed
+    body: dict[str, Any]
+    s: Session
+    base: str
+    tail: Message | None
+    added: list[dict[str, Any]]
+    rec: Recognizer
+    headers: dict[str, str]
+    query: str
+
+
+class Splicer(Protocol):
+    """One streamed answer made of several upstream rounds (context commands answered between
+    them), relayed as it arrives: what of each round is sent at once and what is held."""
+
+    released: bool
+    """The round can no longer be internal: everything of it is relayed as it comes."""
+
+    def begin(self, final: bool) -> None:
+        """A round starts; ``final``: it cannot be internal."""
+        ...
+
+    def feed(self, ev: Event) -> list[bytes]:
+        """What to send the client now for this upstream event."""
+        ...
+
+    def finish(self, internal: bool) -> list[bytes]:
+        """The round ended: what is still held, sent (not internal) or dropped (internal)."""
+        ...
+
+    def shown(self) -> str:
+        """The text of this round the client was sent (after ``finish``)."""
+        ...
+
+    def view(self, data: Any) -> Any:
+        """The aggregated answer of the final round as the client holds the whole answer."""
+        ...
+
+
 class Adapter(Protocol):
     key: str
     """The ``extra`` key holding native forms, and the metrics label."""
@@ -103,7 +156,13 @@ class Adapter(Protocol):
 
     def stream_error(self, message: str) -> bytes: ...
 
-    def done(self, parsed: Parsed, data: Any) -> None:
+    def closing(self, ev: Event) -> bool:
+        """Whether ``ev`` closes the answer: ``done`` runs before the client is sent it."""
+        ...
+
+    def splicer(self, rec: Recognizer) -> Splicer: ...
+
+    async def done(self, parsed: Parsed, data: Any) -> None:
         """The client's final answer is known (a non-streamed body or an aggregated stream)."""
         ...
 
@@ -188,6 +247,7 @@ class SurfaceService:
         self.manager = manager
         self.upstream = upstream
         self.metrics = metrics
+        self._shown = ShownReplies()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -266,6 +326,8 @@ class SurfaceService:
         cfg = self.cfg
         parsed = parsed or adapter.parse(body)
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), parsed.messages, owner))
+        # a reply the client was streamed after an internal round's text is recorded as the model wrote it
+        parsed.messages = self._shown.as_sent(s.sid, parsed.messages)
         async with s.lock:
             turn = await self.manager.turn(s, parsed.messages)
             view = turn.view
@@ -276,38 +338,30 @@ class SurfaceService:
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
+        answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
         rounds = 0
         upstream_ms = 0.0
         while True:
-            final = not rec.possible or rounds >= cfg.max_rounds or turn.tail is not None
+            final = not answering or rounds >= cfg.max_rounds
             out = adapter.build(body, parsed, rendered, view.history, turn.tail, added)
             t0 = time.perf_counter()
-            events: list[Event] | None = None
             if stream:
                 opened = await self.open(adapter, out, up_headers, query)
                 if isinstance(opened, Failed):
                     return self._failed(opened, out_headers)
+                upstream_ms += (time.perf_counter() - t0) * 1000
+                self._added(start, upstream_ms, adapter)
+                self.metrics.inc("refold_streams_relayed_live_total")
                 if final:
-                    upstream_ms += (time.perf_counter() - t0) * 1000
-                    self._added(start, upstream_ms, adapter)
-                    self.metrics.inc("refold_streams_relayed_live_total")
-                    return StreamingResponse(
-                        self._relay(adapter, parsed, opened), media_type="text/event-stream", headers=out_headers
-                    )
-                events = []
-                try:
-                    async for ev in read_events(opened):
-                        events.append(ev)
-                except httpx.HTTPError as e:
-                    raise _unreachable(e) from None
-                finally:
-                    await opened.aclose()
-                data = adapter.aggregate(events)
-            else:
-                got = await self.post(adapter, out, up_headers, query)
-                if isinstance(got, Failed):
-                    return self._failed(got, out_headers)
-                data = got
+                    gen = self._relay(adapter, parsed, opened)
+                else:
+                    plan = _Rounds(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
+                    gen = self._spliced(plan, opened)
+                return StreamingResponse(gen, media_type="text/event-stream", headers=out_headers)
+            got = await self.post(adapter, out, up_headers, query)
+            if isinstance(got, Failed):
+                return self._failed(got, out_headers)
+            data = got
             upstream_ms += (time.perf_counter() - t0) * 1000
             self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)
@@ -315,29 +369,115 @@ class SurfaceService:
             if calls is None or reply is None:
                 break
             rounds += 1
-            self.metrics.inc("refold_internal_rounds_total")
-            native = (reply.get("extra") or {}).get(adapter.key)
-            plain: Message = {k: reply[k] for k in ("role", "content", "tool_calls") if k in reply}
-            if plain.get("content") is None:
-                plain["content"] = ""
-            async with s.lock:
-                view = s.view(base, cfg.renderer)
-                stored, obs, answers = observations(view.history, plain, calls, cfg.config)
-                stored["extra"] = {**stored["extra"], adapter.key: native}
-                tip = await self.manager.commit(s, base, [(stored, obs, {INTERNAL: True})])
-                view = s.view(tip, cfg.renderer)
-                base, rendered = self._render(view)
-            self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
-            for c in calls:
-                if c.context is not None:
-                    self.metrics.inc("refold_context_commands_total", command=c.context.name)
-            self.metrics.inc("refold_turns_recorded_total")
+            base, view, rendered = await self._internal(adapter, s, base, reply, calls, "")
         self._added(start, upstream_ms, adapter)
-        adapter.done(parsed, data)
+        await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
-        if events is not None:
-            return StreamingResponse(_replay(events), media_type="text/event-stream", headers=out_headers)
         return JSONResponse(data, headers=out_headers)
+
+    async def _internal(
+        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str
+    ) -> tuple[str, View, Rendered]:
+        """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
+        cfg = self.cfg
+        self.metrics.inc("refold_internal_rounds_total")
+        native = (reply.get("extra") or {}).get(adapter.key)
+        plain: Message = {k: reply[k] for k in ("role", "content", "tool_calls") if k in reply}
+        if plain.get("content") is None:
+            plain["content"] = ""
+        meta: dict[str, Any] = {INTERNAL: True}
+        if shown:
+            meta[SHOWN] = shown
+        async with s.lock:
+            view = s.view(base, cfg.renderer)
+            stored, obs, answers = observations(view.history, plain, calls, cfg.config)
+            stored["extra"] = {**stored["extra"], adapter.key: native}
+            tip = await self.manager.commit(s, base, [(stored, obs, meta)])
+            view = s.view(tip, cfg.renderer)
+            base, rendered = self._render(view)
+        self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
+        for c in calls:
+            if c.context is not None:
+                self.metrics.inc("refold_context_commands_total", command=c.context.name)
+        self.metrics.inc("refold_turns_recorded_total")
+        return base, view, rendered
+
+    async def _spliced(self, p: _Rounds, opened: httpx.Response) -> AsyncIterator[bytes]:
+        """Every round of a streamed request that may be internal, as one answer: each round is
+        relayed as it arrives up to where it may turn out to be a context command (``Splicer``);
+        an internal round's held part is dropped and the next round continues the same answer.
+        Once the answer has started, a failure (the store, the next round's upstream call) is an
+        error event in the surface's shape, never a broken body."""
+        try:
+            async for out in self._rounds(p, opened):
+                yield out
+        except ProxyError as e:
+            yield p.adapter.stream_error(e.message)
+        except Exception as e:  # noqa: BLE001 - a 200 stream must end with an event
+            yield p.adapter.stream_error(f"internal proxy error: {type(e).__name__}: {e}")
+
+    async def _rounds(self, p: _Rounds, opened: httpx.Response) -> AsyncIterator[bytes]:
+        adapter, cfg = p.adapter, self.cfg
+        sp = adapter.splicer(p.rec)
+        r: httpx.Response | None = opened
+        rounds = 0
+        before = ""  # the text internal rounds of this answer sent the client
+        try:
+            while r is not None:
+                final = rounds >= cfg.max_rounds
+                sp.begin(final)
+                events: list[Event] = []
+                done = False
+                try:
+                    async for ev in read_events(r):
+                        events.append(ev)
+                        if not done and adapter.closing(ev) and (final or sp.released):
+                            done = True
+                            with contextlib.suppress(ProxyError):
+                                await adapter.done(p.parsed, sp.view(adapter.aggregate(events)))
+                        for out in sp.feed(ev):
+                            yield out
+                except httpx.HTTPError as e:
+                    yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
+                    return
+                finally:
+                    await r.aclose()
+                    r = None
+                self.metrics.inc("refold_upstream_calls_total")
+                data = adapter.aggregate(events)
+                reply = adapter.reply(data)
+                calls = None
+                if not final and not sp.released and reply is not None:
+                    calls = context_calls(recognizable(reply), p.rec)
+                if calls is None or reply is None:
+                    if not done:
+                        with contextlib.suppress(ProxyError):
+                            await adapter.done(p.parsed, sp.view(data))
+                    if before and reply is not None:
+                        self._shown.remember(p.s.sid, {**reply, "content": before + str(reply.get("content") or "")}, reply)
+                    for out in sp.finish(internal=False):
+                        yield out
+                    return
+                for out in sp.finish(internal=True):
+                    yield out
+                shown = sp.shown()
+                before += shown
+                rounds += 1
+                p.base, view, rendered = await self._internal(adapter, p.s, p.base, reply, calls, shown)
+                request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, p.added)
+                try:
+                    got = await self.open(adapter, request, p.headers, p.query)
+                except ProxyError as e:
+                    yield adapter.stream_error(e.message)
+                    return
+                if isinstance(got, Failed):
+                    self.metrics.inc("refold_upstream_errors_total", status=str(got.status))
+                    yield adapter.stream_error(f"upstream answered {got.status}: {got.body[:500].decode(errors='replace')}")
+                    return
+                r = got
+        finally:
+            if r is not None:
+                await r.aclose()
 
     def _added(self, start: float, upstream_ms: float, adapter: Adapter) -> None:
         self.metrics.observe("refold_added_latency_ms", (time.perf_counter() - start) * 1000 - upstream_ms)
@@ -348,22 +488,22 @@ class SurfaceService:
 
     async def _relay(self, adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIterator[bytes]:
         events: list[Event] = []
+        finished = False
         try:
             async for ev in read_events(r):
                 events.append(ev)
+                if not finished and adapter.closing(ev):
+                    finished = True
+                    with contextlib.suppress(ProxyError):
+                        await adapter.done(parsed, adapter.aggregate(events))
                 yield ev.raw
         except httpx.HTTPError as e:
             yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
         finally:
             await r.aclose()
-        with contextlib.suppress(ProxyError):
-            adapter.done(parsed, adapter.aggregate(events))
-
-
-async def _replay(events: list[Event]) -> AsyncIterator[bytes]:
-    for ev in events:
-        yield ev.raw
-        await asyncio.sleep(0)
+        if not finished:
+            with contextlib.suppress(ProxyError):
+                await adapter.done(parsed, adapter.aggregate(events))
 
 
 def _unreachable(e: Exception) -> ProxyError:
@@ -376,3 +516,102 @@ def forwardable(headers: Mapping[str, str], drop: Sequence[str] = ()) -> dict[st
     """Response headers of an upstream answer that may be relayed to the client."""
     skip = _DROP_RESPONSE_HEADERS | {d.lower() for d in drop}
     return {k: v for k, v in headers.items() if k.lower() not in skip}
+
+
+def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:
+    """``stream.call_verdict`` for a surface's call: a harness's shell tool read as ``bash``; an
+    argv list decides nothing early (``["bash", "-lc", cmd]`` is read as ``cmd``)."""
+    n = name.lower()
+    return call_verdict("bash" if n in SHELL_NAMES or n in SHELL_TOOLS else name, arguments, rec, argv=False)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def sse(name: str | None, data: dict[str, Any]) -> bytes:
+    """One event written anew (an event the splice changed)."""
+    head = f"event: {name}\n" if name else ""
+    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+class HeldRound:
+    """What the two surfaces' splicers share: the round's held events, the early decision on its
+    first tool call, and, for an agent without tools, its text relayed event by event up to where
+    a command block may begin (``CommandGate``; an event is sent once all its text is released)."""
+
+    def __init__(self, rec: Recognizer) -> None:
+        self.rec = rec
+        self.released = False
+        self.early = False  # released by the first call's verdict (not because the round is final)
+        self.final = False
+        self.held: list[tuple[Event, dict[str, Any], int | None]] = []  # (event, data, end of its text)
+        self.holding = False
+        self.call: int | None = None
+        self.call_name = ""
+        self.call_args = ""
+        self.gate: CommandGate | None = None
+        self._fed = self._out = 0  # text fed to the gate, and released by it
+
+    def begin(self, final: bool) -> None:
+        self.released = self.final = final
+        self.early = False
+        self.held = []
+        self.holding = False
+        self.call, self.call_name, self.call_args = None, "", ""
+        self.gate = CommandGate(self.rec.shell) if self.rec.text and not final else None
+        self._fed = self._out = 0
+
+    def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        raise NotImplementedError
+
+    def text_of(self, data: dict[str, Any]) -> str | None:
+        """The reply text an event adds, if it is a text delta."""
+        raise NotImplementedError
+
+    def ends_round(self, data: dict[str, Any]) -> bool:
+        """Whether the event closes the round (held until the round's end decides)."""
+        raise NotImplementedError
+
+    def hold(self, ev: Event, data: dict[str, Any]) -> None:
+        self.held.append((ev, data, None))
+
+    def hold_call(self, index: int, name: str) -> None:
+        self.holding = True
+        self.call, self.call_name, self.call_args = index, name, ""
+
+    def verdict(self) -> list[bytes]:
+        """Release everything held when the first call cannot be a context command."""
+        if decide(self.call_name, self.call_args, self.rec) is not False:
+            return []
+        self.released = self.early = True
+        return self.flush()
+
+    def text_step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        """An agent without tools: queue the event; send what the gate has released."""
+        assert self.gate is not None
+        text = self.text_of(data)
+        end = None
+        if text is not None:
+            self._fed += len(text)
+            self._out += len(self.gate.feed(text))
+            end = self._fed
+        self.held.append((ev, data, end))
+        if self.gate.released:  # the block's command is no context command
+            self.released = self.early = True
+            return self.flush()
+        out: list[bytes] = []
+        while self.held:
+            ev0, d0, end0 = self.held[0]
+            if (end0 is not None and end0 > self._out) or self.ends_round(d0):
+                break
+            self.held.pop(0)
+            out += self.emit(ev0, d0)
+        return out
+
+    def flush(self) -> list[bytes]:
+        out: list[bytes] = []
+        held, self.held = self.held, []
+        for ev, data, _ in held:
+            out += self.emit(ev, data)
+        return out

@@ -9,7 +9,9 @@ from typing import Any
 
 from ...chat_tokens import message_tokens, prompt_token_ids
 from ...history import History
+from ...mechanisms.boundary import PRICES
 from ...messages import clean
+from ...render.renderer import idle_s
 from ...tokens import Tokenizer
 from ...types import Shown
 from ..cache import (
@@ -24,7 +26,7 @@ from ..cache import (
     kv_gib,
     make_cache,
 )
-from .policies import Projector, Prompt
+from .policies import Projector, Prompt, price_profile
 
 __all__ = [
     "CallIds",
@@ -98,6 +100,8 @@ class PolicyMetrics:
     hidden_needed_calls: int = 0
     """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
     hidden_needed_restore_tokens: int = 0
+    cold_calls: int = 0
+    """Calls after an idle gap longer than the cache profile's lifetime (the cache starts empty)."""
     cost_counts: str = ""
     """What ``cost_usd`` counts: "" the replay tokenizer's tokens, else a CountCalibration label."""
     per_call: dict[str, list[int]] = field(default_factory=dict)
@@ -307,6 +311,10 @@ def measure(
     lost_out = unreplied_output_estimate(history) if unreplied else 0
 
     routed = cache_name in ROUTED_CACHES
+    # a hosted cache forgets a prefix left idle longer than its lifetime: after such a gap (recorded
+    # step times) every policy starts cold, as the render's cost rule assumes
+    profile = price_profile(cache_name)
+    ttl = PRICES[profile].ttl_s if profile and not isinstance(cache, ReplayedCache) else None
     stale = cache if isinstance(cache, ReplayedCache) and as_of is not None else None
     states: Sequence[int | None] = as_of or ()
     # a timed profile meets each call at its recorded time (every policy makes the same calls)
@@ -374,6 +382,11 @@ def measure(
                 price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
             )  # a compaction is refold's own call: counted in the replay tokenizer
         route = recorded_route(history, p.t + 1)
+        gap = idle_s(history, p.t) if ttl is not None else None
+        if gap is not None and ttl is not None and gap > ttl:
+            cache = make_cache(cache_name)
+            timed = cache if isinstance(cache, CalibratedCache | ReplayedCache) else None
+            m.cold_calls += 1
         now = times.get(p.t + 1) if times else None
         before = times.get(p.t) if times else None
         lost = unreplied.get(p.t, ())

@@ -340,17 +340,17 @@ def _refold(o: Options, **extra: object) -> Policy:
     return refold_policy(**values)
 
 
+def price_profile(cache: str) -> str | None:
+    """The render cache profile (``Config.cache``) whose prices a simulated cache bills, if any."""
+    name = cache.removesuffix("-replayed").removesuffix("-expected").removesuffix("-exact")
+    name = {"gemini-openrouter": "gemini"}.get(name, name)
+    return name if name in CACHE_PROFILES else None
+
+
 def _default(o: Options) -> RendererProjector:
     """The library's default Config (reminders off: a replay's replies cannot react to them)."""
-    profile = {
-        "gemini-openrouter": "gemini",
-        "gemini-openrouter-replayed": "gemini",
-        "gemini-openrouter-expected": "gemini",
-        "openai-expected": "openai",
-        "openai-exact": "openai",
-        "openai-replayed": "openai",
-    }.get(o.cache, o.cache)
-    config = DEFAULT_CONFIG.replace(cache=profile if profile in CACHE_PROFILES else DEFAULT_CONFIG.cache)
+    profile = price_profile(o.cache)
+    config = DEFAULT_CONFIG.replace(cache=profile or DEFAULT_CONFIG.cache)
     policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
     return RendererProjector("default", policy, config.replace(policy=policy))
 

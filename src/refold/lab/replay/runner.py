@@ -382,7 +382,7 @@ def iter_prompts(
     """Every model call's prompt (messages + origins) of ``history`` under a named policy.
 
     For viewers: call t+1's prompt is the t-th item. STALE-dependent policies see the marks of
-    ``stale`` (``recorded``, ``none``, ``hindsight[-conservative|-aggressive]``).
+    ``stale`` (``recorded``, ``none``, ``hindsight[-produced|-conservative|-aggressive]``).
     """
     settings = Settings(
         policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after

@@ -1,0 +1,321 @@
+"""A round that may be internal is decided as early as its first tool call (or its first command
+block) allows: a call that cannot be a context command reaches the client while the upstream is
+still generating it; one that is stays held and is answered in a round the client never sees."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from refold.context.recognize import Recognizer
+from refold.protocol import COMMAND_NAMES, bash_block
+from refold.proxy import ProxyConfig, create_app
+from refold.proxy.commands import _call
+from refold.proxy.stream import CommandGate, call_verdict, command_prefix, may_be_command
+
+from fake_upstream import ServerThread
+
+SYSTEM = {"role": "system", "content": "You are a careful engineer."}
+BASH = {
+    "type": "function",
+    "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+}
+PAUSE = "PAUSE"
+
+
+# ---- the decision on its own ----------------------------------------------------------------------
+
+COMMANDS = st.one_of(
+    st.sampled_from(
+        [
+            "ls -la",
+            "restore 3",
+            "  restore 3-5",
+            "restored",
+            "fold_span \"found it\"",
+            "fold -w 80 f",
+            "fold 3 4",
+            "expand -t 4 f",
+            "expand 7",
+            "begin_span x",
+            "fold_spans",
+            "rest",
+            "\n\trestore 1",
+            "pin 2",
+            "pinch",
+            "echo restore 3",
+            "drop\u00e9 1",
+        ]
+    ),
+    st.text(alphabet="restoflda_pinxbg 0123\n\t\"\\é", max_size=20),
+)
+
+
+@given(COMMANDS, st.integers(0, 80), st.sampled_from(["command", "cmd"]), st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_an_early_no_is_the_final_no(command: str, cut: int, key: str, argv: bool) -> None:
+    """Whatever the arguments' prefix: when the verdict says no, the whole call is not a context
+    command (the proxy relays it at once, so it must never be one)."""
+    rec = Recognizer()
+    value: Any = command.split(" ") if argv else command
+    args = json.dumps({key: value}, ensure_ascii=not argv)
+    whole = _call({"id": "c", "function": {"name": "bash", "arguments": args}}, rec).context
+    verdict = call_verdict("bash", args[:cut], rec)
+    if verdict is False:
+        assert whole is None, (command, args[:cut])
+    if whole is not None and cut >= len(args) and not argv:
+        assert verdict is True
+
+
+@given(COMMANDS, st.integers(0, 60))
+@settings(max_examples=300, deadline=None)
+def test_a_command_gate_releases_only_what_is_no_context_command(command: str, cut: int) -> None:
+    text = f"I will check.\n```bash\n{command}\n```\nrest"
+    g = CommandGate(COMMAND_NAMES)
+    out = g.feed(text[:cut]) + g.feed(text[cut:])
+    cmd = bash_block(text)
+    if g.released:
+        assert out == text
+        assert cmd is None or Recognizer().command("bash", cmd) is None
+    else:
+        assert "```" not in out
+        assert out + g.end(drop=False) == text
+
+
+def test_the_pieces() -> None:
+    names = COMMAND_NAMES
+    assert may_be_command("", names) is None and may_be_command("  ", names) is None
+    assert may_be_command("re", names) is None and may_be_command("restore", names) is None
+    assert may_be_command("restore ", names) is True and may_be_command("fold_span(", names) is True
+    assert may_be_command("restored", names) is False and may_be_command("ls", names) is False
+    assert may_be_command("x", names) is False and may_be_command("fold_", names) is None
+    assert command_prefix('{"command": "ls -') == "ls -"
+    assert command_prefix('{"cmd":"a\\nb\\u00e9\\') == "a\nb\u00e9"
+    assert command_prefix('{"command": ["rest') == "rest"
+    assert command_prefix('{"command": ["rest', argv=False) is None
+    assert command_prefix('{"timeout": 3, "command": "ls"}') is None and command_prefix('{"comm') is None
+    rec = Recognizer(functions=frozenset({"restore"}))
+    assert call_verdict("restore", "", rec) is True
+    assert call_verdict("str_replace_editor", "", rec) is False
+    assert call_verdict("bash", '{"command": "ls"}', Recognizer(shell=frozenset())) is False
+
+
+# ---- through the proxy ------------------------------------------------------------------------------
+
+
+class Scripted:
+    """An upstream streaming scripted replies, one per request: each a list of deltas, with
+    ``PAUSE`` where it waits for ``release`` (set by the test once it has seen what came before)."""
+
+    def __init__(self) -> None:
+        self.replies: list[list[Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.release = threading.Event()
+        self.app = FastAPI()
+
+        @self.app.post("/v1/chat/completions")
+        async def chat(request: Request) -> StreamingResponse:
+            body = await request.json()
+            self.requests.append(body)
+            script = self.replies.pop(0)
+            return StreamingResponse(self._stream(script), media_type="text/event-stream")
+
+    async def _stream(self, script: list[Any]) -> Any:
+        base = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}) + "\n\n"
+        finish = "stop"
+        for d in script:
+            if d == PAUSE:
+                await asyncio.to_thread(self.release.wait, 30)
+                continue
+            finish = "tool_calls" if "tool_calls" in d else finish
+            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + "\n\n"
+        yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}) + "\n\n"
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        yield "data: " + json.dumps({**base, "choices": [], "usage": usage}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def call(index: int, name: str, args: str, cid: str, pause_at: int | None = None) -> list[Any]:
+    """A streamed tool call: its name first, then its arguments in 4-character pieces."""
+    out: list[Any] = [{"tool_calls": [{"index": index, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}]}]
+    for j in range(0, len(args), 4):
+        if pause_at is not None and j == pause_at:
+            out.append(PAUSE)
+        out.append({"tool_calls": [{"index": index, "function": {"arguments": args[j : j + 4]}}]})
+    return out
+
+
+def text(t: str, pause_at: int | None = None) -> list[Any]:
+    out: list[Any] = []
+    for j in range(0, len(t), 5):
+        if pause_at is not None and j == pause_at:
+            out.append(PAUSE)
+        out.append({"content": t[j : j + 5]})
+    return out
+
+
+@pytest.fixture()
+def up() -> Iterator[tuple[Scripted, str]]:
+    s = Scripted()
+    with ServerThread(s.app) as srv:
+        yield s, f"{srv.url}/v1"
+    s.release.set()
+
+
+class Reader:
+    """Reads a streamed chat completion event by event, adding it up."""
+
+    def __init__(self, r: httpx.Response) -> None:
+        self.lines = r.iter_lines()
+        self.content = ""
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.done = False
+
+    def step(self) -> None:
+        for line in self.lines:
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                self.done = True
+                return
+            for c in json.loads(line[6:]).get("choices") or []:
+                d = c.get("delta") or {}
+                self.content += d.get("content") or ""
+                for tc in d.get("tool_calls") or []:
+                    slot = self.calls.setdefault(tc["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                    slot["id"] = tc.get("id") or slot["id"]
+                    slot["function"]["name"] += (tc.get("function") or {}).get("name") or ""
+                    slot["function"]["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+            return
+        self.done = True
+
+    def until(self, pred: Any) -> None:
+        while not pred() and not self.done:
+            self.step()
+
+    def rest(self) -> None:
+        while not self.done:
+            self.step()
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.calls:
+            msg["tool_calls"] = [self.calls[k] for k in sorted(self.calls)]
+        return msg
+
+
+def _proxy(url: str, tmp_path: Path) -> Any:
+    return create_app(ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off"))
+
+
+def test_a_shell_call_is_relayed_while_it_is_generated(up: tuple[Scripted, str], tmp_path: Path) -> None:
+    s, url = up
+    args = json.dumps({"command": "ls -la /tmp && cat README.md"})
+    s.replies.append(text("PROGRESS: look\nSTALE: -\n") + call(0, "bash", args, "call_1", pause_at=16))
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo 2"}), "call_2"))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        with c.stream("POST", f"{px.url}/v1/chat/completions", json=body, headers={"X-Refold-Session": "live"}) as r:
+            rd = Reader(r)
+            rd.until(lambda: rd.calls and rd.calls[0]["function"]["arguments"])
+            assert not s.release.is_set() and not rd.done  # the upstream is still inside the call
+            assert rd.calls[0]["function"]["name"] == "bash" and rd.calls[0]["id"] == "call_1"
+            assert args.startswith(rd.calls[0]["function"]["arguments"])
+            s.release.set()
+            rd.rest()
+        msg = rd.message()
+        assert msg["tool_calls"][0]["function"]["arguments"] == args
+        assert msg["content"] == "PROGRESS: look\nSTALE: -\n"
+        assert len(s.requests) == 1  # no internal round
+        msgs += [msg, {"role": "tool", "tool_call_id": "call_1", "content": "README"}]
+        r2 = c.post(f"{px.url}/v1/chat/completions", json={**body, "messages": msgs}, headers={"X-Refold-Session": "live"})
+        assert r2.status_code == 200
+        sess = c.get(f"{px.url}/sessions/live").json()
+        assert len(sess["branches"]) == 1
+        metrics = c.get(f"{px.url}/metrics").text
+        assert "refold_rounds_released_early_total 1.0" in metrics or "refold_rounds_released_early_total 2.0" in metrics
+
+
+def test_a_context_call_is_held_and_answered_inside(up: tuple[Scripted, str], tmp_path: Path) -> None:
+    s, url = up
+    s.replies.append(call(0, "bash", json.dumps({"command": "restore 1"}), "call_r", pause_at=16))
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo after"}), "call_2"))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        with c.stream("POST", f"{px.url}/v1/chat/completions", json=body, headers={"X-Refold-Session": "held"}) as r:
+            rd = Reader(r)
+            rd.step()  # the role chunk
+            threading.Timer(0.5, s.release.set).start()
+            rd.rest()
+        msg = rd.message()
+        assert [t["function"]["arguments"] for t in msg["tool_calls"]] == [json.dumps({"command": "echo after"})]
+        assert len(s.requests) == 2
+        answered = s.requests[1]["messages"]
+        assert any(m.get("role") == "tool" and m.get("tool_call_id") == "call_r" for m in answered)
+
+
+def test_a_later_offered_context_call_is_withheld_from_a_relayed_round(
+    up: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """The client cannot run a tool it never declared: in a round relayed early, a later call of
+    an offered context tool is left out (and the calls after it renumbered)."""
+    s, url = up
+    s.replies.append(
+        call(0, "bash", json.dumps({"command": "ls"}), "c0")
+        + call(1, "restore", json.dumps({"steps": "1"}), "c1")
+        + call(2, "bash", json.dumps({"command": "pwd"}), "c2")
+    )
+    s.replies.append(text("done"))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        with c.stream("POST", f"{px.url}/v1/chat/completions", json=body, headers={"X-Refold-Session": "w"}) as r:
+            rd = Reader(r)
+            rd.rest()
+        msg = rd.message()
+        assert [(t["id"], t["function"]["name"]) for t in msg["tool_calls"]] == [("c0", "bash"), ("c2", "bash")]
+        assert sorted(rd.calls) == [0, 1]
+        assert "restore" in {t["function"]["name"] for t in s.requests[0]["tools"]}
+        msgs += [
+            msg,
+            {"role": "tool", "tool_call_id": "c0", "content": "a"},
+            {"role": "tool", "tool_call_id": "c2", "content": "/"},
+        ]
+        r2 = c.post(f"{px.url}/v1/chat/completions", json={**body, "messages": msgs}, headers={"X-Refold-Session": "w"})
+        assert r2.status_code == 200
+        sent = s.requests[1]["messages"]
+        # what goes upstream next is the reply as the client holds it: no call left unanswered
+        calls = [tc["id"] for m in sent for tc in m.get("tool_calls") or []]
+        answered = [m["tool_call_id"] for m in sent if m.get("role") == "tool"]
+        assert calls == answered == ["c0", "c2"]
+
+
+def test_a_text_command_block_is_relayed_once_it_is_no_context_command(
+    up: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    s, url = up
+    reply = "PROGRESS: x\nSTALE: -\nChecking.\n```bash\ngrep -rn foo src\n```"
+    s.replies.append(text(reply, pause_at=45))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+        body = {"model": "m", "messages": [SYSTEM, {"role": "user", "content": "task"}], "stream": True}
+        with c.stream("POST", f"{px.url}/v1/chat/completions", json=body) as r:
+            rd = Reader(r)
+            rd.until(lambda: "```bash\ngrep" in rd.content)
+            assert not s.release.is_set() and not rd.done
+            s.release.set()
+            rd.rest()
+        assert rd.content == reply and len(s.requests) == 1
