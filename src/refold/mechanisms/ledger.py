@@ -179,6 +179,7 @@ class LedgerBook:
         self.outputs: list[int] = []  # observations per step
         self.t = 0
         self._hidden: tuple[tuple[int, int], tuple[tuple[int, int, str], ...]] | None = None  # last answer
+        self._states: dict[int, tuple[dict[tuple[int, int], str], tuple[tuple[int, int, str], ...]]] = {}
 
     def observe(self, step: Step) -> None:
         if self.policy.enabled:
@@ -226,16 +227,27 @@ class LedgerBook:
         issued = bisect.bisect_right(self.ops, limit, key=lambda op: op.at)  # ops come in step order
         if self._hidden is not None and self._hidden[0] == (b, issued):
             return self._hidden[1]  # asked at every render: only recomputed when the answer can change
-        state: dict[tuple[int, int], str] = {}
-        for op in self.ops[:issued]:
-            if op.step > b:
-                continue
+        full = self._in_effect(issued)
+        result = full[: bisect.bisect_left(full, (b + 1,))]  # sorted by step: those on steps <= b
+        self._hidden = ((b, issued), result)
+        return result
+
+    def _in_effect(self, issued: int) -> tuple[tuple[int, int, str], ...]:
+        """Every (step, output, kind) the first ``issued`` ops leave, sorted; built on the nearest
+        earlier answer kept, so each op is applied about once (a call asks for two limits)."""
+        found = self._states.get(issued)
+        if found is not None:
+            return found[1]
+        base = max((n for n in self._states if n <= issued), default=0)
+        state = dict(self._states[base][0]) if base else {}
+        for op in self.ops[base:issued]:
             subs = range(self.outputs[op.step - 1]) if op.sub is None else (op.sub,)
             for j in subs:
                 state[(op.step, j)] = op.kind
-        result = tuple(sorted((s, j, k) for (s, j), k in state.items()))
-        self._hidden = ((b, issued), result)
-        return result
+        if len(self._states) >= 4:
+            self._states.pop(min(self._states))
+        entry = self._states[issued] = (state, tuple(sorted((s, j, k) for (s, j), k in state.items())))
+        return entry[1]
 
 
 def hidden_text(obj: LedgerObject, kind: str, *, reversible: bool = True) -> str:

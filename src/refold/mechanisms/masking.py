@@ -36,15 +36,15 @@ def newly_masked(
         if i not in masked and (size := size_of(i)) is not None and size >= min_chars
     ]
     out: list[int] = []
-    seen = set(masked)
+    seen: set[int] = set()  # not a copy of ``masked``: that would cost every masked step per call
     while queue:
         i = queue.pop()
-        if i in seen:
+        if i in seen or i in masked:
             continue
         seen.add(i)
         out.append(i)
         for j in cited_by(i):
-            if i < j <= b and j not in seen:
+            if i < j <= b and j not in seen and j not in masked:
                 queue.append(j)
     return out
 

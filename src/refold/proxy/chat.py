@@ -129,7 +129,7 @@ class ChatService:
         async with s.lock:
             turn = await self.manager.turn(s, messages)
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
-            base, steps, messages_out = self._render(s, turn.view, turn.tail, answering)
+            base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering)
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         stream = body.get("stream") is True
@@ -200,6 +200,18 @@ class ChatService:
 
     def _render(self, s: Session, view: View, tail: Message | None, offered: bool) -> tuple[str, int, list[Message]]:
         renderer = view.renderer if offered else self._plain_renderer(s.sid)
+        return self._render_with(renderer, view, tail)
+
+    async def _render_off(
+        self, s: Session, view: View, tail: Message | None, offered: bool
+    ) -> tuple[str, int, list[Message]]:
+        """``_render`` in a worker thread: a first render of a long history takes seconds, and other
+        sessions' requests must not wait for it. The caller holds ``s.lock`` (the renderer and
+        history are this session's alone); the shared plain-renderer cache is read here, on the loop."""
+        renderer = view.renderer if offered else self._plain_renderer(s.sid)
+        return await asyncio.to_thread(self._render_with, renderer, view, tail)
+
+    def _render_with(self, renderer: Renderer, view: View, tail: Message | None) -> tuple[str, int, list[Message]]:
         rendered = renderer.render(view.history)
         self.metrics.observe("refold_render_ms", rendered.stats.render_ms)
         out = list(rendered.messages)

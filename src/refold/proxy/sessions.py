@@ -36,6 +36,22 @@ from .records import Commit, SessionData, Store, StoredStep
 _NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
 _MAX_VIEWS = 4
 _RETRIES = 8
+_INLINE_STEPS = 32
+"""Up to this many new steps are copied and hashed on the event loop; more go to a worker thread."""
+
+
+def _stored_steps(
+    base: str, new: Sequence[tuple[Message, Sequence[Message], dict[str, Any]]], now: float
+) -> list[StoredStep]:
+    stored: list[StoredStep] = []
+    parent = base
+    for reply, obs, meta in new:
+        meta = {"time": now, **meta}
+        r, o = copy.deepcopy(reply), tuple(copy.deepcopy(list(obs)))
+        d = message_digest([r, *o], parent=parent)
+        stored.append(StoredStep(d, parent, r, o, dict(meta)))
+        parent = d
+    return stored
 
 
 def owner_of(api_key: str | None) -> str:
@@ -139,24 +155,43 @@ class Session:
         """The history up to ``digest`` (replayed with each step's stored meta) and its renderer."""
         v = self.views.get(digest)
         if v is None:
-            p, steps = self.chain(digest)
-            h = History(self.prefixes[p], source=f"session:{self.name}")
-            for s in steps:
-                facts, meta = read_stored(s.reply, s.observations, s.meta)
-                h.append(s.reply, s.observations, facts=facts, meta=meta)
-                if h.digest != s.digest:
-                    raise ProxyError(
-                        500, f"session {self.name}: step {s.digest} fails verification", type="server_error"
-                    )
-            try:
-                h.load_pins(self.pins)
-            except ValueError as e:
-                raise ProxyError(500, f"session {self.name}: {e}", type="server_error") from None
-            v = self.views[digest] = View(h, renderer())
-            while len(self.views) > _MAX_VIEWS:
-                self.views.popitem(last=False)
+            v = self._keep(digest, self.build(digest, renderer))
         self.views.move_to_end(digest)
         return v
+
+    async def aview(self, digest: str, renderer: Callable[[], Renderer]) -> View:
+        """``view``, with a history not built yet built in a worker thread: replaying thousands
+        of steps takes seconds, which must not stall other sessions' requests on the event loop.
+        The caller holds ``lock``, so no step of this session is added meanwhile."""
+        v = self.views.get(digest)
+        if v is None:
+            built = await asyncio.to_thread(self.build, digest, renderer)
+            v = self.views.get(digest) or self._keep(digest, built)
+        self.views.move_to_end(digest)
+        return v
+
+    def _keep(self, digest: str, v: View) -> View:
+        self.views[digest] = v
+        while len(self.views) > _MAX_VIEWS:
+            self.views.popitem(last=False)
+        return v
+
+    def build(self, digest: str, renderer: Callable[[], Renderer]) -> View:
+        """A new view of ``digest`` (touches no shared state but reads: safe in a worker thread)."""
+        p, steps = self.chain(digest)
+        h = History(self.prefixes[p], source=f"session:{self.name}")
+        for s in steps:
+            facts, meta = read_stored(s.reply, s.observations, s.meta)
+            h.append(s.reply, s.observations, facts=facts, meta=meta)
+            if h.digest != s.digest:
+                raise ProxyError(
+                    500, f"session {self.name}: step {s.digest} fails verification", type="server_error"
+                )
+        try:
+            h.load_pins(self.pins)
+        except ValueError as e:
+            raise ProxyError(500, f"session {self.name}: {e}", type="server_error") from None
+        return View(h, renderer())
 
     def best(self, prefix: list[Message], steps: list[ClientStep]) -> Match | None:
         found: Match | None = None
@@ -243,18 +278,19 @@ class SessionManager:
         if steps and not steps[-1][1]:
             tail = copy.deepcopy(steps.pop()[0])
         await self._refresh(s)
-        m = s.best(prefix, steps) if s.head is not None else None
+        # matching, hashing and replaying a long request is CPU work: off the event loop (see aview)
+        m = await asyncio.to_thread(s.best, prefix, steps) if s.head is not None else None
         if m is None:
             base, new, branched = message_digest(prefix), steps, s.head is not None
             s.prefixes.setdefault(base, copy.deepcopy(prefix))
             new_prefix: tuple[str, list[Message]] | None = (base, prefix)
         elif not m.new:  # a retry, or an earlier point of a branch resent: nothing new to record
-            return Turn(s, s.view(m.base, self.renderer), 0, False, tail)
+            return Turn(s, await s.aview(m.base, self.renderer), 0, False, tail)
         else:
             base, new, branched, new_prefix = m.base, m.new, not m.full, None
         digest = await self.commit(s, base, [(r, o, {}) for r, o in new], new_prefix)
         self.branches += int(branched)
-        return Turn(s, s.view(digest, self.renderer), len(new), branched, tail)
+        return Turn(s, await s.aview(digest, self.renderer), len(new), branched, tail)
 
     async def commit(
         self,
@@ -264,16 +300,12 @@ class SessionManager:
         prefix: tuple[str, list[Message]] | None = None,
     ) -> str:
         """Append ``new`` steps onto ``base`` durably; returns the new tip digest."""
-        stored: list[StoredStep] = []
-        parent = base
         now = round(time.time(), 3)  # when the call these steps lead to is made: idle gaps tell a cold cache
-        for reply, obs, meta in new:
-            meta = {"time": now, **meta}
-            r, o = copy.deepcopy(reply), tuple(copy.deepcopy(list(obs)))
-            d = message_digest([r, *o], parent=parent)
-            stored.append(StoredStep(d, parent, r, o, dict(meta)))
-            parent = d
-        tip = parent
+        if len(new) > _INLINE_STEPS:  # thousands of steps take a second to copy and hash
+            stored = await asyncio.to_thread(_stored_steps, base, new, now)
+        else:
+            stored = _stored_steps(base, new, now)
+        tip = stored[-1].digest if stored else base
         for _ in range(_RETRIES):
             if tip == s.head:
                 break

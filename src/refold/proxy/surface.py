@@ -23,6 +23,7 @@ errors are returned with the upstream's own status and body.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shlex
@@ -331,7 +332,7 @@ class SurfaceService:
         async with s.lock:
             turn = await self.manager.turn(s, parsed.messages)
             view = turn.view
-            base, rendered = self._render(view)
+            base, rendered = await asyncio.to_thread(self._render, view)  # seconds for a long first request
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
@@ -349,6 +350,11 @@ class SurfaceService:
                 opened = await self.open(adapter, out, up_headers, query)
                 if isinstance(opened, Failed):
                     return self._failed(opened, out_headers)
+                if not _is_sse(opened):  # the upstream ignored "stream": nothing to relay as one
+                    await opened.aclose()
+                    ctype = opened.headers.get("content-type") or "untyped"
+                    status, err = adapter.error(_bad_stream(f"is {ctype}, not an event stream"))
+                    return JSONResponse(err, status_code=status, headers=out_headers)
                 upstream_ms += (time.perf_counter() - t0) * 1000
                 self._added(start, upstream_ms, adapter)
                 self.metrics.inc("refold_streams_relayed_live_total")
@@ -443,6 +449,9 @@ class SurfaceService:
                 finally:
                     await r.aclose()
                     r = None
+                if not _finished(events):  # cut off: neither answered nor recorded as a round
+                    yield adapter.stream_error("upstream stream ended before its final event (cut off)")
+                    return
                 self.metrics.inc("refold_upstream_calls_total")
                 data = adapter.aggregate(events)
                 reply = adapter.reply(data)
@@ -499,11 +508,41 @@ class SurfaceService:
                 yield ev.raw
         except httpx.HTTPError as e:
             yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
+            return
         finally:
             await r.aclose()
+        if not _finished(events):
+            yield adapter.stream_error("upstream stream ended before its final event (cut off)")
+            return
         if not finished:
             with contextlib.suppress(ProxyError):
                 await adapter.done(parsed, adapter.aggregate(events))
+
+
+_FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed", "error"})
+"""What ends an Anthropic or Responses stream properly (an upstream ``error`` event is relayed as is)."""
+
+
+def _finished(events: Sequence[Event]) -> bool:
+    for ev in reversed(events):
+        name = ev.name
+        if name is None:
+            data = parse_json(ev.data)
+            name = data.get("type") if isinstance(data, dict) else None
+        if name in _FINAL_EVENTS:
+            return True
+    return False
+
+
+def _is_sse(r: httpx.Response) -> bool:
+    ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+    return ctype in ("text/event-stream", "")
+
+
+def _bad_stream(what: str) -> ProxyError:
+    return ProxyError(
+        502, f"upstream stream {what}", type="upstream_error", code="bad_upstream_response", param="stream"
+    )
 
 
 def _unreachable(e: Exception) -> ProxyError:

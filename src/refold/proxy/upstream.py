@@ -11,7 +11,7 @@ import httpx
 
 from ..errors import ProxyError, StaleConnection
 from .stream import Accumulator
-from .validate import check_upstream_reply, parse_chunk, parse_upstream_json
+from .validate import bad_upstream, check_upstream_reply, parse_chunk, parse_upstream_json
 
 _HOP_HEADERS = {
     "host",
@@ -177,16 +177,29 @@ class Live:
 
     async def _read(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         try:
+            if not _is_sse(self._r):  # the upstream ignored "stream": its whole answer, checked
+                payload, chunk = _as_chunk(await self._r.aread())
+                self.events.append(payload)
+                self.acc.add(chunk)
+                yield payload, chunk
+                self.done = True
+                return
+            ended = False
             async for line in self._r.aiter_lines():
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    ended = True
                     break
                 chunk = parse_chunk(payload)
                 self.events.append(payload)
                 self.acc.add(chunk)
                 yield payload, chunk
+            if not self.events:
+                raise bad_upstream("stream", "ended without a single chunk")
+            if not ended and self.acc.finish is None:  # cut off: a partial reply must not pass as whole
+                raise bad_upstream("stream", "ended without a finish_reason or [DONE] (cut off)")
             self.done = True
         except ProxyError as e:
             self.error = e
@@ -206,6 +219,30 @@ class Live:
 
     async def aclose(self) -> None:
         await self._r.aclose()
+
+
+def _is_sse(r: httpx.Response) -> bool:
+    ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+    return ctype in ("text/event-stream", "")  # no content type: read it as the stream it should be
+
+
+def _as_chunk(raw: bytes) -> tuple[str, dict[str, Any]]:
+    """A whole chat.completion sent instead of a stream, as the one chunk it amounts to (a 502
+    naming the field when it is not a completion)."""
+    body = check_upstream_reply(parse_upstream_json(raw))
+    choices = []
+    for i, c in enumerate(body["choices"]):
+        msg = c.get("message")
+        delta = {k: v for k, v in msg.items() if v is not None} if isinstance(msg, dict) else {}
+        if isinstance(delta.get("tool_calls"), list):  # a stream's calls carry their index
+            delta["tool_calls"] = [{**tc, "index": j} for j, tc in enumerate(delta["tool_calls"])]
+        choices.append({"index": c.get("index", i), "delta": delta, "finish_reason": c.get("finish_reason") or "stop"})
+    if not choices:
+        raise bad_upstream("choices", "is empty")
+    chunk: dict[str, Any] = {k: body[k] for k in ("id", "created", "model", "system_fingerprint", "usage") if k in body}
+    chunk["object"], chunk["choices"] = "chat.completion.chunk", choices
+    payload = json.dumps(chunk, ensure_ascii=False)
+    return payload, parse_chunk(payload)
 
 
 def aggregate(events: list[str]) -> dict[str, Any]:

@@ -1,10 +1,12 @@
-"""Stage 4: lay out steps 1..b behind the boundary, reusing the previous layout up to the first change.
+"""Stage 4: lay out steps 1..b behind the boundary, reusing the previous layout wherever it is unchanged.
 
 Each step is shaped by the mechanisms (``render.mechanism``): spans are one block at their first
 step, adjacent folded steps share one note, masked and ledger-hidden outputs become notes, and a
 step whose stubs cite hidden content is shown as received (nothing may point at what is not
-shown). A boundary move changes the layout only from the first step a mechanism reports
-(``dirty_from``), so only that part is laid out again.
+shown). A boundary move changes few steps: when every mechanism names the steps it changed
+(``dirty_steps``), only those steps' units are shaped again and the runs of units between them
+are copied from the previous layout (sharing its rope chunks: no per-step work); otherwise the
+layout is rebuilt from the first step a mechanism reports (``dirty_from``).
 """
 
 from __future__ import annotations
@@ -19,27 +21,41 @@ from ..mechanisms.spans import Span, cover_map
 from ..types import Message, Origin, Shown, Step
 from .mechanism import LayoutView, Pins, StepPlan
 from .received import message_chars
+from .rope import Builder, Rope, empty
 
 _SERIALS = itertools.count()
 Hidden = tuple[tuple[int, int, str], ...]
 Counts = tuple[int, int, int, int]  # stubs, trimmed, folded steps, notes
+STEP, FOLD, SPAN = 0, 1, 2  # the kind of unit a step belongs to
+_W = 1 << 32  # a step's messages and counts packed in one int, so that a run's total is one C-level sum()
+
+
+def _pack(msgs: int, stubs: int, trimmed: int, folded: int, notes: int) -> int:
+    return msgs + stubs * _W + trimmed * _W**2 + folded * _W**3 + notes * _W**4
+
+
+def _counts(v: int) -> Counts:
+    return v // _W % _W, v // _W**2 % _W, v // _W**3 % _W, v // _W**4
 
 
 @dataclass(slots=True)
 class Layout:
-    """Steps 1..b as shown; ``starts[i-1]`` is where step i's messages begin (for a restart)."""
+    """Steps 1..b as shown. Per message: ``msgs``, ``origins``, ``lens`` (content characters); per
+    step i (item i-1): ``steps`` (the messages and counts its unit added at it, packed) and
+    ``units`` (first step of its unit * 4 + its kind). Ropes: a later layout shares their
+    chunks wherever it is unchanged."""
 
     b: int
     spans: tuple[str, ...]
     hidden: Hidden
     masked_upto: int  # how many of Behind.mask_order this layout reflects
     pinned: frozenset[Part] = frozenset()  # (step, -1 reply | output) shown as received
-    msgs: list[Message] = field(default_factory=list)
-    origins: list[Origin] = field(default_factory=list)
-    chars: list[int] = field(default_factory=list)  # running total of content characters
-    starts: list[int] = field(default_factory=list)
-    counts_at: list[Counts] = field(default_factory=list)
-    group_of: list[int] = field(default_factory=list)  # first step of the unit (note/span) holding step i
+    span_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    msgs: Rope[Message] = field(default_factory=empty)
+    origins: Rope[Origin] = field(default_factory=empty)
+    lens: Rope[int] = field(default_factory=lambda: empty(numeric=True))
+    steps: Rope[int] = field(default_factory=lambda: empty(numeric=True))
+    units: Rope[int] = field(default_factory=empty)
     counts: Counts = (0, 0, 0, 0)
     reused: int = 0  # leading messages taken unchanged from the previous layout ...
     base: int = -1  # ... the one with this serial (-1: laid out from the start)
@@ -47,7 +63,22 @@ class Layout:
 
     @property
     def total_chars(self) -> int:
-        return self.chars[-1] if self.chars else 0
+        return self.lens.total
+
+    def chars_before(self, m: int) -> int:
+        """Content characters of the first ``m`` messages."""
+        return self.lens.sum_to(m)
+
+    def group(self, i: int) -> int:
+        """The first step of the unit (note, span block, step) that holds step i."""
+        return self.units[i - 1] >> 2
+
+    def kind(self, i: int) -> int:
+        return self.units[i - 1] & 3
+
+    def starts(self, i: int) -> int:
+        """Where step i's messages begin."""
+        return self.steps.sum_to(i - 1) % _W
 
 
 def first_change(prev: Layout | None, view: LayoutView) -> int:
@@ -59,9 +90,23 @@ def first_change(prev: Layout | None, view: LayoutView) -> int:
         dirty = mechanism.dirty_from(prev, view)
         if dirty is not None:
             start = min(start, dirty)
-    if start > 1 and start - 1 <= len(prev.group_of):
-        start = prev.group_of[start - 2]  # a note or block that step start-1 belongs to may grow
+    if 1 < start <= len(prev.units) + 1:
+        start = prev.group(start - 1)  # a note or block that step start-1 belongs to may grow
     return max(1, start)
+
+
+def dirty_steps(prev: Layout, view: LayoutView) -> list[int] | None:
+    """Steps 1..prev.b whose shaping may differ from ``prev``'s, ascending; None when a mechanism
+    cannot say (it only has ``dirty_from``) or the boundary went back."""
+    if view.b < prev.b:
+        return None
+    out: set[int] = set()
+    for mechanism in view.mechanisms:
+        steps = getattr(mechanism, "dirty_steps", None)  # ``Incremental``; a runtime isinstance is slow
+        if steps is None:
+            return None
+        out.update(steps(prev, view))
+    return sorted(i for i in out if 1 <= i <= prev.b)
 
 
 def lay_out(
@@ -71,41 +116,87 @@ def lay_out(
     note_lines: dict[int, str],
     prev: Layout | None,
 ) -> Layout:
-    """The layout of steps 1..b, reusing ``prev`` up to its first change; each step shaped by the
-    view's mechanisms in order (``render.mechanism``)."""
+    """The layout of steps 1..b: units of ``prev`` copied where no mechanism changed them, the rest
+    shaped by the view's mechanisms in order (``render.mechanism``)."""
     b, behind = view.b, view.behind
     reversible = view.config.policy.reversible
-    start = first_change(prev, view)
-    out = Layout(b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order), view.pinned)
+    view.gone = {(s, j): kind for s, j, kind in view.hidden}
+    view.ledger_steps = {s for s, _, _ in view.hidden}
+    out = Layout(
+        b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order), view.pinned,
+        {s.id: (s.begin, s.end or s.begin) for s in view.spans},
+    )
+    dirty: list[int] = []
+    splice = False  # copy unchanged units after the first change too
+    found = None if prev is None else dirty_steps(prev, view)
+    if prev is None:
+        start, copy_until = 1, 1  # nothing to copy
+    elif found is None:
+        start = copy_until = first_change(prev, view)  # copy steps before the first change only
+    else:
+        dirty, copy_until, splice = found, prev.b + 1, True
+        start = min(prev.b + 1, view.b + 1)
+        if start > 1:
+            start = prev.group(start - 1)  # the note or block the last step belongs to may grow
     view.pins_of = {}
     if any(isinstance(m, Pins) for m in view.mechanisms):  # pinned parts of folded steps: verbatim notes
         for ps, pj in sorted(view.pinned):
             view.pins_of.setdefault(ps, []).append(pj)
-    if prev is not None and start > 1:
-        cut = prev.starts[start - 1] if start - 1 < len(prev.starts) else len(prev.msgs)
-        out.msgs = prev.msgs[:cut]
-        out.origins = prev.origins[:cut]
-        out.chars = prev.chars[:cut]
-        out.starts = prev.starts[: start - 1]
-        out.counts_at = prev.counts_at[: start - 1]
-        out.group_of = prev.group_of[: start - 1]
-        stubs, trimmed, folded, n_notes = prev.counts_at[start - 1] if start - 1 < len(prev.counts_at) else prev.counts
-        out.reused = cut
-        out.base = prev.serial
-    else:
-        start = 1
-        stubs = trimmed = folded = n_notes = 0
-    msgs, origins, chars = out.msgs, out.origins, out.chars
-    view.cover = cover_map([s for s in view.spans if (s.end or 0) >= start])  # only the steps laid out again
-    view.gone = {(s, j): kind for s, j, kind in view.hidden}
-    view.ledger_steps = {s for s, _, _ in view.hidden}
+    lo = start  # no step before lo is shaped again: the unit before the first changed one at the earliest
+    if dirty and prev is not None:
+        lo = min(lo, prev.group(dirty[0] - 1) if dirty[0] > 1 else 1)
+    view.cover = cover_map([s for s in view.spans if (s.end or 0) >= lo])
     mechanisms = view.mechanisms
+    msgs: Builder[Message] = Builder()
+    origins: Builder[Origin] = Builder()
+    lens: Builder[int] = Builder(numeric=True)
+    steps: Builder[int] = Builder(numeric=True)
+    units: Builder[int] = Builder()
+    new_msgs: list[Message] = []  # shaped since the last copied run (appended to the ropes in one go)
+    new_origins: list[Origin] = []
+    new_lens: list[int] = []
+    new_steps: list[int] = []
+    new_units: list[int] = []
+    n_msgs = stubs = trimmed = folded = n_notes = 0  # what shaping added
+    copied = 0  # what the copied runs added (packed)
     group: list[Step] = []
+    open_step: list[int] = []  # the step shaped last: its unit (first step * 4 + kind), and the packed total when it began
 
     def add(m: Message, o: Origin) -> None:
-        msgs.append(m)
-        origins.append(o)
-        chars.append((chars[-1] if chars else 0) + message_chars(m))
+        nonlocal n_msgs
+        new_msgs.append(m)
+        new_origins.append(o)
+        new_lens.append(message_chars(m))
+        n_msgs += 1
+
+    def tally() -> int:
+        return copied + _pack(n_msgs, stubs, trimmed, folded, n_notes)
+
+    def close_step() -> None:  # the step shaped last ends here: its size and counts are known
+        if open_step:
+            unit, at = open_step
+            new_steps.append(tally() - at)
+            new_units.append(unit)
+            open_step.clear()
+
+    def open_(g: int, kind: int) -> None:
+        close_step()
+        open_step.extend((g * 4 + kind, tally()))
+
+    def settle() -> None:  # what was shaped goes into the ropes before a copied run (or at the end)
+        close_step()
+        if new_msgs:
+            msgs.extend(new_msgs)
+            origins.extend(new_origins)
+            lens.extend(new_lens)
+            new_msgs.clear()
+            new_origins.clear()
+            new_lens.clear()
+        if new_steps:
+            steps.extend(new_steps)
+            units.extend(new_units)
+            new_steps.clear()
+            new_units.clear()
 
     def add_pinned(steps: list[Step]) -> None:  # the pinned parts of folded steps, verbatim
         for s in steps:
@@ -127,34 +218,60 @@ def lay_out(
             add_pinned(group)
             group.clear()
 
-    for step in view.history.steps_between(start - 1, b):
+    i, k = 1, 0  # the next step; the index of the next changed step in ``dirty``
+    group_start = 0
+    while i <= b:
+        if prev is not None and not group and i < copy_until:
+            while k < len(dirty) and dirty[k] < i:
+                k += 1
+            nd = min(dirty[k] if k < len(dirty) else copy_until, copy_until)
+            j = nd
+            if splice:
+                if j <= prev.b:
+                    j = prev.group(j)  # the unit holding the changed step is shaped whole
+                if j == nd and i < j <= b and prev.kind(j - 1) == FOLD:
+                    j = prev.group(j - 1)  # a changed step may join the note before it
+            if j > i and prev.group(i) == i:  # whole units i..j-1 of prev, unchanged
+                settle()
+                before, upto = prev.steps.sum_to(i - 1), prev.steps.sum_to(j - 1)
+                pm, pe = before % _W, upto % _W
+                if i == 1:
+                    out.reused, out.base = pe, prev.serial
+                msgs.copy(prev.msgs, pm, pe)
+                origins.copy(prev.origins, pm, pe)
+                lens.copy(prev.lens, pm, pe)
+                steps.copy(prev.steps, i - 1, j - 1)
+                units.copy(prev.units, i - 1, j - 1)
+                copied += upto - before
+                i = j
+                continue
+        step = view.history.step(i)
+        i += 1
         plan = StepPlan.received(step, view)
         for mechanism in mechanisms:
             mechanism.shape(plan, view)
             if plan.unit != "step":
                 break
-        if plan.unit == "fold" and group:  # joins the open note: same unit, same start
-            out.starts.append(out.starts[-1])
-            out.group_of.append(out.group_of[-1])
-            out.counts_at.append(out.counts_at[-1])
+        if plan.unit == "fold" and group:  # joins the open note: same unit
+            open_(group_start, FOLD)
             group.append(step)
             folded += 1
             continue
         flush()
-        out.starts.append(len(msgs))
-        out.counts_at.append((stubs, trimmed, folded, n_notes))
         if plan.span is not None:
             span = plan.span
-            out.group_of.append(span.begin)
+            open_(span.begin, SPAN)
             if step.index == span.begin:
                 add(*block(span))
                 add_pinned(view.history.steps_between(span.begin - 1, span.end or span.begin))
             continue
-        out.group_of.append(step.index)
         if plan.unit == "fold":
+            open_(step.index, FOLD)
+            group_start = step.index
             group.append(step)
             folded += 1
             continue
+        open_(step.index, STEP)
         for m, o in zip(plan.msgs, plan.origins, strict=True):
             add(m, o)
             if o.shown is Shown.STUB:
@@ -162,6 +279,10 @@ def lay_out(
             elif o.shown is Shown.TRIMMED:
                 trimmed += 1
     flush()
-    out.counts = (stubs, trimmed, folded, n_notes)
+    settle()
+    out.counts = _counts(tally())
+    out.msgs, out.origins, out.lens = msgs.build(), origins.build(), lens.build()
+    out.steps, out.units = steps.build(), units.build()
     return out
+
 

@@ -32,7 +32,9 @@ from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
+from .prompt import Joined, LazyRendered
 from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
+from .rope import empty
 
 
 def render(history: History, config: Config = DEFAULT, t: int | None = None) -> Rendered:
@@ -80,12 +82,13 @@ class Renderer:
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
-        self._last: list[Message] = []
+        self._closed: ClosedSpans | None = None
+        self._last: Joined[Message] = Joined([], empty(), [])
         self.fold_costs = {}
         self._reset_behind()
 
     def _reset_behind(self) -> None:
-        self._behind = Behind(self.config)
+        self._behind = Behind(self.config, self._mechanisms)
         self._last_layout: Layout | None = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
@@ -135,7 +138,7 @@ class Renderer:
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
         self._behind.advance(history, seed, self._received, self._folded, self._spans)
-        closed = self._spans.outermost_closed()
+        closed = self._closed_spans()
         moved = self._layout_at(history, seed, t, closed)
         kept = self._layout
         if kept is None or kept is moved or kept.b == seed:
@@ -149,19 +152,20 @@ class Renderer:
         layout = self._layout
         assert layout is not None
         b = layout.b
-        messages = self._prefix + layout.msgs
-        origins = self._prefix_origins + layout.origins
-        self._tail(history, b, t, [s for s in closed if (s.end or 0) > b], messages, origins)
+        tail: list[Message] = []  # this call's own messages: the prefix and the layout are shared
+        tail_origins: list[Origin] = []
+        self._tail(history, b, t, closed.after(b), tail, tail_origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
-            self._add_budget_line(history, t, messages, layout)
+            self._add_budget_line(history, t, tail, layout)
         if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
-            messages.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
-            origins.append(Origin(None, "ledger", Shown.NOTE))
+            tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
+            tail_origins.append(Origin(None, "ledger", Shown.NOTE))
+        messages = Joined(self._prefix, layout.msgs, tail)
+        origins = Joined(self._prefix_origins, layout.origins, tail_origins)
         stable = self._stable(messages, layout, t)
-        if any((s.end or 0) > b for s in closed):
-            head = len(self._prefix) + len(layout.msgs)
-            self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
+        if closed.after(b):
+            self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
         self._note_fold_costs(t, messages, layout)
@@ -170,32 +174,25 @@ class Renderer:
         self._t = t
         self._last_layout = layout
         ms = (time.perf_counter() - start) * 1000
-        return Rendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        return LazyRendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
 
-    def _stable(self, messages: list[Message], layout: Layout, t: int) -> int:
+    def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         if self._t != t - 1 or not self._last:
             return 0
         same = len(self._prefix) + (len(layout.msgs) if layout is self._last_layout else layout.reused)
-        same = min(same, len(self._last), len(messages))
-        while same < len(self._last) and same < len(messages):
-            old, new = self._last[same], messages[same]
-            if old is not new and old != new:
-                break
-            same += 1
-        return same
+        return messages.common(self._last, min(same, len(self._last), len(messages)))
 
-    def _add_budget_line(self, history: History, t: int, messages: list[Message], layout: Layout) -> None:
+    def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
         form = self._received[t - 1]
-        if not messages or messages[-1] is not form.msgs[-1] or len(form.msgs) < 2:
+        if not tail or tail[-1] is not form.msgs[-1] or len(form.msgs) < 2:
             return
-        head = len(self._prefix) + len(layout.msgs)  # prefix and layout sizes are running totals
-        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in messages[head:])
+        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)  # running totals
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
         self._received[t - 1] = with_budget_line(form, history.step(t), line)
         self._recv_cum[t] += self._received[t - 1].chars - form.chars
-        messages[-1] = self._received[t - 1].msgs[-1]
+        tail[-1] = self._received[t - 1].msgs[-1]
 
     def _receive(self, history: History, t: int) -> None:
         for s in history.steps_between(len(self._received), t):
@@ -239,15 +236,22 @@ class Renderer:
         p = self.config.policy
         return self._pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t)
 
-    def _kept_key(self, kept: Layout, t: int, closed: list[Span]) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
-        return kept.b, self._hidden(kept.b, t), tuple(s.id for s in closed if s.begin <= kept.b), self._pinned(kept.b, t)
+    def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
+        return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
 
-    def _layout_at(self, history: History, b: int, t: int, closed: list[Span]) -> Layout:
+    def _closed_spans(self) -> ClosedSpans:
+        """The outermost closed spans, rebuilt only when a span closes."""
+        key = (len(self._spans.closed), len(self._spans.spans))
+        if self._closed is None or self._closed.key != key:
+            self._closed = ClosedSpans(key, self._spans.outermost_closed())
+        return self._closed
+
+    def _layout_at(self, history: History, b: int, t: int, closed: ClosedSpans) -> Layout:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
-        spans = [s for s in closed if s.begin <= b]
+        spans, ids = closed.upto(b)
         hidden = self._hidden(b, t)
         pinned = self._pinned(b, t)
-        key = (b, hidden, tuple(s.id for s in spans), pinned)
+        key = (b, hidden, ids, pinned)
         for known in (self._layout, self._candidate):
             if known is not None and (known.b, known.hidden, known.spans, known.pinned) == key and known.masked_upto == len(self._behind.mask_order):
                 return known
@@ -264,41 +268,36 @@ class Renderer:
         if self._candidate is layout:
             self._candidate = None
 
-    def _candidate_of(self, history: History, layout: Layout, t: int, closed: list[Span]) -> Candidate:
+    def _candidate_of(self, history: History, layout: Layout, t: int, closed: ClosedSpans) -> Candidate:
         """The size of the prompt ``layout`` gives at call t and what of it the cache holds.
 
         From running totals when the previous call was t-1 and no span is closed in the tail (the
         usual case: the cost stays independent of the history's length); else from the messages."""
         last = self._last_layout
-        if last is not None and self._t == t - 1 and not any((s.end or 0) > layout.b for s in closed):
+        if last is not None and self._t == t - 1 and not closed.after(layout.b):
             size = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[layout.b]
             if layout is last:
                 return Candidate(size, self._last_chars + self._received[t - 1].chars_of_reply)
-            d = layout.reused
-            while d < len(layout.msgs) and d < len(last.msgs) and (layout.msgs[d] is last.msgs[d] or layout.msgs[d] == last.msgs[d]):
-                d += 1
-            if d < len(layout.msgs) and d < len(last.msgs):
-                return Candidate(size, self._prefix_chars + (layout.chars[d - 1] if d else 0))
+            n = min(len(layout.msgs), len(last.msgs))
+            d = layout.msgs.common(last.msgs, layout.reused, n) if layout.reused < n else layout.reused
+            if d < n:
+                return Candidate(size, self._prefix_chars + layout.chars_before(d))
         tail: list[Message] = []
-        self._tail(history, layout.b, t, [s for s in closed if (s.end or 0) > layout.b], tail, [])
+        self._tail(history, layout.b, t, closed.after(layout.b), tail, [])
         n_prefix, n_layout = len(self._prefix), len(layout.msgs)
         size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
-        cached = self._last + ([clean(history.step(t).reply)] if t >= 1 else [])
+        new = Joined(self._prefix, layout.msgs, tail)
         i = self._known_same(layout, t)  # compared from there on: work in proportion to the tail
-        if i < n_prefix:
-            i = common = 0
+        i = new.common(self._last, 0 if i < n_prefix else min(i, len(new), len(self._last)))
+        if i == len(self._last) and t >= 1 and i < len(new):  # the cache also holds the reply it produced
+            reply = clean(history.step(t).reply)
+            if new[i] is reply or new[i] == reply:
+                i += 1
+        if i <= n_prefix:
+            common = sum(message_chars(m) for m in self._prefix[:i])
         else:
-            common = self._prefix_chars + (layout.chars[i - n_prefix - 1] if i > n_prefix else 0)
-        while i < len(cached):
-            j = i - n_prefix
-            new = self._prefix[i] if j < 0 else layout.msgs[j] if j < n_layout else tail[j - n_layout] if j - n_layout < len(tail) else None
-            if new is None:
-                break
-            old = cached[i]
-            if old is not new and old != new:
-                break
-            common += message_chars(new)
-            i += 1
+            k = i - n_prefix - n_layout
+            common = self._prefix_chars + layout.chars_before(i - n_prefix) + sum(message_chars(m) for m in tail[: max(0, k)])
         return Candidate(size, common)
 
     def _known_same(self, layout: Layout, t: int) -> int:
@@ -346,15 +345,46 @@ class Renderer:
                     msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
                     origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
 
-    def _note_fold_costs(self, t: int, messages: list[Message], layout: Layout) -> None:
+    def _note_fold_costs(self, t: int, messages: Joined[Message], layout: Layout) -> None:
         for span in reversed(self._spans.closed):
             if span.end != t:
                 break
             if span.id not in self.fold_costs:
                 same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
-                c = fold_cost(span, t, self._last[same:], messages[same:])
+                c = fold_cost(span, t, self._last.since(same), messages.since(same))
                 self.fold_costs[span.id] = c._replace(kept_messages=same + c.kept_messages)
         self._last = messages
+
+
+class ClosedSpans:
+    """The outermost closed spans by first step, and what a call asks of them, per boundary."""
+
+    __slots__ = ("_after", "_upto", "begins", "key", "spans")
+
+    def __init__(self, key: tuple[int, int], spans: list[Span]) -> None:
+        self.key, self.spans = key, spans
+        self.begins = [s.begin for s in spans]
+        self._upto: dict[int, tuple[list[Span], tuple[str, ...]]] = {}
+        self._after: dict[int, list[Span]] = {}
+
+    def upto(self, b: int) -> tuple[list[Span], tuple[str, ...]]:
+        """The spans that begin at or before step b, and their ids."""
+        found = self._upto.get(b)
+        if found is None:
+            if len(self._upto) >= 8:  # a call asks for the kept and the moved boundary
+                self._upto.clear()
+            head = self.spans[: bisect.bisect_right(self.begins, b)]
+            found = self._upto[b] = (head, tuple(s.id for s in head))
+        return found
+
+    def after(self, b: int) -> list[Span]:
+        """The spans that end after step b (shown as blocks in the tail)."""
+        found = self._after.get(b)
+        if found is None:
+            if len(self._after) >= 8:
+                self._after.clear()
+            found = self._after[b] = [s for s in self.spans if (s.end or 0) > b]
+        return found
 
 
 def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
