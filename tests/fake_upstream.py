@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import uvicorn
@@ -256,13 +256,47 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:n]
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopped by an event instead of its 0.1 s polling tick and without the 0.1 s
+    grace sleep before closing: a test's server has no request worth finishing, and those 0.2 s per
+    server were about a tenth of the suite's wall time."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = asyncio.Event()
+
+    async def main_loop(self) -> None:
+        self._stop = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        await self.on_tick(0)  # the date header
+        if not self.should_exit:  # set before the loop was known: stop() could not wake us
+            await self._stop.wait()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self.force_exit = True  # the test is over: do not wait for a request still sleeping (SLOW:n)
+        loop = self._loop
+        if loop is not None:
+            with suppress(RuntimeError):  # the loop already closed
+                loop.call_soon_threadsafe(self._stop.set)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        for server in self.servers:
+            await server.wait_closed()
+
+
 class ServerThread:
     """Run an ASGI app with uvicorn on a loopback port in a daemon thread."""
 
     def __init__(self, app: Any, port: int | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(
+        self.server = _Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -273,12 +307,11 @@ class ServerThread:
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError(f"server on port {self.port} did not start")
-            time.sleep(0.01)
+            time.sleep(0.002)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.server.force_exit = True  # the test is over: do not wait for a request still sleeping (SLOW:n)
+        self.server.stop()
         self.thread.join(timeout=20)
 
 

@@ -444,7 +444,8 @@ _COMMANDS = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+# 150: every output of every fixture run is also checked (test_every_fixture_output_gets_a_bounded_line)
+@settings(max_examples=150, deadline=None)
 @given(
     command=st.one_of(_COMMANDS, st.text(max_size=80)),
     parts=st.lists(st.one_of(_PIECES, st.text(max_size=30)), max_size=30),
