@@ -30,10 +30,11 @@ from ..types import Message, Rendered
 from . import anthropic_build
 from . import anthropic_wire as wire
 from .config import ProxyConfig
+from .held import HeldRound, sse
 from .mapping import split
 from .metrics import Metrics
 from .sessions import owner_of
-from .surface import Event, HeldRound, Parsed, SurfaceService, as_dict, parse_json, sse
+from .surface import Event, Parsed, SurfaceService, as_dict, parse_json
 
 _HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 

@@ -28,8 +28,9 @@ from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..types import Message, Rendered
 from . import responses_wire as wire
+from .held import HeldRound, sse
 from .records import Store
-from .surface import Event, HeldRound, Parsed, SurfaceService, as_dict, parse_json, sse
+from .surface import Event, Parsed, SurfaceService, as_dict, parse_json
 from .upstream import Upstream
 
 
