@@ -19,7 +19,8 @@ from ..mechanisms.fold import note_text
 from ..mechanisms.pins import Part, pinned_note
 from ..mechanisms.spans import Span, cover_map
 from ..types import Message, Origin, Shown, Step
-from .mechanism import LayoutView, Pins, StepPlan
+from .builtins import Pins
+from .mechanism import LayoutView, StepPlan
 from .received import message_chars
 from .rope import Builder, Rope, empty
 
