@@ -376,8 +376,9 @@ def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
 
 
 def test_recorded_times_interpolate_unreplied_calls() -> None:
-    from refold.lab.replay.metrics import CallIds, measure, recorded_times
+    from refold.lab.replay.metrics import CallIds, measure
     from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.recorded_calls import recorded_times
 
     h = load(MINI2)
     times = recorded_times(h)

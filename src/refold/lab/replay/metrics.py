@@ -27,6 +27,14 @@ from ..cache import (
     make_cache,
 )
 from .policies import Projector, Prompt, price_profile
+from .recorded_calls import (
+    reasoning_tokens,
+    recorded_route,
+    recorded_times,
+    unreplied_by_step,
+    unreplied_output_estimate,
+    unreplied_prompt,
+)
 
 __all__ = [
     "CallIds",
@@ -35,12 +43,6 @@ __all__ = [
     "measure",
     "message_chars",
     "percentile",
-    "reasoning_tokens",
-    "recorded_completion_tokens",
-    "recorded_times",
-    "unreplied_by_step",
-    "unreplied_output_estimate",
-    "unreplied_prompt",
 ]
 
 PRICE_FOR_CACHE = {
@@ -180,35 +182,6 @@ def _request(
     return res.cached_tokens, res.written_tokens
 
 
-def reasoning_tokens(reply: dict[str, Any]) -> int:
-    """Reasoning tokens the provider reported for a reply (0 if none recorded).
-
-    They are generated (billed as output, held in KV while decoding) but never shown again.
-    """
-    extra = reply.get("extra")
-    response = extra.get("response") if isinstance(extra, dict) else None
-    usage = response.get("usage") if isinstance(response, dict) else None
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    n = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
-
-
-def recorded_completion_tokens(history: History) -> list[int | None]:
-    """Each stored call's reported ``completion_tokens`` (reasoning included), None where missing."""
-    out: list[int | None] = []
-    for s in history.steps:
-        v = (s.meta.get("usage") or {}).get("completion_tokens")
-        out.append(v if isinstance(v, int) and not isinstance(v, bool) else None)
-    return out
-
-
-def unreplied_output_estimate(history: History) -> int:
-    """Output tokens charged to a call whose reply was not stored: the run's mean recorded
-    completion tokens (an ESTIMATE: the reply is gone), 0 when nothing is recorded."""
-    vals = [v for v in recorded_completion_tokens(history) if v is not None]
-    return round(sum(vals) / len(vals)) if vals else 0
-
-
 @dataclass(frozen=True, slots=True)
 class CallIds:
     """One replayed call kept for cache validation: its prompt ids, what it generated, and the
@@ -220,54 +193,6 @@ class CallIds:
     route: str | None = None
     time: float | None = None
     """When the call was made (recorded seconds; interpolated for an unreplied call)."""
-
-
-def recorded_route(history: History, step: int) -> str | None:
-    """The endpoint that served a stored call (OpenRouter's ``response.provider``), if recorded."""
-    if not 1 <= step <= len(history):
-        return None
-    extra = history.step(step).reply.get("extra")
-    response = extra.get("response") if isinstance(extra, dict) else None
-    route = response.get("provider") if isinstance(response, dict) else None
-    return route if isinstance(route, str) and route else None
-
-
-def recorded_times(history: History) -> dict[int, float] | None:
-    """Each stored call's request time in seconds: the provider's ``response.created`` where every
-    stored call has one, else the client's ``extra.timestamp``; None when neither is complete
-    (one clock per run: the two differ by seconds)."""
-    for field_ in ("created", "timestamp"):
-        out: dict[int, float] = {}
-        for s in history.steps:
-            extra = s.reply.get("extra")
-            src = extra.get("response") if field_ == "created" and isinstance(extra, dict) else extra
-            v = src.get(field_) if isinstance(src, dict) else None
-            if not isinstance(v, int | float) or isinstance(v, bool):
-                break
-            out[s.index] = float(v)
-        else:
-            if out:
-                return out
-    return None
-
-
-def unreplied_by_step(history: History) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for u in history.meta.get("unreplied") or []:
-        if isinstance(u, dict) and isinstance(u.get("step"), int) and isinstance(u.get("observations"), int):
-            out.setdefault(u["step"], []).append(u["observations"])
-    return out
-
-
-def unreplied_prompt(history: History, p: Prompt, seen: int) -> list[dict[str, Any]]:
-    """The prompt of a call made after step ``p.t`` had shown ``seen`` of its messages: call
-    ``p.t + 1``'s prompt without the later messages of that step (exact for ``base``; a policy
-    that rewrote that step's tail is approximated by the same cut)."""
-    total = len(history.step(p.t).observations) if p.t else len(history.prefix)
-    drop = total - seen
-    if drop <= 0:
-        return list(p.messages)
-    return list(p.messages[: max(0, len(p.messages) - drop)])
 
 
 def measure(

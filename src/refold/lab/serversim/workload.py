@@ -33,7 +33,7 @@ from ...history import History
 from ...messages import clean
 from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
-from ..replay.metrics import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
+from ..replay.recorded_calls import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
 from ..replay.runner import request_tools
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
