@@ -18,7 +18,8 @@ from starlette.testclient import TestClient
 
 from refold.protocol import bash_block, parse_head
 from refold.proxy import ProxyConfig, create_app
-from refold.proxy.stream import CommandGate, HeadStripper, strip_head
+from refold.proxy.early import CommandGate
+from refold.proxy.stream import HeadStripper, strip_head
 
 from fake_upstream import FakeUpstream, ServerThread, collect_stream
 

@@ -22,7 +22,7 @@ from refold.context.recognize import Recognizer
 from refold.protocol import COMMAND_NAMES, bash_block
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
-from refold.proxy.stream import CommandGate, call_verdict, command_prefix, may_be_command
+from refold.proxy.early import CommandGate, call_verdict, command_prefix, may_be_command
 
 from fake_upstream import ServerThread
 

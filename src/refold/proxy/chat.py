@@ -38,14 +38,13 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .early import CallGate, CommandGate
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import (
     DONE,
-    CallGate,
-    CommandGate,
     HeadStripper,
     error_event,
     event,

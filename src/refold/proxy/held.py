@@ -14,12 +14,12 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
-from .stream import CommandGate, call_verdict
+from .early import CommandGate, call_verdict
 from .surface import SHELL_NAMES, Event
 
 
 def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:
-    """``stream.call_verdict`` for a surface's call: a harness's shell tool read as ``bash``; an
+    """``early.call_verdict`` for a surface's call: a harness's shell tool read as ``bash``; an
     argv list decides nothing early (``["bash", "-lc", cmd]`` is read as ``cmd``)."""
     n = name.lower()
     return call_verdict("bash" if n in SHELL_NAMES or n in SHELL_TOOLS else name, arguments, rec, argv=False)

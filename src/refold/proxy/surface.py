@@ -11,7 +11,7 @@ internal steps, and the upstream is called again, up to ``max_rounds`` times.
 Streaming follows chat.py: a round that cannot be internal is relayed event by event, byte for
 byte. A round that may be is relayed as it arrives too, up to its first tool call (``tool_use``
 block, ``function_call`` item); that call is held until its name and its command's first word show
-whether it can be a context command (``stream.call_verdict``): if not, it and all that follows go
+whether it can be a context command (``early.call_verdict``): if not, it and all that follows go
 at once; if so, the round's end decides. An internal round's held part is dropped and the next
 round continues the same answer (block and output indices, ids and sequence numbers rewritten
 so the client reads one message); the text it was sent is kept with the internal step (``SHOWN``)
