@@ -7,7 +7,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
@@ -16,6 +18,20 @@ from rich.table import Table
 
 from ..errors import PolicyError
 from ._plot import Series, check_plot, write_plot
+
+WideOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--wide/--compact",
+        help="Every column, or the 80-column layout (default: every column if it fits the terminal).",
+        show_default=False,
+    ),
+]
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
+]
+"""The ``--wide/--compact`` and ``--plot`` options ``replay`` and ``simulate`` share."""
 
 
 def check_output(path: Path, flag: str) -> None:

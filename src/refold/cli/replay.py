@@ -28,6 +28,8 @@ from ..lab.replay import (
 )
 from ._output import (
     Column,
+    PlotOpt,
+    WideOpt,
     check_output,
     check_plot_output,
     plot_output,
@@ -153,18 +155,8 @@ def replay(
     no_validate: Annotated[
         bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")
     ] = False,
-    wide: Annotated[
-        bool | None,
-        typer.Option(
-            "--wide/--compact",
-            help="Every column, or the 80-column layout (default: every column if it fits the terminal).",
-            show_default=False,
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
-    ] = None,
+    wide: WideOpt = None,
+    plot: PlotOpt = None,
 ) -> None:
     """Re-render every model call of recorded runs under several policies and compare them."""
     names = tuple(p.strip() for p in policy.split(",") if p.strip())

@@ -39,6 +39,8 @@ from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
 from ._output import (
     Column,
+    PlotOpt,
+    WideOpt,
     check_output,
     check_plot_output,
     plot_output,
@@ -193,18 +195,8 @@ def simulate_cmd(
         bool, typer.Option("--find-max", help="Bisect 1..max(--sessions) for the max w per policy.")
     ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
-    wide: Annotated[
-        bool | None,
-        typer.Option(
-            "--wide/--compact",
-            help="Every column, or the 80-column layout (default: every column if it fits the terminal).",
-            show_default=False,
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
-    ] = None,
+    wide: WideOpt = None,
+    plot: PlotOpt = None,
 ) -> None:
     """Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED)."""
     names = [p.strip() for p in policy.split(",") if p.strip()]
