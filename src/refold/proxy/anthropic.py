@@ -112,14 +112,7 @@ class AnthropicSplicer(HeldRound):
         super().begin(final)
         self._count, self._map, self._text = 0, {}, []
 
-    def feed(self, ev: Event) -> list[bytes]:
-        data = parse_json(ev.data)
-        if not isinstance(data, dict):
-            data = {}
-        if self.released:
-            return self.emit(ev, data)
-        if self.gate is not None:
-            return self.text_step(ev, data)
+    def step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
         block = as_dict(data.get("content_block"))
         if not self.holding and kind == "content_block_start" and block.get("type") == "tool_use":

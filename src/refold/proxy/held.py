@@ -15,7 +15,7 @@ from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
 from .early import CommandGate, call_verdict
-from .surface import SHELL_NAMES, Event
+from .surface import SHELL_NAMES, Event, parse_json
 
 
 def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:
@@ -59,6 +59,21 @@ class HeldRound(ABC):
         self.call, self.call_name, self.call_args = None, "", ""
         self.gate = CommandGate(self.rec.shell) if self.rec.text and not final else None
         self._fed = self._out = 0
+
+    def feed(self, ev: Event) -> list[bytes]:
+        """What to send the client now that ``ev`` arrived."""
+        data = parse_json(ev.data)
+        if not isinstance(data, dict):
+            data = {}
+        if self.released:
+            return self.emit(ev, data)
+        if self.gate is not None:
+            return self.text_step(ev, data)
+        return self.step(ev, data)
+
+    @abstractmethod
+    def step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        """An event of a round not yet released, with tools: hold it, or decide the first call."""
 
     @abstractmethod
     def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:

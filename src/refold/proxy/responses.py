@@ -111,14 +111,7 @@ class ResponsesSplicer(HeldRound):
         super().begin(final)
         self._count, self._map, self._round_items, self._open = 0, {}, [], {}
 
-    def feed(self, ev: Event) -> list[bytes]:
-        data = parse_json(ev.data)
-        if not isinstance(data, dict):
-            data = {}
-        if self.released:
-            return self.emit(ev, data)
-        if self.gate is not None:
-            return self.text_step(ev, data)
+    def step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
         item = as_dict(data.get("item"))
         if not self.holding and kind == "response.output_item.added" and item.get("type") in wire.CALLS:
