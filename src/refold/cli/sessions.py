@@ -31,6 +31,7 @@ from ..mechanisms.spans import SpanBook
 from ..pinning import expand_messages, expand_text, pin_record, pinned_items, resolve
 from ..render import Renderer
 from ..types import Shown
+from .run_files import file_header, is_run_file, load_run, pin_file
 
 T = TypeVar("T")
 
@@ -120,9 +121,9 @@ def show(
 ) -> None:
     """A session's current branch or a saved mini run: steps, spans, folds, pins, what is hidden."""
     cfg = Config().override(config or [])
-    if _is_run_file(session):
-        history, run_cfg, data = _load_run(session, config)
-        info = _describe_history(history, Renderer(run_cfg), run_cfg, _file_header(session, data))
+    if is_run_file(session):
+        history, run_cfg, data = load_run(session, config)
+        info = _describe_history(history, Renderer(run_cfg), run_cfg, file_header(session, data))
     else:
         info = _with_store(store, lambda st: _describe(st, session, cfg))
     if as_json:
@@ -292,36 +293,6 @@ ConfigOpt = Annotated[
 ]
 
 
-_RUN_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
-
-
-def _is_run_file(ident: str) -> bool:
-    """A saved run: an existing file named like one (a session called ``a`` next to a file ``a``
-    stays a session)."""
-    if not ("/" in ident or ident.endswith(_RUN_SUFFIXES)):
-        return False
-    if not Path(ident).expanduser().is_file():
-        raise PolicyError(f"no run file {ident} (a session id or name has no '/' and no .json ending)")
-    return True
-
-
-def _load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, dict[str, Any]]:
-    """A saved run, the config it rendered with (a refold run's own; defaults else), its JSON."""
-    from ..integrations.saved import config_for
-    from ..loaders import load, read_json
-
-    data = read_json(path)
-    history = load(path)
-    cfg = (config_for(data) if isinstance(data, dict) else Config()).override(overrides or [])
-    return history, cfg, data if isinstance(data, dict) else {}
-
-
-def _file_header(path: str, data: dict[str, Any]) -> dict[str, Any]:
-    from ..integrations.mini_record import read_pins
-
-    return {"format": "refold-run-1", "path": path, "pins": pinned_items(read_pins(data, path))}
-
-
 @sessions_app.command("expand")
 def expand(
     run: RunArg,
@@ -331,8 +302,8 @@ def expand(
     as_json: Annotated[bool, typer.Option("--json", help="The messages as JSON instead of text.")] = False,
 ) -> None:
     """Print a step or span byte-exact as the model first saw it (read from the history; nothing runs)."""
-    if _is_run_file(run):
-        history, cfg, _ = _load_run(run, config)
+    if is_run_file(run):
+        history, cfg, _ = load_run(run, config)
         where = run
     else:
         cfg = Config().override(config or [])
@@ -359,8 +330,8 @@ def unpin(run: RunArg, item: ItemArg, store: StoreOpt = "refold-sessions.db", co
 
 
 def _set_pin(run: str, item: str, store: str, overrides: list[str] | None, *, on: bool) -> None:
-    if _is_run_file(run):
-        label, where, pins = _pin_file(run, item, overrides, on=on)
+    if is_run_file(run):
+        label, where, pins = pin_file(run, item, overrides, on=on)
     else:
         label, where, pins = _with_store(store, lambda st: _pin_stored(st, run, item, overrides, on=on))
     if on:
@@ -378,35 +349,6 @@ async def _pin_stored(st: Any, ident: str, item: str, overrides: list[str] | Non
     if not await st.add_pin(s.sid, record):
         raise PolicyError(f"{where} was deleted meanwhile")
     return str(record["item"]), where, pinned_items([*s.pins, record])
-
-
-def _pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
-    """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
-    names one (that is what a running mini reads before its next call)."""
-    from ..integrations.mini_record import PINS, read_pins, write_json
-    from ..loaders import read_json
-
-    history, cfg, data = _load_run(path, overrides)
-    if not data:
-        raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
-    record = pin_record(history, item, on=on, where=path, config=cfg)
-    records = [*read_pins(data, path), record]
-    info = data.setdefault("info", {})
-    if not isinstance(info, dict):
-        raise PolicyError(f"{path}: field 'info' is not an object")
-    info[PINS] = records
-    try:
-        write_json(path, data)
-        live = ((info.get("config") or {}).get("refold") or {}).get("pins_file")
-        if isinstance(live, str) and live:
-            side = Path(live).expanduser()
-            if not side.is_absolute():
-                side = Path(path).resolve().parent / side
-            known = read_pins(read_json(side), str(side)) if side.is_file() else []
-            write_json(side, {PINS: [*known, record]})
-    except OSError as e:
-        raise PolicyError(f"cannot write the pin to {e.filename or path}: {e.strerror or e}") from None
-    return str(record["item"]), path, pinned_items(records)
 
 
 def _ranges(xs: list[int]) -> str:

@@ -1,0 +1,71 @@
+"""A saved mini run named on the command line (``refold sessions show|expand|pin RUN``): telling it
+from a session name, loading it with the config it rendered with, and writing a pin into it (and
+into the pins file a live run re-reads before every call)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import PolicyError
+from ..history import History
+from ..pinning import pin_record, pinned_items
+
+_RUN_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
+
+
+def is_run_file(ident: str) -> bool:
+    """A saved run: an existing file named like one (a session called ``a`` next to a file ``a``
+    stays a session)."""
+    if not ("/" in ident or ident.endswith(_RUN_SUFFIXES)):
+        return False
+    if not Path(ident).expanduser().is_file():
+        raise PolicyError(f"no run file {ident} (a session id or name has no '/' and no .json ending)")
+    return True
+
+
+def load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, dict[str, Any]]:
+    """A saved run, the config it rendered with (a refold run's own; defaults else), its JSON."""
+    from ..integrations.saved import config_for
+    from ..loaders import load, read_json
+
+    data = read_json(path)
+    history = load(path)
+    cfg = (config_for(data) if isinstance(data, dict) else Config()).override(overrides or [])
+    return history, cfg, data if isinstance(data, dict) else {}
+
+
+def file_header(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    from ..integrations.mini_record import read_pins
+
+    return {"format": "refold-run-1", "path": path, "pins": pinned_items(read_pins(data, path))}
+
+
+def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
+    """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
+    names one (that is what a running mini reads before its next call)."""
+    from ..integrations.mini_record import PINS, read_pins, write_json
+    from ..loaders import read_json
+
+    history, cfg, data = load_run(path, overrides)
+    if not data:
+        raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
+    record = pin_record(history, item, on=on, where=path, config=cfg)
+    records = [*read_pins(data, path), record]
+    info = data.setdefault("info", {})
+    if not isinstance(info, dict):
+        raise PolicyError(f"{path}: field 'info' is not an object")
+    info[PINS] = records
+    try:
+        write_json(path, data)
+        live = ((info.get("config") or {}).get("refold") or {}).get("pins_file")
+        if isinstance(live, str) and live:
+            side = Path(live).expanduser()
+            if not side.is_absolute():
+                side = Path(path).resolve().parent / side
+            known = read_pins(read_json(side), str(side)) if side.is_file() else []
+            write_json(side, {PINS: [*known, record]})
+    except OSError as e:
+        raise PolicyError(f"cannot write the pin to {e.filename or path}: {e.strerror or e}") from None
+    return str(record["item"]), path, pinned_items(records)
