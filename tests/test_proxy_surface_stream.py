@@ -26,7 +26,8 @@ from refold.context.tools import offer
 from refold.proxy import ProxyConfig, anthropic_wire, create_app
 from refold.proxy.anthropic import AnthropicSplicer
 from refold.proxy.commands import _call, context_calls
-from refold.proxy.surface import Event, recognizable, tool_name
+from refold.proxy.sse import Event
+from refold.proxy.surface import recognizable, tool_name
 from test_proxy_anthropic import BASH
 from test_proxy_anthropic import sse as anthropic_events
 from test_proxy_responses import events as responses_events

@@ -224,3 +224,18 @@ def test_responses_streams_cut_off_or_not_streams_are_errors(broken: tuple[Broke
         b.mode = "text"
         r = c.post("/v1/responses", json=body)
         assert r.status_code == 502 and "not an event stream" in r.text
+
+
+def test_a_cut_off_stream_relayed_without_rounds_ends_in_an_error_event(broken: tuple[Broken, str], tmp_path: Path) -> None:
+    """``max_rounds=0``: every round is final and relayed as it comes; a cut-off one still ends in
+    ``event: error`` (the relay path, not the spliced one)."""
+    b, url = broken
+    cfg = ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=0)
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
+        for path, body in (("/v1/messages", dict(ANTHROPIC)), ("/v1/responses", {"model": "m", "stream": True, "input": "hi"})):
+            b.mode = "ok"
+            assert c.post(path, json=body).status_code == 200
+            b.mode = "cut"
+            r = c.post(path, json=body)
+            assert r.status_code == 200 and "cut off" in r.text, (path, r.text[-300:])
+            assert r.text.rstrip().split("\n\n")[-1].startswith("event: error")

@@ -30,11 +30,12 @@ from ..types import Message, Rendered
 from . import anthropic_build
 from . import anthropic_wire as wire
 from .config import ProxyConfig
-from .held import HeldRound, sse
+from .held import HeldRound
 from .mapping import split
 from .metrics import Metrics
 from .sessions import owner_of
-from .surface import Event, Parsed, SurfaceService, as_dict, parse_json
+from .sse import Event, parse_json, sse
+from .surface import Parsed, SurfaceService, as_dict
 
 _HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 

@@ -9,13 +9,13 @@ their events are written and read.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
 from .early import CommandGate, call_verdict
-from .surface import SHELL_NAMES, Event, parse_json
+from .sse import Event, parse_json
+from .surface import SHELL_NAMES
 
 
 def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:
@@ -24,12 +24,6 @@ def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:
     n = name.lower()
     return call_verdict("bash" if n in SHELL_NAMES or n in SHELL_TOOLS else name, arguments, rec, argv=False)
 
-
-
-def sse(name: str | None, data: dict[str, Any]) -> bytes:
-    """One event written anew (an event the splice changed)."""
-    head = f"event: {name}\n" if name else ""
-    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 class HeldRound(ABC):

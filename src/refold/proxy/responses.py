@@ -28,9 +28,10 @@ from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..types import Message, Rendered
 from . import responses_wire as wire
-from .held import HeldRound, sse
+from .held import HeldRound
 from .records import Store
-from .surface import Event, Parsed, SurfaceService, as_dict, parse_json
+from .sse import Event, parse_json, sse
+from .surface import Parsed, SurfaceService, as_dict
 from .upstream import Upstream
 
 

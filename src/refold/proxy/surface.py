@@ -46,6 +46,7 @@ from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies
+from .sse import Event, ended_properly, is_sse, read_events
 from .upstream import Upstream
 
 _DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
@@ -60,15 +61,6 @@ class Parsed:
     """The client's tools as OpenAI function tools (names only matter: what ``offer`` reads)."""
     state: dict[str, Any] = field(default_factory=dict)
     """Whatever the surface needs again when it builds the upstream request."""
-
-
-@dataclass
-class Event:
-    """One server-sent event as received: its raw bytes (relayed unchanged) and its parts."""
-
-    raw: bytes
-    name: str | None
-    data: str
 
 
 @dataclass
@@ -209,38 +201,6 @@ def recognizable(reply: Message) -> Message:
     return {**reply, "tool_calls": out} if out else reply
 
 
-async def read_events(response: httpx.Response) -> AsyncIterator[Event]:
-    """Server-sent events of ``response``, each with the exact lines it came in."""
-    lines: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if lines:
-                yield _event(lines)
-                lines = []
-            continue
-        lines.append(line)
-    if lines:
-        yield _event(lines)
-
-
-def _event(lines: list[str]) -> Event:
-    name = None
-    data: list[str] = []
-    for line in lines:
-        if line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" "))
-    return Event(("\n".join(lines) + "\n\n").encode(), name, "\n".join(data))
-
-
-def parse_json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
 class SurfaceService:
     def __init__(self, cfg: ProxyConfig, manager: SessionManager, upstream: Upstream, metrics: Metrics) -> None:
         self.cfg = cfg
@@ -349,7 +309,7 @@ class SurfaceService:
                 opened = await self.open(adapter, out, up_headers, query)
                 if isinstance(opened, Failed):
                     return self._failed(opened, out_headers)
-                if not _is_sse(opened):  # the upstream ignored "stream": nothing to relay as one
+                if not is_sse(opened):  # the upstream ignored "stream": nothing to relay as one
                     await opened.aclose()
                     ctype = opened.headers.get("content-type") or "untyped"
                     status, err = adapter.error(_bad_stream(f"is {ctype}, not an event stream"))
@@ -448,7 +408,7 @@ class SurfaceService:
                 finally:
                     await r.aclose()
                     r = None
-                if not _finished(events):  # cut off: neither answered nor recorded as a round
+                if not ended_properly(events):  # cut off: neither answered nor recorded as a round
                     yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                     return
                 self.metrics.inc("refold_upstream_calls_total")
@@ -510,32 +470,12 @@ class SurfaceService:
             return
         finally:
             await r.aclose()
-        if not _finished(events):
+        if not ended_properly(events):
             yield adapter.stream_error("upstream stream ended before its final event (cut off)")
             return
         if not finished:
             with contextlib.suppress(ProxyError):
                 await adapter.done(parsed, adapter.aggregate(events))
-
-
-_FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed", "error"})
-"""What ends an Anthropic or Responses stream properly (an upstream ``error`` event is relayed as is)."""
-
-
-def _finished(events: Sequence[Event]) -> bool:
-    for ev in reversed(events):
-        name = ev.name
-        if name is None:
-            data = parse_json(ev.data)
-            name = data.get("type") if isinstance(data, dict) else None
-        if name in _FINAL_EVENTS:
-            return True
-    return False
-
-
-def _is_sse(r: httpx.Response) -> bool:
-    ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
-    return ctype in ("text/event-stream", "")
 
 
 def _bad_stream(what: str) -> ProxyError:
