@@ -53,7 +53,7 @@ class CallGate:
         self._tail = ""  # held: from that string's closing quote on
         self._closed = False  # the first call's arguments are whole and were checked
         self.closing: str | None = None  # sent in place of the tail: the call was a context command
-        self._maybe = False
+        self._maybe = 0  # the verdict was True with arguments this long (0: not)
         self._scan = 0  # the deciding string is scanned up to here for its closing quote
         self._end: int | None = None  # where that quote is
 
@@ -77,11 +77,11 @@ class CallGate:
         # a name may come in pieces: it is whole once its arguments or another call have begun
         if not self.args[first] and len(self.order) == 1:
             return None
-        if self._maybe:
-            return True  # it begins like a context command: only the whole call decides
         name, args = self.names[first], self.args[first]
+        if self._maybe and '"' not in args[self._maybe :]:
+            return True  # begins like a context command; its string is open: the rest says no more
         v = call_verdict(name, args, self.rec)
-        self._maybe = v is True
+        self._maybe = len(args) if v is True else 0
         if v is False and self._guard is None and name in SHELL_TOOLS and self.rec.shell:
             found = command_value(args)
             assert found is not None  # a shell call is decided only from its command
