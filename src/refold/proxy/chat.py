@@ -1,13 +1,12 @@
 """One chat completion through the proxy: check, record, render, call upstream, answer context commands.
 
 Streaming is live: a reply's text reaches the client as the upstream sends it. Only what may be
-an internal context-command round is held, and only until it is decided: its tool calls and
-finish reason (OpenAI-style streams send a reply's text before its tool calls) until the first
-call's name and its command's first word show it cannot be a context command (``CallGate``; then
-the held part and the rest go at once), and, for agents without tools, the text from where a
-command block may begin until the block's first word says the same (``CommandGate``). Otherwise
-the round's end decides. When the round turns out to be a context command the held part is
-dropped, the proxy answers it and streams the next round into the same response; the text already
+an internal context-command round is held, and only until it is decided (``relay.ChatRelay``,
+round by round): its tool calls and finish reason until the first call's name and its command's
+first word show it cannot be a context command, and, for agents without tools, the text from
+where a command block may begin until the block's first word says the same. Otherwise the
+round's end decides. When the round turns out to be a context command the held part is dropped,
+the proxy answers it and streams the next round into the same response; the text already
 relayed is kept with the internal step (``SHOWN``) so the reply the client echoes back next time
 still matches the session. A round relayed early that later calls an offered context tool has that
 call left out (the client never declared the tool); a later shell call that is a context command

@@ -2,11 +2,11 @@
 is relayed as soon as it cannot be internal.
 
 ``call_verdict`` reads a tool call's name and the first word of its command from the arguments
-streamed so far (``relay.CallGate`` holds a chat stream's tool calls until it says no, and
-``held.HeldRound`` a surface's); ``CommandGate``
-releases a text reply up to where a ```bash block may begin, and all of it once the block's first
-word is no context command. What ``CommandGate`` releases before the end is a prefix of the text
-that holds no command block.
+streamed so far, an argv list as the surface's reader joins it (``relay.CallGate`` holds a chat
+stream's tool calls until it says no, ``held.HeldRound`` a surface's); ``CommandGate`` releases a
+text reply up to where a ```bash block may begin, and all of it once the block's first word is no
+context command. What ``CommandGate`` releases before the end is a prefix of the text that holds
+no command block.
 """
 
 from __future__ import annotations
