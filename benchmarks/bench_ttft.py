@@ -17,6 +17,13 @@ relays as soon as its command's first word shows it is no context command).
         [--src OTHER/src] [--out benchmarks/results/ttft.txt]
 
 ``--src`` runs the proxy from another checkout's ``src`` (e.g. main before this change).
+
+    python benchmarks/bench_ttft.py --commands RUN_OR_FOLDER... [--out benchmarks/results/ttft_commands.txt]
+
+reads the shell commands of recorded runs instead (any format ``refold replay`` reads) and reports
+how many of each command's first characters the proxy must see before it relays the call (as a
+chat ``bash`` call and as Codex's ``["bash", "-lc", cmd]``), and that no context command among
+them is ever decided to be none early.
 """
 
 from __future__ import annotations
@@ -172,6 +179,77 @@ def run_pair(
     return r
 
 
+def first_no(args: str, head: int, verdict: Any) -> int | None:
+    """How many characters of the command (after ``head`` characters of arguments) the earliest
+    prefix of ``args`` that ``verdict`` says is no context command holds; None: only at the end."""
+    for cut in range(head, len(args) + 1):
+        if verdict(args[:cut]) is False:
+            return cut - head if cut < len(args) else None
+    return None
+
+
+def commands_report(paths: list[Path]) -> str:
+    from refold.loaders import load_all
+    from refold.proxy.held import decide
+
+    rec = Recognizer(text=False)
+    files: list[Path] = []
+    for p in paths:
+        files += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".json", ".traj", ".jsonl")) if p.is_dir() else [p]
+    cmds: list[str] = []
+    skipped = 0
+    for f in files:
+        try:
+            histories = load_all(f)
+        except Exception:  # noqa: BLE001 - a file that is no run is counted, not fatal
+            skipped += 1
+            continue
+        for h in histories:
+            cmds += [a.command for st in h.steps for a in st.actions if a.command.strip()]
+    rows = []
+    unsafe = 0
+    n_context = 0
+    for form, head_of, verdict_of in (
+        ("chat bash {\"command\": cmd}", lambda c: json.dumps({"command": c}), lambda a: call_verdict("bash", a, rec)),
+        ("Codex shell [bash, -lc, cmd]", lambda c: json.dumps({"command": ["bash", "-lc", c]}), lambda a: decide("shell", a, rec)),
+    ):
+        needed: list[int] = []
+        at_end = 0
+        for c in cmds:
+            args = head_of(c)
+            head = len(head_of("")) - 2 if form.startswith("chat") else len(head_of("")) - 3
+            k = first_no(args, head, verdict_of)
+            is_context = rec.command("bash", c) is not None
+            n_context += is_context and form.startswith("chat")
+            if is_context:
+                unsafe += k is not None
+                continue
+            if k is None:
+                at_end += 1
+            else:
+                needed.append(k)
+        plain = len(needed) + at_end
+        share = [sum(1 for k in needed if k <= n) / plain * 100 if plain else 0.0 for n in (1, 2, 3, 4)]
+        rows.append(
+            f"{form:30} {plain:>7} {statistics.median(needed) if needed else float('nan'):>10.0f} {pct(needed, 90) if needed else float('nan'):>8.0f} "
+            + " ".join(f"{x:>6.1f}%" for x in share)
+            + f" {at_end / plain * 100 if plain else 0.0:>8.1f}%"
+        )
+    lines = [
+        f"refold early relay on recorded runs: {len(cmds)} shell commands from {len(files) - skipped} files"
+        + (f" ({skipped} unreadable skipped)" if skipped else "") + f"; {n_context} of them context commands",
+        "",
+        f"{'form':30} {'plain':>7} {'chars p50':>10} {'p90':>8} {'<=1':>7} {'<=2':>7} {'<=3':>7} {'<=4':>7} {'at end':>9}",
+        *rows,
+        "",
+        f"context commands decided 'no' before their end (relayed to the client): {unsafe} (must be 0)",
+        "chars = characters of the command the proxy has seen when it relays the call (the first piece that",
+        "decides it); <=n = share of plain commands relayed within their first n characters; at end = decided",
+        "only by the whole command (it begins like a context command: 'fold -w 80 f', 'restored').",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=10)
@@ -179,7 +257,17 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=20.0)
     ap.add_argument("--src", type=Path, help="run the proxy from this src directory instead")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--commands", type=Path, nargs="+", help="report on the shell commands of these runs instead")
     a = ap.parse_args()
+    if a.commands:
+        missing = [p for p in a.commands if not p.exists()]
+        if missing:
+            sys.exit(f"bench_ttft: no such file or folder: {missing[0]}")
+        report = commands_report(a.commands)
+        print(report, end="")
+        if a.out:
+            a.out.write_text(report)
+        return
 
     up_port = free_port()
     procs = [
