@@ -6,6 +6,7 @@ when a later key of its arguments (a second ``"command"``) would make it one."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +23,10 @@ from refold.proxy.surface import canonical_call, recognizable
 from refold.proxy.upstream import Result
 from test_proxy_responses import events as responses_events
 from test_proxy_responses import fcall, response_object
+from test_proxy_stream_early import BASH, SYSTEM, Reader, Scripted, _proxy, call
 from test_proxy_surface_stream import Events, Paused, up
+
+from fake_upstream import ServerThread
 
 __all__ = ["up"]  # the fixture, used by name
 
@@ -92,8 +96,29 @@ def _is_context(name: str, args: str) -> bool:
     return context_calls({"role": "assistant", "content": "", "tool_calls": [call]}, REC) is not None
 
 
+def test_a_call_sent_whole_after_its_name_is_closed_after_the_part_sent() -> None:
+    """The first call held (its name alone decides nothing), then all its arguments in one piece
+    whose second key makes it a context command: the client gets the first key's command."""
+    relay = ChatRelay(REC, strip=False, include_usage=False)
+    relay.begin(final=False, spliced=False)
+    args = '{"command": "", "command": "restore 3"}'
+    stream = [
+        _chunk({"role": "assistant", "content": ""}),
+        _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "bash", "arguments": ""}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": args}}]}),
+        _chunk({}, "tool_calls"),
+    ]
+    acc, sent = Accumulator(), []
+    for c in stream:
+        acc.add(c)
+        sent += relay.feed(json.dumps(c), c)
+    out, found = relay.end(Result(acc.body()))
+    assert found is None
+    assert _client_calls(_read(sent + out))[0]["function"]["arguments"] == '{"command": ""}'
+
+
 @given(st.data())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 def test_a_context_call_is_never_relayed_and_a_plain_one_always_is(data: st.DataObject) -> None:
     name, args = data.draw(arguments())
     text = data.draw(st.sampled_from(["", "Let me look.", "PROGRESS: x\nSTALE: -"]))
@@ -197,3 +222,31 @@ def test_codexs_argv_shell_call_reaches_the_client_while_it_is_generated(up: tup
         fake.release.set()
         e.rest()
     assert e.raw == fake.sent[0]
+
+
+def test_a_relayed_call_that_a_later_key_makes_a_context_command_is_closed_where_it_was(tmp_path: Path) -> None:
+    """``{"command": "echo hi", "command": "restore 3"}``: relayed once ``ec`` showed it is no
+    context command; its second key would make the client run ``restore 3``, so the client gets
+    ``{"command": "echo hi"}`` and the session records what the client ran."""
+    s = Scripted()
+    args = '{"command": "echo hi", "command": "restore 3"}'
+    s.replies.append(call(0, "bash", args, "call_1", pause_at=16))
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo 2"}), "call_2"))
+    with ServerThread(s.app) as srv, ServerThread(_proxy(f"{srv.url}/v1", tmp_path)) as px, httpx.Client(timeout=30) as c:
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        with c.stream("POST", f"{px.url}/v1/chat/completions", json=body, headers={"X-Refold-Session": "dup"}) as r:
+            rd = Reader(r)
+            rd.until(lambda: rd.calls and rd.calls[0]["function"]["arguments"])
+            assert not s.release.is_set()  # relayed while the upstream is inside the call
+            s.release.set()
+            rd.rest()
+        msg = rd.message()
+        assert msg["tool_calls"][0]["function"]["arguments"] == '{"command": "echo hi"}'
+        assert len(s.requests) == 1
+        msgs += [msg, {"role": "tool", "tool_call_id": "call_1", "content": "hi"}]
+        r2 = c.post(f"{px.url}/v1/chat/completions", json={**body, "messages": msgs}, headers={"X-Refold-Session": "dup"})
+        assert r2.status_code == 200 and r2.text.endswith("data: [DONE]\n\n")
+        assert len(c.get(f"{px.url}/sessions/dup").json()["branches"]) == 1
+        sent = s.requests[1]["messages"]
+        assert any('"echo hi"' in (t["function"]["arguments"]) for m in sent for t in m.get("tool_calls") or [])

@@ -164,9 +164,11 @@ class CallGate:
         return self._end
 
     def _whole(self, chunk: dict[str, Any]) -> bool:
-        """Whether the first call's arguments are whole: they parse, or the reply went on."""
+        """Whether the first call's arguments are whole: all received went through here (a held
+        chunk is passed on before later ones) and they parse, or the reply went on."""
+        args = self.args[self.order[0]]
         try:
-            if isinstance(json.loads(self.args[self.order[0]]), dict):
+            if self._passed >= len(args) and isinstance(json.loads(args), dict):
                 return True
         except ValueError:
             pass
