@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.context.recognize import Recognizer
+from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import context_calls
 from refold.proxy.early import call_verdict
 from refold.proxy.held import decide
@@ -250,3 +251,32 @@ def test_a_relayed_call_that_a_later_key_makes_a_context_command_is_closed_where
         assert len(c.get(f"{px.url}/sessions/dup").json()["branches"]) == 1
         sent = s.requests[1]["messages"]
         assert any('"echo hi"' in (t["function"]["arguments"]) for m in sent for t in m.get("tool_calls") or [])
+
+
+def test_the_last_round_after_an_internal_one_is_remembered_with_its_text(tmp_path: Path) -> None:
+    """An internal round, then the request's last round (relayed as it comes): the reply the client
+    echoes back holds both rounds' text and maps back onto what the model wrote (the last round's
+    text was not counted as shown: the session recorded the client's form, the first round's text
+    twice)."""
+    s = Scripted()
+    s.replies.append([{"content": "PROGRESS: look back\n"}, *call(0, "bash", json.dumps({"command": "restore 1"}), "call_r")])
+    s.replies.append([{"content": "Now the fix."}, *call(0, "bash", json.dumps({"command": "echo fix"}), "call_2")])
+    s.replies.append([{"content": "ok"}])
+    with ServerThread(s.app) as srv:
+        app = create_app(ProxyConfig(upstream=f"{srv.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1))
+        with ServerThread(app) as px, httpx.Client(timeout=30) as c:
+            msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+            body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+            with c.stream("POST", f"{px.url}/v1/chat/completions", json=body, headers={"X-Refold-Session": "two"}) as r:
+                rd = Reader(r)
+                rd.rest()
+            msg = rd.message()
+            assert msg["content"] == "PROGRESS: look back\n\nNow the fix."
+            assert [t["id"] for t in msg["tool_calls"]] == ["call_2"]
+            msgs += [msg, {"role": "tool", "tool_call_id": "call_2", "content": "fixed"}]
+            r2 = c.post(f"{px.url}/v1/chat/completions", json={**body, "messages": msgs}, headers={"X-Refold-Session": "two"})
+            assert r2.status_code == 200
+            assert len(c.get(f"{px.url}/sessions/two").json()["branches"]) == 1
+    # the session holds what the model wrote: the internal round's text is its own step, not repeated
+    replies = [m["content"] for m in s.requests[2]["messages"] if m["role"] == "assistant"]
+    assert replies == ["PROGRESS: look back\n", "Now the fix."]

@@ -275,9 +275,6 @@ class ChatRelay:
         if self.raw:
             self.role_sent = True
             return [event(raw)] if self.include_usage or not usage_only(chunk) else []
-        if self.released and self.calls is None and self.stripper is None:
-            self.role_sent = True
-            return self._send(chunk)
         out: list[bytes] = []
         texts, rest = split_chunk(chunk)
         text = texts.pop("content", None)
