@@ -6,6 +6,7 @@ message (one ``message_start``, blocks numbered on; one response id, items numbe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -52,6 +53,7 @@ class Paused:
         self.requests: list[dict[str, Any]] = []
         self.sent: list[list[str]] = []
         self.release = threading.Event()
+        self.url = ""  # its base URL (``/v1``), once it serves
         self.app = FastAPI()
 
         @self.app.post("/v1/messages")
@@ -59,6 +61,8 @@ class Paused:
             body = await request.json()
             self.requests.append(body)
             content, pause = self.script.pop(0)
+            if isinstance(content, tuple):  # ("RAW", status, body): an error answer as given
+                return Response(content[2], status_code=content[1], media_type="text/html")
             if content == "FAIL":
                 return JSONResponse({"type": "error", "error": {"type": "api_error", "message": "down"}}, status_code=500)
             msg = {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": body["model"],
@@ -73,6 +77,8 @@ class Paused:
             body = await request.json()
             self.requests.append(body)
             output, pause = self.script.pop(0)
+            if isinstance(output, tuple):  # ("RAW", status, body): an error answer as given
+                return Response(output[2], status_code=output[1], media_type="text/html")
             if output == "FAIL":
                 return JSONResponse({"error": {"message": "down", "type": "server_error"}}, status_code=500)
             resp = response_object(len(self.requests), body["model"], output)
@@ -88,14 +94,22 @@ class Paused:
                 await asyncio.to_thread(self.release.wait, 30)
 
 
-@pytest.fixture()
-def up(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
+@contextlib.contextmanager
+def paused_proxy(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
+    """A ``Paused`` upstream and ``refold serve`` (default settings) in front of it."""
     fake = Paused()
     with ServerThread(fake.app) as u:
+        fake.url = f"{u.url}/v1"
         cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
         with ServerThread(create_app(cfg)) as px:
             yield fake, px.url
     fake.release.set()
+
+
+@pytest.fixture()
+def up(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
+    with paused_proxy(tmp_path) as got:
+        yield got
 
 
 def _pos(evs: list[str], pred: Any) -> int:
