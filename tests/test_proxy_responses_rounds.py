@@ -13,9 +13,20 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from refold.config import Config
+from refold.context.tools import offer
 from refold.proxy import ProxyConfig, create_app
-from test_proxy_responses import fcall, message
+from refold.proxy import responses_wire as wire
+from refold.proxy.commands import context_calls
+from refold.proxy.responses import ResponsesSplicer
+from refold.proxy.spliced import visible_text
+from refold.proxy.sse import Event
+from refold.proxy.surface_calls import recognizable
+from refold.proxy.surface_stream import context_ids
+from test_proxy_responses import fcall, message, response_object
 from test_proxy_surface_stream import EXEC, Paused, paused_proxy
 
 from fake_upstream import ServerThread
@@ -185,3 +196,117 @@ def test_upstream_errors_keep_their_status_in_the_openai_shape(up: tuple[Paused,
     with pytest.raises(openai.InternalServerError):
         fake.script.append((("RAW", 500, body), None))
         openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0).responses.create(model="m", input="go")
+
+
+# ---- the splice over any delta split points ----------------------------------------------------
+
+ITEMS = st.lists(
+    st.one_of(
+        st.builds(lambda t: ("text", t), st.sampled_from(["Checking the parser.", "ok", "Two things:\n", "a ``` b"])),
+        st.builds(lambda c: ("exec", c), st.sampled_from(["ls -la", "restore 1", "  restore 2", "restored", "pwd", "fold_span \"x\""])),
+        st.just(("restore", "1")),
+    ),
+    min_size=1,
+    max_size=4,
+)
+TEXTS = st.sampled_from([
+    "I need step 1.\n```bash\nrestore 1\n```\nThen the fix.",
+    "Look:\n```python\nx = 1\n```\n```bash\nrestore 2\n```",
+    "```bash\nls -la\n```\nafter",
+    "plain words, no command at all",
+    "Checking.\n<mswea_bash_command>restore 1</mswea_bash_command> and on",
+])
+
+
+def _split(s: str, cuts: list[int]) -> list[str]:
+    at = sorted({c % (len(s) + 1) for c in cuts} | {0, len(s)})
+    return [s[a:b] for a, b in zip(at, at[1:], strict=False) if b > a] or [""]
+
+
+def _stream(output: list[dict[str, Any]], cuts: list[int]) -> list[Event]:
+    """The Responses events of ``output``, each delta cut at ``cuts``."""
+    out: list[Event] = []
+    seq = 0
+
+    def ev(kind: str, **data: Any) -> None:
+        nonlocal seq
+        seq += 1
+        payload = json.dumps({"type": kind, "sequence_number": seq, **data})
+        out.append(Event(f"event: {kind}\ndata: {payload}\n\n".encode(), kind, payload))
+
+    resp = response_object(1, "m", output)
+    ev("response.created", response={**resp, "output": [], "status": "in_progress"})
+    for i, item in enumerate(output):
+        if item["type"] == "message":
+            ev("response.output_item.added", output_index=i, item={**item, "content": [], "status": "in_progress"})
+            ev("response.content_part.added", item_id=item["id"], output_index=i, content_index=0,
+               part={"type": "output_text", "text": "", "annotations": []})
+            for piece in _split(item["content"][0]["text"], cuts):
+                ev("response.output_text.delta", item_id=item["id"], output_index=i, content_index=0, delta=piece)
+        else:
+            ev("response.output_item.added", output_index=i, item={**item, "arguments": ""})
+            for piece in _split(item["arguments"], cuts):
+                ev("response.function_call_arguments.delta", item_id=item["id"], output_index=i, delta=piece)
+        ev("response.output_item.done", output_index=i, item=item)
+    ev("response.completed", response=resp)
+    return out
+
+
+def _splice(events: list[Event], rec: Any) -> tuple[ResponsesSplicer, list[bytes], Any, Any]:
+    """One round through the splicer, decided as ``surface_stream`` decides it."""
+    sp = ResponsesSplicer(rec)
+    sp.begin(final=False)
+    sent = [b for e in events for b in sp.feed(e)]
+    reply = wire.reply(wire.aggregate([json.loads(e.data) for e in events]))
+    assert reply is not None
+    calls = None if sp.released else context_calls(recognizable(reply), rec)
+    if calls is None:
+        sent += sp.finish(False, context_ids=context_ids(reply, rec))
+    else:
+        sent += sp.finish(True, visible_text(str(reply["content"]), not reply.get("tool_calls")))
+    return sp, sent, reply, calls
+
+
+def _client_items(sent: list[bytes]) -> tuple[list[dict[str, Any]], str]:
+    datas = [json.loads(b.split(b"data: ", 1)[1]) for b in sent]
+    items = [d["item"] for d in datas if d["type"] == "response.output_item.added"]
+    return items, "".join(d.get("delta", "") for d in datas if d["type"] == "response.output_text.delta")
+
+
+@given(ITEMS, st.lists(st.integers(0, 60), max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_a_context_call_never_reaches_the_client_wherever_the_deltas_split(
+    kinds: list[tuple[str, str]], cuts: list[int]
+) -> None:
+    rec = offer(Config(), [{"type": "function", "function": {"name": "bash"}}])[1]
+    output = []
+    for n, (kind, value) in enumerate(kinds):
+        if kind == "text":
+            output.append(message(f"msg_{n}", value))
+        elif kind == "exec":
+            output.append(fcall(f"c{n}", "exec_command", {"cmd": value}))
+        else:
+            output.append(fcall(f"c{n}", "restore", {"steps": value}))
+    sp, sent, reply, calls = _splice(_stream(output, cuts), rec)
+    items, shown_text = _client_items(sent)
+    context = context_ids(reply, rec)
+    assert not context & {i.get("call_id") for i in items}  # no context command reaches the client
+    if calls is None:  # relayed: every other call, and all the text, in order
+        want = [o["id"] for o in output if o.get("call_id") not in context]
+        assert [i["id"] for i in items] == want and set(sp.left_out) == context
+        assert shown_text == reply["content"]
+    else:  # internal: nothing of it reaches the client but its text
+        assert not any(i["type"] == "function_call" for i in items)
+        assert shown_text == reply["content"] == sp.shown()
+
+
+@given(TEXTS, st.lists(st.integers(0, 60), max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_a_text_round_loses_nothing_but_its_command_block_wherever_the_deltas_split(text: str, cuts: list[int]) -> None:
+    rec = offer(Config(), None)[1]
+    sp, sent, reply, calls = _splice(_stream([message("m", text)], cuts), rec)
+    _, shown_text = _client_items(sent)
+    if calls is None:
+        assert shown_text == text and b"".join(sent) == b"".join(e.raw for e in _stream([message("m", text)], cuts))
+    else:
+        assert shown_text == visible_text(text, True) == sp.shown() and "restore" not in shown_text
