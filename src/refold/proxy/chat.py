@@ -38,6 +38,7 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandGate
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
@@ -110,6 +111,7 @@ class ChatService:
         self._plain_config = plain_config(cfg.config)
         self._plain: OrderedDict[str, Renderer] = OrderedDict()
         self._shown = ShownReplies()
+        self._deferred = Deferred()
 
     # ---- request --------------------------------------------------------------------------
 
@@ -129,6 +131,9 @@ class ChatService:
             turn = await self.manager.turn(s, messages)
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
             base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering)
+        held = self._deferred.take(s.sid, turn.view.history) if answering else None
+        if held is not None and (found := context_calls(held, rec)) is not None:  # left out of the last reply
+            base, steps, messages_out = await self._internal(s, base, held, found, "")
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         stream = body.get("stream") is True
@@ -255,6 +260,7 @@ class ChatService:
                 final = p.final or p.rounds >= self.cfg.max_rounds
                 gate = CommandGate(p.rec.shell) if not final and p.rec.text else None
                 calls = CallGate(p.rec) if not final else None
+                later = LaterCalls(calls) if calls else None
                 stripper = HeadStripper() if p.strip else None
                 raw_relay = final and stripper is None
                 held: list[dict[str, Any]] = []
@@ -285,16 +291,15 @@ class ChatService:
                     if not released and ((gate is not None and gate.released) or (calls and calls.verdict() is False)):
                         released = True  # decided early: what was held goes now, the rest as it comes
                         self.metrics.inc("refold_rounds_released_early_total")
-                        for r in held:
-                            out = calls.relayed(r) if calls else r
-                            if out is not None and (include_usage or not usage_only(out)):
+                        for out in (o for r in held for o in (later.relay(r) if later else [r])):
+                            if include_usage or not usage_only(out):
                                 yield event(with_ids(out, ids))
                         held = []
                     if rest is not None:
                         if released:
-                            out = calls.relayed(rest) if calls else rest
-                            if out is not None and (include_usage or not usage_only(out)):
-                                yield event(with_ids(out, ids))
+                            for out in later.relay(rest) if later else [rest]:
+                                if include_usage or not usage_only(out):
+                                    yield event(with_ids(out, ids))
                         else:
                             held.append(rest)
                 if live.error is not None:
@@ -310,15 +315,22 @@ class ChatService:
                     if tail:
                         emitted.append(tail)
                         yield event(text_chunk({**result.body, **ids}, {"content": tail}))
+                    left: list[dict[str, Any]] = []
+                    if later:  # a later context call of a relayed round: left out, answered next request
+                        settled, left = later.settle(result.message, p.rec)
+                        held += settled
                     for rest in held:
                         if include_usage or not usage_only(rest):
                             yield event(with_ids(rest, ids))
                     real = calls.shown(result.message) if calls else result.message
+                    if left:
+                        self._deferred.put(p.s.sid, real, {"role": "assistant", "content": "", "tool_calls": left})
                     self._remember_stream(p, real, "".join(emitted))
                     break
                 # an internal round: its held part is dropped, the client sees the next round
                 if gate:
                     gate.end(drop=True)
+                tail += unsent_text(result.message, "".join(emitted) + tail, p.strip)  # the text around the command
                 shown = "".join(emitted) + (tail if tail else "")
                 if tail:
                     yield event(text_chunk({**result.body, **ids}, {"content": tail}))

@@ -12,10 +12,16 @@ Memory only: after a restart the kept calls are dropped (the step records what t
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
+from ..context.recognize import Recognizer
 from ..history import History
 from ..types import Message
+from .commands import _call
+from .early import CallGate, call_verdict
 from .mapping import Norm, normalize
+from .spliced import unsent, visible_text
+from .stream import strip_head
 
 _SESSIONS = 4096
 
@@ -42,3 +48,73 @@ class Deferred:
             return None
         del self._pending[sid]
         return pending[1]
+
+
+class LaterCalls:
+    """Chat completions: a released round's later calls that may be context commands held (with
+    every chunk after them) until their name and command's first word decide them; at the round's
+    end those that are context commands are ``withheld`` by the ``CallGate`` (left out, the calls
+    after them renumbered) and kept for the next request."""
+
+    def __init__(self, gate: CallGate) -> None:
+        self.gate = gate
+        self.held: list[dict[str, Any]] = []
+        self._index: int | None = None
+
+    def _verdict(self, i: int) -> bool | None:
+        g = self.gate
+        if not g.args[i] and g.order[-1] == i:
+            return None  # its name may still come in pieces
+        return call_verdict(g.names[i], g.args[i], g.rec)
+
+    def relay(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """What of a released round's chunk goes to the client now (through ``CallGate.relayed``)."""
+        if self._index is not None:
+            self.held.append(chunk)
+            return self._decide()
+        g = self.gate
+        for i in _indices(chunk):
+            first = g.order[0] if g.order else None
+            if i != first and i not in g._client_index and i not in g.withheld and self._verdict(i) is not False:
+                self._index, self.held = i, [chunk]
+                return self._decide()
+        out = g.relayed(chunk)
+        return [] if out is None else [out]
+
+    def _decide(self) -> list[dict[str, Any]]:
+        assert self._index is not None
+        if self._verdict(self._index) is not False:
+            return []
+        held, self.held, self._index = self.held, [], None
+        out = [c for c in [self.gate.relayed(held[0])] if c is not None]
+        for chunk in held[1:]:
+            out += self.relay(chunk)
+        return out
+
+    def settle(self, message: Message, rec: Recognizer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The round ended, not internal: the held chunks to send (its context calls left out), and
+        those calls (to be answered before the next upstream call)."""
+        g = self.gate
+        calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+        left: list[dict[str, Any]] = []
+        for i, c in zip(sorted(g.names), calls, strict=False):
+            if i not in g._client_index and (i in g.withheld or _call(c, rec).context is not None):
+                g.withheld.add(i)
+                left.append(c)
+        held, self.held, self._index = self.held, [], None
+        return [c for c in (g.relayed(h) for h in held) if c is not None], left
+
+
+def _indices(chunk: dict[str, Any]) -> list[int]:
+    out = []
+    for choice in chunk.get("choices") or []:
+        if (choice.get("index") or 0) == 0:
+            out += [int(tc.get("index") or 0) for tc in (choice.get("delta") or {}).get("tool_calls") or []]
+    return out
+
+
+def unsent_text(message: Message, sent: str, strip: bool) -> str:
+    """An internal chat round's text not streamed yet (all but its command block); ``strip``: the
+    client is sent replies without their PROGRESS/STALE head."""
+    visible = visible_text(str(message.get("content") or ""), not message.get("tool_calls"))
+    return unsent(strip_head(visible) if strip else visible, sent)
