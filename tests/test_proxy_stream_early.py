@@ -22,7 +22,8 @@ from refold.context.recognize import Recognizer
 from refold.protocol import COMMAND_NAMES, bash_block
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
-from refold.proxy.early import CommandGate, call_verdict, command_prefix, may_be_command
+from refold.proxy.deferred import LaterCalls
+from refold.proxy.early import CallGate, CommandGate, call_verdict, command_prefix, may_be_command
 
 from fake_upstream import ServerThread
 
@@ -354,3 +355,66 @@ def test_a_text_round_that_turns_internal_keeps_the_text_around_its_command(
         sess = c.get(f"{px.url}/sessions/tx").json()
     assert len(sess["branches"]) == 1
     assert [st["reply"]["content"] for st in sess["steps"]][1] == first
+
+
+CHAT_CALLS = st.lists(
+    st.one_of(
+        st.builds(lambda c: ("bash", {"command": c}), st.sampled_from(["ls -la", "restore 1", " restore 2", "restored", "pwd"])),
+        st.just(("restore", {"steps": "1"})),
+        st.just(("edit", {"path": "a"})),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(CHAT_CALLS, st.lists(st.integers(1, 30), max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_a_relayed_round_never_sends_a_later_context_call_wherever_the_deltas_split(
+    calls: list[tuple[str, dict[str, Any]]], cuts: list[int]
+) -> None:
+    """A chat round's calls through ``CallGate`` and ``LaterCalls`` as ``chat._rounds`` feeds them:
+    once the round is released, no context call reaches the client, and every other call does,
+    with its arguments as the upstream sent them (renumbered after a call left out)."""
+    rec = Recognizer()
+    gate = CallGate(rec)
+    later = LaterCalls(gate)
+    chunks: list[dict[str, Any]] = []
+    for i, (name, args) in enumerate(calls):
+        raw = json.dumps(args)
+        at = sorted({c % len(raw) for c in cuts} | {0, len(raw)})
+        pieces = [raw[a:b] for a, b in zip(at, at[1:], strict=False) if b > a]
+        chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": i, "id": f"c{i}", "type": "function", "function": {"name": name, "arguments": ""}}]}}]})
+        chunks += [{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": p}}]}}]}
+                   for p in pieces]
+    sent: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
+    released = False
+    for ch in chunks:
+        gate.add(ch)
+        if not released and gate.verdict() is False:
+            released = True
+            sent += [o for h in held for o in later.relay(h)]
+            held = []
+        if released:
+            sent += later.relay(ch)
+        else:
+            held.append(ch)
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in enumerate(calls)]}
+    if not released:
+        return  # decided at the round's end, as a whole (internal or relayed as it came)
+    rest, left = later.settle(message, rec)
+    sent += rest
+    got: dict[int, dict[str, str]] = {}
+    for ch in sent:
+        for tc in ch["choices"][0]["delta"].get("tool_calls") or []:
+            slot = got.setdefault(tc["index"], {"id": "", "args": ""})
+            slot["id"] = tc.get("id") or slot["id"]
+            slot["args"] += (tc.get("function") or {}).get("arguments") or ""
+    context = {c["id"] for c in message["tool_calls"] if _call(c, rec).context is not None}
+    assert {c["id"] for c in left} == context
+    want = [(c["id"], c["function"]["arguments"]) for c in message["tool_calls"] if c["id"] not in context]
+    assert [(got[k]["id"], got[k]["args"]) for k in sorted(got)] == want
+    assert sorted(got) == list(range(len(want)))
