@@ -135,6 +135,23 @@ def test_a_shell_context_command_after_a_released_call_is_answered_before_the_ne
     assert fake.requests[3]["input"][: len(sent)] == sent
 
 
+def test_continued_by_previous_response_id_the_left_out_call_is_answered_too(up: tuple[Paused, str]) -> None:
+    fake, url = up
+    _later_restore(fake)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, default_headers={"X-Refold-Session": "prev"})
+    r0 = client.responses.create(model="m", tools=[EXEC], input="fix it")
+    out0 = [{"type": "function_call_output", "call_id": "call_0", "output": "x = 1"}]
+    with client.responses.stream(model="m", tools=[EXEC], previous_response_id=r0.id, input=out0) as s:
+        final = s.get_final_response()
+    assert [getattr(o, "call_id", None) for o in final.output if o.type == "function_call"] == ["call_ls"]
+    out1 = [{"type": "function_call_output", "call_id": "call_ls", "output": "a.py"}]
+    client.responses.create(model="m", tools=[EXEC], previous_response_id=final.id, input=out1)
+    sent = fake.requests[2]["input"]
+    calls = [i["call_id"] for i in sent if i.get("type") == "function_call"]
+    answered = [i["call_id"] for i in sent if i.get("type") == "function_call_output"]
+    assert calls == answered == ["call_0", "call_ls", "call_r"]
+
+
 def test_not_streamed_the_same_round_is_internal(up: tuple[Paused, str]) -> None:
     fake, url = up
     _later_restore(fake)
