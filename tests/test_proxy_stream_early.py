@@ -22,7 +22,7 @@ from refold.context.recognize import Recognizer
 from refold.protocol import COMMAND_NAMES, bash_block
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
-from refold.proxy.deferred import LaterCalls
+from refold.proxy.deferred import Deferred, LaterCalls
 from refold.proxy.early import CallGate, CommandGate, call_verdict, command_prefix, may_be_command
 
 from fake_upstream import ServerThread
@@ -405,8 +405,10 @@ def test_a_relayed_round_never_sends_a_later_context_call_wherever_the_deltas_sp
         {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in enumerate(calls)]}
     if not released:
         return  # decided at the round's end, as a whole (internal or relayed as it came)
-    rest, left = later.settle(message, rec)
-    sent += rest
+    deferred = Deferred()
+    sent += later.settle(message, deferred, "s")
+    kept = deferred._pending.get("s")
+    left = kept[1]["tool_calls"] if kept else []
     got: dict[int, dict[str, str]] = {}
     for ch in sent:
         for tc in ch["choices"][0]["delta"].get("tool_calls") or []:

@@ -9,9 +9,10 @@ command block may begin until the block's first word says the same (``CommandGat
 the round's end decides. When the round turns out to be a context command the held part is
 dropped, the proxy answers it and streams the next round into the same response; the text already
 relayed is kept with the internal step (``SHOWN``) so the reply the client echoes back next time
-still matches the session. A round relayed early that later calls an offered context tool has that
-call left out (the client never declared the tool); a later shell call that is a context command
-goes to the client like any command it sent, recorded unanswered.
+still matches the session; it loses only its command block (the text after it is streamed too).
+In a round relayed early a later call that may be a context command is held until decided; one
+that is (an offered context tool, or typed into the shell) never reaches the client and is
+answered before the next upstream call (``deferred``).
 
 Pass-through tells the truth: when the proxy will not answer context commands in a request (no
 rounds left, ``max_rounds`` 0, a prefill, several choices, or no form a command could be
@@ -315,16 +316,11 @@ class ChatService:
                     if tail:
                         emitted.append(tail)
                         yield event(text_chunk({**result.body, **ids}, {"content": tail}))
-                    left: list[dict[str, Any]] = []
-                    if later:  # a later context call of a relayed round: left out, answered next request
-                        settled, left = later.settle(result.message, p.rec)
-                        held += settled
+                    held += later.settle(result.message, self._deferred, p.s.sid) if later else []
                     for rest in held:
                         if include_usage or not usage_only(rest):
                             yield event(with_ids(rest, ids))
                     real = calls.shown(result.message) if calls else result.message
-                    if left:
-                        self._deferred.put(p.s.sid, real, {"role": "assistant", "content": "", "tool_calls": left})
                     self._remember_stream(p, real, "".join(emitted))
                     break
                 # an internal round: its held part is dropped, the client sees the next round

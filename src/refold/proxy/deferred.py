@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..context.recognize import Recognizer
 from ..history import History
 from ..types import Message
 from .commands import _call
@@ -91,18 +90,20 @@ class LaterCalls:
             out += self.relay(chunk)
         return out
 
-    def settle(self, message: Message, rec: Recognizer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The round ended, not internal: the held chunks to send (its context calls left out), and
-        those calls (to be answered before the next upstream call)."""
+    def settle(self, message: Message, deferred: Deferred, sid: str) -> list[dict[str, Any]]:
+        """The round ended, not internal: the held chunks to send, its context calls left out and
+        kept in ``deferred`` (answered before the session's next upstream call)."""
         g = self.gate
         calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
         left: list[dict[str, Any]] = []
         for i, c in zip(sorted(g.names), calls, strict=False):
-            if i not in g._client_index and (i in g.withheld or _call(c, rec).context is not None):
+            if i not in g._client_index and (i in g.withheld or _call(c, g.rec).context is not None):
                 g.withheld.add(i)
                 left.append(c)
         held, self.held, self._index = self.held, [], None
-        return [c for c in (g.relayed(h) for h in held) if c is not None], left
+        if left:
+            deferred.put(sid, g.shown(message), {"role": "assistant", "content": "", "tool_calls": left})
+        return [c for c in (g.relayed(h) for h in held) if c is not None]
 
 
 def _indices(chunk: dict[str, Any]) -> list[int]:
