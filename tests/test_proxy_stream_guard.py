@@ -20,7 +20,7 @@ from refold.proxy.early import call_verdict
 from refold.proxy.held import decide
 from refold.proxy.relay import ChatRelay
 from refold.proxy.stream import Accumulator
-from refold.proxy.surface import canonical_call, recognizable
+from refold.proxy.surface_calls import canonical_call, recognizable
 from refold.proxy.upstream import Result
 from test_proxy_responses import events as responses_events
 from test_proxy_responses import fcall, response_object
@@ -162,7 +162,7 @@ def test_a_context_call_is_never_relayed_and_a_plain_one_always_is(data: st.Data
         if found is not None:
             assert client == []
         else:
-            closing = relay.calls.closing if relay.calls else None
+            closing = relay.guard.closing if relay.guard else None
             assert closing is not None
             assert args.startswith(client[0]["function"]["arguments"].removesuffix(closing))
             assert relay.shown["tool_calls"][0]["function"]["arguments"] == client[0]["function"]["arguments"]

@@ -8,9 +8,10 @@ where a command block may begin until the block's first word says the same. Othe
 round's end decides. When the round turns out to be a context command the held part is dropped,
 the proxy answers it and streams the next round into the same response; the text already
 relayed is kept with the internal step (``SHOWN``) so the reply the client echoes back next time
-still matches the session. A round relayed early that later calls an offered context tool has that
-call left out (the client never declared the tool); a later shell call that is a context command
-goes to the client like any command it sent, recorded unanswered.
+still matches the session; it loses only its command block (the text after it is streamed too).
+In a round relayed early a later call that may be a context command is held until decided; one
+that is (an offered context tool, or typed into the shell) never reaches the client and is
+answered before the next upstream call (``deferred``).
 
 Pass-through tells the truth: when the proxy will not answer context commands in a request (no
 rounds left, ``max_rounds`` 0, a prefill, several choices, or no form a command could be
@@ -37,6 +38,7 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .relay import ChatRelay
@@ -98,6 +100,7 @@ class ChatService:
         self._plain_config = plain_config(cfg.config)
         self._plain: OrderedDict[str, Renderer] = OrderedDict()
         self._shown = ShownReplies()
+        self._deferred = Deferred()
 
     # ---- request --------------------------------------------------------------------------
 
@@ -117,6 +120,9 @@ class ChatService:
             turn = await self.manager.turn(s, messages)
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
             base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering)
+        held = self._deferred.take(s.sid, turn.view.history) if answering else None
+        if held is not None and (found := context_calls(held, rec)) is not None:  # left out of the last reply
+            base, steps, messages_out = await self._internal(s, base, held, found, "")
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         stream = body.get("stream") is True
@@ -234,7 +240,9 @@ class ChatService:
         p = outcome.plan
         assert p is not None
         live = p.live
-        relay = ChatRelay(p.rec, strip=p.strip, include_usage=outcome.include_usage)
+        relay = ChatRelay(
+            p.rec, strip=p.strip, include_usage=outcome.include_usage, deferred=self._deferred, sid=p.s.sid
+        )
         self.metrics.inc("refold_streams_relayed_live_total")
         try:
             while True:

@@ -2,7 +2,7 @@
 is relayed as soon as it cannot be internal.
 
 ``call_verdict`` reads a tool call's name and the first word of its command from the arguments
-streamed so far, an argv list as the surface's reader joins it (``relay.CallGate`` holds a chat
+streamed so far, an argv list as the surface's reader joins it (``CallGate`` holds a chat
 stream's tool calls until it says no, ``held.HeldRound`` a surface's); ``CommandGate`` releases a
 text reply up to where a ```bash block may begin, and all of it once the block's first word is no
 context command. What ``CommandGate`` releases before the end is a prefix of the text that holds
@@ -11,9 +11,11 @@ no command block.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
 from ..protocol import SHELL_LANGS
@@ -261,3 +263,81 @@ class CommandGate:
         rest = self._pending + "".join(self._held)
         self._pending, self._held = "", []
         return "" if drop else rest
+
+
+class CallGate:
+    """Follows the tool calls of a streamed reply (choice 0) and decides as early as it can whether
+    the round may still be an internal context-command round: ``verdict`` is False as soon as the
+    reply's first call cannot be a context command (its name is no context tool and, for a shell
+    tool, its command's first word is no context command), True when it is or begins like one,
+    None before that. A later call of an offered context tool in a round already relayed is
+    ``withheld``: the client cannot run a tool it never declared."""
+
+    def __init__(self, rec: Recognizer) -> None:
+        self.rec = rec
+        self.names: dict[int, str] = {}
+        self.args: dict[int, str] = {}
+        self.order: list[int] = []
+        self.withheld: set[int] = set()
+        self._client_index: dict[int, int] = {}
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        for choice in chunk.get("choices") or []:
+            if (choice.get("index") or 0) != 0:
+                continue
+            for tc in (choice.get("delta") or {}).get("tool_calls") or []:
+                i = int(tc.get("index") or 0)
+                if i not in self.names:
+                    self.order.append(i)
+                    self.names[i], self.args[i] = "", ""
+                fn = tc.get("function") or {}
+                self.names[i] += fn.get("name") or ""
+                self.args[i] += fn.get("arguments") or ""
+
+    def verdict(self) -> bool | None:
+        if not self.order:
+            return None
+        first = self.order[0]
+        # a name may come in pieces: it is whole once its arguments or another call have begun
+        if not self.args[first] and len(self.order) == 1:
+            return None
+        return call_verdict(self.names[first], self.args[first], self.rec)
+
+    def relayed(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        """``chunk`` as a round already relayed sends it: calls of an offered context tool other
+        than the first taken out and the rest renumbered; None when nothing is left of it."""
+        out = copy.deepcopy(chunk)
+        changed = False
+        for choice in out.get("choices") or []:
+            delta = choice.get("delta")
+            if (choice.get("index") or 0) != 0 or not isinstance(delta, dict) or not delta.get("tool_calls"):
+                continue
+            kept = []
+            for tc in delta["tool_calls"]:
+                i = int(tc.get("index") or 0)
+                if i not in self._client_index and i not in self.withheld:
+                    if i != self.order[0] and self.names.get(i) in self.rec.functions:
+                        self.withheld.add(i)
+                    else:
+                        self._client_index[i] = len(self._client_index)
+                if i in self.withheld:
+                    changed = True
+                    continue
+                if self._client_index[i] != i:
+                    tc = {**tc, "index": self._client_index[i]}
+                    changed = True
+                kept.append(tc)
+            delta["tool_calls"] = kept
+            if not kept:
+                del delta["tool_calls"]
+                if not delta and not choice.get("finish_reason") and not choice.get("logprobs") and not out.get("usage"):
+                    return None
+        return out if changed else chunk
+
+    def shown(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``message`` (the whole reply) without the withheld calls."""
+        calls = message.get("tool_calls")
+        if not self.withheld or not isinstance(calls, list):
+            return message
+        keep = [c for i, c in zip(sorted(self.names), calls, strict=False) if i not in self.withheld]
+        return {**message, "tool_calls": keep} if keep else {k: v for k, v in message.items() if k != "tool_calls"}

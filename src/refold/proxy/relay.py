@@ -20,7 +20,8 @@ from typing import Any
 from ..context.recognize import SHELL_TOOLS, Recognizer
 from ..types import Action, Message
 from .commands import context_calls
-from .early import CommandGate, call_verdict, command_value
+from .deferred import Deferred, LaterCalls, unsent_text
+from .early import CallGate, CommandGate, command_value
 from .stream import HeadStripper, event, split_chunk, text_chunk, usage_only, with_id
 from .upstream import Result
 
@@ -33,68 +34,37 @@ SEPARATOR = "\n\n"
 """Streamed between an internal round's relayed text and the next round's (so one blank line)."""
 
 
-class CallGate:
-    """Follows the tool calls of a streamed reply (choice 0) and decides as early as it can whether
-    the round may still be an internal context-command round: ``verdict`` is False as soon as the
-    reply's first call cannot be a context command (its name is no context tool and, for a shell
-    tool, its command's first word is no context command), True when it is or begins like one,
-    None before that. A later call of an offered context tool in a round already relayed is
-    ``withheld``: the client cannot run a tool it never declared."""
+class ArgsGuard:
+    """The first call of a round relayed early, as the client is sent it: its arguments go on up to
+    the closing quote of its command's JSON string (``start``: where that string begins); the rest
+    waits until they are whole, then goes on unchanged when the whole call is no context command
+    (read as ``commands._call`` reads it), else a closing of what was sent goes in its place."""
 
-    def __init__(self, rec: Recognizer) -> None:
-        self.rec = rec
-        self.names: dict[int, str] = {}
-        self.args: dict[int, str] = {}
-        self.order: list[int] = []
-        self.withheld: set[int] = set()
-        self._client_index: dict[int, int] = {}
-        self._guard: int | None = None  # where the first call's deciding string begins
-        self._passed = 0  # bytes of the first call's arguments gone through ``relayed``
-        self._tail = ""  # held: from that string's closing quote on
-        self._closed = False  # the first call's arguments are whole and were checked
-        self.closing: str | None = None  # sent in place of the tail: the call was a context command
-        self._maybe = 0  # the verdict was True with arguments this long (0: not)
-        self._scan = 0  # the deciding string is scanned up to here for its closing quote
-        self._end: int | None = None  # where that quote is
+    def __init__(self, rec: Recognizer, name: str, start: int) -> None:
+        self.rec, self.name, self.start = rec, name, start
+        self.args = ""  # the first call's arguments so far, as relayed to here
+        self.tail = ""  # held: from the closing quote on
+        self.closed = False
+        self.closing: str | None = None  # sent in place of the tail
+        self._scan = start
+        self._end: int | None = None
 
-    def add(self, chunk: dict[str, Any]) -> None:
-        for choice in chunk.get("choices") or []:
-            if (choice.get("index") or 0) != 0:
-                continue
-            for tc in (choice.get("delta") or {}).get("tool_calls") or []:
-                i = int(tc.get("index") or 0)
-                if i not in self.names:
-                    self.order.append(i)
-                    self.names[i], self.args[i] = "", ""
-                fn = tc.get("function") or {}
-                self.names[i] += fn.get("name") or ""
-                self.args[i] += fn.get("arguments") or ""
+    def _quote(self) -> int | None:
+        if self._end is None and len(self.args) > self.start:
+            m = _IN_STRING.match(self.args, self._scan)
+            assert m is not None  # the pattern matches the empty string
+            self._scan = m.end()
+            if self._scan < len(self.args) and self.args[self._scan] == '"':
+                self._end = self._scan
+        return self._end
 
-    def verdict(self) -> bool | None:
-        if not self.order:
-            return None
-        first = self.order[0]
-        # a name may come in pieces: it is whole once its arguments or another call have begun
-        if not self.args[first] and len(self.order) == 1:
-            return None
-        name, args = self.names[first], self.args[first]
-        if self._maybe and '"' not in args[self._maybe :]:
-            return True  # begins like a context command; its string is open: the rest says no more
-        v = call_verdict(name, args, self.rec)
-        self._maybe = len(args) if v is True else 0
-        if v is False and self._guard is None and name in SHELL_TOOLS and self.rec.shell:
-            found = command_value(args)
-            assert found is not None  # a shell call is decided only from its command
-            self._guard = found.start
-        return v
-
-    def relayed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
-        """What a round already relayed sends of ``chunk``: calls of an offered context tool other
-        than the first taken out and the rest renumbered, the first call's tail held until its
-        arguments are whole (then sent before what follows them)."""
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """What goes to the client of a relayed chunk (the first call's pieces split at the quote,
+        its tail before what follows it once it is whole)."""
+        if self.closed and self.closing is None:
+            return [chunk]
         out = copy.deepcopy(chunk)
-        guarding = self._guard is not None and not self._closed
-        first: list[dict[str, Any]] = []  # the first call's pieces, sent before its tail
+        first: list[dict[str, Any]] = []
         changed = False
         for choice in out.get("choices") or []:
             delta = choice.get("delta")
@@ -102,124 +72,74 @@ class CallGate:
                 continue
             kept = []
             for tc in delta["tool_calls"]:
-                i = int(tc.get("index") or 0)
-                if i not in self._client_index and i not in self.withheld:
-                    if i != self.order[0] and self.names.get(i) in self.rec.functions:
-                        self.withheld.add(i)
-                    else:
-                        self._client_index[i] = len(self._client_index)
-                if i in self.withheld:
-                    changed = True
+                if int(tc.get("index") or 0) != 0:
+                    kept.append(tc)
                     continue
-                if self._client_index[i] != i:
-                    tc = {**tc, "index": self._client_index[i]}
-                    changed = True
-                if i == self.order[0] and guarding:
-                    changed = True
-                    piece = self._guarded(tc)
-                    if piece is not None:
-                        first.append(piece)
+                changed = True
+                fn = tc.get("function") or {}
+                if self.closed:  # a closing went in its place: what follows it is not sent
+                    rest = {k: v for k, v in tc.items() if k not in ("function", "index")}
+                    if rest:
+                        first.append({**rest, "index": 0})
                     continue
-                if i == self.order[0] and self.closing is not None:  # after the closing sent in its place
-                    changed = True
-                    tc = {k: v for k, v in tc.items() if k != "function"}
-                    if len(tc) == 1:
-                        continue
-                kept.append(tc)
+                piece = fn.get("arguments") or ""
+                pos = len(self.args)
+                self.args += piece
+                end = self._quote()
+                if end is None or pos + len(piece) <= end:
+                    first.append(tc)
+                    continue
+                keep = max(0, end - pos)
+                self.tail += piece[keep:]
+                if keep or fn.get("name") or any(k not in ("index", "function") for k in tc):
+                    first.append({**tc, "function": {**fn, "arguments": piece[:keep]}})
             delta["tool_calls"] = kept
             if not kept:
                 del delta["tool_calls"]
-        if not changed:
+        whole = not self.closed and bool(self.tail) and self._whole(chunk)
+        if not changed and not whole:
             return [chunk]
         head = [_calls_chunk(out, first)] if first else []
-        if guarding and self._whole(chunk):
-            head += self._close(out)
+        if whole:
+            head += self.finish(out)
         return head + _nonempty([out])
 
-    def _guarded(self, tc: dict[str, Any]) -> dict[str, Any] | None:
-        """A piece of the first call: the part before its command's closing quote goes on."""
-        fn = tc.get("function") or {}
-        piece = fn.get("arguments") or ""
-        start, self._passed = self._passed, self._passed + len(piece)
-        end = self._quote()
-        if end is None or start + len(piece) <= end:
-            return tc
-        keep = max(0, end - start)
-        self._tail += piece[keep:]
-        if keep == 0 and not {k for k in tc if k not in ("index", "function")} and not fn.get("name"):
-            return None
-        return {**tc, "function": {**fn, "arguments": piece[:keep]}}
-
-    def _quote(self) -> int | None:
-        """The closing quote of the first call's deciding string, once it has arrived."""
-        if self._end is None:
-            assert self._guard is not None
-            args = self.args[self.order[0]]
-            self._scan = max(self._scan, self._guard)
-            m = _IN_STRING.match(args, self._scan)
-            assert m is not None  # the pattern matches the empty string
-            self._scan = m.end()
-            if self._scan < len(args) and args[self._scan] == '"':
-                self._end = self._scan
-        return self._end
-
     def _whole(self, chunk: dict[str, Any]) -> bool:
-        """Whether the first call's arguments are whole: all received went through here (a held
-        chunk is passed on before later ones) and they parse, or the reply went on."""
-        args = self.args[self.order[0]]
+        """Whether the call's arguments are whole: they parse, or the reply went on."""
         try:
-            if self._passed >= len(args) and isinstance(json.loads(args), dict):
+            if isinstance(json.loads(self.args), dict):
                 return True
         except ValueError:
             pass
         for choice in chunk.get("choices") or []:
             if (choice.get("index") or 0) != 0:
                 continue
-            if choice.get("finish_reason"):
-                return True
             calls = (choice.get("delta") or {}).get("tool_calls") or []
-            if any(int(tc.get("index") or 0) != self.order[0] for tc in calls):
+            if choice.get("finish_reason") or any(int(tc.get("index") or 0) != 0 for tc in calls):
                 return True
         return False
 
-    def _close(self, template: dict[str, Any]) -> list[dict[str, Any]]:
-        """The first call's held tail, once its whole arguments were read: unchanged when the call
-        is no context command, else a closing of the string and object the client was sent."""
-        if self._guard is None or self._closed:
-            return []
-        self._closed = True
-        first = self.order[0]
-        whole = {"id": "c", "type": "function", "function": {"name": self.names[first], "arguments": self.args[first]}}
-        tail, self._tail = self._tail, ""
-        if context_calls({"role": "assistant", "content": "", "tool_calls": [whole]}, self.rec) is not None:
-            found = command_value(self.args[first])
-            tail = self.closing = '"' + ("]" if found is not None and found.listed else "") + "}"
-        if not tail:
-            return []
-        piece = {"index": self._client_index.get(first, first), "function": {"arguments": tail}}
-        return [_calls_chunk(template, [piece])]
-
     def finish(self, template: dict[str, Any]) -> list[dict[str, Any]]:
-        """At the round's end: the first call's tail if nothing after it came to release it."""
-        return self._close(template)
+        """The held tail, the call read whole: unchanged, or the closing in its place."""
+        if self.closed:
+            return []
+        self.closed = True
+        whole = {"id": "c", "type": "function", "function": {"name": self.name, "arguments": self.args}}
+        tail, self.tail = self.tail, ""
+        if context_calls({"role": "assistant", "content": "", "tool_calls": [whole]}, self.rec) is not None:
+            found = command_value(self.args)
+            tail = self.closing = '"' + ("]" if found is not None and found.listed else "") + "}"
+        return [_calls_chunk(template, [{"index": 0, "function": {"arguments": tail}}])] if tail else []
 
-    def shown(self, message: dict[str, Any]) -> dict[str, Any]:
-        """``message`` (the whole reply) as the client was sent it: without the withheld calls,
-        the first call closed where it was when it turned out to be a context command."""
+    def shown(self, message: Message) -> Message:
+        """``message`` with its first call as the client was sent it."""
         calls = message.get("tool_calls")
-        if not isinstance(calls, list):
+        end = self._quote()
+        if self.closing is None or end is None or not isinstance(calls, list) or not calls:
             return message
-        if self.closing is not None and self._guard is not None and calls:
-            sent = self.args[self.order[0]]
-            end = self._quote()
-            end = len(sent) if end is None else end
-            c0 = calls[0]
-            calls = [{**c0, "function": {**c0["function"], "arguments": sent[:end] + self.closing}}, *calls[1:]]
-            message = {**message, "tool_calls": calls}
-        if not self.withheld:
-            return message
-        keep = [c for i, c in zip(sorted(self.names), calls, strict=False) if i not in self.withheld]
-        return {**message, "tool_calls": keep} if keep else {k: v for k, v in message.items() if k != "tool_calls"}
+        c0 = calls[0]
+        fixed = {**c0, "function": {**c0["function"], "arguments": self.args[:end] + self.closing}}
+        return {**message, "tool_calls": [fixed, *calls[1:]]}
 
 
 def _calls_chunk(template: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -243,8 +163,12 @@ class ChatRelay:
     round, ``feed`` it every chunk as it arrives, ``end`` it with the whole reply. Every round
     after the first is sent under the first round's id, as one completion."""
 
-    def __init__(self, rec: Recognizer, *, strip: bool, include_usage: bool) -> None:
+    def __init__(
+        self, rec: Recognizer, *, strip: bool, include_usage: bool, deferred: Deferred | None = None, sid: str = ""
+    ) -> None:
         self.rec = rec
+        self.deferred = deferred or Deferred()
+        self.sid = sid
         self.strip = strip
         self.include_usage = include_usage
         self.ids: dict[str, Any] = {}
@@ -256,6 +180,8 @@ class ChatRelay:
         internal round came before it (its chunks are rewritten under the first id)."""
         self.gate = CommandGate(self.rec.shell) if not final and self.rec.text else None
         self.calls = CallGate(self.rec) if not final else None
+        self.later = LaterCalls(self.calls) if self.calls else None
+        self.guard: ArgsGuard | None = None
         self.stripper = HeadStripper() if self.strip else None
         self.raw = final and self.stripper is None and not spliced
         self.spliced = spliced
@@ -295,16 +221,28 @@ class ChatRelay:
             self.early = True
         if not self.released and rest is not None and calls is not None and calls.verdict() is False:
             self.released = self.early = True  # decided: what was held goes now, the rest as it comes
+            first = calls.order[0]
+            if calls.names[first] in SHELL_TOOLS and self.rec.shell:
+                found = command_value(calls.args[first])
+                assert found is not None  # a shell call is decided only from its command
+                self.guard = ArgsGuard(self.rec, calls.names[first], found.start)
             held, self.held = self.held, []
             for r in held:
-                for c in calls.relayed(r):
-                    out += self._send(c)
+                out += self._relay(r)
         if rest is not None:
             if not self.released:
                 self.held.append(rest)
             else:
-                for c in calls.relayed(rest) if calls is not None else [rest]:
-                    out += self._send(c)
+                out += self._relay(rest)
+        return out
+
+    def _relay(self, rest: dict[str, Any]) -> list[bytes]:
+        """A released round's chunk: later calls held until decided, the first call guarded."""
+        chunks = self.later.relay(rest) if self.later else [rest]
+        out: list[bytes] = []
+        for c in chunks:
+            for g in self.guard.feed(c) if self.guard else [c]:
+                out += self._send(g)
         return out
 
     def end(self, result: Result) -> tuple[list[bytes], tuple[Action, ...] | None]:
@@ -322,17 +260,22 @@ class ChatRelay:
             if tail:
                 self.emitted.append(tail)
                 out.append(event(text_chunk(template, {"content": tail})))
-            for c in self.calls.finish(template) if self.calls is not None else []:
+            for c in self.guard.finish(template) if self.guard else []:
                 out += self._send(c)
+            message = self.guard.shown(result.message) if self.guard else result.message
+            for c in self.later.settle(message, self.deferred, self.sid) if self.later else []:
+                for g in self.guard.feed(c) if self.guard else [c]:
+                    out += self._send(g)
             for rest in self.held:
                 out += self._send(rest)
             self.held = []
-            self.shown = self.calls.shown(result.message) if self.calls else result.message
+            self.shown = self.calls.shown(message) if self.calls else message
             self.text = "".join(self.emitted)
             return out, None
         # an internal round: its held part is dropped, the client sees the next round
         if self.gate:
             self.gate.end(drop=True)
+        tail += unsent_text(result.message, "".join(self.emitted) + tail, self.strip)  # the text around the command
         shown = "".join(self.emitted) + tail
         if tail:
             out.append(event(text_chunk(template, {"content": tail})))
