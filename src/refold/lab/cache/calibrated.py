@@ -135,7 +135,8 @@ CALIBRATED: dict[str, dict[str, object]] = {
     # comes within fine_ttl seconds; later, 1,024-token chunks at 640 mod 1,024 (measured: 76 of
     # 129 hits below the fine grid sit there; the fine grid holds in 19 of 34 calls within 2 s,
     # 7 of 84 after 8 s). It stays above MAE 0.07: 6-16% of calls are large misses, clustered by
-    # run and not foretold by idle gaps or request rate (*-replayed replays them from the record).
+    # run and foretold by no recorded feature nor by the previous call's miss (none reaches 50% on
+    # the fit half, which per-call MAE would need); *-replayed replays them from the record.
     "openai": {
         "min_tokens": 1024,
         "increment": 128,
