@@ -51,9 +51,12 @@ class History:
 
     def step(self, index: int) -> Step:
         """Step ``index`` (1-based)."""
-        if not 1 <= index <= len(self._steps):
-            raise IndexError(f"no step {index}; the history has steps 1-{len(self._steps)}")
-        return self._steps[index - 1]
+        if index >= 1:  # the render asks this a few times per call: no len() on the way
+            try:
+                return self._steps[index - 1]
+            except IndexError:
+                pass
+        raise IndexError(f"no step {index}; the history has steps 1-{len(self._steps)}")
 
     @property
     def digest(self) -> str:
