@@ -40,10 +40,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from refold import shell
 from refold.config import Config
 from refold.history import History
 from refold.loaders import load
-from refold import shell
 from refold.mechanisms import summary
 
 try:

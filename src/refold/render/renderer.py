@@ -415,7 +415,7 @@ def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object]
 def step_time(step: Step) -> float | None:
     """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
     at = step.meta.get("time")
-    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None  # noqa: UP038 (a tuple is not built per call)
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None  # a tuple: int | float is built per call
 
 
 def idle_s(history: History, t: int) -> float | None:
