@@ -106,6 +106,8 @@ class PinBook:
     def pinned(self, limit: int, user: tuple[Pin, ...] = (), *, plans_limit: int | None = None) -> frozenset[Part]:
         """The parts pinned for a render whose pins count up to step ``limit`` (the latest plan up to
         ``plans_limit``: a plan released by a newer one stays pinned until the boundary moves)."""
+        if not self.events and not user and not self.plan_steps:
+            return _NOTHING
         plans_limit = limit if plans_limit is None else plans_limit
         # asked a few times per call: the key is what the result depends on, O(pins), not O(steps)
         events = tuple(e for e in self.events if e[0] <= limit) if self.events else ()
