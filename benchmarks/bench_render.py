@@ -43,7 +43,7 @@ from typing import Any
 from refold import shell
 from refold.config import Config
 from refold.history import History
-from refold.loaders import load
+from refold.loaders import load, load_all
 from refold.mechanisms import summary
 
 try:
@@ -345,12 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     recorded: list[tuple[Path, History, int]] = []
     skipped: list[str] = []
     for f in runs_in(args.paths):
-        try:
-            h, size = held(partial(load, f))
+        try:  # a multi-agent file (CodeR) is one session per agent, each measured alone
+            sessions = [h.source or str(f) for h in load_all(f)]
         except Exception as e:  # a bad file costs one line, the rest still runs
             skipped.append(f"{f}: {_error(e)}")
             continue
-        recorded.append((f, h, size))
+        for source in sessions:
+            try:
+                h, size = held(partial(load, source))
+            except Exception as e:
+                skipped.append(f"{source}: {_error(e)}")
+                continue
+            recorded.append((Path(source), h, size))
     recorded_chars = sum(
         len(str(m.get("content") or ""))
         for _, h, _ in recorded
