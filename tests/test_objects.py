@@ -157,7 +157,8 @@ def test_a_pinned_step_inside_a_fold_is_kept_verbatim() -> None:
     s = run(12, config=SELF_GC.override(["ledger.pin_plans=false"]))
     s.h.pin("r5")
     out = s.step('fold_steps 4-7 "f5.py defines add() at f5.py:3, so the bug is there because it subtracts"')
-    assert "Span S1 folded after the fact" in out and "tokens after it are recomputed" in out
+    assert "Span S1 folded after the fact" in out and ("tokens after it are recomputed" in out or "folding now would recompute" in out)
+    s.step("echo 13", "13")  # the cost rule may defer the fold to the next boundary move: this call at the latest
     p = render(s.h, s.config)
     pins = [content_text(m["content"]) for m, o in zip(p.messages, p.origins, strict=True) if o.shown is Shown.PINNED]
     assert len(pins) == 1 and pins[0].endswith(s.h.step(5).reply_text) and "Pinned reply r5" in pins[0]

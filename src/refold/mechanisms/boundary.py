@@ -67,3 +67,26 @@ def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_
         return True  # the cache is cold: every prompt is recomputed, the smaller one is cheaper
     remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
     return cost(moved, prices, remaining) <= cost(kept, prices, remaining)
+
+
+def fold_pays(config: Config, t: int, size: int, recomputed: int, saved: int) -> bool:
+    """Whether an agent's fold (a span block) applied at call t pays for itself under the cost rule.
+
+    Judged on the last prompt (``size`` characters, all cached): folding now recomputes its last
+    ``recomputed`` characters and removes ``saved`` of them; J(folded) <= J(kept) as in
+    ``should_move``. The answer to the fold and the rendering both ask this, with the same numbers,
+    before the step issuing the fold is known, so they agree."""
+    if config.boundary.rule == "fixed":
+        return True
+    remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
+    kept = Candidate(size, size)
+    folded = Candidate(size - saved, size - recomputed)
+    return cost(folded, PRICES[config.cache], remaining) <= cost(kept, PRICES[config.cache], remaining)
+
+
+def fold_deadline(config: Config, closed_at: int) -> int:
+    """The call by which a deferred fold is applied whatever it costs: the fixed rule's next
+    boundary move after the call at which the fold was issued (at most k calls later)."""
+    p = config.policy
+    b = p.boundary(closed_at)
+    return next((u for u in range(closed_at + 1, closed_at + p.k + 1) if p.boundary(u) != b), closed_at + p.k)

@@ -26,10 +26,11 @@ from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, PinBook, pinned_note
-from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
+from ..mechanisms.spans import FoldCost, Span, SpanBook, cover_map
 from ..messages import clean
 from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
+from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered
@@ -68,11 +69,11 @@ class Renderer:
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans)
         self._objects = ObjectIndex() if self.config.ledger.view else None
+        self._folds = AgentFolds(self.config, self._spans)
         self._user_pins = history.pins if history is not None else ()
         self._folded: set[int] = set()
         self._marks_t = 0
         self._restores: list[int] = []  # restore steps, ascending
-        self._blocks: dict[str, str] = {}
         self._notes: dict[tuple[int, int], str] = {}
         self._note_lines: dict[int, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
@@ -82,9 +83,9 @@ class Renderer:
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
-        self._closed: ClosedSpans | None = None
         self._last: Joined[Message] = Joined([], empty(), [])
-        self.fold_costs = {}
+        self._last_origins: Joined[Origin] = Joined([], empty(), [])
+        self.fold_costs = self._folds.costs
         self._reset_behind()
 
     def _reset_behind(self) -> None:
@@ -138,17 +139,13 @@ class Renderer:
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
         self._behind.advance(history, seed, self._received, self._folded, self._spans)
-        closed = self._closed_spans()
-        moved = self._layout_at(history, seed, t, closed)
-        kept = self._layout
-        if kept is None or kept is moved or kept.b == seed:
-            self._commit(moved)
-        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
-            self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
-        elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
-        ):
-            self._commit(moved)
+        folds = self._folds
+        if folds.pending and self.config.boundary.rule == "cost":
+            closed, shown_now = self._defer(history, seed, t)
+        else:
+            shown_now = folds.apply_all()
+            closed = folds.shown()
+            self._boundary(history, seed, t, closed)
         layout = self._layout
         assert layout is not None
         b = layout.b
@@ -168,7 +165,8 @@ class Renderer:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
-        self._note_fold_costs(t, messages, layout)
+        self._note_fold_costs(t, messages, layout, shown_now)
+        self._last, self._last_origins = messages, origins
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
@@ -239,12 +237,43 @@ class Renderer:
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
         return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
 
-    def _closed_spans(self) -> ClosedSpans:
-        """The outermost closed spans, rebuilt only when a span closes."""
-        key = (len(self._spans.closed), len(self._spans.spans))
-        if self._closed is None or self._closed.key != key:
-            self._closed = ClosedSpans(key, self._spans.outermost_closed())
-        return self._closed
+    def _boundary(self, history: History, seed: int, t: int, closed: ClosedSpans) -> None:
+        """Commit the layout at the seed's boundary, or keep the committed one (the cost rule)."""
+        moved = self._layout_at(history, seed, t, closed)
+        kept = self._layout
+        if kept is None or kept is moved or kept.b == seed:
+            self._commit(moved)
+        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
+            self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
+        elif should_move(
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
+        ):
+            self._commit(moved)
+
+    def _defer(self, history: History, seed: int, t: int) -> tuple[ClosedSpans, list[Span]]:
+        """The cost rule with pending span folds: shown with the next move that pays (or is due),
+        else the committed layout stays and the tail shows their steps as received."""
+        folds = self._folds
+        every, shown = folds.closed(), folds.shown()
+        moved = self._layout_at(history, seed, t, every)
+        kept = self._layout
+        apply = (
+            kept is None
+            or folds.due(t)
+            or folds.pays_now(history, t, self._last, self._last_origins)
+            or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
+        )
+        if not apply and kept is not None:
+            idle = idle_s(history, t)
+            base = self._candidate_of(history, kept, t, shown)
+            apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
+            if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
+                plain = self._layout_at(history, seed, t, shown)
+                apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle)
+        if apply:
+            self._commit(moved)
+            return every, folds.apply_all()
+        return shown, []
 
     def _layout_at(self, history: History, b: int, t: int, closed: ClosedSpans) -> Layout:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
@@ -316,11 +345,7 @@ class Renderer:
     # ---- agent-chosen folds -------------------------------------------------------------------
 
     def _block(self, history: History, span: Span) -> tuple[Message, Origin]:
-        text = self._blocks.get(span.id)
-        if text is None:
-            steps = history.steps_between(span.begin - 1, span.end or span.begin)
-            text = self._blocks[span.id] = block_text(span, steps, self._spans, reversible=self.config.policy.reversible)
-        return {"role": "user", "content": text}, Origin(span.begin, "span", Shown.NOTE, span.covers)
+        return self._folds.block(history, span)
 
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
@@ -345,46 +370,10 @@ class Renderer:
                     msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
                     origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
 
-    def _note_fold_costs(self, t: int, messages: Joined[Message], layout: Layout) -> None:
-        for span in reversed(self._spans.closed):
-            if span.end != t:
-                break
-            if span.id not in self.fold_costs:
-                same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
-                c = fold_cost(span, t, self._last.since(same), messages.since(same))
-                self.fold_costs[span.id] = c._replace(kept_messages=same + c.kept_messages)
-        self._last = messages
-
-
-class ClosedSpans:
-    """The outermost closed spans by first step, and what a call asks of them, per boundary."""
-
-    __slots__ = ("_after", "_upto", "begins", "key", "spans")
-
-    def __init__(self, key: tuple[int, int], spans: list[Span]) -> None:
-        self.key, self.spans = key, spans
-        self.begins = [s.begin for s in spans]
-        self._upto: dict[int, tuple[list[Span], tuple[str, ...]]] = {}
-        self._after: dict[int, list[Span]] = {}
-
-    def upto(self, b: int) -> tuple[list[Span], tuple[str, ...]]:
-        """The spans that begin at or before step b, and their ids."""
-        found = self._upto.get(b)
-        if found is None:
-            if len(self._upto) >= 8:  # a call asks for the kept and the moved boundary
-                self._upto.clear()
-            head = self.spans[: bisect.bisect_right(self.begins, b)]
-            found = self._upto[b] = (head, tuple(s.id for s in head))
-        return found
-
-    def after(self, b: int) -> list[Span]:
-        """The spans that end after step b (shown as blocks in the tail)."""
-        found = self._after.get(b)
-        if found is None:
-            if len(self._after) >= 8:
-                self._after.clear()
-            found = self._after[b] = [s for s in self.spans if (s.end or 0) > b]
-        return found
+    def _note_fold_costs(self, t: int, messages: Joined[Message], layout: Layout, spans: list[Span]) -> None:
+        if spans:
+            same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
+            self._folds.note_costs(spans, t, same, self._last.since(same), messages.since(same))
 
 
 def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
