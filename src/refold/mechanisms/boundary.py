@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Config
+from ..history import History
+from ..types import Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +92,17 @@ def fold_deadline(config: Config, closed_at: int) -> int:
     p = config.policy
     b = p.boundary(closed_at)
     return next((u for u in range(closed_at + 1, closed_at + p.k + 1) if p.boundary(u) != b), closed_at + p.k)
+
+
+def step_time(step: Step) -> float | None:
+    """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
+    at = step.meta.get("time")
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
+def idle_s(history: History, t: int) -> float | None:
+    """Seconds between model call t (made when step t-1 was complete) and call t+1 (step t), if recorded."""
+    if t < 2:
+        return None
+    now, before = step_time(history.step(t)), step_time(history.step(t - 1))
+    return None if now is None or before is None else now - before

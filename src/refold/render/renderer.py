@@ -21,14 +21,14 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, should_move
+from ..mechanisms.boundary import Candidate, idle_s, should_move, step_time
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, PinBook, pinned_note
 from ..mechanisms.spans import FoldCost, Span, SpanBook, cover_map
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
+from ..types import Message, Origin, Rendered, RenderStats, Shown
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
@@ -385,17 +385,3 @@ def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object]
     if not n:
         return 0, history.digest, None, history.pins
     return n, history.step(n).digest, step_time(history.step(n)), history.pins
-
-
-def step_time(step: Step) -> float | None:
-    """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
-    at = step.meta.get("time")
-    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
-
-
-def idle_s(history: History, t: int) -> float | None:
-    """Seconds between model call t (made when step t-1 was complete) and call t+1 (step t), if recorded."""
-    if t < 2:
-        return None
-    now, before = step_time(history.step(t)), step_time(history.step(t - 1))
-    return None if now is None or before is None else now - before
