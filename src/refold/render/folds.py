@@ -119,9 +119,13 @@ class AgentFolds:
         """Whether a pending fold has waited as long as it may."""
         return any(fold_deadline(self.config, s.closed_at or t) <= t for s in self.pending)
 
+    def fresh(self, t: int) -> list[Span]:
+        """Pending folds closed by step t (their answers said whether they show at call t)."""
+        return [s for s in self.pending if s.closed_at == t]
+
     def pays_now(self, history: History, t: int, last: Iterable[Message], last_origins: Iterable[Origin]) -> bool:
         """Whether a fold closed by step t pays for itself on the last prompt (as its answer said)."""
-        fresh = [s for s in self.pending if s.closed_at == t]
+        fresh = self.fresh(t)
         if not fresh:
             return False
         last, last_origins = list(last), list(last_origins)

@@ -85,6 +85,7 @@ class Renderer:
         self._last_chars = 0  # characters of the last prompt rendered
         self._last: Joined[Message] = Joined([], empty(), [])
         self._last_origins: Joined[Origin] = Joined([], empty(), [])
+        self._again: tuple[Joined[Message], Joined[Origin], RenderStats] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
 
@@ -105,6 +106,8 @@ class Renderer:
             raise ValueError(f"t={t} is outside 0..{n}")
         if self._seen is None or _seen_key(history, self._seen[0]) != self._seen or t < self._t:
             self._reset(history)
+        if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
+            return LazyRendered(*self._again)
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
                 self._render(history, u, start)
@@ -172,7 +175,8 @@ class Renderer:
         self._t = t
         self._last_layout = layout
         ms = (time.perf_counter() - start) * 1000
-        return LazyRendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        self._again = (messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        return LazyRendered(*self._again)
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         if self._t != t - 1 or not self._last:
@@ -266,7 +270,8 @@ class Renderer:
         if not apply and kept is not None:
             idle = idle_s(history, t)
             base = self._candidate_of(history, kept, t, shown)
-            apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
+            if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
+                apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
             if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
                 apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle)
