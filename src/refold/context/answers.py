@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import fold_deadline
+from ..mechanisms.boundary import defers_folds, fold_deadline
 from ..mechanisms.ledger import LedgerBook, objects_of, parse_ids
 from ..mechanisms.objects import reply_id
 from ..mechanisms.pins import PinBook
@@ -104,7 +104,7 @@ class Answerer:
         """Under the cost rule, say whether the fold shows now or waits for the next boundary move,
         as the render at the next call decides it (``render.folds``)."""
         span = self.spans.spans.get(done.outcome.target or "") if done.ok and done.outcome else None
-        if span is None or span.end is None or self.config.boundary.rule != "cost":
+        if span is None or span.end is None or not defers_folds(self.config):
             return done
         if self._last is None:
             last = Renderer(self.config).render(self.history, self.t)

@@ -71,6 +71,11 @@ def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_
     return cost(moved, prices, remaining) <= cost(kept, prices, remaining)
 
 
+def defers_folds(config: Config) -> bool:
+    """Whether an agent's fold may wait for a boundary move (``fold_pays``) rather than show at once."""
+    return config.boundary.rule == "cost" and config.boundary.defer_folds
+
+
 def fold_pays(config: Config, t: int, size: int, recomputed: int, saved: int) -> bool:
     """Whether an agent's fold (a span block) applied at call t pays for itself under the cost rule.
 
@@ -78,7 +83,7 @@ def fold_pays(config: Config, t: int, size: int, recomputed: int, saved: int) ->
     ``recomputed`` characters and removes ``saved`` of them; J(folded) <= J(kept) as in
     ``should_move``. The answer to the fold and the rendering both ask this, with the same numbers,
     before the step issuing the fold is known, so they agree."""
-    if config.boundary.rule == "fixed":
+    if not defers_folds(config):
         return True
     remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
     kept = Candidate(size, size)

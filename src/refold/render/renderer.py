@@ -21,7 +21,7 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, idle_s, should_move, step_time
+from ..mechanisms.boundary import Candidate, defers_folds, idle_s, should_move, step_time
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
@@ -143,7 +143,7 @@ class Renderer:
             self._reset_behind()
         self._behind.advance(history, seed, self._received, self._folded, self._spans)
         folds = self._folds
-        if folds.pending and self.config.boundary.rule == "cost":
+        if folds.pending and defers_folds(self.config):
             closed, shown_now = self._defer(history, seed, t)
         else:
             shown_now = folds.apply_all()
