@@ -221,6 +221,7 @@ def test_the_last_call_rendered_again_is_the_same_prompt_and_a_pending_fold_stay
     pad = "value = 1  # a long line of a long file\n" * 40
     steps = [(reply(f"read {i}", "-", f"cat f{i}.py"), out(pad + str(i))) for i in range(1, 13)]
     steps.append((reply("fold", "-", 'fold_steps 2-3 "f2.py:1 sets value because it is the default, so it is not the bug"'), "ok"))
+    steps += [(reply(f"probe {i}", "-", f"echo {i}"), out(str(i))) for i in (14, 15)]
     h = text_history(steps)
     config = Config.parse(reminders=False)
     r = Renderer(config)
