@@ -13,8 +13,8 @@ Per configuration, summed over every model call of every run (qwen3.6 chat-templ
 
 * ``default +span folds``: SIMULATED ``fold_steps A-B "<conclusion>"`` after the fact, every
   ``--fold-every`` steps, of the ``--fold-len`` steps that ended ``age`` steps ago; ``at once`` shows each
-  fold from the call that issued it (``boundary.defer_folds=false``, refold before 0.3), ``deferred``
-  lets the cost rule wait for the next boundary move (the default).
+  fold from the call that issued it (``boundary.fold_wait=0``, refold before 0.3), ``deferred``
+  lets the cost rule wait for a boundary move that pays (the default: at most 2 fixed-rule moves).
 
 The view's and the budget line's own tokens are counted in every prompt of ``self-gc``. Reminders
 are off everywhere: a replay's replies cannot react to them. ``cost`` is SIMULATED: the prompt
@@ -55,7 +55,7 @@ CONFIGS: dict[str, tuple[Config, bool]] = {
     "self-gc +marks (simulated)": (SELF_GC, True),
     "self-gc -view -masking": (NO_VIEW.override(["policy.mask_after=null"]), False),
     "self-gc -view -masking +marks (simulated)": (NO_VIEW.override(["policy.mask_after=null"]), True),
-    "default +span folds at once (simulated)": (BASE.override(["boundary.defer_folds=false"]), True),
+    "default +span folds at once (simulated)": (BASE.override(["boundary.fold_wait=0"]), True),
     "default +span folds deferred (simulated)": (BASE, True),
 }
 SPAN_FOLDS = ("default +span folds at once (simulated)", "default +span folds deferred (simulated)")

@@ -73,7 +73,7 @@ def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_
 
 def defers_folds(config: Config) -> bool:
     """Whether an agent's fold may wait for a boundary move (``fold_pays``) rather than show at once."""
-    return config.boundary.rule == "cost" and config.boundary.defer_folds
+    return config.boundary.rule == "cost" and config.boundary.fold_wait > 0
 
 
 def fold_pays(config: Config, t: int, size: int, recomputed: int, saved: int) -> bool:
@@ -92,11 +92,12 @@ def fold_pays(config: Config, t: int, size: int, recomputed: int, saved: int) ->
 
 
 def fold_deadline(config: Config, closed_at: int) -> int:
-    """The call by which a deferred fold is applied whatever it costs: the fixed rule's next
-    boundary move after the call at which the fold was issued (at most k calls later)."""
-    p = config.policy
-    b = p.boundary(closed_at)
-    return next((u for u in range(closed_at + 1, closed_at + p.k + 1) if p.boundary(u) != b), closed_at + p.k)
+    """The call by which a deferred fold is applied whatever it costs: the ``fold_wait``-th move of
+    the fixed rule's boundary after the call at which the fold was issued (at most k calls each)."""
+    p, wait = config.policy, config.boundary.fold_wait
+    last = closed_at + wait * p.k
+    moves = [u for u in range(closed_at + 1, last + 1) if p.boundary(u) != p.boundary(u - 1)]
+    return moves[wait - 1] if 0 < wait <= len(moves) else last
 
 
 def step_time(step: Step) -> float | None:

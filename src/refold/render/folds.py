@@ -5,9 +5,9 @@ the boundary rule ``fixed`` it is shown from the call that closed it on. Under `
 changes the prompt from its first step on, so the provider recomputes everything after it: the
 fold is shown at once only when that pays for itself (``mechanisms.boundary.fold_pays``, judged
 on the last prompt, as the answer to the fold judged it), else it waits for the next boundary
-move (one the rule makes anyway, a cold cache, or one the fold makes pay), and at the latest the
-fixed rule's next move (``fold_deadline``). Folds are applied in closing order, all pending at
-once, so the spans shown are always the first ``applied`` of ``SpanBook.closed``.
+move (one the rule makes anyway, a cold cache, or one the fold makes pay), at the latest the
+``boundary.fold_wait``-th move of the fixed rule (``fold_deadline``). Folds are applied in closing
+order, all pending at once, so the spans shown are always the first ``applied`` of ``SpanBook.closed``.
 """
 
 from __future__ import annotations
