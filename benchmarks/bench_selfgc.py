@@ -19,8 +19,8 @@ Per configuration, summed over every model call of every run (qwen3.6 chat-templ
 The view's and the budget line's own tokens are counted in every prompt of ``self-gc``. Reminders
 are off everywhere: a replay's replies cannot react to them. ``cost`` is SIMULATED: the prompt
 tokens priced with the vllm profile's relative prices (a token cached since the previous call 0.1,
-a recomputed one 1.0). ``--only NAME`` measures only the configurations whose name contains NAME.
-Writes ``<out>.txt`` and ``<out>.json``.
+a recomputed one 1.0). ``--only NAME`` measures only the configurations whose name contains NAME;
+``--fold-wait N`` sets ``boundary.fold_wait`` of the deferred row. Writes ``<out>.txt`` and ``<out>.json``.
 """
 
 from __future__ import annotations
@@ -140,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fold-every", type=int, default=6, help="a simulated fold_steps every this many steps")
     ap.add_argument("--fold-len", type=int, default=5, help="... of this many steps")
     ap.add_argument("--only", default=None, help="measure only the configurations whose name contains this")
+    ap.add_argument("--fold-wait", type=int, default=None, help="boundary.fold_wait of the deferred row (default: the library's)")
     a = ap.parse_args(argv)
     configs = {n: c for n, c in CONFIGS.items() if a.only is None or a.only in n}
+    if a.fold_wait is not None and SPAN_FOLDS[1] in configs:
+        configs[SPAN_FOLDS[1]] = (BASE.override([f"boundary.fold_wait={a.fold_wait}"]), True)
     tok = get_tokenizer("qwen3.6")
     sums: dict[str, dict[str, int]] = {name: {} for name in configs}
     runs: list[dict[str, Any]] = []
@@ -167,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"self-gc on {len(runs)} runs ({sum(r['steps'] for r in runs)} calls; {replies} replies: {plans} plans detected; "
         f"{marks} SIMULATED reply folds at age {a.age}; {span_folds} SIMULATED fold_steps of {a.fold_len} steps every "
-        f"{a.fold_every}); qwen3.6 tokens, reminders off; cost SIMULATED (vllm prices: cached 0.1, recomputed 1)",
+        f"{a.fold_every}, deferred with fold_wait={a.fold_wait if a.fold_wait is not None else BASE.boundary.fold_wait}); "
+        "qwen3.6 tokens, reminders off; cost SIMULATED (vllm prices: cached 0.1, recomputed 1)",
         f"{'configuration':42} {'prompt tokens':>14} {'vs default':>10} {'uncached':>13} {'cost (sim.)':>12} {'view':>11} {'budget':>9}",
     ]
     for cname, t in sums.items():
