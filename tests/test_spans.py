@@ -19,7 +19,7 @@ from refold.policy import Policy
 from refold.protocol import CM, COMMAND_NAMES
 from refold.render import Renderer
 from refold.restore import restore_text
-from refold.types import Outcome, Rendered, Shown, content_text
+from refold.types import Facts, Outcome, Rendered, Shown, content_text
 from refold.wire import answer_record
 
 from builders import SYSTEM, TASK, numbered, seed_config
@@ -442,3 +442,20 @@ def test_a_deferred_fold_never_hides_more_than_the_fixed_rule_and_shows_by_its_d
             assert moved or not new or not new <= shown_cost[step], f"step {step} said not now"
             assert within <= k and (step + within > len(h) or shown_fixed[step] <= shown_cost[step + within])
     check(s, config)
+
+
+def test_a_fold_shows_at_once_when_the_cache_is_cold() -> None:
+    config = COST.override(["cache=openai"])  # a 5-minute cache
+    s = Session(config=config)
+    long_run(s, 12)
+    assert "cache-boundary move" in s.step(f'fold_steps 2-3 "{GOOD}"')  # 13: the answer cannot know the gap
+
+    def timed(gap: float) -> History:
+        h = History(s.h.prefix)
+        for x in s.h.steps:  # call 14 (after step 13) comes `gap` seconds after call 13
+            at = 10.0 * x.index + (gap if x.index == 13 else 0)
+            h.append(x.reply, x.observations, facts=Facts(x.actions, x.outcomes, x.restore_of), meta={"time": at})
+        return h
+
+    assert not covered(Renderer(config).render(timed(0), 13))
+    assert covered(Renderer(config).render(timed(600), 13)) == {2, 3}  # nothing is cached: folding costs nothing extra

@@ -64,11 +64,16 @@ def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_
     if config.boundary.rule == "fixed":
         return True
     prices = PRICES[config.cache]
-    ttl = config.boundary.cache_ttl_s or prices.ttl_s
-    if idle_s is not None and ttl is not None and idle_s > ttl:
-        return True  # the cache is cold: every prompt is recomputed, the smaller one is cheaper
+    if cold(config, idle_s):
+        return True  # every prompt is recomputed, the smaller one is cheaper
     remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
     return cost(moved, prices, remaining) <= cost(kept, prices, remaining)
+
+
+def cold(config: Config, idle_s: float | None) -> bool:
+    """Whether the provider's cache has expired after ``idle_s`` seconds without a call."""
+    ttl = config.boundary.cache_ttl_s or PRICES[config.cache].ttl_s
+    return idle_s is not None and ttl is not None and idle_s > ttl
 
 
 def defers_folds(config: Config) -> bool:

@@ -21,7 +21,7 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, defers_folds, idle_s, should_move, step_time
+from ..mechanisms.boundary import Candidate, cold, defers_folds, idle_s, should_move, step_time
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
@@ -261,14 +261,15 @@ class Renderer:
         every, shown = folds.closed(), folds.shown()
         moved = self._layout_at(history, seed, t, every)
         kept = self._layout
+        idle = idle_s(history, t)
         apply = (
             kept is None
+            or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
             or folds.due(t)
             or folds.pays_now(history, t, self._last, self._last_origins)
             or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
         )
         if not apply and kept is not None:
-            idle = idle_s(history, t)
             base = self._candidate_of(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
                 apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
