@@ -108,7 +108,7 @@ def fold_deadline(config: Config, closed_at: int) -> int:
 def step_time(step: Step) -> float | None:
     """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
     at = step.meta.get("time")
-    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None  # a tuple: int | float is built per call
 
 
 def idle_s(history: History, t: int) -> float | None:

@@ -1,4 +1,4 @@
-"""The agent's span folds as the render path shows them, and when.
+"""The agent's span folds as the render path shows them (blocks, in the layout and in the tail), and when.
 
 A closed span (``fold_span``, or ``fold_steps A-B`` after the fact) is shown as one block. Under
 the boundary rule ``fixed`` it is shown from the call that closed it on. Under ``cost`` a fold
@@ -18,8 +18,10 @@ from collections.abc import Iterable
 from ..config import Config
 from ..history import History
 from ..mechanisms.boundary import fold_deadline, fold_pays
-from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, fold_cost, fold_effect
+from ..mechanisms.pins import Part, pinned_note
+from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost, fold_effect
 from ..types import Message, Origin, Shown
+from .received import Received
 
 
 class ClosedSpans:
@@ -147,3 +149,30 @@ class AgentFolds:
             if span.id not in self.costs:
                 c = fold_cost(span, t, last, now)
                 self.costs[span.id] = c._replace(kept_messages=kept + c.kept_messages)
+
+    def tail(
+        self, h: History, b: int, t: int, spans: list[Span], received: list[Received], pins: frozenset[Part],
+        msgs: list[Message], origins: list[Origin],
+    ) -> None:
+        """Steps b+1..t as ``received``, except closed ``spans``: one block at their first step, with
+        the pinned parts of the steps it covers verbatim after it."""
+        cover = cover_map(spans) if spans else {}
+        pinned = {p[0] for p in pins if p[0] > b}
+        for i in range(b + 1, t + 1):
+            span = cover.get(i)
+            if span is None:
+                msgs += received[i - 1].msgs
+                if i in pinned:  # as received anyway; marked so that a compaction keeps it
+                    origins += [o if (i, k - 1) not in pins else Origin(i, o.part, Shown.PINNED, (i,))
+                                for k, o in enumerate(received[i - 1].origins)]
+                    continue
+                origins += received[i - 1].origins
+            elif i == span.begin:  # a span straddling the boundary has its block behind it
+                msg, origin = self.block(h, span)
+                msgs.append(msg)
+                origins.append(origin)
+                for ps, pj in sorted(p for p in pins if span.begin <= p[0] <= (span.end or 0)):
+                    s = h.step(ps)
+                    text = s.reply_text if pj == -1 else s.output_texts[pj]
+                    msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
+                    origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))

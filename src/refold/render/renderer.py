@@ -25,8 +25,8 @@ from ..mechanisms.boundary import Candidate, cold, defers_folds, idle_s, should_
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
-from ..mechanisms.pins import Part, PinBook, pinned_note
-from ..mechanisms.spans import FoldCost, Span, SpanBook, cover_map
+from ..mechanisms.pins import Part, PinBook
+from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..messages import clean
 from ..types import Message, Origin, Rendered, RenderStats, Shown
 from .behind import Behind
@@ -64,6 +64,9 @@ class Renderer:
             self._seen = _seen_key(history, 0)
         self._received: list[Received] = []  # per step, index i-1
         self._recv_cum = [0]  # characters of steps 1..i as received
+        self._recv_msgs: list[Message] = []  # every step's received messages in order, and their origins:
+        self._recv_origins: list[Origin] = []  # a tail of plain steps is one slice of each
+        self._recv_at = [0]  # messages of steps 1..i
         self._span_notes: list[str | None] = []  # span reminder shown with each step
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
@@ -156,7 +159,7 @@ class Renderer:
         tail_origins: list[Origin] = []
         self._tail(history, b, t, closed.after(b), tail, tail_origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
-            self._add_budget_line(history, t, tail, layout)
+            self._add_budget_line(history, t, tail, layout, plain=not closed.after(b))
         if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
             tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
@@ -168,7 +171,9 @@ class Renderer:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
-        self._note_fold_costs(t, messages, layout, shown_now)
+        if shown_now:  # what the folds shown first at this call cost the cache
+            same = self._known_same(layout, t)
+            self._folds.note_costs(shown_now, t, same, self._last.since(same), messages.since(same))
         self._last, self._last_origins = messages, origins
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
@@ -184,17 +189,19 @@ class Renderer:
         same = len(self._prefix) + (len(layout.msgs) if layout is self._last_layout else layout.reused)
         return messages.common(self._last, min(same, len(self._last), len(messages)))
 
-    def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout) -> None:
+    def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout, *, plain: bool) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
         form = self._received[t - 1]
         if not tail or tail[-1] is not form.msgs[-1] or len(form.msgs) < 2:
             return
-        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)  # running totals
+        # running totals; a tail without span blocks holds steps b+1..t as received
+        tail_chars = self._recv_cum[t] - self._recv_cum[layout.b] if plain else sum(message_chars(m) for m in tail)
+        size = self._prefix_chars + layout.total_chars + tail_chars
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
         self._received[t - 1] = with_budget_line(form, history.step(t), line)
         self._recv_cum[t] += self._received[t - 1].chars - form.chars
-        tail[-1] = self._received[t - 1].msgs[-1]
+        tail[-1] = self._recv_msgs[self._recv_at[t] - 1] = self._received[t - 1].msgs[-1]
 
     def _receive(self, history: History, t: int) -> None:
         for s in history.steps_between(len(self._received), t):
@@ -207,6 +214,9 @@ class Renderer:
             self._span_notes.append(note)
             form = received_form(s, self.config, note)
             self._received.append(form)
+            self._recv_msgs += form.msgs
+            self._recv_origins += form.origins
+            self._recv_at.append(len(self._recv_msgs))
             self._recv_cum.append(self._recv_cum[-1] + form.chars)
             if s.restore_of:
                 self._restores.append(s.index)
@@ -294,7 +304,7 @@ class Renderer:
             history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms, pinned,
             hidden_texts=self._hidden_texts, reply_texts=self._reply_texts, mask_notes=self._mask_notes,
         )
-        layout = lay_out(view, lambda span: self._block(history, span), self._notes, self._note_lines, self._layout)
+        layout = lay_out(view, lambda span: self._folds.block(history, span), self._notes, self._note_lines, self._layout)
         self._candidate = layout
         return layout
 
@@ -350,36 +360,16 @@ class Renderer:
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
-    def _block(self, history: History, span: Span) -> tuple[Message, Origin]:
-        return self._folds.block(history, span)
-
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
-        cover = cover_map(spans) if spans else {}
-        pinned = {p[0] for p in self._pinned(b, t) if p[0] > b}
-        for i in range(b + 1, t + 1):
-            span = cover.get(i)
-            if span is None:
-                msgs += self._received[i - 1].msgs
-                if i in pinned:  # as received anyway; marked so that a compaction keeps it
-                    origins += [o if (i, k - 1) not in self._pinned(b, t) else Origin(i, o.part, Shown.PINNED, (i,))
-                                for k, o in enumerate(self._received[i - 1].origins)]
-                    continue
-                origins += self._received[i - 1].origins
-            elif i == span.begin:  # a span straddling the boundary has its block behind it
-                msg, origin = self._block(h, span)
-                msgs.append(msg)
-                origins.append(origin)
-                for ps, pj in sorted(p for p in self._pinned(b, t) if span.begin <= p[0] <= (span.end or 0)):
-                    s = h.step(ps)
-                    text = s.reply_text if pj == -1 else s.output_texts[pj]
-                    msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
-                    origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
-
-    def _note_fold_costs(self, t: int, messages: Joined[Message], layout: Layout, spans: list[Span]) -> None:
-        if spans:
-            same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
-            self._folds.note_costs(spans, t, same, self._last.since(same), messages.since(same))
+        pins = self._pinned(b, t)
+        pinned = {p[0] for p in pins if p[0] > b} if pins else ()
+        if not spans and not pinned:  # every step as received
+            at = self._recv_at
+            msgs += self._recv_msgs[at[b] : at[t]]
+            origins += self._recv_origins[at[b] : at[t]]
+            return
+        self._folds.tail(h, b, t, spans, self._received, pins, msgs, origins)
 
 
 def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
