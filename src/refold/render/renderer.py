@@ -21,14 +21,14 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, cold, defers_folds, idle_s, should_move, step_time
+from ..mechanisms.boundary import Candidate, cold, defers_folds, should_move, step_time
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
-from ..mechanisms.pins import Part, PinBook
+from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown
+from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
@@ -54,26 +54,29 @@ class Renderer:
         self._reset(None)
 
     def _reset(self, history: History | None) -> None:
-        self._seen: tuple[int, str, float | None, object] | None = None
+        # what identifies the steps seen (see ``_same``): their count, the last one and its recorded
+        # time (the Step object, its raw meta value, the time read from it), the history's pins
+        self._seen: tuple[int, Step | str, object, float | None, tuple[Pin, ...]] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
         self._prefix_chars = 0
+        self._user_pins = history.pins if history is not None else ()
         if history is not None:
             self._prefix, self._prefix_origins = prefix_messages(history, self.config)
             self._prefix_chars = sum(message_chars(m) for m in self._prefix)
-            self._seen = _seen_key(history, 0)
+            self._seen = (0, history.digest, None, None, self._user_pins)
         self._received: list[Received] = []  # per step, index i-1
         self._recv_cum = [0]  # characters of steps 1..i as received
         self._recv_msgs: list[Message] = []  # every step's received messages in order, and their origins:
         self._recv_origins: list[Origin] = []  # a tail of plain steps is one slice of each
         self._recv_at = [0]  # messages of steps 1..i
+        self._times: list[float | None] = []  # per step, when it was complete (recorded)
         self._span_notes: list[str | None] = []  # span reminder shown with each step
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans)
         self._objects = ObjectIndex() if self.config.ledger.view else None
         self._folds = AgentFolds(self.config, self._spans)
-        self._user_pins = history.pins if history is not None else ()
         self._folded: set[int] = set()
         self._marks_t = 0
         self._restores: list[int] = []  # restore steps, ascending
@@ -107,7 +110,7 @@ class Renderer:
         t = n if t is None else t
         if not 0 <= t <= n:
             raise ValueError(f"t={t} is outside 0..{n}")
-        if self._seen is None or _seen_key(history, self._seen[0]) != self._seen or t < self._t:
+        if t < self._t or not self._same(history):
             self._reset(history)
         if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
             return LazyRendered(*self._again)
@@ -119,7 +122,7 @@ class Renderer:
     def received(self, history: History, index: int) -> list[Message]:
         """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
         step = history.step(index)
-        if self._seen is not None and index <= len(self._span_notes) and _seen_key(history, self._seen[0]) == self._seen:
+        if index <= len(self._span_notes) and self._same(history):
             note = self._span_notes[index - 1]
         else:
             note = SpanBook.replay(history.steps_between(0, index), self.config.spans).reminder(index)
@@ -138,7 +141,11 @@ class Renderer:
 
     def _render(self, history: History, t: int, start: float) -> Rendered:
         self._receive(history, t)
-        self._seen = _seen_key(history, len(self._received))
+        n = len(self._received)
+        if n:
+            last = history.step(n)
+            raw = last.meta.get("time")
+            self._seen = (n, last, raw, self._times[n - 1], self._user_pins)
         self._advance_marks(history, t)
         p = self.config.policy
         seed = p.boundary(t)
@@ -218,8 +225,32 @@ class Renderer:
             self._recv_origins += form.origins
             self._recv_at.append(len(self._recv_msgs))
             self._recv_cum.append(self._recv_cum[-1] + form.chars)
+            self._times.append(step_time(s))
             if s.restore_of:
                 self._restores.append(s.index)
+
+    def _same(self, history: History) -> bool:
+        """Whether ``history`` starts with the steps seen, by content: digests chain the prefix;
+        recorded times are not in digests, and the last one decides whether the cache was cold."""
+        seen = self._seen
+        if seen is None:
+            return False
+        n, last, raw, at, pins = seen
+        if n > len(history) or history.pins != pins:
+            return False
+        if isinstance(last, str):  # no step seen: the digest of the whole history
+            return history.digest == last
+        step = history.step(n)
+        if step is last and step.meta.get("time") is raw:  # the same steps (the usual case)
+            return True
+        return step.digest == last.digest and step_time(step) == at
+
+    def _idle(self, t: int) -> float | None:
+        """Seconds between calls t and t+1 (``boundary.idle_s``), from the times of the steps received."""
+        if t < 2:
+            return None
+        now, before = self._times[t - 1], self._times[t - 2]
+        return None if now is None or before is None else now - before
 
     def _advance_marks(self, history: History, t: int) -> None:
         if not self.config.policy.fold:
@@ -260,7 +291,7 @@ class Renderer:
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._idle(t)
         ):
             self._commit(moved)
 
@@ -271,7 +302,7 @@ class Renderer:
         every, shown = folds.closed(), folds.shown()
         moved = self._layout_at(history, seed, t, every)
         kept = self._layout
-        idle = idle_s(history, t)
+        idle = self._idle(t)
         apply = (
             kept is None
             or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
@@ -371,13 +402,3 @@ class Renderer:
             return
         self._folds.tail(h, b, t, spans, self._received, pins, msgs, origins)
 
-
-def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
-    """What identifies the first ``n`` steps of a history by content (digests chain the prefix;
-    recorded times are not in digests, and the last one decides whether the cache was cold) and
-    the pins set on it."""
-    if n > len(history):
-        return None
-    if not n:
-        return 0, history.digest, None, history.pins
-    return n, history.step(n).digest, step_time(history.step(n)), history.pins
