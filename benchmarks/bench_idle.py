@@ -19,7 +19,7 @@ from refold.config import Config
 from refold.history import History
 from refold.loaders import load_all
 from refold.render import Renderer
-from refold.render.renderer import idle_s
+from refold.mechanisms.boundary import idle_s
 from refold.types import content_text
 
 

@@ -96,19 +96,31 @@ def _first_diff(a: list[T], b: list[T], i: int, stop: int) -> int:
     return i
 
 
-class LazyRendered(Rendered):
-    """A ``Rendered`` whose lists are joined on first read (then kept: each is its own fresh list)."""
+StatsArgs = tuple[int, int, int, int, int, int, int, float, int]
+"""``RenderStats``' fields in order (the stats are built from them on first read)."""
 
-    __slots__ = ("_messages", "_origins", "_parts")
+
+class LazyRendered(Rendered):
+    """A ``Rendered`` whose lists are joined, and whose stats are built, on first read (then kept:
+    each list is its own fresh one). A frozen dataclass costs a call per field to build."""
+
+    __slots__ = ("_args", "_messages", "_origins", "_parts", "_stats")
     _parts: tuple[Joined[Message], Joined[Origin]]
+    _args: StatsArgs
     _messages: list[Message] | None
     _origins: list[Origin] | None
+    _stats: RenderStats | None
 
-    def __init__(self, messages: Joined[Message], origins: Joined[Origin], stats: RenderStats) -> None:  # noqa: D107
-        object.__setattr__(self, "_parts", (messages, origins))
-        object.__setattr__(self, "_messages", None)
-        object.__setattr__(self, "_origins", None)
-        object.__setattr__(self, "stats", stats)
+    def __init__(self, messages: Joined[Message], origins: Joined[Origin], stats: StatsArgs | RenderStats) -> None:  # noqa: D107
+        setattr_ = object.__setattr__
+        setattr_(self, "_parts", (messages, origins))
+        if type(stats) is tuple:
+            setattr_(self, "_args", stats)
+            setattr_(self, "_stats", None)
+        else:
+            setattr_(self, "_stats", stats)
+        setattr_(self, "_messages", None)
+        setattr_(self, "_origins", None)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Rendered):
@@ -127,6 +139,14 @@ class LazyRendered(Rendered):
             object.__setattr__(self, "_messages", listed)
             return listed
         return self._messages
+
+    @property
+    def stats(self) -> RenderStats:
+        if self._stats is None:
+            built = RenderStats(*self._args)
+            object.__setattr__(self, "_stats", built)
+            return built
+        return self._stats
 
     @property
     def origins(self) -> list[Origin]:

@@ -28,12 +28,12 @@ from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
+from ..types import Message, Origin, Rendered, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
-from .prompt import Joined, LazyRendered
+from .prompt import Joined, LazyRendered, StatsArgs
 from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
 from .rope import empty
 
@@ -91,7 +91,7 @@ class Renderer:
         self._last_chars = 0  # characters of the last prompt rendered
         self._last: Joined[Message] = Joined([], empty(), [])
         self._last_origins: Joined[Origin] = Joined([], empty(), [])
-        self._again: tuple[Joined[Message], Joined[Origin], RenderStats] | None = None  # the last call's prompt
+        self._again: tuple[Joined[Message], Joined[Origin], StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
 
@@ -187,7 +187,7 @@ class Renderer:
         self._t = t
         self._last_layout = layout
         ms = (time.perf_counter() - start) * 1000
-        self._again = (messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        self._again = (messages, origins, (t, b, stubs, trimmed, folded, notes, restores, ms, stable))
         return LazyRendered(*self._again)
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
