@@ -18,8 +18,8 @@ from pathlib import Path
 from refold.config import Config
 from refold.history import History
 from refold.loaders import load_all
-from refold.render import Renderer
 from refold.mechanisms.boundary import idle_s
+from refold.render import Renderer
 from refold.types import content_text
 
 

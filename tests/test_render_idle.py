@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.history import History
-from refold.render import Renderer, render
 from refold.mechanisms.boundary import idle_s
+from refold.render import Renderer, render
 from refold.wire import step_time
 
 T0 = 1_760_000_000.0
