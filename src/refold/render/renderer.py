@@ -100,6 +100,8 @@ class Renderer:
         self._last_layout: Layout | None = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
+        # a moved layout that extends the kept one: (moved, kept, last-tail messages read, that tail, common chars)
+        self._extends: tuple[Layout, Layout, int, list[Message], int] | None = None
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -358,6 +360,16 @@ class Renderer:
             d = layout.msgs.common(last.msgs, layout.reused, n) if layout.reused < n else layout.reused
             if d < n:
                 return Candidate(size, self._prefix_chars + layout.chars_before(d))
+            found = self._extends
+            if found is not None and found[0] is layout and found[1] is last:
+                k, tail_then, common = found[2], found[3], found[4]
+                tail_now = self._last.tail
+                # the answer read the last prompt's first k tail messages: the same, the same answer
+                if (tail_now is tail_then or tail_now[:k] == tail_then[:k]) and not self._pinned(layout.b, t):
+                    return Candidate(size, common)
+            plain = not self._pinned(layout.b, t)
+        else:
+            plain = False
         tail: list[Message] = []
         self._tail(history, layout.b, t, closed.after(layout.b), tail, [])
         n_prefix, n_layout = len(self._prefix), len(layout.msgs)
@@ -374,6 +386,11 @@ class Renderer:
         else:
             k = i - n_prefix - n_layout
             common = self._prefix_chars + layout.chars_before(i - n_prefix) + sum(message_chars(m) for m in tail[: max(0, k)])
+            n_last = n_prefix + len(last.msgs) if last is not None else 0
+            if plain and last is not None and n_last <= i < min(n_prefix + n_layout, len(self._last)):
+                # the moved layout extends the kept one and differs from the last prompt inside its own
+                # steps: while both layouts stay and the last tail keeps those messages, the same answer
+                self._extends = (layout, last, i - n_last + 1, self._last.tail, common)
         return Candidate(size, common)
 
     def _known_same(self, layout: Layout, t: int) -> int:
