@@ -38,6 +38,10 @@ from .received import Received, message_chars, prefix_messages, received_form, w
 from .rope import empty
 
 
+_NO_PINS: frozenset[Part] = frozenset()
+_LEDGER_VIEW = Origin(None, "ledger", Shown.NOTE)  # frozen: one for every call
+
+
 def render(history: History, config: Config = DEFAULT, t: int | None = None) -> Rendered:
     """The prompt after ``t`` steps (default: all), i.e. what model call t+1 is sent."""
     return Renderer(config).render(history, t)
@@ -172,7 +176,7 @@ class Renderer:
         if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
             tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
-            tail_origins.append(Origin(None, "ledger", Shown.NOTE))
+            tail_origins.append(_LEDGER_VIEW)
         messages = Joined(self._prefix, layout.msgs, tail)
         origins = Joined(self._prefix_origins, layout.origins, tail_origins)
         stable = self._stable(messages, layout, t)
@@ -195,8 +199,15 @@ class Renderer:
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         if self._t != t - 1 or not self._last:
             return 0
-        same = len(self._prefix) + (len(layout.msgs) if layout is self._last_layout else layout.reused)
-        return messages.common(self._last, min(same, len(self._last), len(messages)))
+        last = self._last
+        if layout is self._last_layout:
+            tail, before = messages.tail, last.tail
+            if len(tail) >= len(before) and tail[: len(before)] == before:  # the usual call: the last prompt, then more
+                return len(last)
+            same = len(self._prefix) + len(layout.msgs)
+        else:
+            same = len(self._prefix) + layout.reused
+        return messages.common(last, min(same, len(last), len(messages)))
 
     def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout, *, plain: bool) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
@@ -278,8 +289,11 @@ class Renderer:
 
     def _pinned(self, b: int, t: int) -> frozenset[Part]:
         """Pins as of call t; the latest plan as of the step a ledger op would count to."""
+        pins = self._pins
+        if not pins.events and not pins.plan_steps and not self._user_pins:  # asked a few times per call
+            return _NO_PINS
         p = self.config.policy
-        return self._pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t)
+        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t)
 
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
         return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
