@@ -53,6 +53,8 @@ class Renderer:
     def __init__(self, config: Config = DEFAULT) -> None:
         self.config = config
         self._mechanisms = resolve(config.mechanisms)
+        self._budget = bool(config.ledger.budget_tokens)
+        self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
@@ -141,10 +143,6 @@ class Renderer:
 
     # ---- the path -------------------------------------------------------------------------------
 
-    @property
-    def _sequential(self) -> bool:
-        return bool(self.config.ledger.budget_tokens) or self.config.boundary.rule == "cost"
-
     def _render(self, history: History, t: int, start: float) -> Rendered:
         self._receive(history, t)
         n = len(self._received)
@@ -170,9 +168,10 @@ class Renderer:
         b = layout.b
         tail: list[Message] = []  # this call's own messages: the prefix and the layout are shared
         tail_origins: list[Origin] = []
-        self._tail(history, b, t, closed.after(b), tail, tail_origins)
-        if self.config.ledger.budget_tokens and t and self._budget_done < t:
-            self._add_budget_line(history, t, tail, layout, plain=not closed.after(b))
+        after = closed.after(b)
+        self._tail(history, b, t, after, tail, tail_origins)
+        if self._budget and t and self._budget_done < t:
+            self._add_budget_line(history, t, tail, layout, plain=not after)
         if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
             tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
@@ -180,7 +179,7 @@ class Renderer:
         messages = Joined(self._prefix, layout.msgs, tail)
         origins = Joined(self._prefix_origins, layout.origins, tail_origins)
         stable = self._stable(messages, layout, t)
-        if closed.after(b):
+        if after:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
@@ -188,7 +187,7 @@ class Renderer:
             same = self._known_same(layout, t)
             self._folds.note_costs(shown_now, t, same, self._last.since(same), messages.since(same))
         self._last, self._last_origins = messages, origins
-        restores = bisect.bisect_right(self._restores, t)
+        restores = bisect.bisect_right(self._restores, t) if self._restores else 0
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
         self._last_layout = layout
@@ -277,6 +276,8 @@ class Renderer:
         return any((i in self._folded) != (i in self._behind.folded) for i in range(1, self._behind.frontier + 1))
 
     def _hidden(self, b: int, t: int) -> tuple[tuple[int, int, str], ...]:
+        if not self._ledger.ops:  # asked a few times per call
+            return ()
         p = self.config.policy
         limit = min(t, b + p.k) if p.chunk else t
         key = (b, limit)  # final: every op issued at a step <= limit <= t has been observed
