@@ -107,20 +107,13 @@ class LazyRendered(Rendered):
     __slots__ = ("_args", "_messages", "_origins", "_parts", "_stats")
     _parts: tuple[Joined[Message], Joined[Origin]]
     _args: StatsArgs
-    _messages: list[Message] | None
-    _origins: list[Origin] | None
-    _stats: RenderStats | None
+    _messages: list[Message]  # unset until first read
+    _origins: list[Origin]
+    _stats: RenderStats
 
     def __init__(self, messages: Joined[Message], origins: Joined[Origin], stats: StatsArgs | RenderStats) -> None:  # noqa: D107
-        setattr_ = object.__setattr__
-        setattr_(self, "_parts", (messages, origins))
-        if type(stats) is tuple:
-            setattr_(self, "_args", stats)
-            setattr_(self, "_stats", None)
-        else:
-            setattr_(self, "_stats", stats)
-        setattr_(self, "_messages", None)
-        setattr_(self, "_origins", None)
+        object.__setattr__(self, "_parts", (messages, origins))
+        object.__setattr__(self, "_args" if type(stats) is tuple else "_stats", stats)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Rendered):
@@ -134,25 +127,28 @@ class LazyRendered(Rendered):
 
     @property
     def messages(self) -> list[Message]:
-        if self._messages is None:
+        try:
+            return self._messages
+        except AttributeError:
             listed = self._parts[0].to_list()
             object.__setattr__(self, "_messages", listed)
             return listed
-        return self._messages
 
     @property
     def stats(self) -> RenderStats:
-        if self._stats is None:
+        try:
+            return self._stats
+        except AttributeError:
             built = RenderStats(*self._args)
             object.__setattr__(self, "_stats", built)
             return built
-        return self._stats
 
     @property
     def origins(self) -> list[Origin]:
-        if self._origins is None:
+        try:
+            return self._origins
+        except AttributeError:
             listed = self._parts[1].to_list()
             object.__setattr__(self, "_origins", listed)
             return listed
-        return self._origins
 
