@@ -78,17 +78,21 @@ def received_form(step: Step, config: Config, span_note: str | None = None) -> R
     last = len(observations) - 1
     # one Origin for every output: it is frozen, and this runs once per step of every call
     origin = Origin(step.index, "output", Shown.RESTORED if step.restore_of else Shown.RECEIVED, step.restore_of)
+    protocol, index = policy.protocol, step.index
     for j, obs in enumerate(observations):
         content = obs.get("content")
-        text = content_text(content)
-        if policy.protocol:
-            text = label(step.index, text)
+        text = label(index, content_text(content)) if protocol else content_text(content)
         if j == last:
             text += suffix
-        m = with_content(obs, text)
+        if type(content) is str:  # what with_content does for text, without its checks
+            m = clean(obs)
+            m["content"] = text
+            chars += len(text)
+        else:
+            m = with_content(obs, text)
+            chars += len(text) if not isinstance(content, list) else message_chars(m)
         msgs.append(m)
         origins.append(origin)
-        chars += len(text) if not isinstance(content, list) else message_chars(m)
     return Received(msgs, origins, suffix, chars)
 
 
