@@ -14,6 +14,7 @@ import ssl
 import sys
 import threading
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -116,6 +117,20 @@ def real_trajectories() -> list[Path]:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the session (its Playwright driver and launch are ~2 s of CPU);
+    each test opens its own context or page in it. The browser files are one xdist unit (GROUPS)."""
+    from playwright.sync_api import sync_playwright
+
+    from fake_upstream import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
 
 
 @dataclass(frozen=True)
