@@ -78,7 +78,7 @@ for _name in ("litellm", "anthropic"):
 
 # Test files that share a costly one-time setup, each set run by one xdist worker (--dist loadfile
 # otherwise gives each file to whichever worker is free): litellm through mini, the anthropic SDK,
-# Chromium (one per session), the fork server of refold serve. Files not listed are scheduled alone.
+# the fork server of refold serve. Files not listed are scheduled alone.
 GROUPS = {
     "litellm": [
         "test_context_surfaces.py", "test_minisweagent_context.py", "test_minisweagent_e2e.py",
@@ -86,23 +86,33 @@ GROUPS = {
         "test_proxy_clients.py",
     ],
     "anthropic-sdk": ["test_proxy_anthropic.py", "test_proxy_surface_stream.py"],
-    "chromium": ["test_viewer_browser.py", "test_viewer_pins_browser.py"],
     "serve-processes": ["test_proxy_durability.py", "test_proxy_span_restart.py", "test_proxy_responses_store.py"],
 }  # fmt: skip
 _GROUP_OF = {file: group for group, files in GROUPS.items() for file in files}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """--dist loadfile, with the files of one ``GROUPS`` entry as one unit of work."""
+    """--dist loadfile, with the files of one ``GROUPS`` entry as one unit of work, handed out first."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class GroupedFiles(LoadFileScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             group = _GROUP_OF.get(path.rsplit("/", 1)[-1])
             return f"group:{group}" if group else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # the groups are the largest units: handed out first, so that the small files, not
+            # a group, are what is left to even out the two workers at the end
+            if not self.ordered:
+                self.ordered = True
+                for scope in [s for s in self.workqueue if not s.startswith("group:")]:
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
 
     return GroupedFiles(config, log)
 
@@ -119,10 +129,11 @@ def data_dir() -> Path:
     return DATA
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session (its Playwright driver and launch are ~2 s of CPU);
-    each test opens its own context or page in it. The browser files are one xdist unit (GROUPS)."""
+    """One headless Chromium per test file; each test opens its own context or page in it. Not one
+    per session: Playwright's sync API keeps an event loop running in this thread while it is
+    open, and later tests on the same worker call asyncio.run."""
     from playwright.sync_api import sync_playwright
 
     from fake_upstream import CHROMIUM, CHROMIUM_ARGS
