@@ -85,7 +85,7 @@ GROUPS = {
         "test_minisweagent_errors.py", "test_minisweagent_units.py", "test_sessions_pins_mini.py",
         "test_proxy_clients.py",
     ],
-    "anthropic-sdk": ["test_proxy_anthropic.py", "test_proxy_surface_stream.py"],
+    "anthropic-sdk": ["test_proxy_anthropic.py", "test_proxy_surface_stream.py", "test_proxy_anthropic_rounds.py"],
     "serve-processes": ["test_proxy_durability.py", "test_proxy_span_restart.py", "test_proxy_responses_store.py"],
 }  # fmt: skip
 _GROUP_OF = {file: group for group, files in GROUPS.items() for file in files}
