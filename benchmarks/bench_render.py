@@ -84,6 +84,7 @@ class Row:
     largest: bool = False  # the synthetic size the p99 and ratio targets apply to
     recorded: bool = False
     listed: list[float] = field(default_factory=list)  # render + reading messages and origins, every call
+    opcodes: list[int] = field(default_factory=list)  # Python opcodes executed per call (recorded runs)
 
     @property
     def ratio(self) -> float:
@@ -206,6 +207,37 @@ def renderer_bytes(h: History, config: Config) -> int:
     return held(run)[1]
 
 
+def opcodes(h: History, config: Config) -> list[int]:
+    """Python opcodes each call t = 0..n executes (``sys.settrace`` opcode events, in an untimed
+    pass): a measure of the work per call that the machine's load does not change. C code (list
+    slices, dict lookups) counts as the one opcode that calls it."""
+    cold_caches()
+    r = Renderer(config)
+    count = 0
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal count
+        if event == "opcode":
+            count += 1
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return local
+
+    out = []
+    for t in range(len(h) + 1):
+        before = count
+        sys.settrace(tracer)
+        try:
+            r.render(h, t)
+        finally:
+            sys.settrace(None)
+        out.append(count - before)
+    return out
+
+
 def edges(ms: list[float]) -> tuple[list[float], list[float]]:
     m = max(1, round(0.05 * len(ms)))
     return ms[:m], ms[-m:]
@@ -309,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also time building an N-step synthetic History and its first render (a session's first request); 0: skip",
     )
     ap.add_argument(
+        "--no-opcodes",
+        action="store_true",
+        help="skip counting the Python opcodes per call of the recorded runs (an untimed traced pass)",
+    )
+    ap.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -396,12 +433,14 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     ms, listed = fastest(h, config, repeat)
                     rb = renderer_bytes(h, config)
+                    ops = [] if args.no_opcodes else opcodes(h, config)
                 except Exception as e:
                     errors.append(f"{key} {f.name}: {_error(e)}")
                     continue
                 a, b = edges(ms)
                 row.ms += ms
                 row.listed += listed
+                row.opcodes += ops
                 row.first += a
                 row.last += b
                 row.renderer_bytes = (row.renderer_bytes or 0) + rb
@@ -435,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         f"command: bench_render.py {shown_paths}{' --quick' if args.quick else ''} --repeat {repeat} "
         f"--sizes {','.join(map(str, sizes))} --configs {','.join(configs)} --seed {args.seed} --memory-budget {args.memory_budget:g} --clock {args.clock}"
         + (f" --first-render {args.first_render}" if args.first_render > 0 else "")
+        + (" --no-opcodes" if args.no_opcodes else "")
     )
     lines.append(
         f"clock: {args.clock} ({'thread CPU time' if args.clock == 'cpu' else 'wall time'}; {overhead * 1e6:.2f} us of "
@@ -484,6 +524,15 @@ def main(argv: list[str] | None = None) -> int:
         f"targets: median <= {TARGET_MEDIAN_MS} ms on recorded runs; at {largest} p99 <= {TARGET_P99_MS:g} ms and "
         f"last/first 5% <= {TARGET_RATIO:g}; memory <= {TARGET_MEMORY:g}x everywhere"
     )
+    counted = [r for r in rows if r.opcodes]
+    if counted:
+        lines.append(
+            "opcodes per call (Python opcodes a call executes, sys.settrace, untimed pass; independent of the load): "
+            + "; ".join(
+                f"{r.config}/{r.history} median {statistics.median(r.opcodes):.0f}, p90 {sorted(r.opcodes)[int(0.9 * len(r.opcodes))]}"
+                for r in counted
+            )
+        )
     missed = [f"{r.config}/{r.history}: {', '.join(r.misses())}" for r in rows if r.misses()]
     lines.append(f"missed: {'; '.join(missed)}" if missed else "all targets met")
     if any(r.renderer_bytes is None for r in rows):
