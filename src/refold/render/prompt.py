@@ -98,6 +98,8 @@ def _first_diff(a: list[T], b: list[T], i: int, stop: int) -> int:
 
 StatsArgs = tuple[int, int, int, int, int, int, int, float, int]
 """``RenderStats``' fields in order (the stats are built from them on first read)."""
+OriginParts = tuple[list[Origin], Rope[Origin], list[Origin]]
+"""The origins of the prefix, the layout and the tail (joined on first read)."""
 
 
 class LazyRendered(Rendered):
@@ -105,13 +107,13 @@ class LazyRendered(Rendered):
     each list is its own fresh one). A frozen dataclass costs a call per field to build."""
 
     __slots__ = ("_args", "_messages", "_origins", "_parts", "_stats")
-    _parts: tuple[Joined[Message], Joined[Origin]]
+    _parts: tuple[Joined[Message], OriginParts]
     _args: StatsArgs
     _messages: list[Message]  # unset until first read
     _origins: list[Origin]
     _stats: RenderStats
 
-    def __init__(self, messages: Joined[Message], origins: Joined[Origin], stats: StatsArgs | RenderStats) -> None:  # noqa: D107
+    def __init__(self, messages: Joined[Message], origins: OriginParts, stats: StatsArgs | RenderStats) -> None:  # noqa: D107
         object.__setattr__(self, "_parts", (messages, origins))
         object.__setattr__(self, "_args" if type(stats) is tuple else "_stats", stats)
 
@@ -148,7 +150,8 @@ class LazyRendered(Rendered):
         try:
             return self._origins
         except AttributeError:
-            listed = self._parts[1].to_list()
+            prefix, layout, tail = self._parts[1]
+            listed = [*prefix, *layout, *tail]
             object.__setattr__(self, "_origins", listed)
             return listed
 

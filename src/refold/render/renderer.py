@@ -33,10 +33,9 @@ from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
-from .prompt import Joined, LazyRendered, StatsArgs
+from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
 from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
 from .rope import empty
-
 
 _NO_PINS: frozenset[Part] = frozenset()
 _LEDGER_VIEW = Origin(None, "ledger", Shown.NOTE)  # frozen: one for every call
@@ -96,8 +95,8 @@ class Renderer:
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
         self._last: Joined[Message] = Joined([], empty(), [])
-        self._last_origins: Joined[Origin] = Joined([], empty(), [])
-        self._again: tuple[Joined[Message], Joined[Origin], StatsArgs] | None = None  # the last call's prompt
+        self._last_origins: OriginParts = ([], empty(), [])
+        self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
 
@@ -177,7 +176,7 @@ class Renderer:
             tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
             tail_origins.append(_LEDGER_VIEW)
         messages = Joined(self._prefix, layout.msgs, tail)
-        origins = Joined(self._prefix_origins, layout.origins, tail_origins)
+        origins = (self._prefix_origins, layout.origins, tail_origins)
         stable = self._stable(messages, layout, t)
         if after:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
@@ -324,7 +323,7 @@ class Renderer:
             kept is None
             or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
             or folds.due(t)
-            or folds.pays_now(history, t, self._last, self._last_origins)
+            or folds.pays_now(history, t, self._last, Joined(*self._last_origins))
             or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
         )
         if not apply and kept is not None:
@@ -344,9 +343,12 @@ class Renderer:
         spans, ids = closed.upto(b)
         hidden = self._hidden(b, t)
         pinned = self._pinned(b, t)
-        key = (b, hidden, ids, pinned)
+        masked = len(self._behind.mask_order)
         for known in (self._layout, self._candidate):
-            if known is not None and (known.b, known.hidden, known.spans, known.pinned) == key and known.masked_upto == len(self._behind.mask_order):
+            if (
+                known is not None and known.b == b and known.masked_upto == masked
+                and known.hidden == hidden and known.spans == ids and known.pinned == pinned
+            ):
                 return known
         view = LayoutView(
             history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms, pinned,
@@ -426,8 +428,7 @@ class Renderer:
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
         pins = self._pinned(b, t)
-        pinned = {p[0] for p in pins if p[0] > b} if pins else ()
-        if not spans and not pinned:  # every step as received
+        if not spans and (not pins or all(p[0] <= b for p in pins)):  # every step as received
             at = self._recv_at
             msgs += self._recv_msgs[at[b] : at[t]]
             origins += self._recv_origins[at[b] : at[t]]
