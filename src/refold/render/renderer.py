@@ -53,6 +53,7 @@ class Renderer:
         self.config = config
         self._mechanisms = resolve(config.mechanisms)
         self._budget = bool(config.ledger.budget_tokens)
+        self._defers = defers_folds(config)
         self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
@@ -154,9 +155,11 @@ class Renderer:
         seed = p.boundary(t)
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
-        self._behind.advance(history, seed, self._received, self._folded, self._spans)
+        behind = self._behind
+        if seed != behind.frontier or behind.spans is not self._spans or behind.marks is not self._folded:
+            behind.advance(history, seed, self._received, self._folded, self._spans)
         folds = self._folds
-        if folds.pending and defers_folds(self.config):
+        if folds.pending and self._defers:
             closed, shown_now = self._defer(history, seed, t)
         else:
             shown_now = folds.apply_all()
