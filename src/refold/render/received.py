@@ -101,7 +101,12 @@ def with_budget_line(form: Received, step: Step, line: str) -> Received:
     if len(form.msgs) < 2:
         return form
     msgs = list(form.msgs)
-    msgs[-1] = with_content(step.observations[-1], content_text(msgs[-1].get("content")) + "\n" + line)
+    last = msgs[-1]
+    content = last.get("content")
+    if type(content) is str:  # already clean: a copy with the longer text (keys in the same order)
+        msgs[-1] = {**last, "content": content + "\n" + line}
+    else:
+        msgs[-1] = with_content(step.observations[-1], content_text(content) + "\n" + line)
     return Received(msgs, form.origins, form.suffix + "\n" + line, form.chars + len(line) + 1)
 
 
