@@ -4,6 +4,7 @@ prune, branches are unlimited, views never hold up chat, and counters never go d
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import sqlite3
 import threading
@@ -28,7 +29,7 @@ from refold.proxy.records import SCHEMA_VERSION, Commit, Store, StoredStep
 from refold.proxy.redis_store import RedisStore
 from refold.proxy.sessions import SessionManager
 from refold.proxy.store import SQLiteStore
-from refold.proxy.viewer_pool import ViewPool
+from refold.proxy.viewer_pool import Snapshot, ViewPool
 from refold.render import Renderer
 from refold.types import message_digest
 
@@ -365,10 +366,11 @@ def test_views_never_hold_up_chat(upstream: tuple[FakeUpstream, str], tmp_path: 
     release = threading.Event()
     started = threading.Semaphore(0)
 
-    def slow_build(history: History, title: str, tokenizer: str) -> str:
+    def slow_build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
         started.release()
         release.wait(60)
-        return f"<html>{title}: {len(history)} steps</html>"
+        html = f"<html>{title}: {len(snap.history())} steps</html>".encode()
+        return html, gzip.compress(html)
 
     pool = ViewPool(Metrics(), max_pending=8, build=slow_build, executor=ThreadPoolExecutor(8))
     cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")

@@ -1,37 +1,99 @@
-"""Session HTML views off the chat path: a bounded worker pool and a cache.
+"""Session HTML views off the chat path: a bounded, low-priority worker pool and a cache.
 
 A view re-renders the session under every policy variant (seconds at a few hundred steps), so it
 runs in its own worker processes (by default one; CPU-bound Python in a thread would still take the
-GIL from the event loop), never in the thread pool store calls or token counting use. Workers
-are spawned, not forked (the proxy has threads); like any spawn pool, a script that starts the app
-itself needs an ``if __name__ == "__main__":`` guard (``refold serve`` has one). At most
-``max_pending`` views build or wait at once; one more is a 503 to retry. A built page is cached by
-(session, head digest), and concurrent requests for the same page share one build.
+GIL from the event loop), never in the thread pool store calls or token counting use. The workers
+run at the lowest CPU priority (``SCHED_IDLE``, else ``nice 19``): on a box where chat needs the
+CPUs, a view waits, chat does not. The event loop only takes a ``Snapshot`` of the stored steps
+(references, no replay); the worker rebuilds the history, the page and its gzip form.
+
+Workers are spawned, not forked (the proxy has threads); like any spawn pool, a script that starts
+the app itself needs an ``if __name__ == "__main__":`` guard (``refold serve`` has one). At most
+``max_pending`` views build or wait at once; one more is a 503 to retry. A built page is cached as
+bytes by (session, head digest, pins, tokenizer) with an ETag, and concurrent requests for the same
+page share one build.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gzip
+import hashlib
 import multiprocessing
+import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ProxyError, RefoldError
 from ..history import History
+from ..types import Message
 from .metrics import Metrics
 
-Builder = Callable[[History, str, str], str]
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a view shows, as plain data a worker process receives: the prefix, each stored step
+    (reply, outputs, stored meta), the session's pin records and the page's live controls."""
+
+    prefix: Sequence[Message]
+    steps: Sequence[tuple[Message, Sequence[Message], dict[str, Any]]]
+    pins: Sequence[dict[str, Any]]
+    live: dict[str, Any]
+    source: str
+
+    def history(self) -> History:
+        from ..wire import read_stored
+
+        h = History(list(self.prefix), source=self.source, meta={"live": self.live})
+        for reply, obs, stored in self.steps:
+            facts, meta = read_stored(reply, obs, stored)
+            h.append(reply, obs, facts=facts, meta=meta)
+        h.load_pins(self.pins)
+        return h
 
 
-def build_page(history: History, title: str, tokenizer: str) -> str:
-    """The viewer's report (runs in a worker process); a RefoldError comes back as its text.
-    ``history.meta["live"]`` (the session's name, URL and pins) adds its expand and pin controls."""
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A built page: the HTML as UTF-8, the same gzip-compressed, and its ETag."""
+
+    html: bytes
+    gz: bytes
+    etag: str
+
+    @property
+    def size(self) -> int:
+        return len(self.html) + len(self.gz)
+
+
+Built = tuple[bytes, bytes]
+Builder = Callable[[Snapshot, str, str], Built]
+
+
+def build_page(snap: Snapshot, title: str, tokenizer: str) -> Built:
+    """The viewer's report and its gzip form (runs in a worker process); a RefoldError comes back
+    as its text. ``snap.live`` (the session's name, URL and pins) adds its expand and pin controls."""
     from ..lab.viewer import build_report
 
-    live = history.meta.get("live")
-    return build_report(history, title=title, tokenizer=tokenizer, live=live if isinstance(live, dict) else None)
+    history = snap.history()
+    html = build_report(history, title=title, tokenizer=tokenizer, live=snap.live).encode()
+    return html, gzip.compress(html, 6)
+
+
+def lower_priority() -> None:
+    """Worker initializer: take the CPU only when nothing else wants it (Linux SCHED_IDLE), else
+    the lowest nice level; a platform with neither keeps the default."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
+        return
+    except (AttributeError, OSError):
+        pass
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(19)
 
 
 class ViewPool:
@@ -52,22 +114,33 @@ class ViewPool:
         self.build = build
         self._executor = executor
         self._own = executor is None
-        self._cache: OrderedDict[tuple[str, ...], str] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, ...], Page] = OrderedDict()
         self._size = 0
-        self._inflight: dict[tuple[str, ...], asyncio.Future[str]] = {}
+        self._inflight: dict[tuple[str, ...], asyncio.Future[Page]] = {}
+        self._nonce = os.urandom(8).hex()  # an ETag from before a restart never matches
         self.builds = 0
 
     def executor(self) -> Executor:
         if self._executor is None:  # started on the first view: most proxies never build one
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._executor = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=lower_priority
+            )
         return self._executor
 
-    async def page(self, key: tuple[str, ...], snapshot: Callable[[], History], title: str, tokenizer: str) -> str:
-        """The page for ``key``; ``snapshot`` (called only on a miss) gives the history to show."""
+    def etag(self, key: tuple[str, ...]) -> str:
+        return '"' + hashlib.sha256("\0".join((self._nonce, *key)).encode()).hexdigest()[:32] + '"'
+
+    def cached(self, key: tuple[str, ...]) -> Page | None:
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             self.metrics.inc("refold_views_total", outcome="cached")
+        return hit
+
+    async def page(self, key: tuple[str, ...], snapshot: Callable[[], Snapshot], title: str, tokenizer: str) -> Page:
+        """The page for ``key``; ``snapshot`` (called only on a miss) gives what to show."""
+        hit = self.cached(key)
+        if hit is not None:
             return hit
         shared = self._inflight.get(key)
         if shared is not None:
@@ -80,15 +153,15 @@ class ViewPool:
                 type="server_error",
                 code="views_busy",
             )
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Page] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         self.metrics.gauge("refold_views_in_flight", len(self._inflight))
         try:
             t0 = time.perf_counter()
-            history = snapshot()
+            snap = snapshot()
             loop = asyncio.get_running_loop()
             try:
-                page = await loop.run_in_executor(self.executor(), self.build, history, title, tokenizer)
+                html, gz = await loop.run_in_executor(self.executor(), self.build, snap, title, tokenizer)
             except RefoldError as e:
                 raise ProxyError(409, f"cannot show {title}: {e}", code="session_not_viewable") from None
             except BrokenExecutor as e:  # a worker died (killed, out of memory): start afresh next time
@@ -96,6 +169,7 @@ class ViewPool:
                 raise ProxyError(
                     503, f"the view worker stopped ({type(e).__name__}); retry", type="server_error", code="views_busy"
                 ) from None
+            page = Page(html, gz, self.etag(key))
             self.builds += 1
             self.metrics.observe("refold_view_build_ms", (time.perf_counter() - t0) * 1000)
             self.metrics.inc("refold_views_total", outcome="built")
@@ -110,14 +184,14 @@ class ViewPool:
             del self._inflight[key]
             self.metrics.gauge("refold_views_in_flight", len(self._inflight))
 
-    def _store(self, key: tuple[str, ...], page: str) -> None:
-        if len(page) > self.cache_bytes:
+    def _store(self, key: tuple[str, ...], page: Page) -> None:
+        if page.size > self.cache_bytes:
             return
         self._cache[key] = page
-        self._size += len(page)
+        self._size += page.size
         while self._size > self.cache_bytes:
             _, old = self._cache.popitem(last=False)
-            self._size -= len(old)
+            self._size -= old.size
 
     def close(self) -> None:
         if self._own and self._executor is not None:
