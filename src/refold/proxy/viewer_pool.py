@@ -96,6 +96,36 @@ def lower_priority() -> None:
         os.nice(19)
 
 
+class Lane:
+    """At most ``rate`` views a second are served, each in its own time slot; at most
+    ``max_waiting`` wait for one (more are a 503 to retry). Even a cached page costs the event loop
+    a little, so a client reloading in a tight loop takes a bounded share of it, never chat's."""
+
+    def __init__(self, rate: float, max_waiting: int) -> None:
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.max_waiting = max_waiting
+        self.waiting = 0
+        self._next = 0.0
+
+    async def wait(self, metrics: Metrics) -> None:
+        if self.interval == 0.0:
+            return
+        if self.waiting >= self.max_waiting:
+            metrics.inc("refold_views_total", outcome="busy")
+            raise ProxyError(
+                503, "too many session views are being requested; retry shortly", type="server_error", code="views_busy"
+            )
+        now = asyncio.get_running_loop().time()
+        slot = max(now, self._next)
+        self._next = slot + self.interval
+        if slot > now:
+            self.waiting += 1
+            try:
+                await asyncio.sleep(slot - now)
+            finally:
+                self.waiting -= 1
+
+
 class ViewPool:
     def __init__(
         self,
@@ -104,10 +134,13 @@ class ViewPool:
         workers: int = 1,
         max_pending: int = 8,
         cache_bytes: int = 64 * 1024 * 1024,
+        rate: float = 100.0,
+        max_waiting: int = 16,
         build: Builder = build_page,
         executor: Executor | None = None,
     ) -> None:
         self.metrics = metrics
+        self.lane = Lane(rate, max_waiting)
         self.workers = workers
         self.max_pending = max_pending
         self.cache_bytes = cache_bytes

@@ -68,9 +68,10 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
     @router.get("/sessions/{name}/view")
     async def session_view(request: Request, name: str) -> Response:
         who = tenant(request)
+        pool: ViewPool = state["views"]
+        await pool.lane.wait(pool.metrics)
         s = await find(request, name, max_age=VIEW_FRESH_S)
         head = s.head or ""
-        pool: ViewPool = state["views"]
         key = (s.sid, head, str(len(s.pins)), tokenizer)  # a pin changes the prompts the page shows
         headers = {"Cache-Control": "private, no-cache", "Vary": "Accept-Encoding, Authorization"}
         if who.header not in (None, "cookie"):  # the page's own calls need a grant (views_access)
