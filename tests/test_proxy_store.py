@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from refold.errors import ConfigError, StoreUnavailable
-from refold.history import History
 from refold.proxy import ProxyConfig, create_app, open_store
 from refold.proxy.metrics import Metrics
 from refold.proxy.records import SCHEMA_VERSION, Commit, Store, StoredStep
