@@ -499,6 +499,43 @@ def test_a_view_lane_bounds_the_views_served_and_refuses_the_excess(
     asyncio.run(go())
 
 
+def test_a_session_builds_one_page_at_a_time_and_a_live_view_lags_by_one_build() -> None:
+    gate = threading.Event()
+    built: list[int] = []
+
+    def build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
+        gate.wait(30)
+        built.append(len(snap.steps))
+        return str(len(snap.steps)).encode(), b""
+
+    def snap(n: int) -> Any:
+        return lambda: Snapshot([], [({"role": "assistant", "content": "r"}, [], {})] * n, [], {}, "s")
+
+    async def go() -> None:
+        pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(2))
+        key = lambda n: ("sid", f"head{n}", "0", "chars4")  # noqa: E731
+        a = asyncio.create_task(pool.page(key(1), snap(1), "t", "chars4"))
+        await asyncio.sleep(0.05)
+        b = asyncio.create_task(pool.page(key(2), snap(2), "t", "chars4"))  # no page yet: shares the build
+        other = asyncio.create_task(pool.page(("sid2", "h", "0", "chars4"), snap(5), "t", "chars4"))
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert (await a).html == (await b).html == b"1" and (await other).html == b"5"
+        assert sorted(built) == [1, 5]
+        assert (await pool.page(key(2), snap(2), "t", "chars4")).html == b"2"  # now its own build
+        gate.clear()
+        c = asyncio.create_task(pool.page(key(3), snap(3), "t", "chars4"))
+        await asyncio.sleep(0.05)
+        assert (await pool.page(key(4), snap(4), "t", "chars4")).html == b"2"  # at once: the last page
+        assert not c.done()
+        gate.set()
+        assert (await c).html == b"3" and sorted(built) == [1, 2, 3, 5]
+        assert pool.cached(key(2)) is None and pool.cached(key(3)) is not None  # one page per session kept
+        pool.close()
+
+    asyncio.run(go())
+
+
 def test_session_routes_build_off_the_event_loop(
     upstream: tuple[FakeUpstream, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

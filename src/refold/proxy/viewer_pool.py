@@ -9,9 +9,10 @@ CPUs, a view waits, chat does not. The event loop only takes a ``Snapshot`` of t
 
 Workers are spawned, not forked (the proxy has threads); like any spawn pool, a script that starts
 the app itself needs an ``if __name__ == "__main__":`` guard (``refold serve`` has one). At most
-``max_pending`` views build or wait at once; one more is a 503 to retry. A built page is cached as
-bytes by (session, head digest, pins, tokenizer) with an ETag, and concurrent requests for the same
-page share one build.
+``max_pending`` sessions' views build or wait at once; one more is a 503 to retry. A built page is
+cached as bytes by (session, head digest, pins, tokenizer) with an ETag. A session builds one page
+at a time: requests for it meanwhile share that build, or, when the session has moved on since
+(an agent writing it), get its last page at once: a live view lags by at most one build.
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ class ViewPool:
         self._own = executor is None
         self._cache: OrderedDict[tuple[str, ...], Page] = OrderedDict()
         self._size = 0
-        self._inflight: dict[tuple[str, ...], asyncio.Future[Page]] = {}
+        self._inflight: dict[str, tuple[tuple[str, ...], asyncio.Future[Page]]] = {}  # by session
+        self._latest: dict[str, tuple[str, ...]] = {}  # each session's last built page
         self._nonce = os.urandom(8).hex()  # an ETag from before a restart never matches
         self.builds = 0
 
@@ -175,9 +177,15 @@ class ViewPool:
         hit = self.cached(key)
         if hit is not None:
             return hit
-        shared = self._inflight.get(key)
-        if shared is not None:
-            return await asyncio.shield(shared)
+        sid = key[0]
+        running = self._inflight.get(sid)
+        if running is not None:  # one build per session at a time: a session written meanwhile
+            if running[0] != key:  # shows its last page until the build under way is done
+                last = self._cache.get(self._latest.get(sid, ()))
+                if last is not None:
+                    self.metrics.inc("refold_views_total", outcome="stale")
+                    return last
+            return await asyncio.shield(running[1])
         if len(self._inflight) >= self.max_pending:
             self.metrics.inc("refold_views_total", outcome="busy")
             raise ProxyError(
@@ -187,7 +195,7 @@ class ViewPool:
                 code="views_busy",
             )
         fut: asyncio.Future[Page] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
+        self._inflight[sid] = (key, fut)
         self.metrics.gauge("refold_views_in_flight", len(self._inflight))
         try:
             t0 = time.perf_counter()
@@ -214,17 +222,23 @@ class ViewPool:
             fut.exception()  # retrieved: a view nobody else waited for must not log a warning
             raise
         finally:
-            del self._inflight[key]
+            del self._inflight[sid]
             self.metrics.gauge("refold_views_in_flight", len(self._inflight))
 
     def _store(self, key: tuple[str, ...], page: Page) -> None:
         if page.size > self.cache_bytes:
             return
+        old = self._latest.get(key[0])
+        if old is not None and old != key and old in self._cache:  # superseded: one page per session
+            self._size -= self._cache.pop(old).size
+        self._latest[key[0]] = key
         self._cache[key] = page
         self._size += page.size
         while self._size > self.cache_bytes:
-            _, old = self._cache.popitem(last=False)
-            self._size -= old.size
+            gone, evicted = self._cache.popitem(last=False)
+            self._size -= evicted.size
+            if self._latest.get(gone[0]) == gone:
+                del self._latest[gone[0]]
 
     def close(self) -> None:
         if self._own and self._executor is not None:
