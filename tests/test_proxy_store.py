@@ -595,9 +595,7 @@ def test_view_workers_run_at_the_lowest_priority() -> None:
     pool = ViewPool(Metrics())
     try:
         ex = pool.executor()
-        policy = ex.submit(os.sched_getscheduler, 0).result(60)
-        nice = ex.submit(os.nice, 0).result(60)
-        assert policy == os.SCHED_IDLE or nice == 19
+        assert ex.submit(os.nice, 0).result(60) == 19
     finally:
         pool.close()
 

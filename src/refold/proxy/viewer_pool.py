@@ -3,8 +3,8 @@
 A view re-renders the session under every policy variant (seconds at a few hundred steps), so it
 runs in its own worker processes (by default one; CPU-bound Python in a thread would still take the
 GIL from the event loop), never in the thread pool store calls or token counting use. The workers
-run at the lowest CPU priority (``SCHED_IDLE``, else ``nice 19``): on a box where chat needs the
-CPUs, a view waits, chat does not. The event loop only takes a ``Snapshot`` of the stored steps
+run at the lowest CPU priority (``nice 19``): on a box where chat needs the CPUs, a view waits,
+chat does not. The event loop only takes a ``Snapshot`` of the stored steps
 (references, no replay); the worker rebuilds the history, the page and its gzip form.
 
 Workers are spawned, not forked (the proxy has threads); like any spawn pool, a script that starts
@@ -86,15 +86,11 @@ def build_page(snap: Snapshot, title: str, tokenizer: str) -> Built:
 
 
 def lower_priority() -> None:
-    """Worker initializer: take the CPU only when nothing else wants it (Linux SCHED_IDLE), else
-    the lowest nice level; a platform with neither keeps the default."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined,unused-ignore]
-        return
-    except (AttributeError, OSError):
-        pass
-    with contextlib.suppress(AttributeError, OSError):
-        os.nice(19)
+    """Worker initializer: the lowest CPU priority (``nice 19``). The kernel then runs a waking
+    proxy, upstream or client before it, so a build only takes CPU that chat leaves; unlike
+    ``SCHED_IDLE`` it still advances (slowly) on a box that is never idle."""
+    with contextlib.suppress(AttributeError, OSError):  # no os.nice (Windows): the default priority
+        os.nice(19 - os.nice(0))
 
 
 class Lane:
