@@ -10,8 +10,9 @@ sets a grant cookie, and that cookie alone is accepted for the page's two calls:
 * ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no other site's request carries it),
   ``Path=/sessions/{id}`` (sent only for that session's routes), ``Secure`` over https;
 * accepted only for ``GET /sessions/{id}/expand`` and ``POST /sessions/{id}/pins`` of the session
-  it names, and a POST must also come from this proxy's own origin (``Origin`` = this Host): the
-  Guard's Host, Origin and JSON content-type checks still run first. Never for chat, metrics or
+  it names, and a POST must also come from this proxy's own origin (``Origin`` = this Host, which
+  passed the Host allowlist; with ``--allow-host '*'`` only an ``--allow-origin`` one): the Guard's
+  Host, Origin and JSON content-type checks still run first. Never for chat, metrics or
   listing sessions; a request with a credential header is judged by that header alone.
 
 The HMAC key is derived from every ``--token`` (forging a grant needs all of them), so replicas
