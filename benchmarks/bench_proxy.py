@@ -332,6 +332,15 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children_cpu(pid: int) -> float:
+    """CPU seconds of a process's live children (the proxy's view workers)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    return sum(proc_cpu(int(k)) for k in kids)
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))] if s else float("nan")
@@ -428,12 +437,14 @@ def main() -> None:
                     if i == 0 and "views" not in skip:
                         asyncio.run(seed_viewed(purl + "/v1", 30))
                         for label, viewed in (("8 views", "done"), ("8 live views", "live")):
-                            before = scrape(purl)
+                            before, cpu0, kids0 = scrape(purl), proc_cpu(proc.pid), children_cpu(proc.pid)
                             load2, _, wall2, views, base2 = asyncio.run(
                                 run_agents(purl + "/v1", a, a.sessions, a.tool_ms, None, viewers=purl, control=direct,
                                            viewed=viewed)
                             )
                             after = scrape(purl)
+                            cpu2 = (proc_cpu(proc.pid) - cpu0) * 1000 / max(1, len(load2.lat))
+                            kids = children_cpu(proc.pid) - kids0
                             built = after.get("refold_views_total|built", 0) - before.get("refold_views_total|built", 0)
                             lines.append(row("direct (same time)", base2, None, "-"))
                             lines.append(
@@ -441,6 +452,8 @@ def main() -> None:
                                 + f"   wall {wall2:.1f} s; {len(views.lat)} views served ({built:.0f} built), "
                                 f"p50 {pct(views.lat, 50):.1f} ms, {views.retries} told to retry"
                             )
+                            lines.append(f"{'':<30}proxy CPU {cpu2:.1f} ms per call (with its views); view workers "
+                                         f"{kids:.1f} CPU s")
             if "saturated" not in skip:
                 lines += ["", f"saturated (capacity, not latency): {a.sessions} sessions x {a.turns} turns, no upstream "
                           "time, no tool time, a closed loop on 2 CPUs; direct and proxy run one after the other", HEADER]
