@@ -9,11 +9,14 @@ the bytes the History holds when built alone. Synthetic (simulated) runs come fr
 ``benchmarks/synthetic.py``: reads with overlapping ranges, edits, greps, tests, STALE marks,
 spans, ledger ops and restores recorded as refold's mini wrapper stores them.
 
-    python benchmarks/bench_render.py [PATH ...] [--quick] [--repeat 5] [--out FILE]
+    python benchmarks/bench_render.py [PATH ...] [--quick] [--repeat 5] [--first-render N] [--out FILE]
 
 PATH: folders or files of recorded runs (default: the runs in tests/data and the package's demo
 run). ``--quick``: 200/1,000-step synthetic runs and one pass (a smoke test; writes nothing unless
-``--out``). Otherwise the report goes to stdout and benchmarks/results/render.txt.
+``--out``). ``--first-render N``: also time what a session's first request pays for an N-step
+history (a restarted proxy, a resumed run): building the History from its JSON, then one render
+of its last call by a fresh Renderer (the cost rule replays every call before it). Otherwise the
+report goes to stdout and benchmarks/results/render.txt.
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from refold import shell
 from refold.config import Config
 from refold.history import History
-from refold.loaders import load
+from refold.loaders import load, load_all
 from refold.mechanisms import summary
 
 try:
@@ -165,6 +169,9 @@ def cold_caches() -> None:
     Without this, synthetic-10000 (whose first 2,000 steps are synthetic-2000's) finds the
     summaries of its first steps cached by the run before it, and its first 5% look cheap."""
     summary._summarize.cache_clear()
+    analyzed = getattr(shell, "_analyze", None)  # the shell analysis cache, where there is one
+    if analyzed is not None:
+        analyzed.cache_clear()
 
 
 def fastest(h: History, config: Config, repeat: int) -> tuple[list[float], list[float]]:
@@ -238,6 +245,27 @@ def _error(e: Exception) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def first_render(n: int, seed: int, configs: dict[str, tuple[str, Config]]) -> list[str]:
+    """CPU seconds to build an n-step History from JSON and to render its last call, per config,
+    gc on (as in a server), each from cold caches (the summary memo and the shell analysis cache)."""
+    wire = json.dumps(synthetic_messages(n, seed))
+    lines = []
+    for key, (_, config) in configs.items():
+        cold_caches()
+        t0 = time.thread_time()
+        h = History.from_messages(json.loads(wire), source=f"synthetic-{n}")
+        t1 = time.thread_time()
+        r = Renderer(config).render(h)
+        t2 = time.thread_time()
+        _ = r.messages
+        lines.append(
+            f"first render {key:8} synthetic-{n} (simulated, seed {seed}): History from JSON {t1 - t0:.2f} s "
+            f"({(t1 - t0) / n * 1000:.3f} ms/step), render of call {n} by a fresh Renderer {t2 - t1:.2f} s "
+            f"({(t2 - t1) / n * 1000:.3f} ms/call replayed), {len(r.messages)} messages"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("paths", nargs="*", help="folders or files of recorded runs")
@@ -272,6 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(CLOCKS),
         default="cpu",
         help="cpu: this thread's CPU time per call, not inflated by other load (default); wall: perf_counter",
+    )
+    ap.add_argument(
+        "--first-render",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time building an N-step synthetic History and its first render (a session's first request); 0: skip",
     )
     ap.add_argument(
         "--out",
@@ -310,12 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     recorded: list[tuple[Path, History, int]] = []
     skipped: list[str] = []
     for f in runs_in(args.paths):
-        try:
-            h, size = held(partial(load, f))
+        try:  # a multi-agent file (CodeR) is one session per agent, each measured alone
+            sessions = [h.source or str(f) for h in load_all(f)]
         except Exception as e:  # a bad file costs one line, the rest still runs
             skipped.append(f"{f}: {_error(e)}")
             continue
-        recorded.append((f, h, size))
+        for source in sessions:
+            try:
+                h, size = held(partial(load, source))
+            except Exception as e:
+                skipped.append(f"{source}: {_error(e)}")
+                continue
+            recorded.append((Path(source), h, size))
     recorded_chars = sum(
         len(str(m.get("content") or ""))
         for _, h, _ in recorded
@@ -345,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     errors: list[str] = []
+    first_lines = first_render(args.first_render, args.seed, configs) if args.first_render > 0 else []
+    if first_lines:
+        progress(f"first render of synthetic-{args.first_render} timed")
     for key, (_, config) in configs.items():
         if recorded:
             row = Row(key, f"recorded ({len(recorded)})", [], [], [], 0, 0, recorded=True)
@@ -390,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(
         f"command: bench_render.py {shown_paths}{' --quick' if args.quick else ''} --repeat {repeat} "
         f"--sizes {','.join(map(str, sizes))} --configs {','.join(configs)} --seed {args.seed} --memory-budget {args.memory_budget:g} --clock {args.clock}"
+        + (f" --first-render {args.first_render}" if args.first_render > 0 else "")
     )
     lines.append(
         f"clock: {args.clock} ({'thread CPU time' if args.clock == 'cpu' else 'wall time'}; {overhead * 1e6:.2f} us of "
@@ -445,6 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"memory skipped where a traced pass would take over {args.memory_budget:g} s (--memory-budget 0 measures all)"
         )
+    if first_lines:
+        lines.append("")
+        lines += first_lines
+        lines.append("first render: CPU seconds of this thread, gc on, one pass from cold caches (target: well under 1 s at 5,000 steps)")
     lines += [f"error {e}" for e in errors]
     lines.append(f"wall time {time.perf_counter() - started:.0f} s")
     report = "\n".join(lines) + "\n"

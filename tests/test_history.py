@@ -96,6 +96,57 @@ def test_history_is_append_only_and_copies_input() -> None:
     assert h.step(2).digest != before and h.step(1).digest == before
 
 
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(extra=_json, content=st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=8)}), max_size=3))
+def test_append_copies_nested_values_deeply(extra: object, content: list[dict[str, str]]) -> None:
+    """Nothing the caller keeps a reference to can change a step afterwards, at any depth."""
+    reply = {"role": "assistant", "content": "x", "extra": {"v": extra, "l": [extra]}}
+    obs = {"role": "user", "content": content}
+    h = History([SYSTEM, TASK])
+    h.append(reply, [obs])
+    want = copy.deepcopy((reply, obs))
+    digest = h.digest
+    reply["extra"]["l"].append(1)
+    reply["extra"]["v"] = "changed"
+    for part in content:
+        part["text"] = "changed"
+    content.append({"type": "text", "text": "more"})
+    step = h.step(1)
+    assert (step.reply, step.observations[0]) == want
+    assert step.reply["extra"]["l"] is not reply["extra"]["l"] and step.observations[0]["content"] is not content
+    again = History([SYSTEM, TASK])
+    again.append(*copy.deepcopy(want[:1]), [want[1]])
+    assert again.digest == digest
+
+
+def test_a_stored_step_read_twice_gets_the_same_facts() -> None:
+    """A store's step is read for its facts and then appended with them: both reads agree, so the
+    digest carries no facts record, and the second shell analysis is a cached one."""
+    from refold import shell
+    from refold.wire import read_stored
+
+    reply = {"role": "assistant", "content": "THOUGHT\n```bash\nsed -n 1,40p src/a.py > /tmp/x && rm -f b.txt\n```"}
+    obs = [{"role": "user", "content": "<returncode>0</returncode>"}]
+    h = History([SYSTEM, TASK])
+    h.append(reply, obs)
+    shell._analyze.cache_clear()
+    facts, meta = read_stored(reply, obs, {})
+    again = History([SYSTEM, TASK])
+    again.append(reply, obs, facts=facts, meta=meta)
+    assert again.digest == h.digest
+    assert again.step(1).actions == h.step(1).actions
+    assert again.step(1).actions[0].effects.writes == ("/tmp/x", "b.txt")
+    info = shell._analyze.cache_info()
+    assert info.misses == 1 and info.hits >= 1
+
+
 def test_extend_from_messages() -> None:
     msgs = [SYSTEM, TASK, {"role": "assistant", "content": "a"}, {"role": "user", "content": "o"}]
     h = History.from_messages(msgs)

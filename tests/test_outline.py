@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -344,3 +345,18 @@ def test_regex_fallback_without_grammars(monkeypatch: pytest.MonkeyPatch) -> Non
         (16, "function", "def top(a,", 0),
     ]
     assert without != with_grammar
+
+
+def test_a_bash_input_that_crashes_tree_sitter_gets_the_regex_outline() -> None:
+    # tree-sitter-bash#337: "{" then a 4-byte UTF-8 character segfaults the parser on Linux;
+    # run in a child so a regression fails this test instead of killing the worker.
+    code = (
+        "from refold.outline import outline\n"
+        "for cp in (0x771A8, 0x31860, 0x2C880, 0xA4000, 0x1F680):\n"
+        "    for _ in range(50):\n"
+        "        outline('{' + chr(cp), language='bash')\n"
+        "        outline('f() {\\n  echo ' + chr(cp) + '\\n}', language='bash')\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-500:]

@@ -22,7 +22,8 @@ from refold.context.recognize import Recognizer
 from refold.protocol import COMMAND_NAMES, bash_block
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
-from refold.proxy.early import CommandGate, call_verdict, command_prefix, may_be_command
+from refold.proxy.deferred import Deferred, LaterCalls
+from refold.proxy.early import CallGate, CommandGate, call_verdict, command_prefix, may_be_command
 
 from fake_upstream import ServerThread
 
@@ -268,15 +269,17 @@ def test_a_context_call_is_held_and_answered_inside(up: tuple[Scripted, str], tm
         assert any(m.get("role") == "tool" and m.get("tool_call_id") == "call_r" for m in answered)
 
 
-def test_a_later_offered_context_call_is_withheld_from_a_relayed_round(
-    up: tuple[Scripted, str], tmp_path: Path
+@pytest.mark.parametrize("second", [("restore", {"steps": "1"}), ("bash", {"command": "restore 1"})])
+def test_a_later_context_call_of_a_relayed_round_is_left_out_and_answered_next_request(
+    up: tuple[Scripted, str], tmp_path: Path, second: tuple[str, dict[str, Any]]
 ) -> None:
-    """The client cannot run a tool it never declared: in a round relayed early, a later call of
-    an offered context tool is left out (and the calls after it renumbered)."""
+    """In a round relayed early, a later context command (the offered tool, or typed into the
+    shell) never reaches the client (the calls after it renumbered); it is answered before the
+    next upstream call, after the outputs of the calls the client ran."""
     s, url = up
     s.replies.append(
         call(0, "bash", json.dumps({"command": "ls"}), "c0")
-        + call(1, "restore", json.dumps({"steps": "1"}), "c1")
+        + call(1, second[0], json.dumps(second[1]), "c1")
         + call(2, "bash", json.dumps({"command": "pwd"}), "c2")
     )
     s.replies.append(text("done"))
@@ -298,10 +301,13 @@ def test_a_later_offered_context_call_is_withheld_from_a_relayed_round(
         r2 = c.post(f"{px.url}/v1/chat/completions", json={**body, "messages": msgs}, headers={"X-Refold-Session": "w"})
         assert r2.status_code == 200
         sent = s.requests[1]["messages"]
-        # what goes upstream next is the reply as the client holds it: no call left unanswered
+        # the reply as the client holds it, then the left-out call and its answer: no call unanswered
         calls = [tc["id"] for m in sent for tc in m.get("tool_calls") or []]
         answered = [m["tool_call_id"] for m in sent if m.get("role") == "tool"]
-        assert calls == answered == ["c0", "c2"]
+        assert calls == answered == ["c0", "c2", "c1"]
+        assert "Step 1 restored" in sent[-1]["content"]
+        sess = c.get(f"{px.url}/sessions/w").json()
+        assert len(sess["branches"]) == 1 and [st["internal"] for st in sess["steps"]] == [False, True]
 
 
 def test_a_text_command_block_is_relayed_once_it_is_no_context_command(
@@ -319,3 +325,98 @@ def test_a_text_command_block_is_relayed_once_it_is_no_context_command(
             s.release.set()
             rd.rest()
         assert rd.content == reply and len(s.requests) == 1
+
+
+def test_a_text_round_that_turns_internal_keeps_the_text_around_its_command(
+    up: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    s, url = up
+    first = "PROGRESS: x\nSTALE: -\nI need step 1.\n```bash\nrestore 1\n```\nThen the fix."
+    s.replies.append(text("PROGRESS: a\nSTALE: -\n```bash\ncat a.py\n```"))
+    s.replies.append(text(first))
+    s.replies.append(text("PROGRESS: y\nSTALE: -\n```bash\necho ok\n```"))
+    s.replies.append(text("done"))
+    h = {"X-Refold-Session": "tx"}
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+
+        def ask(msgs: list[dict[str, Any]]) -> dict[str, Any]:
+            body = {"model": "m", "messages": msgs, "stream": True}
+            with c.stream("POST", f"{px.url}/v1/chat/completions", json=body, headers=h) as r:
+                rd = Reader(r)
+                rd.rest()
+            return rd.message()
+
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        msgs += [ask(msgs), {"role": "user", "content": "x = 1"}]
+        got = ask(msgs)
+        want = "PROGRESS: x\nSTALE: -\nI need step 1.\n\nThen the fix.\n\nPROGRESS: y\nSTALE: -\n```bash\necho ok\n```"
+        assert got["content"] == want  # everything the model wrote but the command block
+        ask([*msgs, got, {"role": "user", "content": "ok"}])
+        sess = c.get(f"{px.url}/sessions/tx").json()
+    assert len(sess["branches"]) == 1
+    assert [st["reply"]["content"] for st in sess["steps"]][1] == first
+
+
+CHAT_CALLS = st.lists(
+    st.one_of(
+        st.builds(lambda c: ("bash", {"command": c}), st.sampled_from(["ls -la", "restore 1", " restore 2", "restored", "pwd"])),
+        st.just(("restore", {"steps": "1"})),
+        st.just(("edit", {"path": "a"})),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(CHAT_CALLS, st.lists(st.integers(1, 30), max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_a_relayed_round_never_sends_a_later_context_call_wherever_the_deltas_split(
+    calls: list[tuple[str, dict[str, Any]]], cuts: list[int]
+) -> None:
+    """A chat round's calls through ``CallGate`` and ``LaterCalls`` as ``chat._rounds`` feeds them:
+    once the round is released, no context call reaches the client, and every other call does,
+    with its arguments as the upstream sent them (renumbered after a call left out)."""
+    rec = Recognizer()
+    gate = CallGate(rec)
+    later = LaterCalls(gate)
+    chunks: list[dict[str, Any]] = []
+    for i, (name, args) in enumerate(calls):
+        raw = json.dumps(args)
+        at = sorted({c % len(raw) for c in cuts} | {0, len(raw)})
+        pieces = [raw[a:b] for a, b in zip(at, at[1:], strict=False) if b > a]
+        chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": i, "id": f"c{i}", "type": "function", "function": {"name": name, "arguments": ""}}]}}]})
+        chunks += [{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": p}}]}}]}
+                   for p in pieces]
+    sent: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
+    released = False
+    for ch in chunks:
+        gate.add(ch)
+        if not released and gate.verdict() is False:
+            released = True
+            sent += [o for h in held for o in later.relay(h)]
+            held = []
+        if released:
+            sent += later.relay(ch)
+        else:
+            held.append(ch)
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, (n, a) in enumerate(calls)]}
+    if not released:
+        return  # decided at the round's end, as a whole (internal or relayed as it came)
+    deferred = Deferred()
+    sent += later.settle(message, deferred, "s")
+    kept = deferred._pending.get("s")
+    left = kept[1]["tool_calls"] if kept else []
+    got: dict[int, dict[str, str]] = {}
+    for ch in sent:
+        for tc in ch["choices"][0]["delta"].get("tool_calls") or []:
+            slot = got.setdefault(tc["index"], {"id": "", "args": ""})
+            slot["id"] = tc.get("id") or slot["id"]
+            slot["args"] += (tc.get("function") or {}).get("arguments") or ""
+    context = {c["id"] for c in message["tool_calls"] if _call(c, rec).context is not None}
+    assert {c["id"] for c in left} == context
+    want = [(c["id"], c["function"]["arguments"]) for c in message["tool_calls"] if c["id"] not in context]
+    assert [(got[k]["id"], got[k]["args"]) for k in sorted(got)] == want
+    assert sorted(got) == list(range(len(want)))

@@ -6,6 +6,7 @@ message (one ``message_start``, blocks numbered on; one response id, items numbe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -27,7 +28,8 @@ from refold.proxy import ProxyConfig, anthropic_wire, create_app
 from refold.proxy.anthropic import AnthropicSplicer
 from refold.proxy.commands import _call, context_calls
 from refold.proxy.sse import Event
-from refold.proxy.surface import recognizable, tool_name
+from refold.proxy.surface_calls import recognizable, tool_name
+from refold.proxy.surface_stream import context_ids
 from test_proxy_anthropic import BASH
 from test_proxy_anthropic import sse as anthropic_events
 from test_proxy_responses import events as responses_events
@@ -52,6 +54,7 @@ class Paused:
         self.requests: list[dict[str, Any]] = []
         self.sent: list[list[str]] = []
         self.release = threading.Event()
+        self.url = ""  # its base URL (``/v1``), once it serves
         self.app = FastAPI()
 
         @self.app.post("/v1/messages")
@@ -59,6 +62,8 @@ class Paused:
             body = await request.json()
             self.requests.append(body)
             content, pause = self.script.pop(0)
+            if isinstance(content, tuple):  # ("RAW", status, body): an error answer as given
+                return Response(content[2], status_code=content[1], media_type="text/html")
             if content == "FAIL":
                 return JSONResponse({"type": "error", "error": {"type": "api_error", "message": "down"}}, status_code=500)
             msg = {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": body["model"],
@@ -73,6 +78,8 @@ class Paused:
             body = await request.json()
             self.requests.append(body)
             output, pause = self.script.pop(0)
+            if isinstance(output, tuple):  # ("RAW", status, body): an error answer as given
+                return Response(output[2], status_code=output[1], media_type="text/html")
             if output == "FAIL":
                 return JSONResponse({"error": {"message": "down", "type": "server_error"}}, status_code=500)
             resp = response_object(len(self.requests), body["model"], output)
@@ -88,14 +95,22 @@ class Paused:
                 await asyncio.to_thread(self.release.wait, 30)
 
 
-@pytest.fixture()
-def up(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
+@contextlib.contextmanager
+def paused_proxy(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
+    """A ``Paused`` upstream and ``refold serve`` (default settings) in front of it."""
     fake = Paused()
     with ServerThread(fake.app) as u:
+        fake.url = f"{u.url}/v1"
         cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
         with ServerThread(create_app(cfg)) as px:
             yield fake, px.url
     fake.release.set()
+
+
+@pytest.fixture()
+def up(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
+    with paused_proxy(tmp_path) as got:
+        yield got
 
 
 def _pos(evs: list[str], pred: Any) -> int:
@@ -329,6 +344,15 @@ BLOCKS = st.lists(
 )
 
 
+def _numbered(blocks: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+    return [{**b, "id": f"{b['id']}{tag}{n}"} if b["type"] == "tool_use" else b for n, b in enumerate(blocks)]
+
+
+def _started_ids(sent: list[bytes]) -> set[str]:
+    datas = [json.loads(e.split(b"data: ", 1)[1]) for e in sent]
+    return {d["content_block"].get("id") for d in datas if d["type"] == "content_block_start"}
+
+
 def _events(content: list[dict[str, Any]]) -> list[Event]:
     msg = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": content,
            "stop_reason": "end_turn", "stop_sequence": None, "usage": {}}
@@ -344,8 +368,10 @@ def _events(content: list[dict[str, Any]]) -> list[Event]:
 def test_a_spliced_message_is_what_the_rounds_add_up_to(one: list[dict[str, Any]], two: list[dict[str, Any]]) -> None:
     """Round one through the splicer, decided as the proxy decides; if internal, round two follows.
     What the client gets is always one well-formed message; a round released early has a first call
-    that is no context command; a round not internal reaches the client byte for byte."""
+    that is no context command, and a later call that is one never reaches the client; a round not
+    internal reaches the client byte for byte (but such a call)."""
     rec = offer(Config(), [{"type": "function", "function": {"name": "bash"}}])[1]
+    one, two = _numbered(one, "a"), _numbered(two, "b")
     sp = AnthropicSplicer(rec)
     sp.begin(final=False)
     evs = _events(one)
@@ -357,13 +383,20 @@ def test_a_spliced_message_is_what_the_rounds_add_up_to(one: list[dict[str, Any]
         first = next(b for b in one if b["type"] == "tool_use")
         cmd = json.dumps(first["input"])
         assert _call({"id": "c", "function": {"name": tool_name(first["name"]), "arguments": cmd}}, rec).context is None
-    sent += sp.finish(internal=calls is not None)
+    left = context_ids(reply, rec) if calls is None else set()
+    sent += sp.finish(calls is not None, context_ids=left)
     if calls is None:
-        if None not in sp._map.values():  # nothing withheld
+        assert not left & _started_ids(sent)
+        if None not in sp._map.values():  # nothing left out
             assert b"".join(sent) == b"".join(e.raw for e in evs)
         return
     sp.begin(final=True)
-    sent += [b for ev in _events(two) for b in sp.feed(ev)] + sp.finish(internal=False)
+    reply_two = anthropic_wire.reply({"content": two})
+    assert reply_two is not None
+    left = context_ids(reply_two, rec)  # no round left: its context calls are left out too
+    sent += [b for ev in _events(two) for b in sp.feed(ev)] + sp.finish(False, context_ids=left)
+    assert not left & _started_ids(sent)
+    two = [b for b in two if b.get("id") not in left]
     got = [(e.split(b"\n", 1)[0][7:].decode(), json.loads(e.split(b"data: ", 1)[1])) for e in sent]
     kinds = [d["type"] for _, d in got]
     assert kinds.count("message_start") == 1 and kinds[-1] == "message_stop" and kinds.count("message_stop") == 1

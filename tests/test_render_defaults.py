@@ -95,3 +95,32 @@ def test_budget_line_measures_the_prompt_it_is_in() -> None:
         pct = int(last.rsplit("context: ", 1)[1].split("%")[0])
         size = sum(len(content_text(m.get("content"))) for m in p.messages) / 4
         assert abs(pct - 100 * size / 10_000) <= 2, f"t={t}: says {pct}%, the prompt is {100 * size / 10_000:.0f}%"
+
+
+def reasoned_run(steps: int) -> History:
+    h = History([SYSTEM, TASK])
+    for i in range(1, steps + 1):
+        thought = "\n".join(f"Reasoning line {n} about step {i}, long enough to be worth hiding." for n in range(8))
+        lines = [f"value_{i}_{n} = compute({n})  # a line long enough to count" for n in range(60)]
+        h.append({"role": "assistant", "content": reply(None, None, f"nl -ba mod{i}.py", thought=thought)},
+                 [{"role": "user", "content": numbered(lines)}])
+    return h
+
+
+def test_replies_behind_the_boundary_are_condensed_before_their_outputs() -> None:
+    h = reasoned_run(30)
+    p = Renderer(Config.parse(boundary={"rule": "fixed"})).render(h)
+    b = p.stats.boundary
+    replies = {o.step: o.shown for o in p.origins if o.part == "reply"}
+    outputs = {o.step: o.shown for o in p.origins if o.part == "output"}
+    assert all(replies[i] is Shown.NOTE for i in range(1, b + 1)), replies  # reply_after=0: every reply behind b
+    assert all(replies[i] is Shown.RECEIVED for i in range(b + 1, 31))
+    assert outputs[b] is Shown.RECEIVED and outputs[b - 1] is Shown.RECEIVED  # outputs: mask_after=2 steps longer
+    assert outputs[b - 2] is Shown.NOTE
+    for m, o in zip(p.messages, p.origins, strict=True):
+        if o.part == "reply" and o.shown is Shown.NOTE:
+            text = content_text(m.get("content"))
+            assert f"nl -ba mod{o.step}.py" in text and f"restore {o.step}" in text  # the command stays, the rest restorable
+    old = Renderer(Config.parse(boundary={"rule": "fixed"}, reply_after=None)).render(h)
+    old_replies = {o.step: o.shown for o in old.origins if o.part == "reply"}
+    assert old_replies[b - 1] is Shown.RECEIVED and old_replies[b - 2] is Shown.NOTE  # None: as old as masked outputs

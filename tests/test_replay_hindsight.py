@@ -65,3 +65,31 @@ def test_every_estimator_marks_inside_the_window_only(variant: str) -> None:
 def test_an_unknown_estimator_names_the_choices() -> None:
     with pytest.raises(ValueError, match="produced, conservative, aggressive"):
         hindsight_marks(text_history(STEPS), 3, "psychic")
+
+
+def test_latest_counts_a_use_only_while_the_step_is_the_newest_source() -> None:
+    steps = [
+        (reply(None, None, "grep -rn helper src"), "src/util.py:10: def special_helper_fn(x):"),  # introduces a name
+        (reply(None, None, "grep -rn special src"), "src/util.py:10: def special_helper_fn(x):"),  # shows it again
+        (reply(None, None, "echo a"), "a"),
+        (reply(None, None, "echo b"), "b"),
+        (reply(None, None, "echo c", thought="Now special_helper_fn."), "c"),  # uses it, from step 2 now
+        (reply(None, None, "echo d"), "d"),
+    ]
+    assert 1 not in marked("produced", steps)  # used at step 5, outside any window that could mark it
+    assert 1 in marked("latest", steps)  # step 2 showed the name again: step 1 was free from then on
+
+
+def test_latest_keeps_a_read_file_until_it_is_read_again() -> None:
+    read = "nl -ba src/app_mod.py | sed -n '1,40p'"
+    steps = [
+        (reply(None, None, read), "     1\tx = 1\n     2\ty = 2"),
+        (reply(None, None, "ls"), "a b"),
+        (reply(None, None, "echo"), ""),
+        (reply(None, None, "echo"), ""),
+        (reply(None, None, "sed -i '2s/2/3/' src/app_mod.py"), ""),
+        (reply(None, None, "echo"), ""),
+    ]
+    assert 1 not in marked("latest", steps)  # the edit at step 5 used its line numbers
+    again = [*steps[:1], (reply(None, None, read), "     1\tx = 1\n     2\ty = 2"), *steps[2:]]
+    assert 1 in marked("latest", again)  # read again at step 2: the edit works from that read

@@ -123,8 +123,22 @@ def has_grammar(language: str) -> bool:
         return _parsers[language] is not None
 
 
+def _crashes_parser(language: str, source: bytes) -> bool:
+    """Inputs a grammar is known to crash the process on (a segfault cannot be caught).
+
+    tree-sitter-bash 0.25 reads out of bounds on a ``{`` followed later by a 4-byte UTF-8
+    character (tree-sitter/tree-sitter-bash#337, open); such outputs get the regex outline.
+    """
+    if language != "bash":
+        return False
+    brace = source.find(b"{")
+    return brace >= 0 and any(0xF0 <= b <= 0xF7 for b in source[brace + 1 :])
+
+
 def parse(language: str, source: bytes) -> Any:
     """Syntax tree, or None when the grammar is unavailable (parsers cached per language)."""
+    if _crashes_parser(language, source):
+        return None
     with _parse_lock:
         if language not in _parsers:
             _parsers[language] = _load_parser(language)

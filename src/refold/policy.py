@@ -92,8 +92,14 @@ class Policy(Settings):
     """A restored step stays as restored (never stubbed, masked only this many steps after the
     boundary passes it) unless the agent marks it STALE: an agent working from it keeps seeing it."""
     mask_replies: bool = True
-    """With masking, replies as old as masked outputs keep only their head, first line and commands
-    (their reasoning restorable), whatever their outputs' size."""
+    """With masking, old replies keep only their head, first line and commands (their reasoning
+    restorable), whatever their outputs' size."""
+    reply_after: int | None = Field(default=0, ge=0)
+    """With ``mask_replies``: replies behind the boundary more than this many steps are condensed
+    (None: as old as masked outputs, ``mask_after``). 0, the default: every reply behind the
+    boundary, while outputs stay ``mask_after`` steps longer. The reasoning of a reply is the part
+    later replies need least (their own conclusions carry it on), and condensing it at the move
+    that masks outputs anyway adds no recomputation (measured: benchmarks/results/default*.txt)."""
 
     def boundary(self, t: int) -> int:
         """b_t = max(0, k * floor((t - k) / k)); without chunking every step is behind it."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from .shell_lex import Simple, lex
@@ -124,6 +125,11 @@ class _Facts:
 
 def analyze(command: str, tool: str = "bash") -> CommandInfo:
     """Classify a command and name the paths it reads and writes (best effort, conservative)."""
+    return _analyze(command, tool)
+
+
+@lru_cache(maxsize=4096)  # a store's step is read twice (its facts, then History.append checks them)
+def _analyze(command: str, tool: str) -> CommandInfo:
     if tool.lower() not in _SHELL_TOOLS:
         # A named tool (SWE-agent's editor functions, str_replace_editor, apply_patch, ...).
         return _analyze_tool(tool, command)

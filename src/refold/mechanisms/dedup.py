@@ -80,6 +80,11 @@ class DedupIndex:
     _last_write_any: int = 0
     _retired: set[int] = field(default_factory=set)
     _open: OpenFile = field(default_factory=OpenFile)  # SWE-agent's open file, for edit N:M / goto
+    # a source's validity, checked once per change: every write and retirement is a new generation,
+    # and an invalid source stays invalid (writes come in step order, retirements are for good)
+    _gen: int = 0
+    _valid_at: dict[int, int] = field(default_factory=dict)  # source -> the generation it was valid at
+    _invalid: set[int] = field(default_factory=set)
 
     def note_writes(self, step: int, info: CommandInfo) -> None:
         """Record what a step's command writes; call once per action, in step order, before ``process``.
@@ -92,12 +97,27 @@ class DedupIndex:
             self._last_write[p] = step
         if info.writes_anything:
             self._last_write_any = step
+        if info.writes or info.writes_anything:
+            self._gen += 1
 
     def retire(self, step: int) -> None:
         """Stop using a step's output as a source (it is no longer shown)."""
         self._retired.add(step)
+        self._gen += 1
 
-    def _valid(self, src: _Source) -> bool:
+    def _valid(self, si: int) -> bool:
+        """Whether source ``si`` may still be pointed at (every write since would have to be read)."""
+        if self._valid_at.get(si) == self._gen:
+            return True
+        if si in self._invalid:
+            return False
+        if self._check(self._sources[si]):
+            self._valid_at[si] = self._gen
+            return True
+        self._invalid.add(si)
+        return False
+
+    def _check(self, src: _Source) -> bool:
         if src.step in self._retired:
             return False
         if not src.is_file_view:
@@ -118,7 +138,7 @@ class DedupIndex:
         verdict = _verdict(lines, info)
         runs = self._find_runs(lines)
         whole_src = self._whole.get(body)
-        if not runs and whole_src is not None and len(body) >= self.min_chars and self._valid(self._sources[whole_src]):
+        if not runs and whole_src is not None and len(body) >= self.min_chars and self._valid(whole_src):
             src = self._sources[whole_src]
             result = DedupResult(self._stub_text(step, [src.step], body, info, 0, len(lines)), "stub", (src.step,), len(lines))
             return result
@@ -212,7 +232,7 @@ class DedupIndex:
                     src = self._sources[si]
                     sl = src.lines
                     if (
-                        not self._valid(src) or sl[q : q + _W] != lines[p : p + _W]
+                        not self._valid(si) or sl[q : q + _W] != lines[p : p + _W]
                     ):  # a hash collision is no match
                         continue
                     length = _W

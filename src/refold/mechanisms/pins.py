@@ -15,6 +15,7 @@ the prefix more often than a fold does.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -70,7 +71,7 @@ class PinBook:
         self.outputs: list[int] = []
         self.plan_steps: list[int] = []
         self.t = 0
-        self._memo: tuple[tuple[int, int, tuple[Pin, ...]], frozenset[Part]] | None = None
+        self._memo: tuple[tuple[tuple[tuple[int, bool, tuple[Part, ...]], ...], int, tuple[Pin, ...]], frozenset[Part]] | None = None
 
     def observe(self, step: Step) -> None:
         records = list(step.outcomes)
@@ -105,27 +106,38 @@ class PinBook:
     def pinned(self, limit: int, user: tuple[Pin, ...] = (), *, plans_limit: int | None = None) -> frozenset[Part]:
         """The parts pinned for a render whose pins count up to step ``limit`` (the latest plan up to
         ``plans_limit``: a plan released by a newer one stays pinned until the boundary moves)."""
+        if not self.events and not user and not self.plan_steps:
+            return _NOTHING
         plans_limit = limit if plans_limit is None else plans_limit
-        key = (limit, plans_limit, tuple(p for p in user if p.at <= limit))
+        # asked a few times per call: the key is what the result depends on, O(pins), not O(steps)
+        events = tuple(e for e in self.events if e[0] <= limit) if self.events else ()
+        mine = tuple(p for p in user if p.at <= limit) if user else ()
+        k = bisect.bisect_right(self.plan_steps, plans_limit)
+        plan = self.plan_steps[k - 1] if k else 0
+        if not events and not mine and not plan:
+            return _NOTHING
+        key = (events, plan, mine)
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
-        events = [(at, on, ps) for at, on, ps in self.events if at <= limit]
-        for p in key[2]:
+        found = list(events)
+        for p in mine:
             ids, error = check_target(p.target, self.outputs, p.at)
             if error is None:
-                events.append((p.at, p.on, tuple(parts(ids, self.outputs))))
+                found.append((p.at, p.on, tuple(parts(ids, self.outputs))))
         state: set[Part] = set()
-        for _, on, ps in sorted(events, key=lambda e: e[0]):  # stable: a step's own order kept
+        for _, on, ps in sorted(found, key=lambda e: e[0]):  # stable: a step's own order kept
             if on:
                 state.update(ps)
             else:
                 state.difference_update(ps)
-        plans = [s for s in self.plan_steps if s <= plans_limit]
-        if plans:
-            state.add((plans[-1], -1))
+        if plan:
+            state.add((plan, -1))
         result = frozenset(state)
         self._memo = (key, result)
         return result
+
+
+_NOTHING: frozenset[Part] = frozenset()
 
 
 def pinned_label(step: int, sub: int, count: int) -> str:

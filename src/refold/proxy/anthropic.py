@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,10 +30,10 @@ from ..types import Message, Rendered
 from . import anthropic_build
 from . import anthropic_wire as wire
 from .config import ProxyConfig
-from .held import HeldRound
 from .mapping import split
 from .metrics import Metrics
 from .sessions import owner_of
+from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
 from .surface import Parsed, SurfaceService, as_dict
 
@@ -72,11 +72,21 @@ class AnthropicAdapter:
     def aggregate(self, events: Sequence[Event]) -> Any:
         return wire.aggregate([(e.name, parse_json(e.data)) for e in events])
 
+    def without(self, data: Any, ids: Sequence[str]) -> Any:
+        content = [b for b in data["content"] if not (isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") in ids)]
+        out = {**data, "content": content}
+        if out.get("stop_reason") == "tool_use" and not any(b.get("type") == "tool_use" for b in content if isinstance(b, dict)):
+            out["stop_reason"] = "end_turn"  # no call is left for the client to run
+        return out
+
     def headers(self, client_key: str | None, headers: Mapping[str, str]) -> dict[str, str]:
         return upstream_headers(self.cfg, headers)
 
     def error(self, exc: ProxyError) -> tuple[int, dict[str, Any]]:
         return exc.status, wire.error_body(exc.status, exc.message)
+
+    def own_error(self, data: Any) -> bool:
+        return isinstance(data, dict) and data.get("type") == "error" and isinstance(data.get("error"), dict)
 
     def stream_error(self, message: str) -> bytes:
         return f"event: error\ndata: {json.dumps(wire.error_body(502, message))}\n\n".encode()
@@ -94,7 +104,7 @@ class AnthropicAdapter:
 _BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_stop")
 
 
-class AnthropicSplicer(HeldRound):
+class AnthropicSplicer(SplicedRound):
     """The rounds of one streamed request as one Anthropic message: one ``message_start``, the
     content blocks of every round numbered on from the blocks already sent, and the final round's
     ``message_delta``/``message_stop``. A round is held from its first ``tool_use`` block until
@@ -105,13 +115,13 @@ class AnthropicSplicer(HeldRound):
         self._started = False
         self._offset = 0  # the client's index of this round's first block
         self._count = 0
-        self._map: dict[int, int | None] = {}  # the round's block index -> the client's (None: withheld)
-        self._open: set[int] = set()
+        self._open: dict[int, str] = {}  # the client's index of a block still open -> its type
+        self._calls = 0  # tool_use blocks of this round sent
         self._text: list[str] = []
 
     def begin(self, final: bool) -> None:
         super().begin(final)
-        self._count, self._map, self._text = 0, {}, []
+        self._count, self._map, self._text, self._calls = 0, {}, [], 0
 
     def step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
@@ -129,6 +139,18 @@ class AnthropicSplicer(HeldRound):
             return []
         return self.emit(ev, data)
 
+    def call_start(self, data: dict[str, Any]) -> tuple[int, str, str] | None:
+        block = as_dict(data.get("content_block"))
+        if data.get("type") != "content_block_start" or block.get("type") != "tool_use":
+            return None
+        return int(data.get("index", -1)), str(block.get("name") or ""), str(block.get("id") or "")
+
+    def call_delta(self, data: dict[str, Any]) -> tuple[int, str] | None:
+        delta = as_dict(data.get("delta"))
+        if data.get("type") != "content_block_delta" or delta.get("type") != "input_json_delta":
+            return None
+        return int(data.get("index", -1)), str(delta.get("partial_json", ""))
+
     def text_of(self, data: dict[str, Any]) -> str | None:
         delta = as_dict(data.get("delta"))
         if data.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
@@ -145,36 +167,56 @@ class AnthropicSplicer(HeldRound):
                 return []  # the answer's message is open already
             self._started = True
             return [ev.raw]
+        if kind == "message_delta" and as_dict(data.get("delta")).get("stop_reason") == "tool_use" and not self._calls:
+            return [sse(ev.name, {**data, "delta": {**data["delta"], "stop_reason": "end_turn"}})]  # no call left to run
         if kind not in _BLOCK_EVENTS or not isinstance(data.get("index"), int):
             return [ev.raw]
         i = data["index"]
         if i not in self._map:
-            block = as_dict(data.get("content_block"))
-            withheld = (
-                self.early and i != self.call and block.get("type") == "tool_use" and block.get("name") in self.rec.functions
-            )
-            self._map[i] = None if withheld else self._offset + self._count
-            self._count += not withheld
+            self._map[i] = self._offset + self._count
+            self._count += 1
         c = self._map[i]
         if c is None:
             return []
         if kind == "content_block_start":
-            self._open.add(c)
+            self._open[c] = str(as_dict(data.get("content_block")).get("type"))
+            self._calls += self._open[c] == "tool_use"
         elif kind == "content_block_stop":
-            self._open.discard(c)
+            self._open.pop(c, None)
         delta = as_dict(data.get("delta"))
         if kind == "content_block_delta" and delta.get("type") == "text_delta":
             self._text.append(str(delta.get("text", "")))
         return [ev.raw] if c == i else [sse(ev.name, {**data, "index": c})]
 
-    def finish(self, internal: bool) -> list[bytes]:
+    def finish(self, internal: bool, visible: str = "", context_ids: Collection[str] = ()) -> list[bytes]:
         if not internal:
-            return self.flush()
-        # the round's held part is dropped; a block it left open is closed for the client
-        out = [sse("content_block_stop", {"type": "content_block_stop", "index": c}) for c in sorted(self._open)]
+            return self.flush() + self.settle(context_ids)
+        # the round's held part is dropped but its text; a block it left open is closed for the client
+        out = self._rest(visible)
+        out += [sse("content_block_stop", {"type": "content_block_stop", "index": c}) for c in sorted(self._open)]
         self._open.clear()
         self._offset += self._count
         self.held = []
+        return out
+
+    def _rest(self, visible: str) -> list[bytes]:
+        """The round's text the client was not sent, into its open text block (or a new one)."""
+        rest = unsent(visible, self.shown())
+        if not rest:
+            return []
+        out: list[bytes] = []
+        texts = [c for c, kind in sorted(self._open.items()) if kind == "text"]
+        if texts:
+            c = texts[-1]
+        else:
+            c = self._offset + self._count
+            self._count += 1
+            self._open[c] = "text"
+            out.append(sse("content_block_start", {"type": "content_block_start", "index": c,
+                                                   "content_block": {"type": "text", "text": ""}}))
+        self._text.append(rest)
+        out.append(sse("content_block_delta", {"type": "content_block_delta", "index": c,
+                                               "delta": {"type": "text_delta", "text": rest}}))
         return out
 
     def shown(self) -> str:

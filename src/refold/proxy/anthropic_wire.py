@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import ProxyError
 from ..types import Message
 from .passthrough import is_compaction as compaction_text
-from .surface import Parsed, canonical_call, tool_name
+from .surface import Parsed
+from .surface_calls import canonical_call, tool_name
 
 KEY = "anthropic"
 VOLATILE = (re.compile(r"^\s*x-anthropic-billing-header:", re.IGNORECASE),)

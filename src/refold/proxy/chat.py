@@ -9,9 +9,10 @@ command block may begin until the block's first word says the same (``CommandGat
 the round's end decides. When the round turns out to be a context command the held part is
 dropped, the proxy answers it and streams the next round into the same response; the text already
 relayed is kept with the internal step (``SHOWN``) so the reply the client echoes back next time
-still matches the session. A round relayed early that later calls an offered context tool has that
-call left out (the client never declared the tool); a later shell call that is a context command
-goes to the client like any command it sent, recorded unanswered.
+still matches the session; it loses only its command block (the text after it is streamed too).
+In a round relayed early a later call that may be a context command is held until decided; one
+that is (an offered context tool, or typed into the shell) never reaches the client and is
+answered before the next upstream call (``deferred``).
 
 Pass-through tells the truth: when the proxy will not answer context commands in a request (no
 rounds left, ``max_rounds`` 0, a prefill, several choices, or no form a command could be
@@ -38,6 +39,7 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandGate
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
@@ -110,6 +112,7 @@ class ChatService:
         self._plain_config = plain_config(cfg.config)
         self._plain: OrderedDict[str, Renderer] = OrderedDict()
         self._shown = ShownReplies()
+        self._deferred = Deferred()
 
     # ---- request --------------------------------------------------------------------------
 
@@ -129,6 +132,9 @@ class ChatService:
             turn = await self.manager.turn(s, messages)
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
             base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering)
+        held = self._deferred.take(s.sid, turn.view.history) if answering else None
+        if held is not None and (found := context_calls(held, rec)) is not None:  # left out of the last reply
+            base, steps, messages_out = await self._internal(s, base, held, found, "")
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         stream = body.get("stream") is True
@@ -255,6 +261,7 @@ class ChatService:
                 final = p.final or p.rounds >= self.cfg.max_rounds
                 gate = CommandGate(p.rec.shell) if not final and p.rec.text else None
                 calls = CallGate(p.rec) if not final else None
+                later = LaterCalls(calls) if calls else None
                 stripper = HeadStripper() if p.strip else None
                 raw_relay = final and stripper is None
                 held: list[dict[str, Any]] = []
@@ -285,16 +292,15 @@ class ChatService:
                     if not released and ((gate is not None and gate.released) or (calls and calls.verdict() is False)):
                         released = True  # decided early: what was held goes now, the rest as it comes
                         self.metrics.inc("refold_rounds_released_early_total")
-                        for r in held:
-                            out = calls.relayed(r) if calls else r
-                            if out is not None and (include_usage or not usage_only(out)):
+                        for out in (o for r in held for o in (later.relay(r) if later else [r])):
+                            if include_usage or not usage_only(out):
                                 yield event(with_ids(out, ids))
                         held = []
                     if rest is not None:
                         if released:
-                            out = calls.relayed(rest) if calls else rest
-                            if out is not None and (include_usage or not usage_only(out)):
-                                yield event(with_ids(out, ids))
+                            for out in later.relay(rest) if later else [rest]:
+                                if include_usage or not usage_only(out):
+                                    yield event(with_ids(out, ids))
                         else:
                             held.append(rest)
                 if live.error is not None:
@@ -310,6 +316,7 @@ class ChatService:
                     if tail:
                         emitted.append(tail)
                         yield event(text_chunk({**result.body, **ids}, {"content": tail}))
+                    held += later.settle(result.message, self._deferred, p.s.sid) if later else []
                     for rest in held:
                         if include_usage or not usage_only(rest):
                             yield event(with_ids(rest, ids))
@@ -319,6 +326,7 @@ class ChatService:
                 # an internal round: its held part is dropped, the client sees the next round
                 if gate:
                     gate.end(drop=True)
+                tail += unsent_text(result.message, "".join(emitted) + tail, p.strip)  # the text around the command
                 shown = "".join(emitted) + (tail if tail else "")
                 if tail:
                     yield event(text_chunk({**result.body, **ids}, {"content": tail}))

@@ -15,7 +15,7 @@ from typing import Any
 from ..context.recognize import SHELL_TOOLS, Recognizer
 from .early import CommandGate, call_verdict
 from .sse import Event, parse_json
-from .surface import SHELL_NAMES
+from .surface_calls import SHELL_NAMES
 
 
 def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from fastapi.responses import Response
@@ -28,8 +28,8 @@ from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from ..types import Message, Rendered
 from . import responses_wire as wire
-from .held import HeldRound
 from .records import Store
+from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
 from .surface import Parsed, SurfaceService, as_dict
 from .upstream import Upstream
@@ -88,7 +88,7 @@ FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response
 _OPENING = ("response.created", "response.in_progress", "response.queued")
 
 
-class ResponsesSplicer(HeldRound):
+class ResponsesSplicer(SplicedRound):
     """The rounds of one streamed request as one response: the first round's ``response.created``
     (its id kept to the end), every round's output items numbered on from the items already sent,
     sequence numbers continued, and the final round's closing event carrying every item the client
@@ -101,7 +101,6 @@ class ResponsesSplicer(HeldRound):
         self._id: str | None = None
         self._offset = 0
         self._count = 0
-        self._map: dict[int, int | None] = {}
         self._sent: list[dict[str, Any]] = []  # items of earlier (internal) rounds the client holds
         self._round_items: list[dict[str, Any]] = []
         self._seq: int | None = None  # the last sequence number sent
@@ -128,6 +127,18 @@ class ResponsesSplicer(HeldRound):
             return []
         return self.emit(ev, data)
 
+    def call_start(self, data: dict[str, Any]) -> tuple[int, str, str] | None:
+        item = as_dict(data.get("item"))
+        if data.get("type") != "response.output_item.added" or item.get("type") not in wire.CALLS:
+            return None
+        name = str(item.get("name") or "") if item.get("type") == "function_call" else str(item.get("type"))
+        return int(data.get("output_index", -1)), name, str(item.get("call_id") or item.get("id") or "")
+
+    def call_delta(self, data: dict[str, Any]) -> tuple[int, str] | None:
+        if data.get("type") != "response.function_call_arguments.delta":
+            return None
+        return int(data.get("output_index", -1)), str(data.get("delta", ""))
+
     def text_of(self, data: dict[str, Any]) -> str | None:
         if data.get("type") == "response.output_text.delta":
             return str(data.get("delta", ""))
@@ -149,13 +160,8 @@ class ResponsesSplicer(HeldRound):
         i = data.get("output_index")
         if isinstance(i, int):
             if i not in self._map:
-                item = as_dict(data.get("item"))
-                withheld = (
-                    self.early and i != self.call and item.get("type") == "function_call"
-                    and item.get("name") in self.rec.functions
-                )
-                self._map[i] = None if withheld else self._offset + self._count
-                self._count += not withheld
+                self._map[i] = self._offset + self._count
+                self._count += 1
             c = self._map[i]
             if c is None:
                 return []
@@ -180,10 +186,10 @@ class ResponsesSplicer(HeldRound):
             self._seq = seq
         return [sse(ev.name, {**data, **changed}) if changed else ev.raw]
 
-    def finish(self, internal: bool) -> list[bytes]:
+    def finish(self, internal: bool, visible: str = "", context_ids: Collection[str] = ()) -> list[bytes]:
         if not internal:
-            return self.flush()
-        out: list[bytes] = []
+            return self.flush() + self.settle(context_ids)
+        out = self._rest(visible)
         # a message item sent in part (an agent without tools: its text up to the command block)
         # is closed with the text the client has, so the final response holds what it was shown
         for c, (item, texts) in sorted(self._open.items()):
@@ -191,16 +197,47 @@ class ResponsesSplicer(HeldRound):
                 continue
             done = {**item, "status": "completed", "content": [{"type": "output_text", "text": "".join(texts), "annotations": []}]}
             self._round_items.append(done)
-            data: dict[str, Any] = {"type": "response.output_item.done", "output_index": c, "item": done}
-            if self._seq is not None:
-                self._seq += 1
-                data["sequence_number"] = self._seq
+            data = self._next_seq({"type": "response.output_item.done", "output_index": c, "item": done})
             out.append(sse("response.output_item.done", data))
         self._open = {}
         self._sent += self._round_items
         self._offset += self._count
         self._spliced = True
         self.held = []
+        return out
+
+    def _next_seq(self, data: dict[str, Any]) -> dict[str, Any]:
+        if self._seq is not None:
+            self._seq += 1
+            data["sequence_number"] = self._seq
+        return data
+
+    def _rest(self, visible: str) -> list[bytes]:
+        """The round's text the client was not sent, into its open message item (or a new one)."""
+        sent = self.shown() + "".join("".join(t) for c, (i, t) in sorted(self._open.items()) if wire._kind(i) == "message")
+        rest = unsent(visible, sent)
+        if not rest:
+            return []
+        out: list[bytes] = []
+        open_messages = [c for c, (i, _) in sorted(self._open.items()) if wire._kind(i) == "message"]
+        if open_messages:
+            c = open_messages[-1]
+        else:
+            c = self._offset + self._count
+            self._count += 1
+            item = {"id": f"msg_refold_{c}", "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+            self._open[c] = (item, [])
+            part = {"type": "output_text", "text": "", "annotations": []}
+            out.append(sse("response.output_item.added", self._next_seq(
+                {"type": "response.output_item.added", "output_index": c, "item": item})))
+            out.append(sse("response.content_part.added", self._next_seq(
+                {"type": "response.content_part.added", "item_id": item["id"], "output_index": c, "content_index": 0,
+                 "part": part})))
+        item, texts = self._open[c]
+        texts.append(rest)
+        out.append(sse("response.output_text.delta", self._next_seq(
+            {"type": "response.output_text.delta", "item_id": item.get("id"), "output_index": c, "content_index": 0,
+             "delta": rest, "logprobs": []})))
         return out
 
     def shown(self) -> str:
@@ -243,11 +280,19 @@ class ResponsesAdapter:
     def aggregate(self, events: Sequence[Event]) -> Any:
         return wire.aggregate([parse_json(e.data) for e in events])
 
+    def without(self, data: Any, ids: Sequence[str]) -> Any:
+        output = [o for o in data["output"] if not (isinstance(o, dict) and o.get("type") in wire.CALLS and o.get("call_id") in ids)]
+        return {**data, "output": output}
+
     def headers(self, client_key: str | None, headers: Mapping[str, str]) -> dict[str, str]:
         return self.upstream.headers(client_key, dict(headers))
 
     def error(self, exc: ProxyError) -> tuple[int, dict[str, Any]]:
         return exc.status, exc.body()
+
+    def own_error(self, data: Any) -> bool:
+        err = data.get("error") if isinstance(data, dict) else None
+        return isinstance(err, dict) and isinstance(err.get("message"), str)
 
     def stream_error(self, message: str) -> bytes:
         data = {"type": "error", "code": "upstream_error", "message": message, "param": None}

@@ -20,7 +20,8 @@ from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
-from .surface import Parsed, canonical_call, tool_name
+from .surface import Parsed
+from .surface_calls import canonical_call, tool_name
 
 KEY = "responses"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")

@@ -6,47 +6,43 @@ and render them exactly as for chat completions, converts the rendered prompt ba
 wire format (native blocks and items kept as received wherever the rendering left them as they
 were) and calls the upstream. Context commands the model issues are answered here with the one
 module ``refold.context`` (``commands.context_calls`` / ``commands.observations``), stored as
-internal steps, and the upstream is called again, up to ``max_rounds`` times.
+internal steps, and the upstream is called again, up to ``max_rounds`` times. The client never
+receives a context command: one that comes after calls the client was already streamed, or in
+the last round, is left out and answered before the next upstream call (``deferred``).
 
-Streaming follows chat.py: a round that cannot be internal is relayed event by event, byte for
-byte. A round that may be is relayed as it arrives too, up to its first tool call (``tool_use``
-block, ``function_call`` item); that call is held until its name and its command's first word show
-whether it can be a context command (``early.call_verdict``): if not, it and all that follows go
-at once; if so, the round's end decides. An internal round's held part is dropped and the next
-round continues the same answer (block and output indices, ids and sequence numbers rewritten
-so the client reads one message); the text it was sent is kept with the internal step (``SHOWN``)
-so its echo next turn matches the session. For an agent without tools (commands in a ```bash
-block) each text event is relayed once the text up to its end holds no possible command block
-(``CommandGate``), and all of it once the block's first word is no context command. Upstream
-errors are returned with the upstream's own status and body.
+Streaming: ``surface_stream``. Upstream calls and errors: ``surface_upstream`` (an upstream error
+keeps its status; its body is returned as it came when it is in the surface's error shape, else
+the surface's error shape with a one-line cause).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import shlex
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..context.recognize import SHELL_TOOLS, Recognizer
+from ..context.recognize import Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Rendered
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies
-from .sse import Event, ended_properly, is_sse, read_events
+from .sse import Event, is_sse
+from .surface_calls import recognizable, split_calls
+from .surface_stream import Plan, Splicer, relay, spliced
+from .surface_upstream import Failed, bad_stream, cause, open_stream, post
 from .upstream import Upstream
 
 _DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
@@ -61,59 +57,6 @@ class Parsed:
     """The client's tools as OpenAI function tools (names only matter: what ``offer`` reads)."""
     state: dict[str, Any] = field(default_factory=dict)
     """Whatever the surface needs again when it builds the upstream request."""
-
-
-@dataclass
-class Failed:
-    """An upstream answer with an error status, returned to the client as it came."""
-
-    status: int
-    body: bytes
-    content_type: str
-
-
-@dataclass
-class _Rounds:
-    """What a streamed request needs to run its later rounds inside the response."""
-
-    adapter: Adapter
-    parsed: Parsed
-    body: dict[str, Any]
-    s: Session
-    base: str
-    tail: Message | None
-    added: list[dict[str, Any]]
-    rec: Recognizer
-    headers: dict[str, str]
-    query: str
-
-
-class Splicer(Protocol):
-    """One streamed answer made of several upstream rounds (context commands answered between
-    them), relayed as it arrives: what of each round is sent at once and what is held."""
-
-    released: bool
-    """The round can no longer be internal: everything of it is relayed as it comes."""
-
-    def begin(self, final: bool) -> None:
-        """A round starts; ``final``: it cannot be internal."""
-        ...
-
-    def feed(self, ev: Event) -> list[bytes]:
-        """What to send the client now for this upstream event."""
-        ...
-
-    def finish(self, internal: bool) -> list[bytes]:
-        """The round ended: what is still held, sent (not internal) or dropped (internal)."""
-        ...
-
-    def shown(self) -> str:
-        """The text of this round the client was sent (after ``finish``)."""
-        ...
-
-    def view(self, data: Any) -> Any:
-        """The aggregated answer of the final round as the client holds the whole answer."""
-        ...
 
 
 class Adapter(Protocol):
@@ -138,6 +81,10 @@ class Adapter(Protocol):
         """The upstream answer as an assistant message (native form under ``extra``), or None."""
         ...
 
+    def without(self, data: Any, ids: Sequence[str]) -> Any:
+        """A non-streamed answer without the calls ``ids`` (context commands answered later)."""
+        ...
+
     def aggregate(self, events: Sequence[Event]) -> Any:
         """A streamed answer as the body the non-streaming call would have returned."""
         ...
@@ -145,6 +92,10 @@ class Adapter(Protocol):
     def headers(self, client_key: str | None, headers: Mapping[str, str]) -> dict[str, str]: ...
 
     def error(self, exc: ProxyError) -> tuple[int, dict[str, Any]]: ...
+
+    def own_error(self, data: Any) -> bool:
+        """Whether an upstream error body is in this surface's error shape (returned as it came)."""
+        ...
 
     def stream_error(self, message: str) -> bytes: ...
 
@@ -159,48 +110,6 @@ class Adapter(Protocol):
         ...
 
 
-SHELL_NAMES = frozenset({"bash", "shell", "exec_command", "shell_command", "local_shell"})
-"""A harness's shell tool under its own name: Claude Code's ``Bash``, Copilot's ``bash``, Codex's
-``shell`` (an argv list) and ``exec_command`` (``cmd``)."""
-
-
-def canonical_call(name: str, arguments: str) -> tuple[str, str]:
-    """How the session records a call: a harness's shell tool as ``bash`` with ``{"command": str}``
-    (what refold's shell analysis and context-command recognizer read); other tools as issued.
-    Only the session sees this form; what goes upstream is the call's native block or item."""
-    if name.lower() not in SHELL_NAMES:
-        return name, arguments
-    try:
-        args = json.loads(arguments)
-    except ValueError:
-        return name, arguments
-    cmd = args.get("command", args.get("cmd")) if isinstance(args, dict) else None
-    if isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd):
-        shell_c = len(cmd) == 3 and cmd[0] in ("bash", "sh", "zsh") and cmd[1] in ("-c", "-lc")
-        cmd = cmd[2] if shell_c else shlex.join(cmd)
-    if not isinstance(cmd, str):
-        return name, arguments
-    return "bash", json.dumps({"command": cmd}, ensure_ascii=False)
-
-
-def tool_name(name: str) -> str:
-    return "bash" if name.lower() in SHELL_NAMES else name
-
-
-def recognizable(reply: Message) -> Message:
-    """The reply as the recognizer reads it: shell tools matched case-insensitively (Claude Code's
-    ``Bash``); the stored reply keeps the names as issued."""
-    calls = reply.get("tool_calls") or []
-    out = []
-    for c in calls:
-        fn = dict(c.get("function") or {})
-        name = str(fn.get("name") or "")
-        if name.lower() in SHELL_TOOLS:
-            fn["name"] = name.lower()
-        out.append({**c, "function": fn})
-    return {**reply, "tool_calls": out} if out else reply
-
-
 class SurfaceService:
     def __init__(self, cfg: ProxyConfig, manager: SessionManager, upstream: Upstream, metrics: Metrics) -> None:
         self.cfg = cfg
@@ -208,6 +117,7 @@ class SurfaceService:
         self.upstream = upstream
         self.metrics = metrics
         self._shown = ShownReplies()
+        self._deferred = Deferred()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -217,55 +127,10 @@ class SurfaceService:
     def url(self, path: str, query: str = "") -> str:
         return f"{self.upstream.base_url}{path}" + (f"?{query}" if query else "")
 
-    def _timeout(self) -> ProxyError:
-        return ProxyError(
-            504, f"upstream timed out after {self.cfg.timeout:g}s", type="upstream_error", code="upstream_timeout"
-        )
-
-    async def post(
-        self, adapter: Adapter, body: dict[str, Any], headers: dict[str, str], query: str
-    ) -> Any | Failed:
-        for retry in (True, False):
-            try:
-                r = await self.client.post(self.url(adapter.path, query), json=body, headers=headers)
-            except httpx.TimeoutException:
-                raise self._timeout() from None
-            except httpx.HTTPError as e:
-                if retry and isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError):
-                    continue
-                raise _unreachable(e) from None
-            if r.status_code >= 400:
-                return Failed(r.status_code, r.content, r.headers.get("content-type", "application/json"))
-            try:
-                return r.json()
-            except ValueError:
-                raise ProxyError(
-                    502, "upstream answered with a body that is not JSON", type="upstream_error",
-                    code="bad_upstream_response",
-                ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
-
     async def open(
         self, adapter: Adapter, body: dict[str, Any], headers: dict[str, str], query: str
     ) -> httpx.Response | Failed:
-        for retry in (True, False):
-            req = self.client.build_request("POST", self.url(adapter.path, query), json=body, headers=headers)
-            try:
-                r = await self.client.send(req, stream=True)
-            except httpx.TimeoutException:
-                raise self._timeout() from None
-            except httpx.HTTPError as e:
-                if retry and isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError):
-                    continue
-                raise _unreachable(e) from None
-            if r.status_code >= 400:
-                try:
-                    raw = await r.aread()
-                finally:
-                    await r.aclose()
-                return Failed(r.status_code, raw, r.headers.get("content-type", "application/json"))
-            return r
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await open_stream(self.client, self.url(adapter.path, query), body, headers, self.cfg.timeout)
 
     def _render(self, view: View) -> tuple[str, Rendered]:
         rendered = view.renderer.render(view.history)
@@ -295,6 +160,11 @@ class SurfaceService:
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
+        held = self._deferred.take(s.sid, view.history) if turn.tail is None else None
+        if held is not None:  # context commands left out of the reply the client holds: answered first
+            calls = context_calls(recognizable(held), rec)
+            if calls is not None:
+                base, view, rendered = await self.internal(adapter, s, base, held, calls, "")
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
@@ -308,39 +178,45 @@ class SurfaceService:
             if stream:
                 opened = await self.open(adapter, out, up_headers, query)
                 if isinstance(opened, Failed):
-                    return self._failed(opened, out_headers)
+                    return self._failed(adapter, opened, out_headers)
                 if not is_sse(opened):  # the upstream ignored "stream": nothing to relay as one
                     await opened.aclose()
                     ctype = opened.headers.get("content-type") or "untyped"
-                    status, err = adapter.error(_bad_stream(f"is {ctype}, not an event stream"))
+                    status, err = adapter.error(bad_stream(f"is {ctype}, not an event stream"))
                     return JSONResponse(err, status_code=status, headers=out_headers)
                 upstream_ms += (time.perf_counter() - t0) * 1000
-                self._added(start, upstream_ms, adapter)
+                self._added(start, upstream_ms)
                 self.metrics.inc("refold_streams_relayed_live_total")
-                if final:
-                    gen = self._relay(adapter, parsed, opened)
+                if not answering:
+                    gen = relay(adapter, parsed, opened)
                 else:
-                    plan = _Rounds(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
-                    gen = self._spliced(plan, opened)
+                    plan = Plan(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
+                    gen = spliced(self, plan, opened)
                 return StreamingResponse(gen, media_type="text/event-stream", headers=out_headers)
-            got = await self.post(adapter, out, up_headers, query)
+            got = await post(self.client, self.url(adapter.path, query), out, up_headers, cfg.timeout)
             if isinstance(got, Failed):
-                return self._failed(got, out_headers)
+                return self._failed(adapter, got, out_headers)
             data = got
             upstream_ms += (time.perf_counter() - t0) * 1000
             self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)
-            calls = context_calls(recognizable(reply), rec) if reply is not None and not final else None
+            calls = context_calls(recognizable(reply), rec) if reply is not None and answering else None
             if calls is None or reply is None:
                 break
+            if final:  # no round left: the client gets the reply without its context commands
+                left_out = [a.tool_call_id for a in calls if a.context is not None and a.tool_call_id]
+                if left_out:
+                    data = adapter.without(data, left_out)
+                    self.kept(s, adapter.key, reply, left_out, "")
+                break
             rounds += 1
-            base, view, rendered = await self._internal(adapter, s, base, reply, calls, "")
-        self._added(start, upstream_ms, adapter)
+            base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")
+        self._added(start, upstream_ms)
         await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
         return JSONResponse(data, headers=out_headers)
 
-    async def _internal(
+    async def internal(
         self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str
     ) -> tuple[str, View, Rendered]:
         """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
@@ -367,127 +243,29 @@ class SurfaceService:
         self.metrics.inc("refold_turns_recorded_total")
         return base, view, rendered
 
-    async def _spliced(self, p: _Rounds, opened: httpx.Response) -> AsyncIterator[bytes]:
-        """Every round of a streamed request that may be internal, as one answer: each round is
-        relayed as it arrives up to where it may turn out to be a context command (``Splicer``);
-        an internal round's held part is dropped and the next round continues the same answer.
-        Once the answer has started, a failure (the store, the next round's upstream call) is an
-        error event in the surface's shape, never a broken body."""
-        try:
-            async for out in self._rounds(p, opened):
-                yield out
-        except ProxyError as e:
-            yield p.adapter.stream_error(e.message)
-        except Exception as e:  # noqa: BLE001 - a 200 stream must end with an event
-            yield p.adapter.stream_error(f"internal proxy error: {type(e).__name__}: {e}")
+    def kept(self, s: Session, key: str, reply: Message, left_out: Sequence[str], before: str) -> None:
+        """The final reply of an answer: the calls ``left_out`` kept to be answered before the next
+        upstream call; a reply streamed after internal rounds' text (``before``) remembered in the
+        form the client holds."""
+        if left_out:
+            reply, own = split_calls(reply, left_out, key)
+            self._deferred.put(s.sid, reply, own)
+        if before:
+            self._shown.remember(s.sid, {**reply, "content": before + str(reply.get("content") or "")}, reply)
 
-    async def _rounds(self, p: _Rounds, opened: httpx.Response) -> AsyncIterator[bytes]:
-        adapter, cfg = p.adapter, self.cfg
-        sp = adapter.splicer(p.rec)
-        r: httpx.Response | None = opened
-        rounds = 0
-        before = ""  # the text internal rounds of this answer sent the client
-        try:
-            while r is not None:
-                final = rounds >= cfg.max_rounds
-                sp.begin(final)
-                events: list[Event] = []
-                done = False
-                try:
-                    async for ev in read_events(r):
-                        events.append(ev)
-                        if not done and adapter.closing(ev) and (final or sp.released):
-                            done = True
-                            with contextlib.suppress(ProxyError):
-                                await adapter.done(p.parsed, sp.view(adapter.aggregate(events)))
-                        for out in sp.feed(ev):
-                            yield out
-                except httpx.HTTPError as e:
-                    yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
-                    return
-                finally:
-                    await r.aclose()
-                    r = None
-                if not ended_properly(events):  # cut off: neither answered nor recorded as a round
-                    yield adapter.stream_error("upstream stream ended before its final event (cut off)")
-                    return
-                self.metrics.inc("refold_upstream_calls_total")
-                data = adapter.aggregate(events)
-                reply = adapter.reply(data)
-                calls = None
-                if not final and not sp.released and reply is not None:
-                    calls = context_calls(recognizable(reply), p.rec)
-                if calls is None or reply is None:
-                    if not done:
-                        with contextlib.suppress(ProxyError):
-                            await adapter.done(p.parsed, sp.view(data))
-                    if before and reply is not None:
-                        self._shown.remember(p.s.sid, {**reply, "content": before + str(reply.get("content") or "")}, reply)
-                    for out in sp.finish(internal=False):
-                        yield out
-                    return
-                for out in sp.finish(internal=True):
-                    yield out
-                shown = sp.shown()
-                before += shown
-                rounds += 1
-                p.base, view, rendered = await self._internal(adapter, p.s, p.base, reply, calls, shown)
-                request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, p.added)
-                try:
-                    got = await self.open(adapter, request, p.headers, p.query)
-                except ProxyError as e:
-                    yield adapter.stream_error(e.message)
-                    return
-                if isinstance(got, Failed):
-                    self.metrics.inc("refold_upstream_errors_total", status=str(got.status))
-                    yield adapter.stream_error(f"upstream answered {got.status}: {got.body[:500].decode(errors='replace')}")
-                    return
-                r = got
-        finally:
-            if r is not None:
-                await r.aclose()
-
-    def _added(self, start: float, upstream_ms: float, adapter: Adapter) -> None:
+    def _added(self, start: float, upstream_ms: float) -> None:
         self.metrics.observe("refold_added_latency_ms", (time.perf_counter() - start) * 1000 - upstream_ms)
 
-    def _failed(self, f: Failed, headers: dict[str, str]) -> Response:
+    def _failed(self, adapter: Adapter, f: Failed, headers: dict[str, str]) -> Response:
         self.metrics.inc("refold_upstream_errors_total", status=str(f.status))
-        return Response(f.body, status_code=f.status, media_type=f.content_type, headers=headers)
-
-    async def _relay(self, adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIterator[bytes]:
-        events: list[Event] = []
-        finished = False
         try:
-            async for ev in read_events(r):
-                events.append(ev)
-                if not finished and adapter.closing(ev):
-                    finished = True
-                    with contextlib.suppress(ProxyError):
-                        await adapter.done(parsed, adapter.aggregate(events))
-                yield ev.raw
-        except httpx.HTTPError as e:
-            yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
-            return
-        finally:
-            await r.aclose()
-        if not ended_properly(events):
-            yield adapter.stream_error("upstream stream ended before its final event (cut off)")
-            return
-        if not finished:
-            with contextlib.suppress(ProxyError):
-                await adapter.done(parsed, adapter.aggregate(events))
-
-
-def _bad_stream(what: str) -> ProxyError:
-    return ProxyError(
-        502, f"upstream stream {what}", type="upstream_error", code="bad_upstream_response", param="stream"
-    )
-
-
-def _unreachable(e: Exception) -> ProxyError:
-    return ProxyError(
-        502, f"upstream request failed: {type(e).__name__}: {e}", type="upstream_error", code="upstream_unreachable"
-    )
+            data = json.loads(f.body)
+        except ValueError:
+            data = None
+        if adapter.own_error(data):
+            return Response(f.body, status_code=f.status, media_type=f.content_type, headers=headers)
+        status, err = adapter.error(ProxyError(f.status, cause(f), type="upstream_error", code="upstream_error"))
+        return JSONResponse(err, status_code=status, headers=headers)
 
 
 def forwardable(headers: Mapping[str, str], drop: Sequence[str] = ()) -> dict[str, str]:

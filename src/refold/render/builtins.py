@@ -23,6 +23,7 @@ from ..types import Origin, Shown, Step, content_text
 from .mechanism import BaseStage, LayoutView, Stage, StepPlan
 
 if TYPE_CHECKING:
+    from ..policy import Policy
     from .behind import Behind, Form
     from .layout import Layout
     from .received import Received
@@ -268,7 +269,7 @@ class Replies:
     def shape(self, plan: StepPlan, view: LayoutView) -> None:
         p = view.config.policy
         i = plan.step.index
-        if p.mask_after is None or not p.mask_replies or i > view.b - p.mask_after:
+        if p.mask_after is None or not p.mask_replies or i > view.b - _reply_after(p):
             return
         if i not in view.reply_texts:
             view.reply_texts[i] = condensed_reply(plan.step, reversible=p.reversible, min_chars=p.mask_min_chars)
@@ -280,13 +281,19 @@ class Replies:
         p = view.config.policy
         if p.mask_after is None or not p.mask_replies:
             return None
-        return prev.b - p.mask_after + 1  # replies that became old enough to condense
+        return prev.b - _reply_after(p) + 1  # replies that became old enough to condense
 
     def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
         p = view.config.policy
         if p.mask_after is None or not p.mask_replies:
             return ()
-        return range(max(1, prev.b - p.mask_after + 1), view.b - p.mask_after + 1)
+        return range(max(1, prev.b - _reply_after(p) + 1), view.b - _reply_after(p) + 1)
+
+
+def _reply_after(p: Policy) -> int:
+    """How many steps behind the boundary a reply stays whole (``Policy.reply_after``)."""
+    n = p.reply_after if p.reply_after is not None else p.mask_after
+    return n if n is not None else 0
 
 
 class ReplyObjects:

@@ -61,6 +61,8 @@ class Layout:
     reused: int = 0  # leading messages taken unchanged from the previous layout ...
     base: int = -1  # ... the one with this serial (-1: laid out from the start)
     serial: int = field(default_factory=lambda: next(_SERIALS))
+    gone: dict[tuple[int, int], str] = field(default_factory=dict)  # ``hidden`` by (step, output)
+    ledger_steps: set[int] = field(default_factory=set)  # the steps in ``hidden`` (both read, never changed)
 
     @property
     def total_chars(self) -> int:
@@ -121,11 +123,14 @@ def lay_out(
     shaped by the view's mechanisms in order (``render.mechanism``)."""
     b, behind = view.b, view.behind
     reversible = view.config.policy.reversible
-    view.gone = {(s, j): kind for s, j, kind in view.hidden}
-    view.ledger_steps = {s for s, _, _ in view.hidden}
+    if prev is not None and (prev.hidden is view.hidden or prev.hidden == view.hidden):
+        gone, ledger_steps = prev.gone, prev.ledger_steps  # O(ledger ops) per move otherwise
+    else:
+        gone, ledger_steps = {(s, j): kind for s, j, kind in view.hidden}, {s for s, _, _ in view.hidden}
+    view.gone, view.ledger_steps = gone, ledger_steps
     out = Layout(
         b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order), view.pinned,
-        {s.id: (s.begin, s.end or s.begin) for s in view.spans},
+        {s.id: (s.begin, s.end or s.begin) for s in view.spans}, gone=gone, ledger_steps=ledger_steps,
     )
     dirty: list[int] = []
     splice = False  # copy unchanged units after the first change too

@@ -57,10 +57,10 @@ class Joined(Generic[T]):
         if n == other.n:
             if self.prefix is other.prefix:
                 i = max(i, min(n, stop))
-            while i < min(n, stop):
-                if self.prefix[i] is not other.prefix[i] and self.prefix[i] != other.prefix[i]:
+            if i < min(n, stop):
+                i = _first_diff(self.prefix, other.prefix, i, min(n, stop))
+                if i < min(n, stop):
                     return i
-                i += 1
             m = min(self.nm, other.nm) - n
             if n <= i < n + m:
                 j = self.layout.common(other.layout, i - n, m)
@@ -68,13 +68,8 @@ class Joined(Generic[T]):
                     return n + j
                 i = n + m
             if self.nm == other.nm:  # the tails line up: compare them as lists
-                a, b, nm = self.tail, other.tail, self.nm
-                while i < stop:
-                    u, v = a[i - nm], b[i - nm]
-                    if u is not v and u != v:
-                        return i
-                    i += 1
-                return i
+                nm = self.nm
+                return nm + _first_diff(self.tail, other.tail, max(0, i - nm), stop - nm) if i < stop else i
         while i < stop:
             u, v = self[i], other[i]
             if u is not v and u != v:
@@ -89,6 +84,16 @@ class Joined(Generic[T]):
         if i < self.nm:
             return [*self.layout.since(i - self.n), *self.tail]
         return self.tail[i - self.nm :]
+
+
+def _first_diff(a: list[T], b: list[T], i: int, stop: int) -> int:
+    """The first index in i..stop-1 where ``a`` and ``b`` differ (``stop`` if none). The slices
+    compare in C (identity first, as ``is`` then ``==``): a call's tail is mostly the last one's."""
+    if a[i:stop] == b[i:stop]:
+        return stop
+    while a[i] is b[i] or a[i] == b[i]:
+        i += 1
+    return i
 
 
 class LazyRendered(Rendered):

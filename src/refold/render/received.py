@@ -62,25 +62,34 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
 def received_form(step: Step, config: Config, span_note: str | None = None) -> Received:
     """``step`` as first shown: labeled outputs, the reminder if its reply lacked the protocol."""
     policy = config.policy
-    msgs: list[Message] = [clean(step.reply)]
+    reply = clean(step.reply)
+    msgs: list[Message] = [reply]
     origins = [Origin(step.index, "reply", Shown.RECEIVED)]
-    shown = Shown.RESTORED if step.restore_of else Shown.RECEIVED
+    chars = message_chars(reply)
+    observations = step.observations
+    if not observations:
+        return Received(msgs, origins, "", chars)
     notes = []
-    if policy.protocol and policy.reminders and not step.has_protocol and step.observations:
+    if policy.protocol and policy.reminders and not step.has_protocol:
         notes.append(reminder())
-    if span_note and step.observations:
+    if span_note:
         notes.append(span_note)
     suffix = "".join("\n" + n for n in notes)
-    last = len(step.observations) - 1
-    for j, obs in enumerate(step.observations):
-        text = content_text(obs.get("content"))
+    last = len(observations) - 1
+    # one Origin for every output: it is frozen, and this runs once per step of every call
+    origin = Origin(step.index, "output", Shown.RESTORED if step.restore_of else Shown.RECEIVED, step.restore_of)
+    for j, obs in enumerate(observations):
+        content = obs.get("content")
+        text = content_text(content)
         if policy.protocol:
             text = label(step.index, text)
         if j == last:
             text += suffix
-        msgs.append(with_content(obs, text))
-        origins.append(Origin(step.index, "output", shown, step.restore_of))
-    return Received(msgs, origins, suffix, sum(message_chars(m) for m in msgs))
+        m = with_content(obs, text)
+        msgs.append(m)
+        origins.append(origin)
+        chars += len(text) if not isinstance(content, list) else message_chars(m)
+    return Received(msgs, origins, suffix, chars)
 
 
 def with_budget_line(form: Received, step: Step, line: str) -> Received:

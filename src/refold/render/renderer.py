@@ -63,6 +63,9 @@ class Renderer:
             self._seen = _seen_key(history, 0)
         self._received: list[Received] = []  # per step, index i-1
         self._recv_cum = [0]  # characters of steps 1..i as received
+        self._recv_msgs: list[Message] = []  # every step's received messages in order, and their origins:
+        self._recv_origins: list[Origin] = []  # a tail of plain steps is one slice of each
+        self._recv_at = [0]  # messages of steps 1..i
         self._span_notes: list[str | None] = []  # span reminder shown with each step
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
@@ -156,7 +159,7 @@ class Renderer:
         tail_origins: list[Origin] = []
         self._tail(history, b, t, closed.after(b), tail, tail_origins)
         if self.config.ledger.budget_tokens and t and self._budget_done < t:
-            self._add_budget_line(history, t, tail, layout)
+            self._add_budget_line(history, t, tail, layout, plain=not closed.after(b))
         if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
             tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
@@ -182,17 +185,19 @@ class Renderer:
         same = len(self._prefix) + (len(layout.msgs) if layout is self._last_layout else layout.reused)
         return messages.common(self._last, min(same, len(self._last), len(messages)))
 
-    def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout) -> None:
+    def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout, *, plain: bool) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
         form = self._received[t - 1]
         if not tail or tail[-1] is not form.msgs[-1] or len(form.msgs) < 2:
             return
-        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)  # running totals
+        # running totals; a tail without span blocks holds steps b+1..t as received
+        tail_chars = self._recv_cum[t] - self._recv_cum[layout.b] if plain else sum(message_chars(m) for m in tail)
+        size = self._prefix_chars + layout.total_chars + tail_chars
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
         self._received[t - 1] = with_budget_line(form, history.step(t), line)
         self._recv_cum[t] += self._received[t - 1].chars - form.chars
-        tail[-1] = self._received[t - 1].msgs[-1]
+        tail[-1] = self._recv_msgs[self._recv_at[t] - 1] = self._received[t - 1].msgs[-1]
 
     def _receive(self, history: History, t: int) -> None:
         for s in history.steps_between(len(self._received), t):
@@ -205,6 +210,9 @@ class Renderer:
             self._span_notes.append(note)
             form = received_form(s, self.config, note)
             self._received.append(form)
+            self._recv_msgs += form.msgs
+            self._recv_origins += form.origins
+            self._recv_at.append(len(self._recv_msgs))
             self._recv_cum.append(self._recv_cum[-1] + form.chars)
             if s.restore_of:
                 self._restores.append(s.index)
@@ -324,8 +332,14 @@ class Renderer:
 
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
+        pins = self._pinned(b, t)
+        pinned = {p[0] for p in pins if p[0] > b} if pins else ()
+        if not spans and not pinned:  # every step as received
+            at = self._recv_at
+            msgs += self._recv_msgs[at[b] : at[t]]
+            origins += self._recv_origins[at[b] : at[t]]
+            return
         cover = cover_map(spans) if spans else {}
-        pinned = {p[0] for p in self._pinned(b, t) if p[0] > b}
         for i in range(b + 1, t + 1):
             span = cover.get(i)
             if span is None:
@@ -401,7 +415,7 @@ def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object]
 def step_time(step: Step) -> float | None:
     """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
     at = step.meta.get("time")
-    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None  # a tuple: int | float is built per call
 
 
 def idle_s(history: History, t: int) -> float | None:

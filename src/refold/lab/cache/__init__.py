@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import CacheResult, NoCache, PrefixCacheSim, common_prefix_len
+from .calibrated import CALIBRATED, CalibratedCache, calibrated
 from .kv import KV_MODELS, KvSpec, kv_bytes, kv_gib, kv_spec, session_peak_kv_bytes
 from .pricing import (
     COUNT_CALIBRATIONS,
@@ -22,15 +23,7 @@ from .pricing import (
     load_prices,
     price_for_model,
 )
-from .providers import (
-    ANTHROPIC_MIN_CACHEABLE,
-    CALIBRATED,
-    AnthropicCache,
-    CalibratedCache,
-    DeepSeekCache,
-    OpenAICache,
-    calibrated,
-)
+from .providers import ANTHROPIC_MIN_CACHEABLE, AnthropicCache, DeepSeekCache, OpenAICache
 from .radix import RadixTree, SglangRadixCache
 from .replayed import REPLAYED, ReplayedCache, replayed
 from .vllm import VllmPrefixCache, VllmRunning

@@ -22,7 +22,7 @@ import math
 from collections.abc import Hashable, Sequence
 
 from .base import CacheResult, generated_ids
-from .providers import CALIBRATED, CalibratedCache
+from .calibrated import CALIBRATED, CalibratedCache
 
 __all__ = ["REPLAYED", "ReplayedCache", "replayed"]
 

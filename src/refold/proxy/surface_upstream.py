@@ -1,0 +1,113 @@
+"""The upstream calls of a non-chat surface (Anthropic Messages, OpenAI Responses), and what the
+client is told when they fail.
+
+An upstream error keeps its status: a client's retry and back-off read it (429, 500, Anthropic's
+529 ``overloaded_error``), and the upstream speaks the client's API, so a body already in the
+surface's error shape is returned as it came. Any other error body (a load balancer's HTML page,
+plain text, another API's JSON) becomes the surface's error shape with a one-line cause naming
+the upstream status. Transport failures are 502 (504 on a timeout).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import ProxyError
+
+
+@dataclass
+class Failed:
+    """An upstream answer with an error status."""
+
+    status: int
+    body: bytes
+    content_type: str
+
+
+def cause(f: Failed) -> str:
+    """The upstream's error as one line: its message when the body carries one, else its first line."""
+    try:
+        data = json.loads(f.body)
+    except ValueError:
+        data = None
+    err = data.get("error") if isinstance(data, dict) else None
+    message = err.get("message") if isinstance(err, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        text = f.body.decode("utf-8", "replace").strip()
+        message = text.splitlines()[0] if text else "(empty body)"
+    message = " ".join(message.split())
+    return f"upstream answered {f.status}: {message[:300]}"
+
+
+def timed_out(timeout: float) -> ProxyError:
+    return ProxyError(504, f"upstream timed out after {timeout:g}s", type="upstream_error", code="upstream_timeout")
+
+
+def unreachable(e: Exception) -> ProxyError:
+    return ProxyError(
+        502, f"upstream request failed: {type(e).__name__}: {e}", type="upstream_error", code="upstream_unreachable"
+    )
+
+
+def bad_stream(what: str) -> ProxyError:
+    return ProxyError(
+        502, f"upstream stream {what}", type="upstream_error", code="bad_upstream_response", param="stream"
+    )
+
+
+def _retryable(e: httpx.HTTPError) -> bool:
+    # a pooled connection the upstream closed meanwhile: the request never reached it
+    return isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError)
+
+
+async def post(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
+) -> Any | Failed:
+    """A non-streamed upstream call: its JSON body, or what failed."""
+    for retry in (True, False):
+        try:
+            r = await client.post(url, json=body, headers=headers)
+        except httpx.TimeoutException:
+            raise timed_out(timeout) from None
+        except httpx.HTTPError as e:
+            if retry and _retryable(e):
+                continue
+            raise unreachable(e) from None
+        if r.status_code >= 400:
+            return Failed(r.status_code, r.content, r.headers.get("content-type", "application/json"))
+        try:
+            return r.json()
+        except ValueError:
+            raise ProxyError(
+                502, "upstream answered with a body that is not JSON", type="upstream_error",
+                code="bad_upstream_response",
+            ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def open_stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
+) -> httpx.Response | Failed:
+    """A streamed upstream call, open (its status read), or what failed."""
+    for retry in (True, False):
+        req = client.build_request("POST", url, json=body, headers=headers)
+        try:
+            r = await client.send(req, stream=True)
+        except httpx.TimeoutException:
+            raise timed_out(timeout) from None
+        except httpx.HTTPError as e:
+            if retry and _retryable(e):
+                continue
+            raise unreachable(e) from None
+        if r.status_code >= 400:
+            try:
+                raw = await r.aread()
+            finally:
+                await r.aclose()
+            return Failed(r.status_code, raw, r.headers.get("content-type", "application/json"))
+        return r
+    raise AssertionError("unreachable")  # pragma: no cover
