@@ -434,7 +434,7 @@ def test_cached_views_are_bytes_with_etag_gzip_and_no_store_round_trip(
         html = f"<html>{len(snap.history())} steps, pins {len(snap.pins)}</html>".encode()
         return html, gzip.compress(html)
 
-    pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1))
+    pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1), min_rebuild_s=0.0)
     store = SQLiteStore(str(tmp_path / "s.db"))
     real_state = store.state
 
@@ -512,7 +512,7 @@ def test_a_session_builds_one_page_at_a_time_and_a_live_view_lags_by_one_build()
         return lambda: Snapshot([], [({"role": "assistant", "content": "r"}, [], {})] * n, [], {}, "s")
 
     async def go() -> None:
-        pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(2))
+        pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(2), min_rebuild_s=0.0)
         key = lambda n: ("sid", f"head{n}", "0", "chars4")  # noqa: E731
         a = asyncio.create_task(pool.page(key(1), snap(1), "t", "chars4"))
         await asyncio.sleep(0.05)
@@ -531,6 +531,28 @@ def test_a_session_builds_one_page_at_a_time_and_a_live_view_lags_by_one_build()
         gate.set()
         assert (await c).html == b"3" and sorted(built) == [1, 2, 3, 5]
         assert pool.cached(key(2)) is None and pool.cached(key(3)) is not None  # one page per session kept
+        pool.close()
+
+    asyncio.run(go())
+
+
+def test_a_session_being_written_is_rebuilt_at_most_every_min_rebuild_s() -> None:
+    built: list[str] = []
+
+    def build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
+        built.append(snap.source)
+        return snap.source.encode(), b""
+
+    def snap(name: str) -> Any:
+        return lambda: Snapshot([], [], [], {}, name)
+
+    async def go() -> None:
+        pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1), min_rebuild_s=3600.0)
+        assert (await pool.page(("s", "h1", "0", "t"), snap("h1"), "t", "t")).html == b"h1"
+        assert (await pool.page(("s", "h2", "0", "t"), snap("h2"), "t", "t")).html == b"h1"  # new turn: the last page
+        assert (await pool.page(("s", "h2", "1", "t"), snap("h2 pinned"), "t", "t")).html == b"h2 pinned"  # a pin: at once
+        assert (await pool.page(("o", "h2", "0", "t"), snap("other"), "t", "t")).html == b"other"
+        assert built == ["h1", "h2 pinned", "other"]
         pool.close()
 
     asyncio.run(go())

@@ -12,7 +12,8 @@ the app itself needs an ``if __name__ == "__main__":`` guard (``refold serve`` h
 ``max_pending`` sessions' views build or wait at once; one more is a 503 to retry. A built page is
 cached as bytes by (session, head digest, pins, tokenizer) with an ETag. A session builds one page
 at a time: requests for it meanwhile share that build, or, when the session has moved on since
-(an agent writing it), get its last page at once: a live view lags by at most one build.
+(an agent writing it), get its last page at once, and a session's page is rebuilt for new turns at
+most every ``min_rebuild_s``: a live view lags by at most one build or that long.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Page:
     html: bytes
     gz: bytes
     etag: str
+    built: float = 0.0  # time.monotonic() when built
 
     @property
     def size(self) -> int:
@@ -133,11 +135,13 @@ class ViewPool:
         cache_bytes: int = 64 * 1024 * 1024,
         rate: float = 100.0,
         max_waiting: int = 16,
+        min_rebuild_s: float = 5.0,
         build: Builder = build_page,
         executor: Executor | None = None,
     ) -> None:
         self.metrics = metrics
         self.lane = Lane(rate, max_waiting)
+        self.min_rebuild_s = min_rebuild_s
         self.workers = workers
         self.max_pending = max_pending
         self.cache_bytes = cache_bytes
@@ -174,6 +178,11 @@ class ViewPool:
         if hit is not None:
             return hit
         sid = key[0]
+        last_key = self._latest.get(sid, ())
+        recent = self._cache.get(last_key)
+        if recent is not None and last_key[2:] == key[2:] and time.monotonic() - recent.built < self.min_rebuild_s:
+            self.metrics.inc("refold_views_total", outcome="stale")  # a session being written: one page per
+            return recent  # min_rebuild_s at most (a pin, which changes key[2], builds at once)
         running = self._inflight.get(sid)
         if running is not None:  # one build per session at a time: a session written meanwhile
             if running[0] != key:  # shows its last page until the build under way is done
@@ -206,7 +215,7 @@ class ViewPool:
                 raise ProxyError(
                     503, f"the view worker stopped ({type(e).__name__}); retry", type="server_error", code="views_busy"
                 ) from None
-            page = Page(html, gz, self.etag(key))
+            page = Page(html, gz, self.etag(key), time.monotonic())
             self.builds += 1
             self.metrics.observe("refold_view_build_ms", (time.perf_counter() - t0) * 1000)
             self.metrics.inc("refold_views_total", outcome="built")
