@@ -17,6 +17,13 @@ relays as soon as its command's first word shows it is no context command).
         [--src OTHER/src] [--out benchmarks/results/ttft.txt]
 
 ``--src`` runs the proxy from another checkout's ``src`` (e.g. main before this change).
+
+    python benchmarks/bench_ttft.py --commands RUN_OR_FOLDER... [--out benchmarks/results/ttft_commands.txt]
+
+reads the shell commands of recorded runs instead (any format ``refold replay`` reads) and reports
+how many of each command's first characters the proxy must see before it relays the call (as a
+chat ``bash`` call and as Codex's ``["bash", "-lc", cmd]``), and that no context command among
+them is ever decided to be none early.
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from refold.context.recognize import Recognizer
+from refold.proxy.early import call_verdict
+from refold.proxy.stream import HeadStripper
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -65,23 +76,47 @@ def spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
     return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+class Ready:
+    """When a proxy that never relays a possible context command could send a stream's first
+    token: its first text (after the PROGRESS/STALE head with ``strip``), or the piece of its
+    first tool call after which the command's first word says it is none (``early.call_verdict``)."""
+
+    def __init__(self, strip: bool) -> None:
+        self.stripper = HeadStripper() if strip else None
+        self.rec = Recognizer(text=False)
+        self.name, self.args = "", ""
+
+    def feed(self, delta: dict[str, Any]) -> bool:
+        text = delta.get("content") or ""
+        if text and (self.stripper.feed(text) if self.stripper else text):
+            return True
+        for tc in delta.get("tool_calls") or []:
+            if tc.get("index", 0) == 0:
+                self.name += (tc.get("function") or {}).get("name") or ""
+                self.args += (tc.get("function") or {}).get("arguments") or ""
+        return bool(self.args) and call_verdict(self.name, self.args, self.rec) is False
+
+
 class Agent:
     """One session: sends its whole conversation each turn, streams the reply, appends it."""
 
-    def __init__(self, client: httpx.Client, url: str, tools: bool, delay: float, name: str, quiet: bool = False) -> None:
-        self.client, self.url, self.tools, self.delay, self.name = client, url, tools, delay, name
+    def __init__(
+        self, client: httpx.Client, url: str, tools: bool, delay: float, name: str, quiet: bool = False, strip: bool = False
+    ) -> None:
+        self.client, self.url, self.tools, self.delay, self.name, self.strip = client, url, tools, delay, name, strip
         self.mode = "QUIET" if quiet else "TALK"
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": "You are a coding agent."},
             {"role": "user", "content": f"Task {name}: fix the failing test. DELAY:{delay:g} {self.mode}"},
         ]
 
-    def turn(self) -> tuple[float, float]:
-        """(ms to the first text or tool-call delta, ms to the end of the stream)."""
+    def turn(self) -> tuple[float, float, float]:
+        """(ms to the first text or tool-call delta, to when a proxy could send it, to the end)."""
         body: dict[str, Any] = {"model": "m", "messages": self.messages, "stream": True}
         if self.tools:
             body["tools"] = [BASH]
-        first = None
+        first = ready = None
+        gate = Ready(self.strip)
         content, calls = "", {}
         t0 = time.perf_counter()
         with self.client.stream(
@@ -96,6 +131,8 @@ class Agent:
                     d = c.get("delta") or {}
                     if first is None and (d.get("content") or d.get("tool_calls")):
                         first = time.perf_counter()
+                    if ready is None and gate.feed(d):
+                        ready = time.perf_counter()
                     content += d.get("content") or ""
                     for tc in d.get("tool_calls") or []:
                         slot = calls.setdefault(tc["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
@@ -112,30 +149,105 @@ class Agent:
             self.messages += [msg, {"role": "tool", "tool_call_id": calls[0]["id"], "content": out}]
         else:
             self.messages += [msg, {"role": "user", "content": out}]
-        return (first - t0) * 1000, (end - t0) * 1000
+        return (first - t0) * 1000, ((ready or end) - t0) * 1000, (end - t0) * 1000
 
 
 def run_pair(
-    direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str, quiet: bool = False
+    direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str, quiet: bool = False,
+    strip: bool = False,
 ) -> dict[str, list[float]]:
     """Direct and proxy sessions interleaved turn by turn (alternating which goes first), so both
     see the same load on a shared machine; the paired difference is the figure."""
-    r: dict[str, list[float]] = {"direct": [], "proxy": [], "diff": [], "direct_total": [], "proxy_total": []}
+    keys = ("direct", "ready", "proxy", "diff", "over", "direct_total", "proxy_total")
+    r: dict[str, list[float]] = {k: [] for k in keys}
     with httpx.Client(timeout=120) as client:
         for sid in range(sessions):
-            a = Agent(client, direct, tools, delay, f"{tag}-d{sid}", quiet)
-            b = Agent(client, proxy, tools, delay, f"{tag}-p{sid}", quiet)
+            a = Agent(client, direct, tools, delay, f"{tag}-d{sid}", quiet, strip)
+            b = Agent(client, proxy, tools, delay, f"{tag}-p{sid}", quiet, strip)
             for turn in range(turns):
                 if (sid + turn) % 2:
-                    (pt, ptot), (dt, dtot) = b.turn(), a.turn()
+                    (pt, _, ptot), (dt, rt, dtot) = b.turn(), a.turn()
                 else:
-                    (dt, dtot), (pt, ptot) = a.turn(), b.turn()
+                    (dt, rt, dtot), (pt, _, ptot) = a.turn(), b.turn()
                 r["direct"].append(dt)
+                r["ready"].append(rt)
                 r["proxy"].append(pt)
                 r["diff"].append(pt - dt)
+                r["over"].append(pt - rt)
                 r["direct_total"].append(dtot)
                 r["proxy_total"].append(ptot)
     return r
+
+
+def first_no(args: str, head: int, verdict: Any) -> int | None:
+    """How many characters of the command (after ``head`` characters of arguments) the earliest
+    prefix of ``args`` that ``verdict`` says is no context command holds; None: only at the end."""
+    for cut in range(head, len(args) + 1):
+        if verdict(args[:cut]) is False:
+            return cut - head if cut < len(args) else None
+    return None
+
+
+def commands_report(paths: list[Path]) -> str:
+    from refold.loaders import load_all
+    from refold.proxy.held import decide
+
+    rec = Recognizer(text=False)
+    files: list[Path] = []
+    for p in paths:
+        files += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in (".json", ".traj", ".jsonl")) if p.is_dir() else [p]
+    cmds: list[str] = []
+    skipped = 0
+    for f in files:
+        try:
+            histories = load_all(f)
+        except Exception:  # noqa: BLE001 - a file that is no run is counted, not fatal
+            skipped += 1
+            continue
+        for h in histories:
+            cmds += [a.command for st in h.steps for a in st.actions if a.command.strip()]
+    rows = []
+    unsafe = 0
+    n_context = 0
+    for form, head_of, verdict_of in (
+        ("chat bash {\"command\": cmd}", lambda c: json.dumps({"command": c}), lambda a: call_verdict("bash", a, rec)),
+        ("Codex shell [bash, -lc, cmd]", lambda c: json.dumps({"command": ["bash", "-lc", c]}), lambda a: decide("shell", a, rec)),
+    ):
+        needed: list[int] = []
+        at_end = 0
+        for c in cmds:
+            args = head_of(c)
+            head = len(head_of("")) - 2 if form.startswith("chat") else len(head_of("")) - 3
+            k = first_no(args, head, verdict_of)
+            is_context = rec.command("bash", c) is not None
+            n_context += is_context and form.startswith("chat")
+            if is_context:
+                unsafe += k is not None
+                continue
+            if k is None:
+                at_end += 1
+            else:
+                needed.append(k)
+        plain = len(needed) + at_end
+        share = [sum(1 for k in needed if k <= n) / plain * 100 if plain else 0.0 for n in (1, 2, 3, 4)]
+        rows.append(
+            f"{form:30} {plain:>7} {statistics.median(needed) if needed else float('nan'):>10.0f} {pct(needed, 90) if needed else float('nan'):>8.0f} "
+            + " ".join(f"{x:>6.1f}%" for x in share)
+            + f" {at_end / plain * 100 if plain else 0.0:>8.1f}%"
+        )
+    lines = [
+        f"refold early relay on recorded runs: {len(cmds)} shell commands from {len(files) - skipped} files"
+        + (f" ({skipped} unreadable skipped)" if skipped else "") + f"; {n_context} of them context commands",
+        "",
+        f"{'form':30} {'plain':>7} {'chars p50':>10} {'p90':>8} {'<=1':>7} {'<=2':>7} {'<=3':>7} {'<=4':>7} {'at end':>9}",
+        *rows,
+        "",
+        f"context commands decided 'no' before their end (relayed to the client): {unsafe} (must be 0)",
+        "chars = characters of the command the proxy has seen when it relays the call (the first piece that",
+        "decides it); <=n = share of plain commands relayed within their first n characters; at end = decided",
+        "only by the whole command (it begins like a context command: 'fold -w 80 f', 'restored').",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -145,7 +257,17 @@ def main() -> None:
     ap.add_argument("--delay-ms", type=float, default=20.0)
     ap.add_argument("--src", type=Path, help="run the proxy from this src directory instead")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--commands", type=Path, nargs="+", help="report on the shell commands of these runs instead")
     a = ap.parse_args()
+    if a.commands:
+        missing = [p for p in a.commands if not p.exists()]
+        if missing:
+            sys.exit(f"bench_ttft: no such file or folder: {missing[0]}")
+        report = commands_report(a.commands)
+        print(report, end="")
+        if a.out:
+            a.out.write_text(report)
+        return
 
     up_port = free_port()
     procs = [
@@ -196,7 +318,9 @@ def main() -> None:
                     ("--strip-protocol, no tools", "strip", False, False),
                 ]
             for name, which, tools, quiet in scenarios:
-                r = run_pair(upstream, proxies[which], tools, a.sessions, a.turns, a.delay_ms, f"s{len(rows)}", quiet)
+                r = run_pair(
+                    upstream, proxies[which], tools, a.sessions, a.turns, a.delay_ms, f"s{len(rows)}", quiet, which == "strip"
+                )
                 rows.append((name, r))
     finally:
         for p in procs:
@@ -210,12 +334,14 @@ def main() -> None:
         f"fake upstream streams 7-char deltas, {a.delay_ms:g} ms before each (a simulated model); python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, load average {load:.1f} at the end; {time.strftime('%Y-%m-%d')}" + (f"; proxy from {a.src}" if a.src else ""),
         "",
-        f"{'scenario':30} {'pairs':>5} {'direct p50':>10} {'proxy p50':>10} {'proxy p90':>10} {'added p50':>10} {'added p90':>10} {'total p50 d/p':>15}",
+        f"{'scenario':30} {'pairs':>5} {'direct p50':>10} {'ready p50':>10} {'proxy p50':>10} {'proxy p90':>10} "
+        f"{'added p50':>10} {'added p90':>10} {'over ready':>10} {'total p50 d/p':>15}",
     ]
     for name, r in rows:
         lines.append(
-            f"{name:30} {len(r['diff']):>5} {statistics.median(r['direct']):>10.1f} {statistics.median(r['proxy']):>10.1f} "
-            f"{pct(r['proxy'], 90):>10.1f} {statistics.median(r['diff']):>+10.1f} {pct(r['diff'], 90):>+10.1f} "
+            f"{name:30} {len(r['diff']):>5} {statistics.median(r['direct']):>10.1f} {statistics.median(r['ready']):>10.1f} "
+            f"{statistics.median(r['proxy']):>10.1f} {pct(r['proxy'], 90):>10.1f} {statistics.median(r['diff']):>+10.1f} "
+            f"{pct(r['diff'], 90):>+10.1f} {statistics.median(r['over']):>+10.1f} "
             f"{statistics.median(r['direct_total']):>7.0f}/{statistics.median(r['proxy_total']):<7.0f}"
         )
     lines += [
@@ -224,10 +350,13 @@ def main() -> None:
         f"each of the {n} pairs is one direct and one proxied turn of sessions at the same depth, run back to back",
         "(alternating which goes first), and added = proxy TTFT - direct TTFT of the pair. total = ms to the",
         "end of the stream. Each proxy request maps the session, commits the turn durably (SQLite WAL) and",
-        "renders the prompt before calling upstream. With --strip-protocol the first token the client sees",
-        "is the one after the PROGRESS/STALE head, which the proxy holds back (its 4 deltas), by design.",
-        "'shell tool call, no text': the reply is only the call (bash 'echo turn-n'); its first token is the",
-        "call's first delta, which a proxy that holds a possibly internal round's calls sends at the end.",
+        "renders the prompt before calling upstream. ready = when the direct stream shows what a proxy that",
+        "never relays a possible context command may send first: its first text (with --strip-protocol the",
+        "first text after the PROGRESS/STALE head, which the client is not shown), or the piece of its first",
+        "tool call after which the command's first word says it is no context command; over ready = proxy",
+        "TTFT - direct ready of the pair, what the proxy adds beyond what it must wait for.",
+        "'shell tool call, no text': the reply is only the call (bash 'echo turn-n'), its arguments in 5-char",
+        "pieces 20 ms apart: '{\"com' 'mand\"' ': \"ec' decides it (an 'e' may still be 'expand'), 3 pieces in.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from refold.config import Config
 from refold.context.answers import answer
 from refold.history import History
 from refold.mechanisms.ledger import LedgerBook
@@ -17,6 +18,7 @@ from refold.protocol import parse_command
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from synthetic import mix, synthetic_messages  # noqa: E402
 
+AT_ONCE = Config.parse(boundary={"fold_wait": 0})  # the generator answers folds as shown at once (no renderer)
 _RANGE = re.compile(r"^nl -ba (\S+) \| sed -n '(\d+),(\d+)p'$")
 SEEDS = (0, 1, 2)
 
@@ -78,7 +80,7 @@ def test_recorded_answers_are_the_librarys(run: tuple[list[dict[str, object]], H
             continue
         cmd = s.actions[0].context
         assert cmd is not None and cmd == parse_command(s.actions[0].command), s.index
-        a = answer(h, cmd, t=s.index - 1)
+        a = answer(h, cmd, AT_ONCE, t=s.index - 1)
         assert s.output_texts[0] == a.text, s.index
         assert s.outcomes == (a.outcome,), s.index
         assert s.restore_of == a.restore_of, s.index

@@ -239,7 +239,8 @@ def test_self_gc_through_mini_and_the_proxy(
     joined = "\n".join(mini_answers)
     assert "r2: replaced by its one-line summary" in joined and "1 pinned" in joined and "1 unpinned" in joined
     assert "fold_steps 2-3 refused" in joined and "'and so on' is filler" in joined
-    assert "Span S1 folded after the fact: steps 2-3" in joined and "tokens after it are recomputed" in joined
+    assert "Span S1 folded after the fact: steps 2-3" in joined
+    assert "tokens after it are recomputed" in joined or "folding now would recompute" in joined  # the cost rule may defer it
     assert "Reply r2 restored from history, byte for byte" in joined
     last = mini_prompts[-1]
     assert last[-1][0] == "user" and str(last[-1][1]).startswith("[context-manager] Ledger after step")  # the view

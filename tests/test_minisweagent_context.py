@@ -124,7 +124,7 @@ class ScriptedLLM:
 
 
 def run(
-    tmp: Path, style: str, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    tmp: Path, style: str, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch, rule: str = "fixed"
 ) -> tuple[Any, Path, Path, list[str]]:
     repo, bin_dir, marker = make_repo(tmp)
     calls = tmp / "shell-calls.log"
@@ -139,7 +139,7 @@ def run(
         "model_name": "fake/scripted",
         "cost_tracking": "ignore_errors",
         "refold": {"k": 3, "mask_after": None},  # the seed's rendering: this run pins its mechanics
-        "refold_boundary": {"rule": "fixed"},
+        "refold_boundary": {"rule": rule},
     }
     if style == "mswea":
         model["action_regex"] = r"```mswea_bash_command\s*\n(.*?)\n```"
@@ -284,3 +284,33 @@ def test_context_commands_end_to_end(style: str, tmp_path: Path, monkeypatch: py
     # replaying the saved file renders exactly the prompts the model saw, call by call
     renderer = renderer_for(data)
     assert [renderer.render(history, t).messages for t in range(n)] == llm.prompts
+
+
+FOLD_END = "steps 2-3 were a dead end: the error at line 1 is not raised there, so the cause lies elsewhere"
+
+
+@pytest.mark.parametrize("style", ["tool", "text"])
+def test_a_fold_after_the_fact_waits_for_the_next_boundary_move(style: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost rule: everything after step 2 is cached, so the fold of steps 2-3 is shown with the
+    next boundary move (call 16, after step 15), not at once; the answer says so."""
+    turns = [Turn(f"print block {i}", "-", f"seq {i}000 {i}999") for i in range(1, 13)]
+    turns += [Turn("fold the dead end", "-", f'2-3 "{FOLD_END}"', "fold_steps", via_bash=True)]  # 13
+    turns += [Turn("probe", "-", "echo a"), Turn("probe", "-", "echo b"), Turn("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
+    llm = ScriptedLLM(turns, style)
+    agent, traj, _, executed = run(tmp_path, style, llm, monkeypatch, rule="cost")
+    assert agent.run("Find the cause.")["exit_status"] == "Submitted"
+    assert not any(c.startswith("fold_steps") for c in executed)
+    history = load(traj)
+    said = content_text(history.step(13).observations[0]["content"])
+    assert "Span S1 folded after the fact: steps 2-3 become one block" in said
+    assert "at the next cache-boundary move (within 5 calls); folding now would recompute ~" in said
+
+    def block(t: int) -> list[str]:
+        return [x for x in texts(llm.prompts[t]) if x.startswith(f"{CM} Span S1 folded: steps 2-3")]
+
+    assert block(13) == [] and block(14) == []  # the calls after steps 13 and 14: the cached prefix stays
+    assert texts(llm.prompts[14])[: len(llm.prompts[13])] == texts(llm.prompts[13])
+    assert len(block(15)) == 1 and f"Conclusion: {FOLD_END}" in block(15)[0]
+    assert outputs_of(llm.prompts[15], 2) == [] and outputs_of(llm.prompts[15], 3) == []
+    renderer = renderer_for(read_json(traj))  # the saved run replays to the prompts sent
+    assert [renderer.render(history, t).messages for t in range(len(turns))] == llm.prompts

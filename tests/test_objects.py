@@ -154,7 +154,7 @@ def test_the_agent_pins_with_a_context_command() -> None:
 
 
 def test_a_pinned_step_inside_a_fold_is_kept_verbatim() -> None:
-    s = run(12, config=SELF_GC.override(["ledger.pin_plans=false"]))
+    s = run(12, config=SELF_GC.override(["ledger.pin_plans=false", "boundary.fold_wait=0"]))  # the fold shows at once
     s.h.pin("r5")
     out = s.step('fold_steps 4-7 "f5.py defines add() at f5.py:3, so the bug is there because it subtracts"')
     assert "Span S1 folded after the fact" in out and "tokens after it are recomputed" in out
@@ -175,7 +175,7 @@ def test_fold_steps_after_the_fact_with_guardrails() -> None:
     ok = s.step('fold_steps 3-6 "f4.py:3 subtracts, so add() fails because of the sign"')
     assert "Span S2 folded after the fact: steps 3-6" in ok
     assert "cut across span S2" in s.step('fold_steps 5-8 "f4.py:3 subtracts, so add() fails because of the sign"')
-    p = render(s.h, SELF_GC)
+    p = render(s.h, SELF_GC.override(["boundary.fold_wait=0"]))  # shown at once, whatever it costs
     block = next(content_text(m["content"]) for m, o in zip(p.messages, p.origins, strict=True) if o.part == "span")
     assert "Span S2 folded: steps 3-6" in block and "f4.py:3 subtracts" in block
 

@@ -262,3 +262,35 @@ def test_live_stream_relays_deltas_before_the_round_ends(tmp_path: Path) -> None
             metrics = httpx.get(f"{px.url}/metrics").text
             assert "refold_streams_relayed_live_total 1" in metrics
             assert "refold_upstream_prompt_tokens_total" in metrics  # usage is counted at the stream's end
+
+
+FOLD_END = "steps 2-3 were a dead end: the error at line 1 is not raised there, so the cause lies elsewhere"
+
+
+def test_a_fold_after_the_fact_waits_for_the_next_boundary_move(tmp_path: Path) -> None:
+    """The cost rule through the proxy: the fold of steps 2-3, issued when everything after them is
+    cached, is answered "at the next cache-boundary move" and shown with it, not at once."""
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        config = Config.parse(k=3)  # the library's defaults: rule cost, masking
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=config)
+        with ServerThread(create_app(cfg)) as px:
+            a = Agent(px.url, "defer")
+            for i in range(1, 13):
+                a.turn(f"note {i}: " + "padding that makes every step long enough to matter. " * 40)
+            fake.script(("bash", {"command": f'fold_steps 2-3 "{FOLD_END}"'}))
+            a.turn()  # step 13 is the internal fold, 14 the client's
+            after_fold = len(fake.requests)
+            for _ in range(3):
+                a.turn()
+            bodies = [r["body"] for r in fake.requests]
+            said = next(m["content"] for m in bodies[after_fold - 1]["messages"] if "Span S1 folded after the fact" in str(m.get("content")))
+            assert "at the next cache-boundary move" in said and "folding now would recompute ~" in said
+            shown = ["Span S1 folded: steps 2-3" in texts(b) for b in bodies[after_fold - 1 :]]
+            assert shown[0] is False and True in shown[: 3 + 1] and shown[-1]  # not with the call after the fold; within k calls
+            first, before = bodies[after_fold - 1]["messages"], bodies[after_fold - 2]["messages"]
+            assert first[: len(before)] == before  # the fold's own round only adds at the end: the cache holds
+            view = httpx.get(f"{px.url}/sessions/defer", headers=AUTH).json()
+            h = rebuilt(view)
+            rendered = Renderer(cfg.config).render(h)
+            assert rendered.messages == bodies[-1]["messages"][: len(rendered.messages)]

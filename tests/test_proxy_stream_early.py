@@ -104,7 +104,7 @@ def test_the_pieces() -> None:
     assert command_prefix('{"command": "ls -') == "ls -"
     assert command_prefix('{"cmd":"a\\nb\\u00e9\\') == "a\nb\u00e9"
     assert command_prefix('{"command": ["rest') == "rest"
-    assert command_prefix('{"command": ["rest', argv=False) is None
+    assert command_prefix('{"command": ["rest', argv=None) is None
     assert command_prefix('{"timeout": 3, "command": "ls"}') is None and command_prefix('{"comm') is None
     rec = Recognizer(functions=frozenset({"restore"}))
     assert call_verdict("restore", "", rec) is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from refold.config import Config
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer
@@ -212,3 +213,22 @@ def test_protocol_joins_a_developer_message() -> None:
     msgs = Renderer(seed_config()).render(h).messages
     assert [m["role"] for m in msgs[:2]] == ["developer", "user"]
     assert msgs[0]["content"].startswith("Be brief.") and "PROGRESS:" in msgs[0]["content"]
+
+
+def test_the_last_call_rendered_again_is_the_same_prompt_and_a_pending_fold_stays_pending() -> None:
+    """A surface may ask for the same call twice (a retried request): the cost rule's choice for a
+    pending fold is made once per call, so the prompt repeats byte for byte and the memo stays exact."""
+    pad = "value = 1  # a long line of a long file\n" * 40
+    steps = [(reply(f"read {i}", "-", f"cat f{i}.py"), out(pad + str(i))) for i in range(1, 13)]
+    steps.append((reply("fold", "-", 'fold_steps 2-3 "f2.py:1 sets value because it is the default, so it is not the bug"'), "ok"))
+    steps += [(reply(f"probe {i}", "-", f"echo {i}"), out(str(i))) for i in (14, 15)]
+    h = text_history(steps)
+    config = Config.parse(reminders=False)
+    r = Renderer(config)
+    first = r.render(h, 13)
+    again = r.render(h, 13)
+    assert again.messages == first.messages and again.stats == first.stats
+    assert not any(o.part == "span" for o in again.origins)  # the fold far back waits for a move
+    assert r.render(h, 13).messages == Renderer(config).render(h, 13).messages
+    assert r.render(h, 15).messages == Renderer(config).render(h, 15).messages  # and shown by its deadline
+    assert any(o.part == "span" and o.covers == (2, 3) for o in r.render(h, 15).origins)

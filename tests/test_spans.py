@@ -19,7 +19,7 @@ from refold.policy import Policy
 from refold.protocol import CM, COMMAND_NAMES
 from refold.render import Renderer
 from refold.restore import restore_text
-from refold.types import Outcome, Rendered, Shown, content_text
+from refold.types import Facts, Outcome, Rendered, Shown, content_text
 from refold.wire import answer_record
 
 from builders import SYSTEM, TASK, numbered, seed_config
@@ -242,17 +242,17 @@ def sessions(draw: st.DrawFn) -> Session:
     return s
 
 
-def check(s: Session) -> None:
+def check(s: Session, config: Config | None = None) -> None:
     h = s.h
     before = copy.deepcopy(h.messages())
-    inc = s.renderer()
+    inc = Renderer(config) if config else s.renderer()
     prev, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)
-        fresh = s.renderer().render(h, t)
+        fresh = Renderer(config).render(h, t) if config else s.renderer().render(h, t)
         assert p.messages == fresh.messages and p.origins == fresh.origins
         serial = p.serialized()
-        folded_now = any(sp.end == t for sp in inc.span_book.closed)
+        folded_now = any(c.step == t for c in inc.fold_costs.values())  # a fold shown first at this call
         if p.stats.boundary == prev_b and not folded_now:
             assert serial.startswith(prev), f"prefix changed at t={t} without a boundary move or a fold"
         prev, prev_b = serial, p.stats.boundary
@@ -306,3 +306,156 @@ def test_invariants_scripted() -> None:
         for i in range(5):
             s.step(f"echo {i}", str(i))
         check(s)
+
+
+# ---- when an agent's fold shows: at once, or with the next boundary move (rule "cost") ----------
+
+COST = Config.parse(reminders=False)
+FIXED = COST.override(["boundary.rule=fixed"])
+PAD = "x = 1  # padding the file so that its output is long enough to matter\n"
+
+
+def covered(p: Rendered) -> set[int]:
+    return {c for o in p.origins if o.part == "span" for c in o.covers}
+
+
+def long_run(s: Session, n: int, lines: int = 30) -> None:
+    for i in range(len(s.h) + 1, len(s.h) + n + 1):
+        s.step(f"cat f{i}.py", PAD * lines)
+
+
+def test_a_fold_far_back_waits_for_the_next_boundary_move() -> None:
+    s = Session(config=COST)
+    long_run(s, 12)
+    said = s.step(f'fold_steps 2-3 "{GOOD}"')  # 13: everything after step 2 is cached
+    assert "at the next cache-boundary move (within 5 calls)" in said and "folding now would recompute ~" in said
+    long_run(s, 2)
+    r, fixed = Renderer(COST), Renderer(FIXED)
+    before = r.render(s.h, 12).serialized()
+    at = r.render(s.h, 13)
+    assert not covered(at) and covered(fixed.render(s.h, 13)) == {2, 3}  # the fixed rule folds at once
+    assert at.serialized().startswith(before)  # the cached prefix stays: only the new step is added
+    assert covered(r.render(s.h, 14)) == set()
+    moved = r.render(s.h, 15)  # the next boundary move, one the rule makes anyway, shows it
+    assert covered(moved) == {2, 3} and moved.stats.boundary == 12
+    assert r.fold_costs["S1"].step == 15
+    for i in (2, 3):  # still restorable byte for byte
+        for m in r.received(s.h, i):
+            assert content_text(m.get("content")) in restore_text(s.h, [i])
+
+
+def test_a_fold_that_pays_shows_at_once_and_the_answer_says_so() -> None:
+    s = Session(config=COST)
+    long_run(s, 9, lines=2)
+    long_run(s, 3, lines=200)  # 10-12: long outputs at the end of the prompt
+    said = s.step('fold_steps 10-12 "f10.py:1 sets x = 1 because it is the default, so nothing else does"')
+    assert "are now shown as one block" in said and "tokens after it are recomputed once" in said
+    p = Renderer(COST).render(s.h, 13)
+    assert covered(p) == set(range(10, 13))
+
+
+def test_a_fold_with_a_move_the_rule_makes_anyway_shows_with_it() -> None:
+    s = Session(config=COST)
+    long_run(s, 14)
+    s.step(f'fold_steps 2-3 "{GOOD}"')  # 15: the boundary moves to 12 at this call anyway
+    r = Renderer(COST)
+    r.render(s.h, 14)
+    p = r.render(s.h, 15)
+    assert p.stats.boundary == 12 and covered(p) == {2, 3}
+
+
+def test_fold_span_waits_too_and_the_fixed_rule_keeps_folding_at_once() -> None:
+    s = Session(config=COST)
+    s.step('begin_span "where is x set?"')  # 1
+    long_run(s, 11)
+    said = s.step('fold_span "x is set in f2.py:1 because it is the module default"')  # 13: it pays
+    assert "Span S1 folded: steps 1-13 are now shown as one block" in said and "tokens after it are recomputed" in said
+    assert covered(Renderer(COST).render(s.h, 13)) == set(range(1, 14))
+    s = Session(config=COST)
+    long_run(s, 9)
+    s.step('begin_span "where is x set?"')  # 10
+    s.step("echo 1", "1")
+    s.step("echo 2", "2")
+    said = s.step('fold_span "x is set in f2.py:1 because it is the module default"')  # 13: short steps, a long block
+    assert "Span S1 folded: steps 10-13 become one block" in said and "(within 5 calls)" in said
+    f = Session(config=FIXED)
+    f.h = s.h
+    assert covered(Renderer(FIXED).render(f.h, 13)) == set(range(10, 14))  # the fixed rule folds at once
+    long_run(s, 2)
+    r = Renderer(COST)
+    assert not covered(r.render(s.h, 13))  # as the answer said; from the next call on it may pay on its own
+    assert covered(r.render(s.h, 15)) == set(range(10, 14))
+
+
+@st.composite
+def fold_sessions(draw: st.DrawFn) -> Session:
+    k = draw(st.sampled_from([2, 3]))
+    wait = draw(st.sampled_from([1, 2, 3]))
+    config = COST.override([f"policy.k={k}", f"boundary.min_remaining={draw(st.sampled_from([1, 5]))}", f"boundary.fold_wait={wait}"])
+    s = Session(tools=draw(st.booleans()), config=config)
+    for i in range(1, draw(st.integers(4, 22)) + 1):
+        kind = draw(st.sampled_from(["read", "read", "read", "fold_steps", "fold_steps", "begin", "fold_span"]))
+        if kind == "fold_steps" and i > 2:
+            hi = draw(st.integers(1, i - 1))
+            lo = draw(st.integers(max(1, hi - 6), hi))
+            s.step(f'fold_steps {lo}-{hi} "{GOOD}"')
+        elif kind == "begin":
+            s.step(f'begin_span "question {i}"')
+        elif kind == "fold_span":
+            s.step(f'fold_span "{GOOD}"')
+        else:
+            s.step(f"cat f{i}.py", PAD * draw(st.sampled_from([1, 10, 60, 300])))
+    return s
+
+
+def fold_answers(s: Session) -> dict[int, str]:
+    """Step -> the answer to the fold it issued (the last one when it issued several)."""
+    out: dict[int, str] = {}
+    for step in s.h.steps:
+        for o in step.outcomes:
+            if o.name in ("fold_span", "fold_steps") and o.ok:
+                out[step.index] = content_text(step.observations[-1].get("content"))
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=fold_sessions())
+def test_a_deferred_fold_never_hides_more_than_the_fixed_rule_and_shows_by_its_deadline(s: Session) -> None:
+    h, config = s.h, s.config
+    k = config.policy.k * config.boundary.fold_wait  # the longest a fold may wait
+    cost, fixed = Renderer(config), Renderer(config.override(["boundary.rule=fixed"]))
+    prompts = [cost.render(h, t) for t in range(len(h) + 1)]
+    shown_cost = [covered(p) for p in prompts]
+    shown_fixed = [covered(fixed.render(h, t)) for t in range(len(h) + 1)]
+    assert cost.render(h).messages == Renderer(config).render(h).messages  # the memo is the pure function
+    for t in range(len(h) + 1):
+        assert shown_cost[t] <= shown_fixed[t], f"call {t}"
+        if t >= k:
+            assert shown_fixed[t - k] <= shown_cost[t], f"a fold waited more than {k} calls at call {t}"
+    for step, said in fold_answers(s).items():
+        if "are now shown" in said:  # the answer and the rendering agree
+            assert shown_fixed[step] <= shown_cost[step], f"step {step} said folded now"
+        else:
+            within = int(said.split("(within ")[1].split(" call")[0])
+            moved = prompts[step].stats.boundary != prompts[step - 1].stats.boundary
+            new = shown_fixed[step] - shown_fixed[step - 1]
+            assert moved or not new or not new <= shown_cost[step], f"step {step} said not now"
+            assert within <= k and (step + within > len(h) or shown_fixed[step] <= shown_cost[step + within])
+    check(s, config)
+
+
+def test_a_fold_shows_at_once_when_the_cache_is_cold() -> None:
+    config = COST.override(["cache=openai"])  # a 5-minute cache
+    s = Session(config=config)
+    long_run(s, 12)
+    assert "cache-boundary move" in s.step(f'fold_steps 2-3 "{GOOD}"')  # 13: the answer cannot know the gap
+
+    def timed(gap: float) -> History:
+        h = History(s.h.prefix)
+        for x in s.h.steps:  # call 14 (after step 13) comes `gap` seconds after call 13
+            at = 10.0 * x.index + (gap if x.index == 13 else 0)
+            h.append(x.reply, x.observations, facts=Facts(x.actions, x.outcomes, x.restore_of), meta={"time": at})
+        return h
+
+    assert not covered(Renderer(config).render(timed(0), 13))
+    assert covered(Renderer(config).render(timed(600), 13)) == {2, 3}  # nothing is cached: folding costs nothing extra

@@ -16,14 +16,16 @@ from dataclasses import dataclass
 
 from ..config import DEFAULT, Config
 from ..history import History
+from ..mechanisms.boundary import defers_folds, fold_deadline
 from ..mechanisms.ledger import LedgerBook, objects_of, parse_ids
 from ..mechanisms.objects import reply_id
 from ..mechanisms.pins import PinBook
-from ..mechanisms.spans import Span, SpanBook, block_text, parse_span_id
+from ..mechanisms.spans import Span, SpanBook, block_text, folded_text, parse_span_id
 from ..protocol import CM, ContextCommand, parse_restore_args
 from ..render import Renderer
+from ..render.folds import fold_timing
 from ..restore import restore_text
-from ..types import Answer, Outcome, content_text
+from ..types import Answer, Message, Origin, Outcome, content_text
 from .search import ledger_view, objects_view, search_text
 
 
@@ -42,6 +44,7 @@ class Answerer:
         self._spans: SpanBook | None = None
         self._ledger: LedgerBook | None = None
         self._pins: PinBook | None = None
+        self._last: tuple[list[Message], list[Origin]] | None = None  # the prompt of call t, once asked
 
     @property
     def spans(self) -> SpanBook:
@@ -75,7 +78,8 @@ class Answerer:
                 return refused(name, error)
             return self._restore(found)
         if name in ("begin_span", "fold_span", "fold_steps"):
-            return self.spans.apply(command, t + 1)
+            done = self.spans.apply(command, t + 1)
+            return self._when_folded(done) if name != "begin_span" else done
         if name in ("fold", "drop"):
             return self.ledger.apply(command, t + 1)
         if name in ("pin", "unpin"):
@@ -95,6 +99,20 @@ class Answerer:
                 view = search_text(steps, arg, self.spans, self.ledger, self.config.ledger.search_results, replies=objects)
             return Answer(view, Outcome(name, True))
         return refused(name, f"{CM} unknown context command '{name}'.")
+
+    def _when_folded(self, done: Answer) -> Answer:
+        """Under the cost rule, say whether the fold shows now or waits for the next boundary move,
+        as the render at the next call decides it (``render.folds``)."""
+        span = self.spans.spans.get(done.outcome.target or "") if done.ok and done.outcome else None
+        if span is None or span.end is None or not defers_folds(self.config):
+            return done
+        if self._last is None:
+            last = Renderer(self.config).render(self.history, self.t)
+            self._last = (last.messages, last.origins)
+        t = self.t + 1
+        now, tokens = fold_timing(self.config, self.history, t, span, self.spans, *self._last)
+        later = None if now else fold_deadline(self.config, t) - t
+        return Answer(folded_text(span, tokens, deferred_calls=later), done.outcome, done.restore_of)
 
     # ---- restore and expand ------------------------------------------------------------------
 

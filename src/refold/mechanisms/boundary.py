@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Config
+from ..history import History
+from ..types import Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +64,56 @@ def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_
     if config.boundary.rule == "fixed":
         return True
     prices = PRICES[config.cache]
-    ttl = config.boundary.cache_ttl_s or prices.ttl_s
-    if idle_s is not None and ttl is not None and idle_s > ttl:
-        return True  # the cache is cold: every prompt is recomputed, the smaller one is cheaper
+    if cold(config, idle_s):
+        return True  # every prompt is recomputed, the smaller one is cheaper
     remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
     return cost(moved, prices, remaining) <= cost(kept, prices, remaining)
+
+
+def cold(config: Config, idle_s: float | None) -> bool:
+    """Whether the provider's cache has expired after ``idle_s`` seconds without a call."""
+    ttl = config.boundary.cache_ttl_s or PRICES[config.cache].ttl_s
+    return idle_s is not None and ttl is not None and idle_s > ttl
+
+
+def defers_folds(config: Config) -> bool:
+    """Whether an agent's fold may wait for a boundary move (``fold_pays``) rather than show at once."""
+    return config.boundary.rule == "cost" and config.boundary.fold_wait > 0
+
+
+def fold_pays(config: Config, t: int, size: int, recomputed: int, saved: int) -> bool:
+    """Whether an agent's fold (a span block) applied at call t pays for itself under the cost rule.
+
+    Judged on the last prompt (``size`` characters, all cached): folding now recomputes its last
+    ``recomputed`` characters and removes ``saved`` of them; J(folded) <= J(kept) as in
+    ``should_move``. The answer to the fold and the rendering both ask this, with the same numbers,
+    before the step issuing the fold is known, so they agree."""
+    if not defers_folds(config):
+        return True
+    remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
+    kept = Candidate(size, size)
+    folded = Candidate(size - saved, size - recomputed)
+    return cost(folded, PRICES[config.cache], remaining) <= cost(kept, PRICES[config.cache], remaining)
+
+
+def fold_deadline(config: Config, closed_at: int) -> int:
+    """The call by which a deferred fold is applied whatever it costs: the ``fold_wait``-th move of
+    the fixed rule's boundary after the call at which the fold was issued (at most k calls each)."""
+    p, wait = config.policy, config.boundary.fold_wait
+    last = closed_at + wait * p.k
+    moves = [u for u in range(closed_at + 1, last + 1) if p.boundary(u) != p.boundary(u - 1)]
+    return moves[wait - 1] if 0 < wait <= len(moves) else last
+
+
+def step_time(step: Step) -> float | None:
+    """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
+    at = step.meta.get("time")
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None  # a tuple: int | float is built per call
+
+
+def idle_s(history: History, t: int) -> float | None:
+    """Seconds between model call t (made when step t-1 was complete) and call t+1 (step t), if recorded."""
+    if t < 2:
+        return None
+    now, before = step_time(history.step(t)), step_time(history.step(t - 1))
+    return None if now is None or before is None else now - before

@@ -12,6 +12,7 @@ A recorded outcome (``Step.outcomes``) wins over re-validation.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, NamedTuple
 
@@ -20,7 +21,7 @@ from pydantic import Field
 from ..policy import Settings
 from ..prompts import span_reminder
 from ..protocol import CM, ContextCommand
-from ..types import Answer, Message, Outcome, Step, content_text
+from ..types import Answer, Message, Origin, Outcome, Step, content_text
 from .artefacts import artefacts
 from .guardrail import missing
 
@@ -80,6 +81,11 @@ class Span:
     @property
     def covers(self) -> tuple[int, ...]:
         return tuple(range(self.begin, (self.end or self.begin) + 1))
+
+    @property
+    def closed_at(self) -> int | None:
+        """The step whose command closed it (the first call that may show its block)."""
+        return self.after or self.end
 
 
 def parse_span_id(text: str) -> int | None:
@@ -175,13 +181,7 @@ class SpanBook:
         self.stack.pop()
         span.end, span.conclusion = step, " ".join(cmd.argument.split())
         self.closed.append(span)
-        return answer(
-            cmd.name,
-            True,
-            f"{CM} Span {span.id} folded: steps {span.begin}-{step} are now shown as one block with your "
-            f"conclusion and the artefacts kept. `expand {span.id}` shows them; `restore <step>` shows any step.",
-            span.id,
-        )
+        return answer(cmd.name, True, folded_text(span), span.id)
 
     def refusal(self, conclusion: str) -> str | None:
         """What a conclusion lacks, or None when it may close a span."""
@@ -224,17 +224,8 @@ class SpanBook:
         if parent:
             self.spans[parent].children.append(span.id)
         self.closed.append(span)
-        tail = sum(self.chars[lo - 1 :])
-        tokens = round(tail / self.policy.chars_per_token)
-        return answer(
-            cmd.name,
-            True,
-            f"{CM} Span {span.id} folded after the fact: steps {lo}-{hi} are now shown as one block with your "
-            f"conclusion and the artefacts kept. Cost: the prompt changes from step {lo} on, so about {tokens:,} "
-            f"tokens after it are recomputed once (folding sooner costs less). `expand {span.id}` shows the "
-            "steps; `restore <step>` shows any step.",
-            span.id,
-        )
+        tokens = round(sum(self.chars[lo - 1 :]) / self.policy.chars_per_token)
+        return answer(cmd.name, True, folded_text(span, tokens), span.id)
 
     def _range_error(self, lo: int, hi: int, step: int) -> str | None:
         if lo < 1 or hi < lo:
@@ -283,6 +274,49 @@ class FoldCost(NamedTuple):
     kept_messages: int
     recomputed_messages: int
     recomputed_chars: int
+
+
+def folded_text(span: Span, tokens: int | None = None, *, deferred_calls: int | None = None) -> str:
+    """The answer to a fold that closed ``span``: folded now, or (``deferred_calls``) at the next
+    cache-boundary move, at most that many calls later; ``tokens``: what folding now recomputes."""
+    what = f"Span {span.id} folded after the fact" if span.after else f"Span {span.id} folded"
+    hint = f"`expand {span.id}` shows the steps; `restore <step>` shows any step."
+    if deferred_calls is not None:
+        return (
+            f"{CM} {what}: steps {span.begin}-{span.end} become one block with your conclusion and the artefacts "
+            f"kept at the next cache-boundary move (within {deferred_calls} call{'s' if deferred_calls != 1 else ''}); "
+            f"folding now would recompute "
+            f"~{tokens or 0:,} tokens. {hint}"
+        )
+    if tokens is None:  # a span opened with begin_span (refold 0.1's answer)
+        return (
+            f"{CM} {what}: steps {span.begin}-{span.end} are now shown as one block with your "
+            f"conclusion and the artefacts kept. `expand {span.id}` shows them; `restore <step>` shows any step."
+        )
+    return (
+        f"{CM} {what}: steps {span.begin}-{span.end} are now shown as one block with your conclusion and the "
+        f"artefacts kept. Cost: the prompt changes from step {span.begin} on, so about {tokens:,} tokens after "
+        f"it are recomputed once (folding sooner costs less). {hint}"
+    )
+
+
+def fold_effect(messages: Iterable[Message], origins: Iterable[Origin], span: Span, block_chars: int) -> tuple[int, int, int]:
+    """What folding ``span`` into a block of ``block_chars`` does to a prompt: (its size, the
+    characters from the first message it changes on, the characters it removes); in characters
+    of content, as the cost rule counts."""
+    lo, hi = span.begin, span.end or span.begin
+    size = recomputed = inside = 0
+    changed = False
+    for m, o in zip(messages, origins, strict=True):
+        n = len(content_text(m.get("content")))
+        size += n
+        last = max((o.step, *o.covers)) if o.step is not None else None
+        changed = changed or (last is not None and last >= lo)
+        if changed:
+            recomputed += n
+        if last is not None and o.step is not None and lo <= o.step and last <= hi and o.part != "pin":
+            inside += n
+    return size, recomputed, inside - block_chars
 
 
 def fold_cost(span: Span, t: int, last: list[Message], messages: list[Message]) -> FoldCost:

@@ -1,13 +1,12 @@
 """One chat completion through the proxy: check, record, render, call upstream, answer context commands.
 
 Streaming is live: a reply's text reaches the client as the upstream sends it. Only what may be
-an internal context-command round is held, and only until it is decided: its tool calls and
-finish reason (OpenAI-style streams send a reply's text before its tool calls) until the first
-call's name and its command's first word show it cannot be a context command (``CallGate``; then
-the held part and the rest go at once), and, for agents without tools, the text from where a
-command block may begin until the block's first word says the same (``CommandGate``). Otherwise
-the round's end decides. When the round turns out to be a context command the held part is
-dropped, the proxy answers it and streams the next round into the same response; the text already
+an internal context-command round is held, and only until it is decided (``relay.ChatRelay``,
+round by round): its tool calls and finish reason until the first call's name and its command's
+first word show it cannot be a context command, and, for agents without tools, the text from
+where a command block may begin until the block's first word says the same. Otherwise the
+round's end decides. When the round turns out to be a context command the held part is dropped,
+the proxy answers it and streams the next round into the same response; the text already
 relayed is kept with the internal step (``SHOWN``) so the reply the client echoes back next time
 still matches the session; it loses only its command block (the text after it is streamed too).
 In a round relayed early a later call that may be a context command is held until decided; one
@@ -39,26 +38,15 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
-from .deferred import Deferred, LaterCalls, unsent_text
-from .early import CallGate, CommandGate
+from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
+from .relay import ChatRelay
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
-from .stream import (
-    DONE,
-    HeadStripper,
-    error_event,
-    event,
-    split_chunk,
-    text_chunk,
-    usage_only,
-)
+from .stream import DONE, error_event
 from .upstream import Live, Result, Upstream
 from .validate import check_chat_request
-
-SEPARATOR = "\n\n"
-"""Streamed between an internal round's relayed text and the next round's (so one blank line)."""
 
 
 def plain_config(config: Config) -> Config:
@@ -251,92 +239,34 @@ class ChatService:
     async def _rounds(self, outcome: Outcome) -> AsyncIterator[bytes]:
         p = outcome.plan
         assert p is not None
-        include_usage = outcome.include_usage
-        ids: dict[str, Any] = {}
         live = p.live
-        role_sent = False
+        relay = ChatRelay(
+            p.rec, strip=p.strip, include_usage=outcome.include_usage, deferred=self._deferred, sid=p.s.sid
+        )
         self.metrics.inc("refold_streams_relayed_live_total")
         try:
             while True:
-                final = p.final or p.rounds >= self.cfg.max_rounds
-                gate = CommandGate(p.rec.shell) if not final and p.rec.text else None
-                calls = CallGate(p.rec) if not final else None
-                later = LaterCalls(calls) if calls else None
-                stripper = HeadStripper() if p.strip else None
-                raw_relay = final and stripper is None
-                held: list[dict[str, Any]] = []
-                emitted: list[str] = []
-                released = final  # the round cannot be internal: relay all of it as it comes
+                relay.begin(final=p.final or p.rounds >= self.cfg.max_rounds, spliced=bool(p.shown))
                 async for raw, chunk in live.chunks():
-                    if not ids:
-                        ids = {k: chunk[k] for k in ("id", "created") if k in chunk}
-                    if raw_relay:
-                        if include_usage or not usage_only(chunk):
-                            yield event(raw if not p.shown else with_ids(chunk, ids))
-                        role_sent = True
-                        continue
-                    texts, rest = split_chunk(chunk)
-                    text = texts.pop("content", None)
-                    if text is not None:
-                        text = stripper.feed(text) if stripper else text
-                        text = gate.feed(text) if gate else text
-                    send = {k: v for k, v in texts.items() if v}
-                    if text:
-                        send["content"] = text
-                        emitted.append(text)
-                    if send or not role_sent:
-                        yield event(text_chunk({**chunk, **ids}, send, role=not role_sent))
-                        role_sent = True
-                    if rest is not None and calls is not None:
-                        calls.add(rest)
-                    if not released and ((gate is not None and gate.released) or (calls and calls.verdict() is False)):
-                        released = True  # decided early: what was held goes now, the rest as it comes
-                        self.metrics.inc("refold_rounds_released_early_total")
-                        for out in (o for r in held for o in (later.relay(r) if later else [r])):
-                            if include_usage or not usage_only(out):
-                                yield event(with_ids(out, ids))
-                        held = []
-                    if rest is not None:
-                        if released:
-                            for out in later.relay(rest) if later else [rest]:
-                                if include_usage or not usage_only(out):
-                                    yield event(with_ids(out, ids))
-                        else:
-                            held.append(rest)
+                    for data in relay.feed(raw, chunk):
+                        yield data
                 if live.error is not None:
                     yield error_event(live.error.message, live.error.code or "upstream_error")
                     break
                 result = live.result()
                 self._usage(result)
-                tail = stripper.end() if stripper else ""
-                tail = gate.feed(tail) if gate else tail
-                found = None if released else context_calls(result.message, p.rec)
+                out, found = relay.end(result)
+                for data in out:
+                    yield data
+                if relay.early:
+                    self.metrics.inc("refold_rounds_released_early_total")
                 if found is None:
-                    tail += gate.end(drop=False) if gate else ""
-                    if tail:
-                        emitted.append(tail)
-                        yield event(text_chunk({**result.body, **ids}, {"content": tail}))
-                    held += later.settle(result.message, self._deferred, p.s.sid) if later else []
-                    for rest in held:
-                        if include_usage or not usage_only(rest):
-                            yield event(with_ids(rest, ids))
-                    real = calls.shown(result.message) if calls else result.message
-                    self._remember_stream(p, real, "".join(emitted))
+                    self._remember_stream(p, relay.shown, relay.text)
                     break
-                # an internal round: its held part is dropped, the client sees the next round
-                if gate:
-                    gate.end(drop=True)
-                tail += unsent_text(result.message, "".join(emitted) + tail, p.strip)  # the text around the command
-                shown = "".join(emitted) + (tail if tail else "")
-                if tail:
-                    yield event(text_chunk({**result.body, **ids}, {"content": tail}))
-                sep = SEPARATOR[min(len(SEPARATOR), len(shown) - len(shown.rstrip("\n"))) :] if shown else ""
-                if sep:
-                    shown += sep
-                    yield event(text_chunk({**result.body, **ids}, {"content": sep}))
-                p.shown.append(shown)
+                # an internal round: the client sees the next round in the same response
+                p.shown.append(relay.text)
                 p.rounds += 1
-                p.base, _, messages_out = await self._internal(p.s, p.base, result.message, found, shown)
+                p.base, _, messages_out = await self._internal(p.s, p.base, result.message, found, relay.text)
                 req = p.req
                 if p.rounds >= self.cfg.max_rounds:  # the last round offers no command
                     async with p.s.lock:
@@ -400,11 +330,6 @@ class ChatService:
     async def drain(self) -> None:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def with_ids(chunk: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
-    """``chunk`` under the response's first id, so every round reads as one completion."""
-    return {**chunk, **ids}
 
 
 async def _first(live: Live) -> None:

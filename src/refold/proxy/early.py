@@ -2,10 +2,11 @@
 is relayed as soon as it cannot be internal.
 
 ``call_verdict`` reads a tool call's name and the first word of its command from the arguments
-streamed so far; ``CallGate`` holds a chat stream's tool calls until that verdict; ``CommandGate``
-releases a text reply up to where a ```bash block may begin, and all of it once the block's first
-word is no context command. What ``CommandGate`` releases before the end is a prefix of the text
-that holds no command block.
+streamed so far, an argv list as the surface's reader joins it (``CallGate`` holds a chat
+stream's tool calls until it says no, ``held.HeldRound`` a surface's); ``CommandGate`` releases a
+text reply up to where a ```bash block may begin, and all of it once the block's first word is no
+context command. What ``CommandGate`` releases before the end is a prefix of the text that holds
+no command block.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
@@ -46,31 +48,40 @@ def may_be_command(prefix: str, names: Collection[str]) -> bool | None:
 
 
 _ARGS_HEAD = re.compile(r'\s*\{\s*"(?:command|cmd)"\s*:\s*(\[\s*)?"')
+_NEXT = re.compile(r"\s*(,\s*\"|,|\])")  # after an argv word: the next word, or the list's end
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
+_SHELLS = ("bash", "sh", "zsh")
+_FLAGS = ("-c", "-lc")
+
+ARGV_JOIN = "join"
+"""An argv list read as its words joined by spaces (``commands._call``: the chat surface)."""
+ARGV_SHELL = "shell"
+"""An argv list read as ``surface.canonical_call`` does: ``["bash", "-lc", cmd]`` is ``cmd``,
+any other list its ``shlex.join``."""
 
 
-def command_prefix(arguments: str, *, argv: bool = True) -> str | None:
-    found = command_value(arguments, argv=argv)
-    return None if found is None else found[0]
+@dataclass(frozen=True, slots=True)
+class Command:
+    """The start of the shell command a tool call's JSON arguments hold so far."""
+
+    prefix: str
+    """What the command, as the recognizer reads it, begins with."""
+    closed: bool
+    """The prefix is the whole command."""
+    start: int
+    """Where the JSON string holding ``prefix`` begins in the arguments (after its quote)."""
+    listed: bool = False
+    """The command is an argv list."""
 
 
-def command_value(arguments: str, *, argv: bool = True) -> tuple[str, bool] | None:
-    """The start of the shell command a tool call's JSON arguments hold so far (``{"command":
-    "ls -l`` gives ``ls -l``; an argv list gives its first word, what the command's joined form
-    begins with); None when they do not open with the command, or not yet. ``argv=False``: a list
-    tells nothing yet (a surface reads ``["bash", "-lc", cmd]`` as ``cmd``). With it, whether the
-    command string is closed (then it is the whole command)."""
-    m = _ARGS_HEAD.match(arguments)
-    if not m or (m.group(1) and not argv):
-        return None
+def _string(text: str, i: int) -> tuple[str, int | None] | None:
+    """A JSON string's value from ``i`` (just after its opening quote): (its text so far, the
+    index of its closing quote or None while it is open); None for a bad escape."""
     out: list[str] = []
-    i, text = m.end(), arguments
-    closed = False
     while i < len(text):
         ch = text[i]
         if ch == '"':
-            closed = not m.group(1)  # an argv list's first word is not the whole command
-            break
+            return "".join(out), i
         if ch != "\\":
             out.append(ch)
             i += 1
@@ -92,10 +103,82 @@ def command_value(arguments: str, *, argv: bool = True) -> tuple[str, bool] | No
             return None
         out.append(_ESCAPES[esc])
         i += 2
-    return "".join(out), closed
+    return "".join(out), None
 
 
-def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: bool = True) -> bool | None:
+def _words(text: str, i: int) -> tuple[list[tuple[str, int, bool]], bool | None] | None:
+    """The words of an argv list from ``i`` (just after a word's opening quote): each (text so
+    far, where it begins, whether it is closed), and whether the list has ended (True), goes on
+    with something that is not a string (None: the readers differ there), or is still open."""
+    words: list[tuple[str, int, bool]] = []
+    while True:
+        read = _string(text, i)
+        if read is None:
+            return None
+        value, close = read
+        words.append((value, i, close is not None))
+        if close is None:
+            return words, False
+        m = _NEXT.match(text, close + 1)
+        if m is None:
+            rest = text[close + 1 :].strip()
+            return words, (None if rest and not rest.startswith(",") else False)
+        if m.group(1) == "]":
+            return words, True
+        if m.group(1) == ",":  # a word that is not a string
+            return words, (None if text[m.end() :].strip() else False)
+        i = m.end()
+
+
+def command_prefix(arguments: str, *, argv: str | None = ARGV_JOIN) -> str | None:
+    found = command_value(arguments, argv=argv)
+    return None if found is None else found.prefix
+
+
+def command_value(arguments: str, *, argv: str | None = ARGV_JOIN) -> Command | None:
+    """The start of the shell command a tool call's JSON arguments hold so far (``{"command":
+    "ls -l`` gives ``ls -l``), as the surface's reader will take it from the whole arguments;
+    None when they do not open with the command, or not yet. An argv list: ``ARGV_JOIN`` gives
+    its first word (what the joined form begins with), ``ARGV_SHELL`` the command of ``["bash",
+    "-lc", cmd]`` or the first word of any other list, ``None`` nothing."""
+    m = _ARGS_HEAD.match(arguments)
+    if not m:
+        return None
+    if not m.group(1):
+        read = _string(arguments, m.end())
+        if read is None:
+            return None
+        return Command(read[0], read[1] is not None, m.end())
+    if argv is None:
+        return None
+    found = _words(arguments, m.end())
+    if found is None:
+        return None
+    words, ended = found
+    first, start, closed = words[0]
+    more = len(words) > 1 or ended is not False
+    if argv == ARGV_JOIN or ended is None:
+        # joined by spaces (also ``canonical_call``'s fallback for a list with a non-string word)
+        return Command(first + " " if closed and more else first, False, start, True)
+    if not closed and any(s.startswith(first) for s in _SHELLS):
+        return None  # may be ``bash -lc cmd``
+    if first not in _SHELLS or not closed:
+        # ``shlex.join``: the first word, quoted when it has to be (then it is no command)
+        return Command(first + " " if closed and more else first, False, start, True)
+    if len(words) < 2:
+        return None if ended is False else Command(first + " ", False, start, True)
+    flag, _, flag_closed = words[1]
+    if not flag_closed:
+        return None if any(f.startswith(flag) for f in _FLAGS) else Command(first + " ", False, start, True)
+    if flag not in _FLAGS or len(words) > 3 or ended is True and len(words) < 3:
+        return Command(first + " ", False, start, True)  # ``shlex.join``: begins with the shell
+    if len(words) < 3:
+        return None
+    cmd, cmd_start, cmd_closed = words[2]
+    return Command(cmd, cmd_closed and ended is True, cmd_start, True)
+
+
+def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: str | None = ARGV_JOIN) -> bool | None:
     """Whether a tool call (its whole name, its arguments so far) may be a context command
     ``rec`` answers: False when it cannot be, True when it is or begins like one, None while
     undecided. ``commands._call`` makes the final decision on the whole call."""
@@ -106,9 +189,9 @@ def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: bool = Tru
     found = command_value(arguments, argv=argv)
     if found is None:
         return None
-    if found[1]:  # the whole command: decided as ``commands._call`` will
-        return rec.command("bash", found[0]) is not None
-    return may_be_command(found[0], rec.shell)
+    if found.closed:  # the whole command: decided as ``commands._call`` will
+        return rec.command("bash", found.prefix) is not None
+    return may_be_command(found.prefix, rec.shell)
 
 
 class CommandGate:

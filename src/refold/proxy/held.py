@@ -13,17 +13,16 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
-from .early import CommandGate, call_verdict
+from .early import ARGV_SHELL, CommandGate, call_verdict
 from .sse import Event, parse_json
 from .surface_calls import SHELL_NAMES
 
 
 def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:
-    """``early.call_verdict`` for a surface's call: a harness's shell tool read as ``bash``; an
-    argv list decides nothing early (``["bash", "-lc", cmd]`` is read as ``cmd``)."""
+    """``early.call_verdict`` for a surface's call: a harness's shell tool read as ``bash``, an
+    argv list as ``surface.canonical_call`` reads it (Codex's ``["bash", "-lc", cmd]`` is ``cmd``)."""
     n = name.lower()
-    return call_verdict("bash" if n in SHELL_NAMES or n in SHELL_TOOLS else name, arguments, rec, argv=False)
-
+    return call_verdict("bash" if n in SHELL_NAMES or n in SHELL_TOOLS else name, arguments, rec, argv=ARGV_SHELL)
 
 
 class HeldRound(ABC):

@@ -4,8 +4,9 @@
                                         a_i ⊕ o_i  if i > b_t                 (as received)
                                         a_i ⊕ d_i  otherwise                  (deduplicated)
 
-Agent-chosen folds act on top (seeds 001 and 002): a closed span is one collapsed block at once,
-wherever it lies; a ledger ``fold``/``drop`` of one output takes effect at the next boundary move.
+Agent-chosen folds act on top (seeds 001 and 002): a closed span is one collapsed block wherever
+it lies, at once or, under the cost rule, with the next boundary move (``render.folds``); a ledger
+``fold``/``drop`` of one output takes effect at the next boundary move.
 The path itself is described in ``refold.render.renderer``.
 """
 

@@ -8,6 +8,7 @@ steps cross the boundary, what the shaping then reads (dedup forms, the masked s
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -37,6 +38,23 @@ def gone_changed(prev: Layout, view: LayoutView) -> set[int]:
     return out
 
 
+def in_span(view: LayoutView, j: int) -> bool:
+    """Whether step j is inside a span block of the layout (``view.spans``: by first step, disjoint)."""
+    k = bisect.bisect_right(view.spans, j, key=lambda s: s.begin) - 1
+    return k >= 0 and (view.spans[k].end or view.spans[k].begin) >= j
+
+
+def span_changed(prev: Layout, view: LayoutView) -> list[int]:
+    """Steps that joined or left a span block since ``prev`` (a fold after the fact covers steps
+    whose outputs later stubs may cite)."""
+    if tuple(s.id for s in view.spans) == prev.spans:
+        return []
+    now = {s.id: (s.begin, s.end or s.begin) for s in view.spans}
+    changed = [now[i] for i in now.keys() - prev.span_ranges.keys()]
+    changed += [prev.span_ranges[i] for i in prev.span_ranges.keys() - now.keys()]
+    return [i for lo, hi in changed for i in range(lo, hi + 1)]
+
+
 def hidden_changed(prev: Layout, view: LayoutView) -> set[int]:
     """Steps with a ledger fold or drop added or removed since ``prev``."""
     return set() if view.hidden == prev.hidden else {s for s, _, _ in set(view.hidden) ^ set(prev.hidden)}
@@ -63,12 +81,7 @@ class Spans:
         return min((s.begin for s in view.spans if s.id not in prev.spans), default=None)
 
     def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
-        if tuple(s.id for s in view.spans) == prev.spans:
-            return ()
-        now = {s.id: (s.begin, s.end or s.begin) for s in view.spans}
-        changed = [now[i] for i in now.keys() - prev.span_ranges.keys()]
-        changed += [prev.span_ranges[i] for i in prev.span_ranges.keys() - now.keys()]
-        return [i for lo, hi in changed for i in range(lo, hi + 1)]
+        return span_changed(prev, view)
 
 
 class _SpansStage(BaseStage):
@@ -119,14 +132,14 @@ class Dedup:
 
     def shape(self, plan: StepPlan, view: LayoutView) -> None:
         form = view.behind.forms[plan.step.index - 1]
-        if form is not None and not any(view.is_gone(j) for j in form.sources):
+        if form is not None and not any(view.is_gone(j) or in_span(view, j) for j in form.sources):
             plan.show(form.msgs, form.origins)
 
     def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
         return None  # a stub cites earlier steps only: the mechanism that hid them reports an earlier step
 
     def dirty_steps(self, prev: Layout, view: LayoutView) -> Iterable[int]:
-        return [i for g in gone_changed(prev, view) for i in view.behind.citing(g)]
+        return [i for g in gone_changed(prev, view).union(span_changed(prev, view)) for i in view.behind.citing(g)]
 
 
 class _DedupStage(BaseStage):

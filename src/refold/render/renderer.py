@@ -21,15 +21,16 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, should_move
+from ..mechanisms.boundary import Candidate, cold, defers_folds, idle_s, should_move, step_time
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
-from ..mechanisms.pins import Part, PinBook, pinned_note
-from ..mechanisms.spans import FoldCost, Span, SpanBook, block_text, cover_map, fold_cost
+from ..mechanisms.pins import Part, PinBook
+from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
+from ..types import Message, Origin, Rendered, RenderStats, Shown
 from .behind import Behind
+from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered
@@ -71,11 +72,11 @@ class Renderer:
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans)
         self._objects = ObjectIndex() if self.config.ledger.view else None
+        self._folds = AgentFolds(self.config, self._spans)
         self._user_pins = history.pins if history is not None else ()
         self._folded: set[int] = set()
         self._marks_t = 0
         self._restores: list[int] = []  # restore steps, ascending
-        self._blocks: dict[str, str] = {}
         self._notes: dict[tuple[int, int], str] = {}
         self._note_lines: dict[int, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
@@ -85,9 +86,10 @@ class Renderer:
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
-        self._closed: ClosedSpans | None = None
         self._last: Joined[Message] = Joined([], empty(), [])
-        self.fold_costs = {}
+        self._last_origins: Joined[Origin] = Joined([], empty(), [])
+        self._again: tuple[Joined[Message], Joined[Origin], RenderStats] | None = None  # the last call's prompt
+        self.fold_costs = self._folds.costs
         self._reset_behind()
 
     def _reset_behind(self) -> None:
@@ -107,6 +109,8 @@ class Renderer:
             raise ValueError(f"t={t} is outside 0..{n}")
         if self._seen is None or _seen_key(history, self._seen[0]) != self._seen or t < self._t:
             self._reset(history)
+        if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
+            return LazyRendered(*self._again)
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
                 self._render(history, u, start)
@@ -141,17 +145,13 @@ class Renderer:
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
         self._behind.advance(history, seed, self._received, self._folded, self._spans)
-        closed = self._closed_spans()
-        moved = self._layout_at(history, seed, t, closed)
-        kept = self._layout
-        if kept is None or kept is moved or kept.b == seed:
-            self._commit(moved)
-        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
-            self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
-        elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
-        ):
-            self._commit(moved)
+        folds = self._folds
+        if folds.pending and defers_folds(self.config):
+            closed, shown_now = self._defer(history, seed, t)
+        else:
+            shown_now = folds.apply_all()
+            closed = folds.shown()
+            self._boundary(history, seed, t, closed)
         layout = self._layout
         assert layout is not None
         b = layout.b
@@ -171,13 +171,17 @@ class Renderer:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
-        self._note_fold_costs(t, messages, layout)
+        if shown_now:  # what the folds shown first at this call cost the cache
+            same = self._known_same(layout, t)
+            self._folds.note_costs(shown_now, t, same, self._last.since(same), messages.since(same))
+        self._last, self._last_origins = messages, origins
         restores = bisect.bisect_right(self._restores, t)
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
         self._last_layout = layout
         ms = (time.perf_counter() - start) * 1000
-        return LazyRendered(messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        self._again = (messages, origins, RenderStats(t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        return LazyRendered(*self._again)
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         if self._t != t - 1 or not self._last:
@@ -247,12 +251,45 @@ class Renderer:
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
         return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
 
-    def _closed_spans(self) -> ClosedSpans:
-        """The outermost closed spans, rebuilt only when a span closes."""
-        key = (len(self._spans.closed), len(self._spans.spans))
-        if self._closed is None or self._closed.key != key:
-            self._closed = ClosedSpans(key, self._spans.outermost_closed())
-        return self._closed
+    def _boundary(self, history: History, seed: int, t: int, closed: ClosedSpans) -> None:
+        """Commit the layout at the seed's boundary, or keep the committed one (the cost rule)."""
+        moved = self._layout_at(history, seed, t, closed)
+        kept = self._layout
+        if kept is None or kept is moved or kept.b == seed:
+            self._commit(moved)
+        elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
+            self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
+        elif should_move(
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), idle_s(history, t)
+        ):
+            self._commit(moved)
+
+    def _defer(self, history: History, seed: int, t: int) -> tuple[ClosedSpans, list[Span]]:
+        """The cost rule with pending span folds: shown with the next move that pays (or is due),
+        else the committed layout stays and the tail shows their steps as received."""
+        folds = self._folds
+        every, shown = folds.closed(), folds.shown()
+        moved = self._layout_at(history, seed, t, every)
+        kept = self._layout
+        idle = idle_s(history, t)
+        apply = (
+            kept is None
+            or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
+            or folds.due(t)
+            or folds.pays_now(history, t, self._last, self._last_origins)
+            or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
+        )
+        if not apply and kept is not None:
+            base = self._candidate_of(history, kept, t, shown)
+            if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
+                apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
+            if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
+                plain = self._layout_at(history, seed, t, shown)
+                apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle)
+        if apply:
+            self._commit(moved)
+            return every, folds.apply_all()
+        return shown, []
 
     def _layout_at(self, history: History, b: int, t: int, closed: ClosedSpans) -> Layout:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
@@ -267,7 +304,7 @@ class Renderer:
             history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms, pinned,
             hidden_texts=self._hidden_texts, reply_texts=self._reply_texts, mask_notes=self._mask_notes,
         )
-        layout = lay_out(view, lambda span: self._block(history, span), self._notes, self._note_lines, self._layout)
+        layout = lay_out(view, lambda span: self._folds.block(history, span), self._notes, self._note_lines, self._layout)
         self._candidate = layout
         return layout
 
@@ -323,13 +360,6 @@ class Renderer:
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
-    def _block(self, history: History, span: Span) -> tuple[Message, Origin]:
-        text = self._blocks.get(span.id)
-        if text is None:
-            steps = history.steps_between(span.begin - 1, span.end or span.begin)
-            text = self._blocks[span.id] = block_text(span, steps, self._spans, reversible=self.config.policy.reversible)
-        return {"role": "user", "content": text}, Origin(span.begin, "span", Shown.NOTE, span.covers)
-
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
         pins = self._pinned(b, t)
@@ -339,66 +369,7 @@ class Renderer:
             msgs += self._recv_msgs[at[b] : at[t]]
             origins += self._recv_origins[at[b] : at[t]]
             return
-        cover = cover_map(spans) if spans else {}
-        for i in range(b + 1, t + 1):
-            span = cover.get(i)
-            if span is None:
-                msgs += self._received[i - 1].msgs
-                if i in pinned:  # as received anyway; marked so that a compaction keeps it
-                    origins += [o if (i, k - 1) not in self._pinned(b, t) else Origin(i, o.part, Shown.PINNED, (i,))
-                                for k, o in enumerate(self._received[i - 1].origins)]
-                    continue
-                origins += self._received[i - 1].origins
-            elif i == span.begin:  # a span straddling the boundary has its block behind it
-                msg, origin = self._block(h, span)
-                msgs.append(msg)
-                origins.append(origin)
-                for ps, pj in sorted(p for p in self._pinned(b, t) if span.begin <= p[0] <= (span.end or 0)):
-                    s = h.step(ps)
-                    text = s.reply_text if pj == -1 else s.output_texts[pj]
-                    msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
-                    origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))
-
-    def _note_fold_costs(self, t: int, messages: Joined[Message], layout: Layout) -> None:
-        for span in reversed(self._spans.closed):
-            if span.end != t:
-                break
-            if span.id not in self.fold_costs:
-                same = self._known_same(layout, t)  # leading messages known to equal the last prompt's
-                c = fold_cost(span, t, self._last.since(same), messages.since(same))
-                self.fold_costs[span.id] = c._replace(kept_messages=same + c.kept_messages)
-        self._last = messages
-
-
-class ClosedSpans:
-    """The outermost closed spans by first step, and what a call asks of them, per boundary."""
-
-    __slots__ = ("_after", "_upto", "begins", "key", "spans")
-
-    def __init__(self, key: tuple[int, int], spans: list[Span]) -> None:
-        self.key, self.spans = key, spans
-        self.begins = [s.begin for s in spans]
-        self._upto: dict[int, tuple[list[Span], tuple[str, ...]]] = {}
-        self._after: dict[int, list[Span]] = {}
-
-    def upto(self, b: int) -> tuple[list[Span], tuple[str, ...]]:
-        """The spans that begin at or before step b, and their ids."""
-        found = self._upto.get(b)
-        if found is None:
-            if len(self._upto) >= 8:  # a call asks for the kept and the moved boundary
-                self._upto.clear()
-            head = self.spans[: bisect.bisect_right(self.begins, b)]
-            found = self._upto[b] = (head, tuple(s.id for s in head))
-        return found
-
-    def after(self, b: int) -> list[Span]:
-        """The spans that end after step b (shown as blocks in the tail)."""
-        found = self._after.get(b)
-        if found is None:
-            if len(self._after) >= 8:
-                self._after.clear()
-            found = self._after[b] = [s for s in self.spans if (s.end or 0) > b]
-        return found
+        self._folds.tail(h, b, t, spans, self._received, pins, msgs, origins)
 
 
 def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object] | None:
@@ -410,17 +381,3 @@ def _seen_key(history: History, n: int) -> tuple[int, str, float | None, object]
     if not n:
         return 0, history.digest, None, history.pins
     return n, history.step(n).digest, step_time(history.step(n)), history.pins
-
-
-def step_time(step: Step) -> float | None:
-    """When ``step`` was complete (unix seconds, ``refold.wire.step_time``), if recorded."""
-    at = step.meta.get("time")
-    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None  # a tuple: int | float is built per call
-
-
-def idle_s(history: History, t: int) -> float | None:
-    """Seconds between model call t (made when step t-1 was complete) and call t+1 (step t), if recorded."""
-    if t < 2:
-        return None
-    now, before = step_time(history.step(t)), step_time(history.step(t - 1))
-    return None if now is None or before is None else now - before

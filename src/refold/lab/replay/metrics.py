@@ -9,9 +9,8 @@ from typing import Any
 
 from ...chat_tokens import message_tokens, prompt_token_ids
 from ...history import History
-from ...mechanisms.boundary import PRICES
+from ...mechanisms.boundary import PRICES, idle_s
 from ...messages import clean
-from ...render.renderer import idle_s
 from ...tokens import Tokenizer
 from ...types import Shown
 from ..cache import (
