@@ -101,10 +101,10 @@ def test_expand_pin_and_unpin_from_the_session_page(served: tuple[str, FakeUpstr
     assert not any("Pinned" in content_text(m.get("content")) for m in sent)
 
 
-def test_the_page_loaded_with_a_token_can_pin(tmp_path: Path) -> None:
+def test_the_page_loaded_with_a_token_can_pin(tmp_path: Path, browser: Any) -> None:
     """With --token the page is loaded with the token in a header (an extension or a front proxy
     adds it to that one request); its buttons then work by the grant cookie the view sets."""
-    from playwright.sync_api import Route, expect, sync_playwright
+    from playwright.sync_api import Route, expect
 
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
@@ -123,9 +123,7 @@ def test_the_page_loaded_with_a_token_can_pin(tmp_path: Path) -> None:
             def with_token(route: Route) -> None:  # only the page itself carries the token
                 route.continue_(headers={**route.request.headers, **auth})
 
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                page = browser.new_page()
+            with closing(browser.new_page()) as page:  # the file's Chromium (one Playwright per process)
                 page.on("request", lambda rq: seen.append((rq.url, "authorization" in rq.headers)))
                 page.route("**/sessions/s/view", with_token)
                 page.goto(f"{url}/sessions/s/view")
@@ -135,7 +133,6 @@ def test_the_page_loaded_with_a_token_can_pin(tmp_path: Path) -> None:
                 expect(page.locator("#live-status")).to_contain_text("2 pinned")
                 page.click("#live-expand")
                 expect(page.locator("#live-text")).to_contain_text("== step 2 output 1 (tool) ==")
-                browser.close()
             pins = httpx.get(f"{url}/sessions/s", headers=auth, timeout=60).json()["pins"]
             assert pins == ["2"]
             calls = [u for u, _ in seen if "/pins" in u or "/expand" in u]
