@@ -459,3 +459,26 @@ def test_a_fold_shows_at_once_when_the_cache_is_cold() -> None:
 
     assert not covered(Renderer(config).render(timed(0), 13))
     assert covered(Renderer(config).render(timed(600), 13)) == {2, 3}  # nothing is cached: folding costs nothing extra
+
+
+def test_a_fold_after_the_fact_of_steps_behind_the_boundary_keeps_their_forms_on_both_paths() -> None:
+    """The stage behind the boundary sees the spans closed by the call at which the boundary
+    crossed a step (as a call-by-call run does), not the spans of the call rendered: a fold of
+    steps already behind it neither unmasks them nor re-derives their stubs."""
+    config = FIXED  # masking on (mask_after=2), k=3
+    s = Session(config=config)
+    s.step("cat a.py", PAD * 30)  # 1
+    s.step("cat a.py", PAD * 30)  # 2: a stub citing step 1
+    for i in range(3, 8):
+        s.step(f"cat f{i}.py", PAD)
+    s.step(f'fold_steps 1-1 "{GOOD}"')  # 8: step 1 crossed the boundary at call 6
+    memo = Renderer(config)
+    for t in range(len(s.h) + 1):
+        got, fresh = memo.render(s.h, t), Renderer(config).render(s.h, t)
+        assert got.messages == fresh.messages and got.origins == fresh.origins, f"call {t}"
+
+    def output_of_2(t: int) -> Shown:
+        return next(o.shown for o in Renderer(config).render(s.h, t).origins if o.step == 2 and o.part == "output")
+
+    assert output_of_2(7) is Shown.NOTE and output_of_2(8) is Shown.NOTE  # masked with its source, for good
+    assert covered(Renderer(config).render(s.h, 8)) == {1}
