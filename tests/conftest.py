@@ -1,14 +1,20 @@
 """Shared fixtures: paths to the real recorded runs shipped with the tests, the CLI in-process; and
-the suite's speed settings (shared SSL contexts, a frozen heap after collection, litellm offline)."""
+the suite's speed settings (shared SSL contexts, a frozen heap after collection, litellm offline,
+litellm and the anthropic SDK imported on first use, files that share a costly setup on one worker)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import gc
+import importlib.util
 import io
 import os
 import ssl
+import sys
+import threading
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,6 +30,93 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 
+class _LoadsOnFirstUse(types.ModuleType):
+    """A module not yet executed: reading any attribute but those its spec gave it (which ``import``
+    statements, ``importorskip`` and hypothesis look at) runs it in place, so every reference
+    already bound to it, monkeypatching included, is the real module afterwards."""
+
+    def __getattribute__(self, attr: str) -> Any:
+        if attr in _SET_BEFORE_RUNNING:
+            return super().__getattribute__(attr)
+        if attr in ("__test__", "__bases__"):  # pytest probes every name in a test module; no module has these
+            raise AttributeError(attr)
+        with _LOADING:
+            if type(self) is _LoadsOnFirstUse:
+                self.__class__ = types.ModuleType  # noqa: B009 - from here on a plain module
+                spec = self.__spec__
+                assert spec is not None and spec.loader is not None
+                try:
+                    spec.loader.exec_module(self)
+                except BaseException:
+                    sys.modules.pop(spec.name, None)
+                    raise
+        return getattr(self, attr)
+
+
+_LOADING = threading.RLock()
+# what module_from_spec set (minus __path__: importing a submodule runs the package first)
+_SET_BEFORE_RUNNING = {"__name__", "__spec__", "__loader__", "__class__", "__file__", "__cached__", "__package__"}
+
+
+def _import_on_first_use(name: str) -> None:
+    """Put ``name`` in sys.modules as a module that runs when one of its attributes is first read.
+    Both xdist workers import every test module to collect; litellm (~6 s of CPU) and the
+    anthropic SDK (~2.4 s) then load only in the worker whose tests use them (see ``GROUPS``). A
+    missing package is left alone: ``importorskip`` skips as before."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _LoadsOnFirstUse
+    sys.modules[name] = module
+
+
+for _name in ("litellm", "anthropic"):
+    _import_on_first_use(_name)
+
+# Test files that share a costly one-time setup, each set run by one xdist worker (--dist loadfile
+# otherwise gives each file to whichever worker is free): litellm through mini, the anthropic SDK,
+# the fork server of refold serve. Files not listed are scheduled alone.
+GROUPS = {
+    "litellm": [
+        "test_context_surfaces.py", "test_minisweagent_context.py", "test_minisweagent_e2e.py",
+        "test_minisweagent_errors.py", "test_minisweagent_units.py", "test_sessions_pins_mini.py",
+        "test_proxy_clients.py",
+    ],
+    "anthropic-sdk": ["test_proxy_anthropic.py", "test_proxy_surface_stream.py", "test_proxy_anthropic_rounds.py"],
+    "serve-processes": ["test_proxy_durability.py", "test_proxy_span_restart.py", "test_proxy_responses_store.py"],
+}  # fmt: skip
+_GROUP_OF = {file: group for group, files in GROUPS.items() for file in files}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadfile, with the files of one ``GROUPS`` entry as one unit of work, handed out first."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedFiles(LoadFileScheduling):
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            group = _GROUP_OF.get(path.rsplit("/", 1)[-1])
+            return f"group:{group}" if group else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # the groups are the largest units: handed out first, so that the small files, not
+            # a group, are what is left to even out the two workers at the end
+            if not self.ordered:
+                self.ordered = True
+                for scope in [s for s in self.workqueue if not s.startswith("group:")]:
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
+
+    return GroupedFiles(config, log)
+
+
 def real_trajectories() -> list[Path]:
     """Real recorded runs shipped in the repo (tests/data and the package's demo run)."""
     files = sorted(p for p in DATA.iterdir() if ".traj" in p.name)
@@ -34,6 +127,21 @@ def real_trajectories() -> list[Path]:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium per test file; each test opens its own context or page in it. Not one
+    per session: Playwright's sync API keeps an event loop running in this thread while it is
+    open, and later tests on the same worker call asyncio.run."""
+    from playwright.sync_api import sync_playwright
+
+    from fake_upstream import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
 
 
 @dataclass(frozen=True)
@@ -88,9 +196,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Collection imported every test module and what they use (litellm, anthropic, openai, mini,
-    pydantic models: ~600k objects). Freezing them keeps every later full collection, automatic or
-    pytest's five at exit, from walking that heap again (~0.35 s each)."""
+    """Collection imported every test module and what they use (openai, mini, pydantic models:
+    ~600k objects). Freezing them keeps every later full collection, automatic or pytest's five
+    at exit, from walking that heap again (~0.35 s each)."""
     gc.freeze()
 
 

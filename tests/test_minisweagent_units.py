@@ -11,8 +11,6 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("minisweagent")
 
-from minisweagent.models.litellm_model import LitellmModel  # noqa: E402
-from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel  # noqa: E402
 
 from refold.config import Config, PromptConfig
@@ -105,6 +103,10 @@ def test_read_actions_prefers_the_wrappers_record() -> None:
 
 
 def test_context_tools_only_for_litellm_tool_call_models() -> None:
+    # imported here: mini's LiteLLM classes load litellm (~6 s of CPU) in whichever worker collects
+    from minisweagent.models.litellm_model import LitellmModel
+    from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
+
     sub = with_context_tools(LitellmModel, [])
     assert sub is not None and issubclass(sub, LitellmModel)
     assert (sub.__module__, sub.__name__) == (LitellmModel.__module__, LitellmModel.__name__)

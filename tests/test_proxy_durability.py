@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,32 +19,13 @@ from refold.proxy import ProxyConfig, create_app, open_store
 from refold.proxy.records import Commit, Store, StoredStep
 from test_proxy_clients import SYSTEM, TOOLS, run_tool_agent
 
-from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http
+from fake_upstream import FakeUpstream, ServeProcess, ServerThread, free_port, redis_server, start_serve
 
 AUTH = {"Authorization": "Bearer sk-d"}
 
 
-def start_proxy(upstream: str, store: str, port: int) -> subprocess.Popen[bytes]:
-    code = "import sys; from refold.cli import main; sys.exit(main())"
-    args = [
-        sys.executable,
-        "-c",
-        code,
-        "serve",
-        "--upstream",
-        upstream,
-        "--store",
-        store,
-        "--port",
-        str(port),
-        "--tokenizer",
-        "off",
-    ]
-    proc = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-    )
-    wait_http(f"http://127.0.0.1:{port}/healthz")
-    return proc
+def start_proxy(upstream: str, store: str, port: int) -> ServeProcess:
+    return start_serve(["--upstream", upstream, "--store", store, "--tokenizer", "off"], port)
 
 
 def tool_turn(client: openai.OpenAI, messages: list[Any], session: str, note: str = "") -> None:

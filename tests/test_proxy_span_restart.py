@@ -8,10 +8,7 @@ open, and ``fold_span`` later collapses it exactly as a proxy that never died wo
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,20 +22,13 @@ from refold.config import Config
 from refold.render import Renderer
 from test_proxy_spans import AUTH, Agent, rebuilt, texts
 
-from fake_upstream import FakeUpstream, ServerThread, free_port, redis_server, wait_http
+from fake_upstream import FakeUpstream, ServeProcess, ServerThread, free_port, redis_server, start_serve
 
 CONCLUSION = "the crash comes from parse.py:12 because the loop skips the last token"
 
 
-def start_proxy(upstream: str, store: str, port: int) -> subprocess.Popen[bytes]:
-    code = "import sys; from refold.cli import main; sys.exit(main())"
-    args = [sys.executable, "-c", code, "serve", "--upstream", upstream, "--store", store]
-    args += ["--port", str(port), "--tokenizer", "off", "--k", "2"]
-    proc = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-    )
-    wait_http(f"http://127.0.0.1:{port}/healthz")
-    return proc
+def start_proxy(upstream: str, store: str, port: int) -> ServeProcess:
+    return start_serve(["--upstream", upstream, "--store", store, "--tokenizer", "off", "--k", "2"], port)
 
 
 @contextmanager

@@ -23,17 +23,8 @@ from refold.render import Renderer
 from test_viewer import HOSTILE, MARKER, synthetic_run, toolcall_trajectory
 
 from builders import seed_config
+from fake_upstream import CHROMIUM
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-]
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
@@ -54,16 +45,6 @@ def report(run: History, tmp_path_factory: pytest.TempPathFactory) -> Path:
     page = build_report(run, variants=["refold", "masking", "compact"], tokenizer="chars4", budget=1024)
     path.write_text(page, encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

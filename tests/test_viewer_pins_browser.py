@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from refold.proxy.viewer_pool import ViewPool
 from refold.types import content_text
 from test_proxy_store import TOOLS
 from test_sessions_pins import long_output, output_of
-from test_viewer_browser import ARGS, CHROMIUM
+from test_viewer_browser import CHROMIUM
 
 from fake_upstream import FakeUpstream, ServerThread
 
@@ -57,17 +58,15 @@ class Agent:
         return list(self.fake.requests[-1]["body"]["messages"])
 
 
-def test_expand_pin_and_unpin_from_the_session_page(served: tuple[str, FakeUpstream]) -> None:
-    from playwright.sync_api import expect, sync_playwright
+def test_expand_pin_and_unpin_from_the_session_page(served: tuple[str, FakeUpstream], browser: Any) -> None:
+    from playwright.sync_api import expect
 
     url, fake = served
     agent = Agent(url, fake)
     for _ in range(12):
         sent = agent.turn()
     assert "hidden" in output_of(sent, 3)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
+    with closing(browser.new_page(viewport={"width": 1440, "height": 900})) as page:  # the session's Chromium
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"{url}/sessions/s/view#call=12")  # the last call: every step is in the history pane
@@ -99,5 +98,4 @@ def test_expand_pin_and_unpin_from_the_session_page(served: tuple[str, FakeUpstr
             sent = agent.turn()
         assert "hidden" in output_of(sent, 3)
         assert errors == []
-        browser.close()
     assert not any("Pinned" in content_text(m.get("content")) for m in sent)
