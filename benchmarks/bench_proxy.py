@@ -12,7 +12,9 @@ Loads:
 * ``agents`` (the targets): the upstream takes ``--upstream-ms`` per call, like a model
   generating, and each agent spends ``--tool-ms`` running its tool between calls.
 * ``agents + 8 views``: the same, while 8 clients of another tenant keep loading the HTML views
-  of 8 finished 30-turn sessions (views run in their own worker process).
+  of 8 finished 30-turn sessions in a tight loop (cached pages, served through the view lane).
+* ``agents + 8 live views``: 8 clients keep loading the views of 8 of the agents' own sessions
+  while they are written, so every new turn is a page to build (in the idle-priority worker).
 * ``saturated``: no upstream time and no tool time, a closed loop that keeps both CPUs busy;
   here every millisecond of proxy CPU queues up, so it measures capacity, not per-request latency.
 * ``recorded runs`` (``--runs DIR ...``): real trajectories replayed as clients, the upstream
@@ -167,13 +169,14 @@ async def post(client: httpx.AsyncClient, url: str, body: dict[str, Any], header
 
 
 async def agent(
-    client: httpx.AsyncClient, url: str, sid: int, turns: int, tool_ms: float, load: Load, extra: dict[str, str]
+    client: httpx.AsyncClient, url: str, sid: int, turns: int, tool_ms: float, load: Load, extra: dict[str, str],
+    tag: str = "bench",
 ) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. Use the bash tool."},
         {"role": "user", "content": f"Task {sid}: fix the failing test in module_{sid}.py"},
     ]
-    headers = {**AUTH, "X-Refold-Session": f"bench-{sid}", **extra}
+    headers = {**AUTH, "X-Refold-Session": f"{tag}-{sid}", **extra}
     for turn in range(1, turns + 1):
         msg = await post(client, url, {"model": "m", "messages": messages, "tools": TOOLS}, headers, load)
         messages.append(msg)
@@ -214,6 +217,7 @@ async def run_agents(
     delay: float | None,
     viewers: str | None = None,
     control: str | None = None,
+    viewed: str = "done",
 ) -> tuple[Load, list[list[dict[str, Any]]], float, Load, Load]:
     """``sessions`` agents against ``url`` and, at the same time, as many against ``control``
     (direct to the upstream): both see the same machine, whatever else it is running."""
@@ -224,7 +228,11 @@ async def run_agents(
     async def viewer(c: httpx.AsyncClient, i: int) -> None:
         while not stop.is_set():
             t0 = time.perf_counter()
-            r = await c.get(f"{viewers}/sessions/done-{i}/view", headers={"Authorization": "Bearer viewer"})
+            name, auth = (f"done-{i}", "Bearer viewer") if viewed == "done" else (f"live-{i}", AUTH["Authorization"])
+            r = await c.get(f"{viewers}/sessions/{name}/view", headers={"Authorization": auth})
+            if r.status_code == 404:  # a live session before its first turn
+                await asyncio.sleep(0.05)
+                continue
             if r.status_code == 200:
                 views.lat.append((time.perf_counter() - t0) * 1000)
             else:
@@ -234,7 +242,9 @@ async def run_agents(
     async with client(sessions) as c, client(sessions) as cc, client(8) as vc:
         watchers = [asyncio.create_task(viewer(vc, i)) for i in range(8)] if viewers else []
         t0 = time.perf_counter()
-        runs = [agent(c, url, i, a.turns, tool_ms, load, extra) for i in range(sessions)]
+        # with viewers, new sessions (as in the first run): live views watch them being written
+        tag = ("live" if viewed == "live" else "viewed") if viewers else "bench"
+        runs = [agent(c, url, i, a.turns, tool_ms, load, extra, tag) for i in range(sessions)]
         if control:
             runs += [agent(cc, control, i, a.turns, tool_ms, ctrl, extra) for i in range(sessions)]
         convs = await asyncio.gather(*runs)
@@ -322,18 +332,33 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children_cpu(pid: int) -> float:
+    """CPU seconds of a process's live children (the proxy's view workers)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    return sum(proc_cpu(int(k)) for k in kids)
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))] if s else float("nan")
 
 
-def tokens(url: str) -> tuple[float, float]:
+def scrape(url: str) -> dict[str, float]:
+    """The proxy's metrics, one value per sample (labels joined into the name)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     vals = {}
     for fam in text_string_to_metric_families(httpx.get(f"{url}/metrics", headers=AUTH).text):
         for s in fam.samples:
-            vals[s.name] = s.value
+            vals[s.name + "".join(f"|{v}" for _, v in sorted(s.labels.items()))] = s.value
+    return vals
+
+
+def tokens(url: str) -> tuple[float, float]:
+    vals = scrape(url)
     return vals.get("refold_prompt_tokens_full_total", 0.0), vals.get("refold_prompt_tokens_rendered_total", 0.0)
 
 
@@ -411,15 +436,24 @@ def main() -> None:
                     )
                     if i == 0 and "views" not in skip:
                         asyncio.run(seed_viewed(purl + "/v1", 30))
-                        load2, _, wall2, views, base2 = asyncio.run(
-                            run_agents(purl + "/v1", a, a.sessions, a.tool_ms, None, viewers=purl, control=direct)
-                        )
-                        lines.append(row("direct (same time)", base2, None, "-"))
-                        lines.append(
-                            row("proxy, sqlite + 8 views", load2, base2, "-")
-                            + f"   wall {wall2:.1f} s; {len(views.lat)} views served, p50 {pct(views.lat, 50):.1f} ms,"
-                            f" {views.retries} told to retry"
-                        )
+                        for label, viewed in (("8 views", "done"), ("8 live views", "live")):
+                            before, cpu0, kids0 = scrape(purl), proc_cpu(proc.pid), children_cpu(proc.pid)
+                            load2, _, wall2, views, base2 = asyncio.run(
+                                run_agents(purl + "/v1", a, a.sessions, a.tool_ms, None, viewers=purl, control=direct,
+                                           viewed=viewed)
+                            )
+                            after = scrape(purl)
+                            cpu2 = (proc_cpu(proc.pid) - cpu0) * 1000 / max(1, len(load2.lat))
+                            kids = children_cpu(proc.pid) - kids0
+                            built = after.get("refold_views_total|built", 0) - before.get("refold_views_total|built", 0)
+                            lines.append(row("direct (same time)", base2, None, "-"))
+                            lines.append(
+                                row(f"proxy, sqlite + {label}", load2, base2, "-")
+                                + f"   wall {wall2:.1f} s; {len(views.lat)} views served ({built:.0f} built), "
+                                f"p50 {pct(views.lat, 50):.1f} ms, {views.retries} told to retry"
+                            )
+                            lines.append(f"{'':<30}proxy CPU {cpu2:.1f} ms per call (with its views); view workers "
+                                         f"{kids:.1f} CPU s")
             if "saturated" not in skip:
                 lines += ["", f"saturated (capacity, not latency): {a.sessions} sessions x {a.turns} turns, no upstream "
                           "time, no tool time, a closed loop on 2 CPUs; direct and proxy run one after the other", HEADER]

@@ -4,6 +4,7 @@ prune, branches are unlimited, views never hold up chat, and counters never go d
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import sqlite3
 import threading
@@ -21,14 +22,13 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from refold.errors import ConfigError, StoreUnavailable
-from refold.history import History
 from refold.proxy import ProxyConfig, create_app, open_store
 from refold.proxy.metrics import Metrics
 from refold.proxy.records import SCHEMA_VERSION, Commit, Store, StoredStep
 from refold.proxy.redis_store import RedisStore
 from refold.proxy.sessions import SessionManager
 from refold.proxy.store import SQLiteStore
-from refold.proxy.viewer_pool import ViewPool
+from refold.proxy.viewer_pool import Snapshot, ViewPool
 from refold.render import Renderer
 from refold.types import message_digest
 
@@ -365,10 +365,11 @@ def test_views_never_hold_up_chat(upstream: tuple[FakeUpstream, str], tmp_path: 
     release = threading.Event()
     started = threading.Semaphore(0)
 
-    def slow_build(history: History, title: str, tokenizer: str) -> str:
+    def slow_build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
         started.release()
         release.wait(60)
-        return f"<html>{title}: {len(history)} steps</html>"
+        html = f"<html>{title}: {len(snap.history())} steps</html>".encode()
+        return html, gzip.compress(html)
 
     pool = ViewPool(Metrics(), max_pending=8, build=slow_build, executor=ThreadPoolExecutor(8))
     cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
@@ -420,6 +421,205 @@ def test_a_real_view_builds_in_a_worker_process(upstream: tuple[FakeUpstream, st
             assert page.status_code == 200 and "<html" in page.text.lower()
 
     asyncio.run(go())
+
+
+def test_cached_views_are_bytes_with_etag_gzip_and_no_store_round_trip(
+    upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    """A reload is answered from the cache: gzip (the same page), a 304 for the browser's ETag, and
+    within VIEW_FRESH_S no store call; a turn or a pin through the proxy shows at once."""
+    states: list[str] = []
+
+    def build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
+        html = f"<html>{len(snap.history())} steps, pins {len(snap.pins)}</html>".encode()
+        return html, gzip.compress(html)
+
+    pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1), min_rebuild_s=0.0)
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    real_state = store.state
+
+    async def counted(sid: str) -> Any:
+        states.append(sid)
+        return await real_state(sid)
+
+    store.state = counted  # type: ignore[method-assign]
+    cfg = ProxyConfig(upstream=upstream[1], store=":memory:", tokenizer="off")
+
+    async def go() -> None:
+        async with proxy(cfg, store=store, views=pool) as c:
+            msgs: list[Any] = [{"role": "user", "content": "t"}]
+
+            async def turn() -> None:
+                r = await c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": TOOLS},
+                                 headers={**AUTH, "X-Refold-Session": "v"})
+                m = r.json()["choices"][0]["message"]
+                msgs.extend([m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": "out " * 50}])
+
+            for _ in range(3):
+                await turn()
+            await turn()  # the reply of turn 3 and its output are stored now: 3 steps
+            first = await c.get("/sessions/v/view", headers={**AUTH, "Accept-Encoding": "gzip"})
+            assert first.status_code == 200 and first.headers["content-encoding"] == "gzip"
+            assert first.text == "<html>3 steps, pins 0</html>"  # httpx undid the gzip
+            plain = await c.get("/sessions/v/view", headers={**AUTH, "Accept-Encoding": "identity"})
+            assert "content-encoding" not in plain.headers and plain.content == first.content
+            n = len(states)
+            etag = first.headers["etag"]
+            again = await c.get("/sessions/v/view", headers={**AUTH, "If-None-Match": etag})
+            assert again.status_code == 304 and again.content == b"" and len(states) == n  # no store round trip
+            assert pool.builds == 1
+            await turn()
+            fresh = await c.get("/sessions/v/view", headers={**AUTH, "If-None-Match": etag})
+            assert fresh.status_code == 200 and fresh.text == "<html>4 steps, pins 0</html>"
+            assert (await c.post("/sessions/v/pins", json={"item": "2"}, headers=AUTH)).status_code == 200
+            pinned = await c.get("/sessions/v/view", headers=AUTH)
+            assert pinned.text == "<html>4 steps, pins 1</html>" and pinned.headers["etag"] != fresh.headers["etag"]
+
+    asyncio.run(go())
+
+
+def test_a_view_lane_bounds_the_views_served_and_refuses_the_excess(
+    upstream: tuple[FakeUpstream, str], tmp_path: Path
+) -> None:
+    def build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
+        return b"<html></html>", gzip.compress(b"<html></html>")
+
+    pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1), rate=2.0, max_waiting=3)
+    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+
+    async def go() -> None:
+        async with proxy(cfg, views=pool) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
+            await c.post("/v1/chat/completions", json=body, headers={**AUTH, "X-Refold-Session": "s"})
+            got = await asyncio.gather(*(c.get("/sessions/s/view", headers=AUTH) for _ in range(8)))
+            codes = sorted(r.status_code for r in got)
+            assert codes == [200] * 4 + [503] * 4, codes  # one at once, three waiting, the rest told to retry
+            assert all(r.json()["error"]["code"] == "views_busy" for r in got if r.status_code == 503)
+
+    asyncio.run(go())
+
+
+def test_a_session_builds_one_page_at_a_time_and_a_live_view_lags_by_one_build() -> None:
+    gate = threading.Event()
+    built: list[int] = []
+
+    def build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
+        gate.wait(30)
+        built.append(len(snap.steps))
+        return str(len(snap.steps)).encode(), b""
+
+    def snap(n: int) -> Any:
+        return lambda: Snapshot([], [({"role": "assistant", "content": "r"}, [], {})] * n, [], {}, "s")
+
+    async def go() -> None:
+        pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(2), min_rebuild_s=0.0)
+        key = lambda n: ("sid", f"head{n}", "0", "chars4")  # noqa: E731
+        a = asyncio.create_task(pool.page(key(1), snap(1), "t", "chars4"))
+        await asyncio.sleep(0.05)
+        b = asyncio.create_task(pool.page(key(2), snap(2), "t", "chars4"))  # no page yet: shares the build
+        other = asyncio.create_task(pool.page(("sid2", "h", "0", "chars4"), snap(5), "t", "chars4"))
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert (await a).html == (await b).html == b"1" and (await other).html == b"5"
+        assert sorted(built) == [1, 5]
+        assert (await pool.page(key(2), snap(2), "t", "chars4")).html == b"2"  # now its own build
+        gate.clear()
+        c = asyncio.create_task(pool.page(key(3), snap(3), "t", "chars4"))
+        await asyncio.sleep(0.05)
+        assert (await pool.page(key(4), snap(4), "t", "chars4")).html == b"2"  # at once: the last page
+        assert not c.done()
+        gate.set()
+        assert (await c).html == b"3" and sorted(built) == [1, 2, 3, 5]
+        assert pool.cached(key(2)) is None and pool.cached(key(3)) is not None  # one page per session kept
+        pool.close()
+
+    asyncio.run(go())
+
+
+def test_a_session_being_written_is_rebuilt_at_most_every_min_rebuild_s() -> None:
+    built: list[str] = []
+
+    def build(snap: Snapshot, title: str, tokenizer: str) -> tuple[bytes, bytes]:
+        built.append(snap.source)
+        return snap.source.encode(), b""
+
+    def snap(name: str) -> Any:
+        return lambda: Snapshot([], [], [], {}, name)
+
+    async def go() -> None:
+        pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1), min_rebuild_s=3600.0)
+        assert (await pool.page(("s", "h1", "0", "t"), snap("h1"), "t", "t")).html == b"h1"
+        assert (await pool.page(("s", "h2", "0", "t"), snap("h2"), "t", "t")).html == b"h1"  # new turn: the last page
+        assert (await pool.page(("s", "h2", "1", "t"), snap("h2 pinned"), "t", "t")).html == b"h2 pinned"  # a pin: at once
+        assert (await pool.page(("o", "h2", "0", "t"), snap("other"), "t", "t")).html == b"other"
+        assert built == ["h1", "h2 pinned", "other"]
+        pool.close()
+
+    asyncio.run(go())
+
+
+def test_session_routes_build_off_the_event_loop(
+    upstream: tuple[FakeUpstream, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history replayed for /sessions/{id}, /expand or a pin, and the render of the JSON, run in
+    a thread: while one is stuck, another tenant's chat is answered (on the loop it could not be)."""
+    import refold.proxy.views as views
+    from refold.proxy.sessions import Session
+
+    gate = threading.Event()
+    stuck = threading.Semaphore(0)
+    build, describe = Session.build, views.describe
+
+    def slow_build(self: Session, *a: Any) -> Any:
+        if self.name == "big":
+            stuck.release()
+            gate.wait(60)
+        return build(self, *a)
+
+    def slow_describe(*a: Any) -> Any:
+        stuck.release()
+        gate.wait(60)
+        return describe(*a)
+
+    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
+
+    async def go() -> None:
+        async with proxy(cfg) as c:
+            await c.post("/v1/chat/completions", json=body, headers={**AUTH, "X-Refold-Session": "big"})
+            for route in ("/sessions/big", "/sessions/big/expand?item=1", "pin", "describe"):
+                c2 = httpx.AsyncClient(transport=c._transport, base_url="http://127.0.0.1:8077", timeout=60)
+                app_state = c._transport.app.state.refold  # type: ignore[attr-defined]
+                app_state["manager"]._sessions.clear()  # nothing replayed yet: the next view builds
+                gate.clear()
+                if route == "describe":
+                    monkeypatch.setattr(Session, "build", build)
+                    monkeypatch.setattr(views, "describe", slow_describe)
+                    req = c2.get("/sessions/big", headers=AUTH)
+                else:
+                    monkeypatch.setattr(Session, "build", slow_build)
+                    req = (c2.post("/sessions/big/pins", json={"item": "0"}, headers=AUTH) if route == "pin"
+                           else c2.get(route, headers=AUTH))
+                task = asyncio.create_task(req)
+                assert await asyncio.to_thread(stuck.acquire, True, 30), route
+                other = await c.post("/v1/chat/completions", json=body,
+                                     headers={"Authorization": "Bearer other", "X-Refold-Session": "x"})
+                assert other.status_code == 200 and not task.done(), route
+                gate.set()
+                assert (await task).status_code in (200, 400), route
+                monkeypatch.setattr(views, "describe", describe)
+                await c2.aclose()
+
+    asyncio.run(go())
+
+
+def test_view_workers_run_at_the_lowest_priority() -> None:
+    pool = ViewPool(Metrics())
+    try:
+        ex = pool.executor()
+        assert ex.submit(os.nice, 0).result(60) == 19
+    finally:
+        pool.close()
 
 
 # ---- metrics -------------------------------------------------------------------------------------

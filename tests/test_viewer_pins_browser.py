@@ -99,3 +99,41 @@ def test_expand_pin_and_unpin_from_the_session_page(served: tuple[str, FakeUpstr
         assert "hidden" in output_of(sent, 3)
         assert errors == []
     assert not any("Pinned" in content_text(m.get("content")) for m in sent)
+
+
+def test_the_page_loaded_with_a_token_can_pin(tmp_path: Path, browser: Any) -> None:
+    """With --token the page is loaded with the token in a header (an extension or a front proxy
+    adds it to that one request); its buttons then work by the grant cookie the view sets."""
+    from playwright.sync_api import Route, expect
+
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", tokens=("tok",),
+                          config=Config().override(["boundary.rule=fixed"]))
+        with ServerThread(create_app(cfg, views=ViewPool(Metrics(), executor=ThreadPoolExecutor(1)))) as px:
+            url, auth = px.url, {"Authorization": "Bearer tok"}
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+            for n in range(1, 7):
+                r = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": messages, "tools": TOOLS},
+                               headers={"X-Refold-Session": "s", **auth}, timeout=60)
+                m = r.json()["choices"][0]["message"]
+                messages += [m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": long_output(n)}]
+            seen: list[tuple[str, bool]] = []
+
+            def with_token(route: Route) -> None:  # only the page itself carries the token
+                route.continue_(headers={**route.request.headers, **auth})
+
+            with closing(browser.new_page()) as page:  # the file's Chromium (one Playwright per process)
+                page.on("request", lambda rq: seen.append((rq.url, "authorization" in rq.headers)))
+                page.route("**/sessions/s/view", with_token)
+                page.goto(f"{url}/sessions/s/view")
+                page.wait_for_selector("body[data-ready='1']")
+                page.fill("#live-item", "2")
+                page.click("#live-pin")
+                expect(page.locator("#live-status")).to_contain_text("2 pinned")
+                page.click("#live-expand")
+                expect(page.locator("#live-text")).to_contain_text("== step 2 output 1 (tool) ==")
+            pins = httpx.get(f"{url}/sessions/s", headers=auth, timeout=60).json()["pins"]
+            assert pins == ["2"]
+            calls = [u for u, _ in seen if "/pins" in u or "/expand" in u]
+            assert calls and not any(has for u, has in seen if u in calls)  # the calls carried no token

@@ -11,27 +11,23 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..errors import ItemError, ProxyError, StoreUnavailable
+from ..errors import ProxyError, StoreUnavailable
 from ..history import History
-from ..pinning import expand_text, pinned_items, resolve
-from ..tokens import tokenizer_name
 from .apis import mount
 from .chat import ChatService
 from .config import ProxyConfig
-from .mapping import INTERNAL
 from .metrics import CONTENT_TYPE, Metrics
 from .records import Store
-from .sessions import Session, SessionManager
+from .sessions import SessionManager
 from .store import open_store
 from .tenancy import Guard, forwarded_headers, tenant
 from .upstream import Upstream
-from .validate import parse_json_body
 from .viewer_pool import ViewPool
+from .views import read_json, session_routes
 
 SESSION_HEADER = "X-Refold-Session"
 
@@ -83,7 +79,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
         )
 
     app.include_router(_openai_routes(cfg, state, metrics))
-    app.include_router(_session_routes(cfg, state))
+    app.include_router(session_routes(cfg, state))
     app.include_router(_ops_routes(state, metrics))
     mount(app, cfg, state, metrics)  # /v1/messages, /v1/responses, other /v1 paths
     return app
@@ -104,22 +100,6 @@ def warm_up(cfg: ProxyConfig) -> None:
             [{"role": "user", "content": "def f():\n    return 1\n" * 40}],
         )
     cfg.renderer().render(h)
-
-
-async def read_json(request: Request, max_body: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_body:
-        raise ProxyError(413, f"request body is larger than the {max_body} byte limit", code="request_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_body:
-            raise ProxyError(
-                413, f"request body is larger than the {max_body} byte limit", code="request_too_large"
-            )
-        chunks.append(chunk)
-    return parse_json_body(b"".join(chunks))
 
 
 def _openai_routes(cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics) -> APIRouter:
@@ -158,85 +138,6 @@ def _openai_routes(cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics) ->
     return router
 
 
-def _session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
-    router = APIRouter()
-
-    async def find(request: Request, name: str) -> Session:
-        manager: SessionManager = state["manager"]
-        s = await manager.find(tenant(request).owner, name)
-        if s is None:  # another key's session looks exactly like a missing one
-            raise ProxyError(404, f"no session '{name}' for this API key", code="session_not_found")
-        return s
-
-    @router.get("/sessions")
-    async def sessions(request: Request) -> dict[str, Any]:
-        records = await state["store"].sessions(tenant(request).owner)
-        return {
-            "sessions": [
-                {"id": r.name, "head": r.head, "created": r.created, "updated": r.updated} for r in records
-            ]
-        }
-
-    @router.get("/sessions/{name}")
-    async def session(request: Request, name: str) -> dict[str, Any]:
-        s = await find(request, name)
-        async with s.lock:
-            return describe(s, cfg)
-
-    @router.get("/sessions/{name}/view")
-    async def session_view(request: Request, name: str) -> Response:
-        s = await find(request, name)
-        head = s.head or ""
-        tokenizer = tokenizer_name(cfg.tokenizer) or "chars4"
-
-        def snapshot() -> History:  # synchronous: no other coroutine can append meanwhile
-            current = s.view(head, cfg.renderer).history
-            live = {"session": name, "base": f"/sessions/{quote(name, safe='')}", "pins": pinned_items(s.pins)}
-            copy = History(current.prefix, source=current.source, meta={"live": live})
-            for st in current.steps:
-                copy.append(st.reply, st.observations, meta=st.meta)
-            copy.load_pins(p.record() for p in current.pins)
-            return copy
-
-        pool: ViewPool = state["views"]
-        key = (s.sid, head, str(len(s.pins)), tokenizer)  # a pin changes the prompts the page shows
-        page = await pool.page(key, snapshot, f"refold session {name}", tokenizer)
-        return HTMLResponse(page)
-
-    @router.get("/sessions/{name}/expand")
-    async def session_expand(request: Request, name: str, item: str = "") -> dict[str, Any]:
-        """A step (7, 7.2, r7, 3-5) or span (S1) of the current branch, byte-exact as first shown."""
-        s = await find(request, name)
-        async with s.lock:
-            assert s.head is not None
-            view = s.view(s.head, cfg.renderer)
-            try:
-                it = resolve(view.history, item, view.renderer.config, where=f"session {name}")
-            except ItemError as e:
-                raise ProxyError(400, str(e), code="invalid_item") from None
-            text = expand_text(view.history, it, view.renderer.config)
-            return {"session": name, "item": it.label, "steps": list(it.steps), "text": text}
-
-    @router.post("/sessions/{name}/pins")
-    async def session_pin(request: Request, name: str) -> dict[str, Any]:
-        """``{"item": "7", "pin": true}``: pin (or unpin) an item for the agent's next prompts."""
-        s = await find(request, name)
-        body = await read_json(request, 4096)
-        item, on = body.get("item") if isinstance(body, dict) else None, body.get("pin", True) if isinstance(body, dict) else None
-        if not isinstance(item, str) or not item.strip():
-            raise ProxyError(400, "body must be {\"item\": \"7\" | \"7.2\" | \"r7\" | \"3-5\" | \"S1\", \"pin\": true|false}", param="item")
-        if not isinstance(on, bool):
-            raise ProxyError(400, "'pin' must be true or false", param="pin")
-        manager: SessionManager = state["manager"]
-        it, _ = await manager.pin(s, item, on=on)
-        async with s.lock:
-            assert s.head is not None
-            pins = pinned_items(s.pins)
-        return {"session": name, "item": it.label, "pinned": on, "pins": pins}
-
-    return router
-
-
 def _ops_routes(state: dict[str, Any], metrics: Metrics) -> APIRouter:
     router = APIRouter()
 
@@ -265,41 +166,3 @@ def _ops_routes(state: dict[str, Any], metrics: Metrics) -> APIRouter:
         return JSONResponse(body, status_code=200 if h.ok else 503)
 
     return router
-
-
-def describe(s: Session, cfg: ProxyConfig) -> dict[str, Any]:
-    """A session as JSON: its current branch step by step, the rendered prompt's stats, other branches."""
-    assert s.head is not None
-    view = s.view(s.head, cfg.renderer)
-    h = view.history
-    stats = view.renderer.render(h).stats
-    return {
-        "id": s.name,
-        "head": s.head,
-        "branches": [{"head": tip, "steps": len(s.chain(tip)[1])} for tip in s.tips],
-        "steps": [
-            {
-                "index": st.index,
-                "digest": st.digest,
-                "internal": bool(st.meta.get(INTERNAL)),
-                "restore_of": list(st.restore_of),
-                "progress": st.progress,
-                "stale": list(st.stale),
-                "actions": [a.command for a in st.actions],
-                "reply": st.reply,
-                "observations": list(st.observations),
-            }
-            for st in h.steps
-        ],
-        "prefix": list(h.prefix),
-        "pins": pinned_items(s.pins),
-        "render": {
-            "t": stats.t,
-            "boundary": stats.boundary,
-            "stubs": stats.stubs,
-            "trimmed": stats.trimmed,
-            "folded_steps": stats.folded_steps,
-            "notes": stats.notes,
-            "restores": stats.restores,
-        },
-    }

@@ -107,6 +107,7 @@ class Session:
     norms: dict[str, tuple[Norm, tuple[Norm, ...]]] = field(default_factory=dict)
     pins: list[dict[str, Any]] = field(default_factory=list)  # the user's pins, as stored
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    checked: float = -1e9  # time.monotonic() when head and pins last agreed with the store
 
     def load(self, data: SessionData) -> None:
         self.head = data.record.head
@@ -235,25 +236,32 @@ class SessionManager:
         self._sessions.move_to_end(sid)
         return s
 
-    async def find(self, owner: str, name: str) -> Session | None:
+    async def find(self, owner: str, name: str, *, max_age: float = 0.0) -> Session | None:
+        """The session, checked against the store unless it was less than ``max_age`` seconds
+        ago (a view may be that stale: a page reload then costs no store round trip)."""
         s = await self.get(owner, name)
+        if s.head is not None and time.monotonic() - s.checked < max_age:
+            return s
         async with s.lock:
             await self._refresh(s)
         return s if s.head is not None else None
 
     async def _refresh(self, s: Session, force: bool = False) -> None:
+        checked = time.monotonic()
         state = await self.store.state(s.sid)
         if state is None:
             if s.head is not None:
                 s.reset()
             return
         if state == (s.head, len(s.pins)) and not force:  # a pin set elsewhere (the CLI, a replica) reloads
+            s.checked = checked
             return
         data = await self.store.load(s.sid)
         if data is not None:
             if data.record.owner != s.owner:  # an id collision across owners cannot happen by construction
                 raise ProxyError(404, "no such session", code="session_not_found")
             s.load(data)
+            s.checked = checked
 
     async def pin(self, s: Session, item: str, *, on: bool = True) -> tuple[Item, dict[str, Any]]:
         """Pin (or unpin) ``item`` of the session's current branch for its next prompts; the record
@@ -262,7 +270,7 @@ class SessionManager:
             await self._refresh(s)
             if s.head is None:
                 raise ProxyError(404, f"no session '{s.name}'", code="session_not_found")
-            view = s.view(s.head, self.renderer)
+            view = await s.aview(s.head, self.renderer)
             record = pin_record(view.history, item, on=on, where=f"session {s.name}", config=view.renderer.config)
             if not await self.store.add_pin(s.sid, record):
                 raise ProxyError(404, f"session '{s.name}' was deleted meanwhile", code="session_not_found")

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreConflict, StoreUnavailable
 from .config import redact
+from .migrations import end_transaction, migrate
 from .records import (
-    SCHEMA_VERSION,
     Commit,
     Health,
     SessionData,
@@ -75,52 +75,6 @@ def check_store(url: str) -> None:
 
     asyncio.run(probe())
 
-
-# Named migrations, applied in order; PRAGMA user_version counts the applied ones. A store
-# written before versions existed has version 0 and the v1 tables already (CREATE IF NOT EXISTS).
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "001-sessions-prefixes-steps-heads",
-        (
-            "CREATE TABLE IF NOT EXISTS sessions (sid TEXT PRIMARY KEY, name TEXT NOT NULL, "
-            "owner TEXT NOT NULL, head TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated)",
-            "CREATE TABLE IF NOT EXISTS prefixes (sid TEXT NOT NULL, digest TEXT NOT NULL, "
-            "body TEXT NOT NULL, PRIMARY KEY (sid, digest))",
-            "CREATE TABLE IF NOT EXISTS steps (sid TEXT NOT NULL, digest TEXT NOT NULL, "
-            "body TEXT NOT NULL, PRIMARY KEY (sid, digest))",
-            "CREATE TABLE IF NOT EXISTS heads (sid TEXT NOT NULL, head TEXT NOT NULL, "
-            "retired REAL NOT NULL, PRIMARY KEY (sid, head))",
-        ),
-    ),
-    (
-        "002-migrations-meta-updated-index",
-        (
-            "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated)",
-        ),
-    ),
-    (
-        "003-pins",
-        (
-            # the user's pins, in the order set (seq); a session's rendering reads all of them
-            "CREATE TABLE IF NOT EXISTS pins (seq INTEGER PRIMARY KEY AUTOINCREMENT, sid TEXT NOT NULL, "
-            "body TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS pins_sid ON pins(sid, seq)",
-        ),
-    ),
-    (
-        "004-responses",
-        (
-            # previous_response_id: each response's items after its parent's, and when its chain was last used
-            "CREATE TABLE IF NOT EXISTS responses (owner TEXT NOT NULL, id TEXT NOT NULL, parent TEXT, "
-            "body TEXT NOT NULL, used REAL NOT NULL, PRIMARY KEY (owner, id))",
-            "CREATE INDEX IF NOT EXISTS responses_used ON responses(used)",
-        ),
-    ),
-)
-assert len(MIGRATIONS) == SCHEMA_VERSION
 
 _CHAIN = (
     "WITH RECURSIVE chain(id, parent, body, depth) AS ("
@@ -216,7 +170,7 @@ class SQLiteStore:
             heads = [h for (h,) in db.execute("SELECT head FROM heads WHERE sid=? ORDER BY retired", (sid,))]
             pins = [json.loads(b) for (b,) in db.execute("SELECT body FROM pins WHERE sid=? ORDER BY seq", (sid,))]
         finally:
-            _end(db)
+            end_transaction(db)
         return SessionData(SessionRecord(*row), prefixes, steps, heads, pins)
 
     async def head(self, sid: str) -> str | None:
@@ -248,7 +202,7 @@ class SQLiteStore:
             db.execute("INSERT INTO pins (sid, body) VALUES (?, ?)", (sid, json.dumps(record, sort_keys=True)))
             db.execute("COMMIT")
         finally:
-            _end(db)
+            end_transaction(db)
         return True
 
     async def commit(self, c: Commit) -> None:
@@ -285,7 +239,7 @@ class SQLiteStore:
                 db.execute("INSERT OR IGNORE INTO heads VALUES (?,?,?)", (c.sid, c.retire, now))
             db.execute("COMMIT")
         finally:
-            _end(db)  # after a failed COMMIT (disk full) SQLite has already rolled back
+            end_transaction(db)  # after a failed COMMIT (disk full) SQLite has already rolled back
 
     async def put_response(self, owner: str, rid: str, parent: str | None, items: list[dict[str, Any]]) -> None:
         await self._run(self._write, self._put_response, owner, rid, parent, items)
@@ -304,7 +258,7 @@ class SQLiteStore:
                            (owner, parent, now))
             db.execute("COMMIT")
         finally:
-            _end(db)
+            end_transaction(db)
 
     async def response_items(self, owner: str, rid: str) -> list[dict[str, Any]] | None:
         return await self._run(self._read, self._response_items, owner, rid)
@@ -353,7 +307,7 @@ class SQLiteStore:
             db.execute("DELETE FROM responses WHERE used < ?", (before,))
             db.execute("COMMIT")
         finally:
-            _end(db)
+            end_transaction(db)
         return int(n)
 
     def known_fault(self) -> str | None:
@@ -382,36 +336,6 @@ class SQLiteStore:
                 await asyncio.get_running_loop().run_in_executor(pool, db.close)
         self._write.shutdown(wait=False)
         self._read.shutdown(wait=False)
-
-
-def migrate(db: sqlite3.Connection, path: str) -> int:
-    """Bring the store up to SCHEMA_VERSION, one named migration per transaction; the version."""
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version > SCHEMA_VERSION:
-        raise ConfigError(
-            f"store {path} has schema version {version}, newer than this refold's {SCHEMA_VERSION}: "
-            "upgrade refold or use another --store"
-        )
-    for number, (name, statements) in enumerate(MIGRATIONS[version:], start=version + 1):
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for sql in statements:
-                db.execute(sql)
-            if number >= 2:
-                db.execute("INSERT OR IGNORE INTO migrations VALUES (?, ?)", (name, time.time()))
-            if number == 2:  # record the first migration too, applied before there was a table for it
-                db.execute("INSERT OR IGNORE INTO migrations VALUES (?, ?)", (MIGRATIONS[0][0], time.time()))
-            db.execute(f"PRAGMA user_version = {number}")
-            db.execute("COMMIT")
-        finally:
-            _end(db)
-    return SCHEMA_VERSION
-
-
-def _end(db: sqlite3.Connection) -> None:
-    if db.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("ROLLBACK")
 
 
 def _identity(path: str) -> tuple[int, int] | None:

@@ -28,6 +28,7 @@ from fastapi import Request
 from ..errors import ProxyError
 from .config import ProxyConfig
 from .sessions import owner_of
+from .views_access import PageGrants
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -123,6 +124,7 @@ class Guard:
         self.cfg = cfg
         self.hosts = cfg.allowed_host_names()
         self.origins = frozenset(o.rstrip("/").lower() for o in cfg.allow_origins)
+        self.grants = PageGrants(cfg.tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -179,6 +181,11 @@ class Guard:
                 )
         if scope.get("path") in PUBLIC_PATHS:
             return None
+        if credential(headers) == (None, None):  # the session page's own calls carry its grant cookie
+            own = origin is not None and (origin.rstrip("/").lower() in self.origins or self.same_origin(origin, headers.get("host", "")))
+            owner = self.grants.tenant_owner(scope, headers, own)
+            if owner is not None:
+                return Tenant(owner, None, "cookie")
         return resolve(self.cfg, headers)
 
 
