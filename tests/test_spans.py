@@ -459,3 +459,65 @@ def test_a_fold_shows_at_once_when_the_cache_is_cold() -> None:
 
     assert not covered(Renderer(config).render(timed(0), 13))
     assert covered(Renderer(config).render(timed(600), 13)) == {2, 3}  # nothing is cached: folding costs nothing extra
+
+
+def test_a_fold_after_the_fact_of_steps_behind_the_boundary_keeps_their_forms_on_both_paths() -> None:
+    """The stage behind the boundary sees the spans closed by the call at which the boundary
+    crossed a step (as a call-by-call run does), not the spans of the call rendered: a fold of
+    steps already behind it neither unmasks them nor re-derives their stubs."""
+    config = FIXED  # masking on (mask_after=2), k=3
+    s = Session(config=config)
+    s.step("cat a.py", PAD * 30)  # 1
+    s.step("cat a.py", PAD * 30)  # 2: a stub citing step 1
+    for i in range(3, 8):
+        s.step(f"cat f{i}.py", PAD)
+    s.step(f'fold_steps 1-1 "{GOOD}"')  # 8: step 1 crossed the boundary at call 6
+    memo = Renderer(config)
+    for t in range(len(s.h) + 1):
+        got, fresh = memo.render(s.h, t), Renderer(config).render(s.h, t)
+        assert got.messages == fresh.messages and got.origins == fresh.origins, f"call {t}"
+
+    def output_of_2(t: int) -> Shown:
+        return next(o.shown for o in Renderer(config).render(s.h, t).origins if o.step == 2 and o.part == "output")
+
+    assert output_of_2(7) is Shown.NOTE and output_of_2(8) is Shown.NOTE  # masked with its source, for good
+    assert covered(Renderer(config).render(s.h, 8)) == {1}
+
+
+@st.composite
+def agent_fold_runs(draw: st.DrawFn) -> tuple[Session, list[int]]:
+    """Reads (repeated ones become stubs), spans and folds after the fact under either boundary
+    rule, masking on or off, chunked or not; then calls in any order."""
+    rule = draw(st.sampled_from(["fixed", "cost"]))
+    mask = draw(st.sampled_from(["2", "null"]))
+    k = draw(st.sampled_from([1, 2, 3]))
+    chunk = draw(st.booleans())
+    config = COST.override([f"boundary.rule={rule}", f"policy.mask_after={mask}", f"policy.k={k}", f"policy.chunk={chunk}".lower()])
+    s = Session(tools=draw(st.booleans()), config=config)
+    for i in range(1, draw(st.integers(4, 18)) + 1):
+        kind = draw(st.sampled_from(["read", "same", "same", "fold_steps", "fold_steps", "begin", "fold_span"]))
+        if kind == "fold_steps" and i > 2:
+            hi = draw(st.integers(1, i - 1))
+            lo = draw(st.integers(max(1, hi - 6), hi))
+            s.step(f'fold_steps {lo}-{hi} "{GOOD}"')
+        elif kind == "begin":
+            s.step(f'begin_span "question {i}"')
+        elif kind == "fold_span":
+            s.step(f'fold_span "{GOOD}"')
+        elif kind == "same":
+            s.step(f"cat {draw(st.sampled_from(['a.py', 'b.py']))}", PAD * 30)
+        else:
+            s.step(f"cat f{i}.py", PAD * draw(st.sampled_from([1, 10, 60])))
+    calls = draw(st.lists(st.integers(0, len(s.h)), min_size=1, max_size=16))
+    return s, calls
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=agent_fold_runs())
+def test_the_memo_equals_the_pure_function_with_agent_folds_in_any_call_order(run: tuple[Session, list[int]]) -> None:
+    s, calls = run
+    memo = Renderer(s.config)
+    for t in calls:
+        got, fresh = memo.render(s.h, t), Renderer(s.config).render(s.h, t)
+        assert got.messages == fresh.messages, f"call {t} of {calls}"
+        assert got.origins == fresh.origins and got.stats.boundary == fresh.stats.boundary

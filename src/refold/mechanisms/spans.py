@@ -11,6 +11,7 @@ A recorded outcome (``Step.outcomes``) wins over re-validation.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -259,6 +260,12 @@ class SpanBook:
         """Closed spans not inside another closed span, by first step."""
         out = [s for s in self.closed if s.parent is None or self.spans[s.parent].end is None]
         return sorted(out, key=lambda s: s.begin)
+
+    def closed_by(self, step: int) -> list[Span]:
+        """The spans closed at or before ``step``, in closing order (``closed`` as the book stood
+        after that step: closing steps only grow along ``closed``)."""
+        n = bisect.bisect_right(self.closed, step, key=lambda s: s.closed_at or 0)
+        return self.closed if n == len(self.closed) else self.closed[:n]
 
     def get(self, ident: str) -> Span | None:
         n = parse_span_id(ident)

@@ -3,7 +3,10 @@
 Both only grow as the boundary moves forward: a step's form is fixed once the boundary passes it
 (its STALE window has closed and every step it could cite is final too). The boundary visits every
 position in order, as a call-by-call run would, so the result does not depend on which calls were
-rendered before.
+rendered before. That includes what the stages know: at each position they see the spans closed
+by the call whose boundary first reached it, not those of the call being rendered (a later
+``fold_steps`` of steps already behind the boundary retires them from then on, as it does in a
+call-by-call run, and leaves their forms and masks alone).
 
 The work is the mechanisms' (``render.mechanism``): each mechanism with a ``behind(config)``
 factory gets a ``Stage`` per ``Behind``, and the stages see every step as it crosses the boundary,
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..history import History
-from ..mechanisms.spans import SpanBook
+from ..mechanisms.spans import Span, SpanBook
 from ..types import Message, Origin, Step
 from .mechanism import BaseStage
 from .received import Received
@@ -49,7 +52,7 @@ class Behind:
         self.mask_order: list[int] = []  # masked steps in the order they were masked
         self.folded: set[int] = set()  # steps pushed as folded
         self.marks: set[int] = set()  # steps the agent marked STALE (as of the current advance)
-        self.spans: SpanBook | None = None  # the spans as of the current advance
+        self.closed: list[Span] = []  # spans closed by the call whose boundary first reached the frontier
         self._cited_by: dict[int, list[int]] = {}  # step -> the later steps whose stubs cite it, ascending
         self.stages: list[Stage] = [make(config) for m in mechanisms if (make := getattr(m, "behind", None)) is not None]
         # per hook, only the stages that do something there (a call per step and stage adds up)
@@ -59,9 +62,11 @@ class Behind:
         self._retire = [s.retire for s in self.stages if _overrides(s, "retire")]
 
     def advance(self, history: History, to: int, received: list[Received], folded: set[int], spans: SpanBook) -> None:
-        """Move the frontier to ``to`` through every boundary position on the way."""
-        self.marks, self.spans = folded, spans
+        """Move the frontier to ``to`` through every boundary position on the way; ``spans`` is
+        the book as of the call rendered (its later closings are not seen by earlier positions)."""
+        self.marks = folded
         for bb in self._positions(self.frontier, to):
+            self.closed = spans.closed_by(self._first_call(bb))
             for s in history.steps_between(self.frontier, bb):
                 self._push(s, received[s.index - 1])
             self.frontier = bb
@@ -89,6 +94,11 @@ class Behind:
         if not p.chunk:
             return list(range(lo + 1, hi + 1))
         return [*range((lo // p.k + 1) * p.k, hi, p.k), hi]
+
+    def _first_call(self, bb: int) -> int:
+        """The first call whose boundary (``Policy.boundary``) is at ``bb`` or past it."""
+        p = self.config.policy
+        return (-(-bb // p.k) + 1) * p.k if p.chunk else bb
 
     def _push(self, step: Step, rec: Received) -> None:
         for cross in self._cross:

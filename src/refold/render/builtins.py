@@ -91,7 +91,7 @@ class _SpansStage(BaseStage):
         self.retired = 0  # closed spans retired so far
 
     def cross(self, step: Step, behind: Behind) -> None:
-        closed = behind.spans.closed if behind.spans is not None else []
+        closed = behind.closed
         while self.retired < len(closed) and (closed[self.retired].end or 0) < step.index:
             for i in closed[self.retired].covers:
                 behind.retire(i)
