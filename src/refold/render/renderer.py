@@ -155,9 +155,7 @@ class Renderer:
         seed = p.boundary(t)
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
-        behind = self._behind
-        if seed != behind.frontier or behind.spans is not self._spans or behind.marks is not self._folded:
-            behind.advance(history, seed, self._received, self._folded, self._spans)
+        self._behind.advance(history, seed, self._received, self._folded, self._spans)
         folds = self._folds
         if folds.pending and self._defers:
             closed, shown_now = self._defer(history, seed, t)
