@@ -315,14 +315,21 @@ def fold_effect(messages: Iterable[Message], origins: Iterable[Origin], span: Sp
     size = recomputed = inside = 0
     changed = False
     for m, o in zip(messages, origins, strict=True):
-        n = len(content_text(m.get("content")))
+        c = m.get("content")
+        n = len(c) if type(c) is str else len(content_text(c))  # the common case without a call
         size += n
-        last = max((o.step, *o.covers)) if o.step is not None else None
-        changed = changed or (last is not None and last >= lo)
-        if changed:
+        step = o.step
+        if step is None:
+            if changed:
+                recomputed += n
+            continue
+        covers = o.covers
+        last = step if not covers or (len(covers) == 1 and covers[0] <= step) else max(step, *covers)
+        if changed or last >= lo:
+            changed = True
             recomputed += n
-        if last is not None and o.step is not None and lo <= o.step and last <= hi and o.part != "pin":
-            inside += n
+            if lo <= step and last <= hi and o.part != "pin":
+                inside += n
     return size, recomputed, inside - block_chars
 
 
