@@ -112,3 +112,58 @@ def with_budget_line(form: Received, step: Step, line: str) -> Received:
 
 def message_chars(m: Message) -> int:
     return len(content_text(m.get("content")))
+
+
+class ReceivedLog:
+    """Every step as first shown, in order, with running totals: a tail of plain steps is one slice
+    of ``msgs``/``origins`` and its size one subtraction, whatever the history's length."""
+
+    __slots__ = ("at", "cum", "forms", "msgs", "notes", "origins", "restores", "times")
+
+    def __init__(self) -> None:
+        self.forms: list[Received] = []  # per step, index i-1
+        self.cum = [0]  # characters of steps 1..i
+        self.msgs: list[Message] = []  # every step's messages in order, and their origins
+        self.origins: list[Origin] = []
+        self.at = [0]  # messages of steps 1..i
+        self.times: list[float | None] = []  # when each step was complete (recorded)
+        self.notes: list[str | None] = []  # the span reminder shown with each step
+        self.restores: list[int] = []  # restore steps, ascending
+
+    def __len__(self) -> int:
+        return len(self.forms)
+
+    def add(self, step: Step, form: Received, note: str | None, time: float | None) -> None:
+        self.forms.append(form)
+        self.msgs += form.msgs
+        self.origins += form.origins
+        self.at.append(len(self.msgs))
+        self.cum.append(self.cum[-1] + form.chars)
+        self.times.append(time)
+        self.notes.append(note)
+        if step.restore_of:
+            self.restores.append(step.index)
+
+    def chars(self, b: int, t: int) -> int:
+        """Characters of steps b+1..t as received."""
+        return self.cum[t] - self.cum[b]
+
+    def extend_plain(self, b: int, t: int, msgs: list[Message], origins: list[Origin]) -> None:
+        """Steps b+1..t as received, appended."""
+        at = self.at
+        msgs += self.msgs[at[b] : at[t]]
+        origins += self.origins[at[b] : at[t]]
+
+    def idle(self, t: int) -> float | None:
+        """Seconds between calls t and t+1 (``boundary.idle_s``), from the steps' recorded times."""
+        if t < 2:
+            return None
+        now, before = self.times[t - 1], self.times[t - 2]
+        return None if now is None or before is None else now - before
+
+    def reshow_last(self, t: int, form: Received) -> Message:
+        """Step t (the newest) shown as ``form`` from now on (its budget line); its new last message."""
+        self.cum[t] += form.chars - self.forms[t - 1].chars
+        self.forms[t - 1] = form
+        self.msgs[self.at[t] - 1] = form.msgs[-1]
+        return form.msgs[-1]

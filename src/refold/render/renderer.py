@@ -34,7 +34,7 @@ from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
-from .received import Received, message_chars, prefix_messages, received_form, with_budget_line
+from .received import ReceivedLog, message_chars, prefix_messages, received_form, with_budget_line
 from .rope import empty
 
 _NO_PINS: frozenset[Part] = frozenset()
@@ -71,13 +71,7 @@ class Renderer:
             self._prefix, self._prefix_origins = prefix_messages(history, self.config)
             self._prefix_chars = sum(message_chars(m) for m in self._prefix)
             self._seen = (0, history.digest, None, None, self._user_pins)
-        self._received: list[Received] = []  # per step, index i-1
-        self._recv_cum = [0]  # characters of steps 1..i as received
-        self._recv_msgs: list[Message] = []  # every step's received messages in order, and their origins:
-        self._recv_origins: list[Origin] = []  # a tail of plain steps is one slice of each
-        self._recv_at = [0]  # messages of steps 1..i
-        self._times: list[float | None] = []  # per step, when it was complete (recorded)
-        self._span_notes: list[str | None] = []  # span reminder shown with each step
+        self._recv = ReceivedLog()
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans)
@@ -85,7 +79,6 @@ class Renderer:
         self._folds = AgentFolds(self.config, self._spans)
         self._folded: set[int] = set()
         self._marks_t = 0
-        self._restores: list[int] = []  # restore steps, ascending
         self._notes: dict[tuple[int, int], str] = {}
         self._note_lines: dict[int, str] = {}
         self._hidden_texts: dict[tuple[int, int, str], str] = {}
@@ -130,8 +123,8 @@ class Renderer:
     def received(self, history: History, index: int) -> list[Message]:
         """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
         step = history.step(index)
-        if index <= len(self._span_notes) and self._same(history):
-            note = self._span_notes[index - 1]
+        if index <= len(self._recv) and self._same(history):
+            note = self._recv.notes[index - 1]
         else:
             note = SpanBook.replay(history.steps_between(0, index), self.config.spans).reminder(index)
         return received_form(step, self.config, note).msgs
@@ -145,17 +138,17 @@ class Renderer:
 
     def _render(self, history: History, t: int, start: float) -> Rendered:
         self._receive(history, t)
-        n = len(self._received)
+        n = len(self._recv)
         if n:
             last = history.step(n)
             raw = last.meta.get("time")
-            self._seen = (n, last, raw, self._times[n - 1], self._user_pins)
+            self._seen = (n, last, raw, self._recv.times[n - 1], self._user_pins)
         self._advance_marks(history, t)
         p = self.config.policy
         seed = p.boundary(t)
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
-        self._behind.advance(history, seed, self._received, self._folded, self._spans)
+        self._behind.advance(history, seed, self._recv.forms, self._folded, self._spans)
         folds = self._folds
         if folds.pending and self._defers:
             closed, shown_now = self._defer(history, seed, t)
@@ -182,12 +175,12 @@ class Renderer:
         if after:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
-            self._last_chars = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[b]
+            self._last_chars = self._prefix_chars + layout.total_chars + self._recv.chars(b, t)
         if shown_now:  # what the folds shown first at this call cost the cache
             same = self._known_same(layout, t)
             self._folds.note_costs(shown_now, t, same, self._last.since(same), messages.since(same))
         self._last, self._last_origins = messages, origins
-        restores = bisect.bisect_right(self._restores, t) if self._restores else 0
+        restores = bisect.bisect_right(self._recv.restores, t) if self._recv.restores else 0
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
         self._last_layout = layout
@@ -211,35 +204,24 @@ class Renderer:
     def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout, *, plain: bool) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
-        form = self._received[t - 1]
+        form = self._recv.forms[t - 1]
         if not tail or tail[-1] is not form.msgs[-1] or len(form.msgs) < 2:
             return
         # running totals; a tail without span blocks holds steps b+1..t as received
-        tail_chars = self._recv_cum[t] - self._recv_cum[layout.b] if plain else sum(message_chars(m) for m in tail)
+        tail_chars = self._recv.chars(layout.b, t) if plain else sum(message_chars(m) for m in tail)
         size = self._prefix_chars + layout.total_chars + tail_chars
         line = budget_line(size + 60, self.config.ledger)  # + the line itself
-        self._received[t - 1] = with_budget_line(form, history.step(t), line)
-        self._recv_cum[t] += self._received[t - 1].chars - form.chars
-        tail[-1] = self._recv_msgs[self._recv_at[t] - 1] = self._received[t - 1].msgs[-1]
+        tail[-1] = self._recv.reshow_last(t, with_budget_line(form, history.step(t), line))
 
     def _receive(self, history: History, t: int) -> None:
-        for s in history.steps_between(len(self._received), t):
+        for s in history.steps_between(len(self._recv), t):
             self._spans.observe(s)
             self._ledger.observe(s)
             self._pins.observe(s)
             if self._objects is not None:
                 self._objects.observe(s)
             note = self._spans.reminder(s.index)
-            self._span_notes.append(note)
-            form = received_form(s, self.config, note)
-            self._received.append(form)
-            self._recv_msgs += form.msgs
-            self._recv_origins += form.origins
-            self._recv_at.append(len(self._recv_msgs))
-            self._recv_cum.append(self._recv_cum[-1] + form.chars)
-            self._times.append(step_time(s))
-            if s.restore_of:
-                self._restores.append(s.index)
+            self._recv.add(s, received_form(s, self.config, note), note, step_time(s))
 
     def _same(self, history: History) -> bool:
         """Whether ``history`` starts with the steps seen, by content: digests chain the prefix;
@@ -256,13 +238,6 @@ class Renderer:
         if step is last and step.meta.get("time") is raw:  # the same steps (the usual case)
             return True
         return step.digest == last.digest and step_time(step) == at
-
-    def _idle(self, t: int) -> float | None:
-        """Seconds between calls t and t+1 (``boundary.idle_s``), from the times of the steps received."""
-        if t < 2:
-            return None
-        now, before = self._times[t - 1], self._times[t - 2]
-        return None if now is None or before is None else now - before
 
     def _advance_marks(self, history: History, t: int) -> None:
         if not self.config.policy.fold:
@@ -308,7 +283,7 @@ class Renderer:
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._idle(t)
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._recv.idle(t)
         ):
             self._commit(moved)
 
@@ -319,7 +294,7 @@ class Renderer:
         every, shown = folds.closed(), folds.shown()
         moved = self._layout_at(history, seed, t, every)
         kept = self._layout
-        idle = self._idle(t)
+        idle = self._recv.idle(t)
         apply = (
             kept is None
             or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
@@ -352,7 +327,7 @@ class Renderer:
             ):
                 return known
         view = LayoutView(
-            history, self.config, b, spans, hidden, self._behind, self._received, self._mechanisms, pinned,
+            history, self.config, b, spans, hidden, self._behind, self._recv.forms, self._mechanisms, pinned,
             hidden_texts=self._hidden_texts, reply_texts=self._reply_texts, mask_notes=self._mask_notes,
         )
         layout = lay_out(view, lambda span: self._folds.block(history, span), self._notes, self._note_lines, self._layout)
@@ -371,9 +346,9 @@ class Renderer:
         usual case: the cost stays independent of the history's length); else from the messages."""
         last = self._last_layout
         if last is not None and self._t == t - 1 and not closed.after(layout.b):
-            size = self._prefix_chars + layout.total_chars + self._recv_cum[t] - self._recv_cum[layout.b]
+            size = self._prefix_chars + layout.total_chars + self._recv.chars(layout.b, t)
             if layout is last:
-                return Candidate(size, self._last_chars + self._received[t - 1].chars_of_reply)
+                return Candidate(size, self._last_chars + self._recv.forms[t - 1].chars_of_reply)
             n = min(len(layout.msgs), len(last.msgs))
             d = layout.msgs.common(last.msgs, layout.reused, n) if layout.reused < n else layout.reused
             if d < n:
@@ -430,9 +405,7 @@ class Renderer:
         """Steps b+1..t as received, except closed spans: one block at their first step."""
         pins = self._pinned(b, t)
         if not spans and (not pins or all(p[0] <= b for p in pins)):  # every step as received
-            at = self._recv_at
-            msgs += self._recv_msgs[at[b] : at[t]]
-            origins += self._recv_origins[at[b] : at[t]]
+            self._recv.extend_plain(b, t, msgs, origins)
             return
-        self._folds.tail(h, b, t, spans, self._received, pins, msgs, origins)
+        self._folds.tail(h, b, t, spans, self._recv.forms, pins, msgs, origins)
 
