@@ -13,6 +13,7 @@ from fastapi.responses import Response
 
 from ..errors import ProxyError
 from . import anthropic, passthrough, responses
+from .body import read_body
 from .config import ProxyConfig
 from .metrics import Metrics
 from .sessions import owner_of
@@ -38,7 +39,7 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
 
     async def read(request: Request) -> tuple[Any, Forward]:
         """The body as JSON, and how to send it upstream unchanged (its bytes, for a pass-through)."""
-        raw = await read_raw(request, cfg.max_body)
+        raw = await read_body(request, cfg.max_body)
 
         async def forward(path: str, body: Any, headers: Mapping[str, str], query: str) -> Response:
             s = service()
@@ -109,7 +110,7 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     async def forwarded(request: Request, path: str) -> Response:
         _, key = who(request)
-        raw = await read_raw(request, cfg.max_body)
+        raw = await read_body(request, cfg.max_body)
         s = service()
         headers = s.upstream.headers(key, client_headers(request))
         metrics.inc("refold_passthrough_total", surface="path")
@@ -131,15 +132,3 @@ def parse_body(raw: bytes) -> Any:
         ) from None
 
 
-async def read_raw(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
-        chunks.append(chunk)
-    return b"".join(chunks)

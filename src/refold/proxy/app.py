@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ..errors import ProxyError, StoreUnavailable
 from ..history import History
 from .apis import mount
+from .body import read_json
 from .chat import ChatService
 from .config import ProxyConfig
 from .metrics import CONTENT_TYPE, Metrics
@@ -27,7 +28,7 @@ from .store import open_store
 from .tenancy import Guard, forwarded_headers, tenant
 from .upstream import Upstream
 from .viewer_pool import ViewPool
-from .views import read_json, session_routes
+from .views import session_routes
 
 SESSION_HEADER = "X-Refold-Session"
 

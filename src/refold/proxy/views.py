@@ -19,11 +19,11 @@ from fastapi.responses import Response
 from ..errors import ItemError, ProxyError
 from ..pinning import expand_text, pinned_items, resolve
 from ..tokens import tokenizer_name
+from .body import read_json
 from .config import ProxyConfig
 from .mapping import INTERNAL
 from .sessions import Session, SessionManager, View
 from .tenancy import tenant
-from .validate import parse_json_body
 from .viewer_pool import Page, Snapshot, ViewPool
 from .views_access import PageGrants
 
@@ -124,22 +124,6 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
         return {"session": name, "item": it.label, "pinned": on, "pins": pins}
 
     return router
-
-
-async def read_json(request: Request, max_body: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_body:
-        raise ProxyError(413, f"request body is larger than the {max_body} byte limit", code="request_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_body:
-            raise ProxyError(
-                413, f"request body is larger than the {max_body} byte limit", code="request_too_large"
-            )
-        chunks.append(chunk)
-    return parse_json_body(b"".join(chunks))
 
 
 def page_response(page: Page, request: Request, headers: dict[str, str]) -> Response:

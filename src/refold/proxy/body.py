@@ -1,0 +1,30 @@
+"""Reading a request body: bounded before it is read whole, then parsed as JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from ..errors import ProxyError
+from .validate import parse_json_body
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with a 413 as soon as it is longer than ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The request body parsed as JSON (a 400 naming what is wrong)."""
+    return parse_json_body(await read_body(request, limit))
