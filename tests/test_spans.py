@@ -387,6 +387,22 @@ def test_fold_span_waits_too_and_the_fixed_rule_keeps_folding_at_once() -> None:
     assert covered(r.render(s.h, 15)) == set(range(10, 14))
 
 
+def draw_agent_fold(draw: st.DrawFn, s: Session, i: int, kind: str) -> bool:
+    """Step i as the agent fold ``kind`` names (a fold after the fact needs two earlier steps);
+    False when ``kind`` is not one."""
+    if kind == "fold_steps" and i > 2:
+        hi = draw(st.integers(1, i - 1))
+        lo = draw(st.integers(max(1, hi - 6), hi))
+        s.step(f'fold_steps {lo}-{hi} "{GOOD}"')
+    elif kind == "begin":
+        s.step(f'begin_span "question {i}"')
+    elif kind == "fold_span":
+        s.step(f'fold_span "{GOOD}"')
+    else:
+        return False
+    return True
+
+
 @st.composite
 def fold_sessions(draw: st.DrawFn) -> Session:
     k = draw(st.sampled_from([2, 3]))
@@ -395,15 +411,7 @@ def fold_sessions(draw: st.DrawFn) -> Session:
     s = Session(tools=draw(st.booleans()), config=config)
     for i in range(1, draw(st.integers(4, 22)) + 1):
         kind = draw(st.sampled_from(["read", "read", "read", "fold_steps", "fold_steps", "begin", "fold_span"]))
-        if kind == "fold_steps" and i > 2:
-            hi = draw(st.integers(1, i - 1))
-            lo = draw(st.integers(max(1, hi - 6), hi))
-            s.step(f'fold_steps {lo}-{hi} "{GOOD}"')
-        elif kind == "begin":
-            s.step(f'begin_span "question {i}"')
-        elif kind == "fold_span":
-            s.step(f'fold_span "{GOOD}"')
-        else:
+        if not draw_agent_fold(draw, s, i, kind):
             s.step(f"cat f{i}.py", PAD * draw(st.sampled_from([1, 10, 60, 300])))
     return s
 
@@ -496,15 +504,9 @@ def agent_fold_runs(draw: st.DrawFn) -> tuple[Session, list[int]]:
     s = Session(tools=draw(st.booleans()), config=config)
     for i in range(1, draw(st.integers(4, 18)) + 1):
         kind = draw(st.sampled_from(["read", "same", "same", "fold_steps", "fold_steps", "begin", "fold_span"]))
-        if kind == "fold_steps" and i > 2:
-            hi = draw(st.integers(1, i - 1))
-            lo = draw(st.integers(max(1, hi - 6), hi))
-            s.step(f'fold_steps {lo}-{hi} "{GOOD}"')
-        elif kind == "begin":
-            s.step(f'begin_span "question {i}"')
-        elif kind == "fold_span":
-            s.step(f'fold_span "{GOOD}"')
-        elif kind == "same":
+        if draw_agent_fold(draw, s, i, kind):
+            continue
+        if kind == "same":
             s.step(f"cat {draw(st.sampled_from(['a.py', 'b.py']))}", PAD * 30)
         else:
             s.step(f"cat f{i}.py", PAD * draw(st.sampled_from([1, 10, 60])))
