@@ -59,6 +59,9 @@ class BoundaryConfig(Settings):
     """... or exactly this many, whatever t is (a fixed horizon)."""
     cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
+    peak_weight: float | None = Field(default=None, ge=0)
+    """The cost rule's price of raising the session's peak prompt (KV memory), per token and call
+    of the run; None: the profile's (self-hosted vllm, sglang: a cached token's; hosted APIs: 0)."""
     fold_wait: int = Field(default=2, ge=0, le=100)
     """Under ``cost``, an agent's span fold shows at once only when that pays, else with a boundary
     move, waiting at most this many of the fixed rule's moves (k calls each); 0: at once, as under ``fixed``."""

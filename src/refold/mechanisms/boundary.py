@@ -30,6 +30,10 @@ class Prices:
     cached: float
     recompute: float
     ttl_s: float | None  # idle seconds after which the cache is cold (None: no lifetime modeled)
+    peak: float = 0.0
+    """Per call of the run, the price of a token of the session's largest prompt: a self-hosted
+    server holds KV memory for the peak (the price of a cached token, which is its memory); a
+    hosted API bills tokens, not memory (0)."""
 
 
 # Read multipliers and write surcharges as in reference cache_spec.md §3.1 and refold.lab.cache.pricing:
@@ -37,8 +41,8 @@ class Prices:
 # cache); DeepSeek reads ~0.02x. A self-hosted server pays compute: a cached token still costs its
 # attention and KV memory, about a tenth of recomputing it (the vllm price row).
 PRICES: dict[str, Prices] = {
-    "vllm": Prices(0.1, 1.0, None),
-    "sglang": Prices(0.1, 1.0, None),
+    "vllm": Prices(0.1, 1.0, None, peak=0.1),
+    "sglang": Prices(0.1, 1.0, None, peak=0.1),
     "openai": Prices(0.1, 1.0, 300.0),
     "anthropic": Prices(0.1, 1.25, 300.0),
     "deepseek": Prices(0.02, 1.0, None),
@@ -59,15 +63,27 @@ def cost(p: Candidate, prices: Prices, remaining: int) -> float:
     return prices.cached * p.common + prices.recompute * (p.size - p.common) + prices.cached * remaining * p.size
 
 
-def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_s: float | None = None) -> bool:
-    """Whether the boundary moves at call t (``idle_s``: seconds since the previous call, if known)."""
+def peak_cost(p: Candidate, weight: float, t: int, remaining: int, peak: int) -> float:
+    """What raising the session's peak prompt to |P| costs: KV memory sized for the peak is held at
+    every call of the run (the t made and the ``remaining`` expected), each at ``weight``."""
+    return weight * (t + remaining) * max(0, p.size - peak)
+
+
+def should_move(
+    config: Config, t: int, kept: Candidate, moved: Candidate, idle_s: float | None = None, peak: int = 0
+) -> bool:
+    """Whether the boundary moves at call t (``idle_s``: seconds since the previous call, if known;
+    ``peak``: the largest prompt sent so far, characters)."""
     if config.boundary.rule == "fixed":
         return True
     prices = PRICES[config.cache]
     if cold(config, idle_s):
         return True  # every prompt is recomputed, the smaller one is cheaper
     remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
-    return cost(moved, prices, remaining) <= cost(kept, prices, remaining)
+    w = prices.peak if config.boundary.peak_weight is None else config.boundary.peak_weight
+    return (cost(moved, prices, remaining) + peak_cost(moved, w, t, remaining, peak)
+            <= cost(kept, prices, remaining) + peak_cost(kept, w, t, remaining, peak))
+
 
 
 def cold(config: Config, idle_s: float | None) -> bool:

@@ -88,6 +88,7 @@ class Renderer:
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last_chars = 0  # characters of the last prompt rendered
+        self._peak_chars = 0  # of the largest prompt rendered (the cost rule's peak KV term)
         self._last: Joined[Message] = Joined([], empty(), [])
         self._last_origins: OriginParts = ([], empty(), [])
         self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
@@ -176,6 +177,7 @@ class Renderer:
             self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
             self._last_chars = self._prefix_chars + layout.total_chars + self._recv.chars(b, t)
+        self._peak_chars = max(self._peak_chars, self._last_chars)
         if shown_now:  # what the folds shown first at this call cost the cache
             same = self._known_same(layout, t)
             self._folds.note_costs(shown_now, t, same, self._last.since(same), messages.since(same))
@@ -283,7 +285,8 @@ class Renderer:
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._recv.idle(t)
+            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._recv.idle(t),
+            self._peak_chars,
         ):
             self._commit(moved)
 
@@ -305,10 +308,10 @@ class Renderer:
         if not apply and kept is not None:
             base = self._candidate_of(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
-                apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
+                apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle, self._peak_chars)
             if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
-                apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle)
+                apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle, self._peak_chars)
         if apply:
             self._commit(moved)
             return every, folds.apply_all()
