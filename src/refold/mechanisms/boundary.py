@@ -12,6 +12,11 @@ reply it produced), ``c`` the price of a cached token, ``w`` the price of a reco
 written) token, and R = max(min_remaining, t) the calls still expected (a run that has gone t
 calls is expected to go about as many more). The move happens when J(moved) <= J(kept). Sizes
 are in characters: both sides scale alike, so no tokenizer is needed in the render loop.
+
+Where KV memory is what the user pays for (a self-hosted server), each side also pays for raising
+the session's largest prompt so far: ``q*(t + R)*max(0, |P| - peak)``, memory sized for the peak
+being held at every call of the run at ``q``, a cached token's price. Keeping the boundary when a
+large output arrives raises the peak by that output; moving may not. On hosted APIs q = 0.
 """
 
 from __future__ import annotations
