@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.history import History
-from refold.mechanisms.boundary import PRICES, Candidate, cost, peak_cost, should_move
+from refold.mechanisms.boundary import PRICES, Candidate, cost, peak_cost, plain_config, should_move
 from refold.render import Renderer
 
 VLLM = Config.parse(cache="vllm")
@@ -82,3 +82,52 @@ def test_the_peak_term_lowers_a_runs_largest_prompt() -> None:
     assert peak(VLLM, h) < peak(plain, h)
     fixed = peak(VLLM.override(["boundary.rule=fixed"]), h)
     assert fixed <= peak(VLLM, h)  # never hides more than the fixed rule
+
+
+# ---- the plain history until the protocol pays (prompt.deferred) ------------------------------
+
+
+def plain_prompts(h: History) -> list[list[dict[str, Any]]]:
+    r = Renderer(plain_config(VLLM))
+    return [r.render(h, t).messages for t in range(len(h) + 1)]
+
+
+def test_a_short_session_is_sent_exactly_its_history() -> None:
+    h = run(4)
+    r = Renderer(VLLM)
+    assert [r.render(h, t).messages for t in range(len(h) + 1)] == plain_prompts(h)
+    assert all(r.render(h, t).stats.boundary == 0 for t in range(len(h) + 1))
+    assert "Context management" in str(Renderer(VLLM.override(["prompt.deferred=false"])).render(h, 1).messages)
+
+
+def test_the_protocol_arrives_after_the_prefix_with_the_first_omission() -> None:
+    h = run()
+    r = Renderer(VLLM)
+    plain = plain_prompts(h)
+    sent = [r.render(h, t) for t in range(len(h) + 1)]
+    switch = next(t for t, p in enumerate(sent) if p.messages != plain[t])
+    assert all(p.messages == plain[t] for t, p in enumerate(sent[:switch]))
+    first = sent[switch]
+    n = len(h.prefix)
+    assert first.messages[:n] == plain[switch][:n]  # the prefix stays cached
+    assert first.messages[n]["role"] == "user" and str(first.messages[n]["content"]).startswith("[context-manager]\n\n## Context management")
+    assert first.stats.stable == n and first.stats.boundary > 0
+    assert len(first.serialized()) < len(Renderer(plain_config(VLLM)).render(h, switch).serialized())
+    for t in range(switch, len(h) + 1):  # from then on the protocol's prompt, never hiding more than the fixed rule
+        assert "[step 1]" in str(sent[t].messages) and sent[t].stats.boundary <= VLLM.policy.boundary(t)
+
+
+def test_a_context_command_switches_at_once() -> None:
+    h = run(3)
+    shown = {"role": "user", "content": "[context-manager] Step 1 restored.", "extra": {"restore_of": [1]}}
+    h.append({"role": "assistant", "content": "```bash\nrestore 1\n```"}, [shown])
+    r = Renderer(VLLM)
+    assert r.render(h, 3).messages == plain_prompts(h)[3]
+    assert r.render(h, 4).messages != plain_prompts(h)[4]
+
+
+def test_a_run_saved_before_deferral_keeps_the_protocol_from_the_first_call() -> None:
+    saved = VLLM.saved()
+    del saved["prompt"]["deferred"]
+    assert not Config.from_saved(saved).prompt.deferred
+    assert Config.from_saved(VLLM.saved()).prompt.deferred

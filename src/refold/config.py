@@ -43,6 +43,11 @@ class PromptConfig(Settings):
 
     format_in_system: bool = True
     """Put the PROGRESS/STALE format lines in the system section (off: the agent's own prompt has them)."""
+    deferred: bool = True
+    """Under the cost rule, send the plain history (no protocol section, no ``[step N]`` labels) until
+    hiding pays for the protocol text too and for re-sending the prompt from its start; a session
+    in which hiding never pays is sent exactly its history. Not with span or ledger prompts (the
+    agent is taught those from the first call)."""
 
 
 class BoundaryConfig(Settings):
@@ -131,11 +136,14 @@ class Config(Settings):
     def from_saved(cls, saved: Mapping[str, Any]) -> Config:
         """The config a run saved (``info.config.refold``); defaults for what it lacks.
 
-        Runs saved before ``Config`` existed kept ``format_in_system`` at the top level.
+        Runs saved before ``Config`` existed kept ``format_in_system`` at the top level; runs saved
+        before ``prompt.deferred`` sent the protocol from the first call.
         """
         data = {k: v for k, v in saved.items() if k in cls.model_fields}
         if "format_in_system" in saved and "prompt" not in data:
             data["prompt"] = {"format_in_system": bool(saved["format_in_system"])}
+        if isinstance(data.get("prompt", {}), dict) and "deferred" not in data.get("prompt", {}):
+            data["prompt"] = {**data.get("prompt", {}), "deferred": False}  # saved before it: protocol from the start
         try:
             return cls.model_validate(data)
         except ValidationError as e:

@@ -13,6 +13,11 @@ written) token, and R = max(min_remaining, t) the calls still expected (a run th
 calls is expected to go about as many more). The move happens when J(moved) <= J(kept). Sizes
 are in characters: both sides scale alike, so no tokenizer is needed in the render loop.
 
+Until a move first pays, the prompt can be the plain history (``prompt.deferred``): the protocol's
+section changes the system message, so the first move is priced as recomputing the whole prompt
+with the section and labels, against keeping the plain one (all cached). A session in which
+hiding never pays is sent exactly its history.
+
 Where KV memory is what the user pays for (a self-hosted server), each side also pays for raising
 the session's largest prompt so far: ``q*(t + R)*max(0, |P| - peak)``, memory sized for the peak
 being held at every call of the run at ``q``, a cached token's price. Keeping the boundary when a
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..history import History
+from ..policy import Policy
 from ..types import Step
 
 
@@ -89,6 +95,23 @@ def should_move(
     return (cost(moved, prices, remaining) + peak_cost(moved, w, t, remaining, peak)
             <= cost(kept, prices, remaining) + peak_cost(kept, w, t, remaining, peak))
 
+
+
+def plain_first(config: Config) -> bool:
+    """Whether calls are sent the plain history until the protocol's prompt pays (``prompt.deferred``)."""
+    c = config
+    return (
+        c.prompt.deferred and c.boundary.rule == "cost" and c.policy.protocol
+        and not (c.spans.prompt or c.ledger.prompt or c.ledger.budget_tokens or c.ledger.view)
+    )
+
+
+def plain_config(config: Config) -> Config:
+    """The config whose prompt is the plain history: every step as recorded, nothing added."""
+    return config.replace(
+        policy=Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False, mask_after=None),
+        boundary={"rule": "fixed"}, spans={"enabled": False}, ledger={"enabled": False},
+    )
 
 
 def cold(config: Config, idle_s: float | None) -> bool:
