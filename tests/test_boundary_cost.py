@@ -131,3 +131,10 @@ def test_a_run_saved_before_deferral_keeps_the_protocol_from_the_first_call() ->
     del saved["prompt"]["deferred"]
     assert not Config.from_saved(saved).prompt.deferred
     assert Config.from_saved(VLLM.saved()).prompt.deferred
+
+
+def test_an_agent_taught_the_format_by_its_own_prompt_sees_labels_from_the_first_call() -> None:
+    h = run(3)
+    own = VLLM.override(["prompt.format_in_system=false"])
+    assert "[step 1]" in str(Renderer(own).render(h, 1).messages)
+    assert "[step 1]" not in str(Renderer(VLLM).render(h, 1).messages)

@@ -46,8 +46,8 @@ class PromptConfig(Settings):
     deferred: bool = True
     """Under the cost rule, send the plain history (no protocol section, no ``[step N]`` labels) until
     hiding pays for the protocol text too and for re-sending the prompt from its start; a session
-    in which hiding never pays is sent exactly its history. Not with span or ledger prompts (the
-    agent is taught those from the first call)."""
+    in which hiding never pays is sent exactly its history. Not with span or ledger prompts, nor
+    when the agent's own prompt has the format lines (it is taught those from the first call)."""
 
 
 class BoundaryConfig(Settings):

@@ -98,10 +98,13 @@ def should_move(
 
 
 def plain_first(config: Config) -> bool:
-    """Whether calls are sent the plain history until the protocol's prompt pays (``prompt.deferred``)."""
+    """Whether calls are sent the plain history until the protocol's prompt pays (``prompt.deferred``).
+
+    Not when the agent's own prompt teaches PROGRESS/STALE (``format_in_system`` off, as mini's
+    templates do): it names ``[step N]`` labels from its first reply on."""
     c = config
     return (
-        c.prompt.deferred and c.boundary.rule == "cost" and c.policy.protocol
+        c.prompt.deferred and c.boundary.rule == "cost" and c.policy.protocol and c.prompt.format_in_system
         and not (c.spans.prompt or c.ledger.prompt or c.ledger.budget_tokens or c.ledger.view)
     )
 
