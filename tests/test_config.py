@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.config import DEFAULT, Config, profile_for
@@ -60,6 +60,7 @@ def test_saved_round_trip_and_old_saved_format() -> None:
         Config.from_saved({"policy": {"k": "many"}})
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(st.lists(st.text(max_size=30), min_size=1, max_size=6), st.lists(st.text(max_size=30), min_size=1, max_size=6))
 def test_one_renderer_never_serves_one_history_for_another(a: list[str], b: list[str]) -> None:
     """The cache is keyed by content: a fresh history (even at a reused address) gets its own prompt."""
