@@ -154,17 +154,18 @@ class SurfaceService:
         # a reply the client was streamed after an internal round's text is recorded as the model wrote it
         parsed.messages = self._shown.as_sent(s.sid, parsed.messages)
         async with s.lock:
-            turn = await self.manager.turn(s, parsed.messages)
+            turn = await self.manager.turn(s, parsed.messages, lambda ms: self._deferred.as_sent(s, ms))
             view = turn.view
             base, rendered = await asyncio.to_thread(self._render, view)  # seconds for a long first request
+            added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
+            held = self._deferred.take(s, view.history) if turn.tail is None else None
+            calls = context_calls(recognizable(held), rec) if held is not None else None
+            if held is not None and calls is None:
+                await self.manager.hold(s, None)  # nothing left in it this request could answer
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
-        added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
-        held = self._deferred.take(s.sid, view.history) if turn.tail is None else None
-        if held is not None:  # context commands left out of the reply the client holds: answered first
-            calls = context_calls(recognizable(held), rec)
-            if calls is not None:
-                base, view, rendered = await self.internal(adapter, s, base, held, calls, "")
+        if held is not None and calls is not None:  # context commands left out of the reply the client holds
+            base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True)
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
@@ -207,7 +208,7 @@ class SurfaceService:
                 left_out = [a.tool_call_id for a in calls if a.context is not None and a.tool_call_id]
                 if left_out:
                     data = adapter.without(data, left_out)
-                    self.kept(s, adapter.key, reply, left_out, "")
+                    await self.kept(s, adapter.key, reply, left_out, "")
                 break
             rounds += 1
             base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")
@@ -217,7 +218,7 @@ class SurfaceService:
         return JSONResponse(data, headers=out_headers)
 
     async def internal(
-        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str
+        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str, *, settle: bool = False
     ) -> tuple[str, View, Rendered]:
         """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
         cfg = self.cfg
@@ -233,7 +234,7 @@ class SurfaceService:
             view = s.view(base, cfg.renderer)
             stored, obs, answers = observations(view.history, plain, calls, cfg.config)
             stored["extra"] = {**stored["extra"], adapter.key: native}
-            tip = await self.manager.commit(s, base, [(stored, obs, meta)])
+            tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
             view = s.view(tip, cfg.renderer)
             base, rendered = self._render(view)
         self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
@@ -243,15 +244,19 @@ class SurfaceService:
         self.metrics.inc("refold_turns_recorded_total")
         return base, view, rendered
 
-    def kept(self, s: Session, key: str, reply: Message, left_out: Sequence[str], before: str) -> None:
-        """The final reply of an answer: the calls ``left_out`` kept to be answered before the next
-        upstream call; a reply streamed after internal rounds' text (``before``) remembered in the
-        form the client holds."""
+    async def kept(self, s: Session, key: str, reply: Message, left_out: Sequence[str], before: str) -> None:
+        """The final reply of an answer: the calls ``left_out`` kept (stored with the session) to be
+        answered before the next upstream call; a reply streamed after internal rounds' text
+        (``before``) remembered in the form the client holds."""
+        client = None
         if left_out:
             reply, own = split_calls(reply, left_out, key)
             self._deferred.put(s.sid, reply, own)
         if before:
-            self._shown.remember(s.sid, {**reply, "content": before + str(reply.get("content") or "")}, reply)
+            client = {**reply, "content": before + str(reply.get("content") or "")}
+            self._shown.remember(s.sid, client, reply)
+        if left_out:
+            await self._deferred.save(self.manager, s, client)
 
     def _added(self, start: float, upstream_ms: float) -> None:
         self.metrics.observe("refold_added_latency_ms", (time.perf_counter() - start) * 1000 - upstream_ms)

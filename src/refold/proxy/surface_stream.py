@@ -152,8 +152,8 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 if not done:
                     with contextlib.suppress(ProxyError):
                         await adapter.done(p.parsed, sp.view(data))
-                if reply is not None:
-                    service.kept(p.s, adapter.key, reply, sp.left_out, before)
+                if reply is not None:  # held calls are stored before the client has the answer's end
+                    await service.kept(p.s, adapter.key, reply, sp.left_out, before)
                 for out in tail:
                     yield out
                 return
