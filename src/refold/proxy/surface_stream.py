@@ -72,6 +72,10 @@ class Splicer(Protocol):
         """The aggregated answer of the final round as the client holds the whole answer."""
         ...
 
+    def fixed(self, data: Any) -> Any:
+        """The aggregated answer of this round with its first call as the client was sent it."""
+        ...
+
 
 @dataclass
 class Plan:
@@ -142,7 +146,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                 return
             service.metrics.inc("refold_upstream_calls_total")
-            data = adapter.aggregate(events)
+            data = sp.fixed(adapter.aggregate(events))
             reply = adapter.reply(data)
             calls = None
             if not final and not sp.released and reply is not None:
