@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config
 from ..context.recognize import Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
@@ -41,18 +39,13 @@ from .config import ProxyConfig
 from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
+from .plain import PlainRenderers
 from .relay import ChatRelay
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import DONE, error_event
 from .upstream import Live, Result, Upstream
 from .validate import check_chat_request
-
-
-def plain_config(config: Config) -> Config:
-    """``config`` for a prompt that offers no context command: nothing hidden can be restored,
-    no spans, no ledger."""
-    return config.override(["policy.reversible=false", "spans.enabled=false", "ledger.enabled=false"])
 
 
 @dataclass
@@ -97,8 +90,7 @@ class ChatService:
         self.strip = cfg.strip_protocol
         self._tok: Any = None
         self._background: set[asyncio.Task[None]] = set()
-        self._plain_config = plain_config(cfg.config)
-        self._plain: OrderedDict[str, Renderer] = OrderedDict()
+        self._plain = PlainRenderers(cfg.config)
         self._shown = ShownReplies()
         self._deferred = Deferred()
 
@@ -220,13 +212,7 @@ class ChatService:
         return view.history.digest, len(view.history), out
 
     def _plain_renderer(self, sid: str) -> Renderer:
-        r = self._plain.get(sid)
-        if r is None:
-            r = self._plain[sid] = Renderer(self._plain_config)
-            while len(self._plain) > 256:
-                self._plain.popitem(last=False)
-        self._plain.move_to_end(sid)
-        return r
+        return self._plain.get(sid)
 
     # ---- streaming ---------------------------------------------------------------------------
 

@@ -37,8 +37,9 @@ from .config import ProxyConfig
 from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
+from .plain import PlainRenderers
 from .sessions import Session, SessionManager, View, session_name
-from .shown import ShownReplies
+from .shown import ShownReplies, unanswered
 from .sse import Event, is_sse
 from .surface_calls import recognizable, split_calls
 from .surface_stream import Plan, Splicer, relay, spliced
@@ -118,6 +119,11 @@ class SurfaceService:
         self.metrics = metrics
         self._shown = ShownReplies()
         self._deferred = Deferred()
+        self._plain = PlainRenderers(cfg.config)
+
+    def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
+        out = self._deferred.as_sent(s, messages)
+        return out if out is messages else [unanswered(m) if m.get("role") == "assistant" else m for m in out]
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -132,8 +138,10 @@ class SurfaceService:
     ) -> httpx.Response | Failed:
         return await open_stream(self.client, self.url(adapter.path, query), body, headers, self.cfg.timeout)
 
-    def _render(self, view: View) -> tuple[str, Rendered]:
-        rendered = view.renderer.render(view.history)
+    def _render(self, view: View, plain: str | None = None) -> tuple[str, Rendered]:
+        """The view's prompt; ``plain`` (a session id): one that offers no context command."""
+        renderer = view.renderer if plain is None else self._plain.get(plain)
+        rendered = renderer.render(view.history)
         self.metrics.observe("refold_render_ms", rendered.stats.render_ms)
         return view.history.digest, rendered
 
@@ -152,13 +160,17 @@ class SurfaceService:
         parsed = parsed or adapter.parse(body)
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), parsed.messages, owner))
         # a reply the client was streamed after an internal round's text is recorded as the model wrote it
-        parsed.messages = self._shown.as_sent(s.sid, parsed.messages)
+        # the client's replies are recorded with no context command answered: its shell ran them
+        parsed.messages = [unanswered(m) if m.get("role") == "assistant" else m
+                           for m in self._shown.as_sent(s.sid, parsed.messages)]
+        added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools and cfg.max_rounds > 0)
         async with s.lock:
-            turn = await self.manager.turn(s, parsed.messages, lambda ms: self._deferred.as_sent(s, ms))
+            turn = await self.manager.turn(s, parsed.messages, lambda ms: self._held_as_sent(s, ms))
             view = turn.view
-            base, rendered = await asyncio.to_thread(self._render, view)  # seconds for a long first request
-            added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
-            held = self._deferred.take(s, view.history) if turn.tail is None else None
+            answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
+            # seconds for a long first request
+            base, rendered = await asyncio.to_thread(self._render, view, None if answering else s.sid)
+            held = self._deferred.take(s, view.history) if answering else None
             calls = context_calls(recognizable(held), rec) if held is not None else None
             if held is not None and calls is None:
                 await self.manager.hold(s, None)  # nothing left in it this request could answer
@@ -169,11 +181,16 @@ class SurfaceService:
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
-        answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
+        if not answering:
+            added = []  # a round the proxy does not answer offers no context command
         rounds = 0
         upstream_ms = 0.0
         while True:
             final = not answering or rounds >= cfg.max_rounds
+            if final and answering:  # rounds used up: this round's prompt offers no command
+                async with s.lock:
+                    base, rendered = self._render(s.view(base, cfg.renderer), s.sid)
+                added = []
             out = adapter.build(body, parsed, rendered, view.history, turn.tail, added)
             t0 = time.perf_counter()
             if stream:
@@ -201,14 +218,9 @@ class SurfaceService:
             upstream_ms += (time.perf_counter() - t0) * 1000
             self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)
-            calls = context_calls(recognizable(reply), rec) if reply is not None and answering else None
+            # a round the proxy does not answer goes to the client as the model wrote it
+            calls = context_calls(recognizable(reply), rec) if reply is not None and not final else None
             if calls is None or reply is None:
-                break
-            if final:  # no round left: the client gets the reply without its context commands
-                left_out = [a.tool_call_id for a in calls if a.context is not None and a.tool_call_id]
-                if left_out:
-                    data = adapter.without(data, left_out)
-                    await self.kept(s, adapter.key, reply, left_out, "")
                 break
             rounds += 1
             base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")

@@ -168,7 +168,12 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             before += shown
             rounds += 1
             p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown)
-            request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, p.added)
+            added = p.added
+            if rounds >= cfg.max_rounds:  # the last round offers no context command
+                async with p.s.lock:
+                    p.base, rendered = service._render(p.s.view(p.base, cfg.renderer), p.s.sid)
+                added = []
+            request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, added)
             try:
                 got = await service.open(adapter, request, p.headers, p.query)
             except ProxyError as e:
