@@ -104,6 +104,8 @@ def parse(body: dict[str, Any]) -> Parsed:
     """The request as session messages; a 400 naming the first bad field otherwise."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise bad("model: must be a non-empty string")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise bad(f"stream: must be true or false, got {json.dumps(body['stream'])}")  # "false" is not false
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise bad("messages: must be a non-empty array")

@@ -85,6 +85,8 @@ def reply_message(items: list[dict[str, Any]]) -> Message:
 def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Parsed:
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise bad("model: must be a non-empty string")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise bad(f"stream: must be true or false, got {json.dumps(body['stream'])}")  # "false" is not false
     items = [*(prior or []), *items_of(body)]
     if not items:
         raise bad("input: must not be empty")
