@@ -69,6 +69,9 @@ class AnthropicAdapter:
     def reply(self, data: Any) -> Message | None:
         return wire.reply(data)
 
+    def check(self, data: Any) -> Any:
+        return wire.check_reply(data)
+
     def aggregate(self, events: Sequence[Event]) -> Any:
         return wire.aggregate([(e.name, parse_json(e.data)) for e in events])
 

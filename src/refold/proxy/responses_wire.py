@@ -22,6 +22,7 @@ from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
 from .surface import Parsed
 from .surface_calls import canonical_call, tool_name
+from .validate import bad_upstream
 
 KEY = "responses"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -271,6 +272,36 @@ def reply(data: Any) -> Message | None:
     if not isinstance(data, dict) or data.get("error") or not isinstance(data.get("output"), list):
         return None
     return reply_message([i for i in data["output"] if isinstance(i, dict)])
+
+
+def check_reply(data: Any) -> Any:
+    """A Responses answer from upstream in the shape the session reads (a 502 naming the field)."""
+    if not isinstance(data, dict):
+        raise bad_upstream("body", "is not a JSON object")
+    if data.get("error"):
+        return data
+    output = data.get("output")
+    if not isinstance(output, list):
+        raise bad_upstream("output", "is not a list of output items")
+    for i, item in enumerate(output):
+        p = f"output[{i}]"
+        if not isinstance(item, dict):
+            raise bad_upstream(p, "is not an object")
+        kind = item.get("type")
+        if kind == "message":
+            parts = item.get("content", [])
+            if not isinstance(parts, list):
+                raise bad_upstream(f"{p}.content", "is not a list of content parts")
+            for j, part in enumerate(parts):
+                if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+                    raise bad_upstream(f"{p}.content[{j}]", "is not a content part with text")
+        elif kind == "function_call":
+            for key in ("name", "arguments"):
+                if not isinstance(item.get(key), str):
+                    raise bad_upstream(f"{p}.{key}", "is not a string")
+            if not isinstance(item.get("call_id", item.get("id")), str):
+                raise bad_upstream(f"{p}.call_id", "is not a string")
+    return data
 
 
 FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")

@@ -43,7 +43,7 @@ from .shown import ShownReplies, unanswered
 from .sse import Event, is_sse
 from .surface_calls import recognizable, split_calls
 from .surface_stream import Plan, Splicer, relay, spliced
-from .surface_upstream import Failed, bad_stream, cause, open_stream, post
+from .surface_upstream import Failed, bad_stream, cause, open_stream, post, upstream_answer
 from .upstream import Upstream
 
 _DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
@@ -80,6 +80,10 @@ class Adapter(Protocol):
 
     def reply(self, data: Any) -> Message | None:
         """The upstream answer as an assistant message (native form under ``extra``), or None."""
+        ...
+
+    def check(self, data: Any) -> Any:
+        """The upstream answer when it has the shape ``reply`` reads, else a 502 naming the field."""
         ...
 
     def without(self, data: Any, ids: Sequence[str]) -> Any:
@@ -214,7 +218,7 @@ class SurfaceService:
             got = await post(self.client, self.url(adapter.path, query), out, up_headers, cfg.timeout)
             if isinstance(got, Failed):
                 return self._failed(adapter, got, out_headers)
-            data = got
+            data = upstream_answer(adapter, got)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)

@@ -29,11 +29,12 @@ from .commands import _call, context_calls
 from .spliced import visible_text
 from .sse import Event, ended_properly, read_events
 from .surface_calls import recognizable
-from .surface_upstream import Failed, cause
+from .surface_upstream import Failed, cause, upstream_answer
 
 if TYPE_CHECKING:
     from .sessions import Session
     from .surface import Adapter, Parsed, SurfaceService
+
 
 
 class Splicer(Protocol):
@@ -133,7 +134,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                     if not done and adapter.closing(ev) and (final or sp.released) and not sp.holding_later:
                         done = True
                         with contextlib.suppress(ProxyError):
-                            await adapter.done(p.parsed, sp.view(adapter.aggregate(events)))
+                            await adapter.done(p.parsed, sp.view(upstream_answer(adapter, adapter.aggregate(events))))
                     for out in sp.feed(ev):
                         yield out
             except httpx.HTTPError as e:
@@ -146,7 +147,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                 return
             service.metrics.inc("refold_upstream_calls_total")
-            data = sp.fixed(adapter.aggregate(events))
+            data = sp.fixed(upstream_answer(adapter, adapter.aggregate(events)))
             reply = adapter.reply(data)
             calls = None
             if not final and not sp.released and reply is not None:
@@ -199,7 +200,7 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIte
             if not finished and adapter.closing(ev):
                 finished = True
                 with contextlib.suppress(ProxyError):
-                    await adapter.done(parsed, adapter.aggregate(events))
+                    await adapter.done(parsed, upstream_answer(adapter, adapter.aggregate(events)))
             yield ev.raw
     except httpx.HTTPError as e:
         yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
@@ -211,5 +212,5 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIte
         return
     if not finished:
         with contextlib.suppress(ProxyError):
-            await adapter.done(parsed, adapter.aggregate(events))
+            await adapter.done(parsed, upstream_answer(adapter, adapter.aggregate(events)))
 
