@@ -52,9 +52,11 @@ def _output_text(item: dict[str, Any]) -> str:
     content = item.get("content")
     if isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        return ""
     return "".join(
         str(p.get("text", ""))
-        for p in content or []
+        for p in content
         if isinstance(p, dict) and p.get("type") in ("output_text", "text", "input_text")
     )
 
@@ -128,6 +130,8 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
             })
         elif kind == "message" and item.get("role") != "assistant":
             raise bad(f"input.{n}.role: must be one of user, system, developer, assistant")
+        elif kind == "message" and not isinstance(item.get("content", ""), str | list):
+            raise bad(f"input.{n}.content: must be a string or an array of content parts")
         elif kind:
             group.append(item)  # assistant messages, reasoning, calls, other items kept verbatim
         else:
