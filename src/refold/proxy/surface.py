@@ -6,9 +6,12 @@ and render them exactly as for chat completions, converts the rendered prompt ba
 wire format (native blocks and items kept as received wherever the rendering left them as they
 were) and calls the upstream. Context commands the model issues are answered here with the one
 module ``refold.context`` (``commands.context_calls`` / ``commands.observations``), stored as
-internal steps, and the upstream is called again, up to ``max_rounds`` times. The client never
-receives a context command: one that comes after calls the client was already streamed, or in
-the last round, is left out and answered before the next upstream call (``deferred``).
+internal steps, and the upstream is called again, up to ``max_rounds`` times. One that comes
+after calls the client was already streamed is left out and answered before the next upstream
+call (``deferred``, stored with the session). A round the proxy will not answer (rounds used up,
+``max_rounds`` 0, a prefill) is rendered offering no context command (``plain``) and reaches the
+client as the model wrote it; the client's replies are recorded with no context command
+answered, so nothing its shell ran or refused is applied (as on chat completions).
 
 Streaming: ``surface_stream``. Upstream calls and errors: ``surface_upstream`` (an upstream error
 keeps its status; its body is returned as it came when it is in the surface's error shape, else
