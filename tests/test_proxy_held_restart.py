@@ -349,3 +349,33 @@ def test_a_version_4_redis_store_is_marked_5(redis_url: str) -> None:
     asyncio.run(go())
     assert r.get("refold4:meta:schema") == b"5"
     r.close()
+
+
+def test_a_replica_that_cached_the_session_sees_calls_another_one_held(redis_url: str) -> None:
+    """Two proxies on one Redis. B serves a request and caches the session; the client retries it
+    on A (nothing new to record: the head stays), whose answer holds a context call; the next
+    request goes to B, which notices the held calls (they are part of the session's state) and
+    answers them before its upstream call."""
+    s = Scripted()
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo 1"}), "c9"))
+    s.replies.append(call(0, "bash", json.dumps({"command": "ls"}), "c0") + call(1, "bash", json.dumps({"command": "restore 1"}), "c1"))
+    s.replies.append([{"content": "done"}])
+    with ServerThread(s.app) as srv:
+        cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=redis_url, tokenizer="off")
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"},
+                                      {"role": "assistant", "content": "", "tool_calls": [
+                                          {"id": "c8", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}]},
+                                      {"role": "tool", "tool_call_id": "c8", "content": "/w"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        h = {"X-Refold-Session": "replicas"}
+        with _client(cfg) as a, _client(cfg) as b:
+            assert b.post("/v1/chat/completions", json=body, headers=h).status_code == 200
+            msg = _sse_message(a.post("/v1/chat/completions", json=body, headers=h).text)  # the retry, on A
+            assert [t["id"] for t in msg["tool_calls"]] == ["c0"]
+            more = [*msgs, msg, {"role": "tool", "tool_call_id": "c0", "content": "a.py"}]
+            assert b.post("/v1/chat/completions", json={**body, "messages": more}, headers=h).status_code == 200
+            sess = b.get("/sessions/replicas").json()
+    sent = s.requests[2]["messages"]
+    assert [m["tool_call_id"] for m in sent if m.get("role") == "tool"] == ["c8", "c0", "c1"]
+    assert "Step 1 restored" in sent[-1]["content"]
+    assert [st["internal"] for st in sess["steps"]] == [False, False, True]
