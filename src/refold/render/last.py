@@ -35,26 +35,29 @@ def _mark(chunk: tuple[Origin, ...]) -> Mark:
     top = top_step = -1
     low = _NONE[2]
     for o in chunk:
-        if o.step is None:
+        step, covers = o.step, o.covers
+        if step is None:
             continue
-        last = last_step(o)
-        top, top_step, low = max(top, last), max(top_step, o.step), min(low, last)
+        last = step if not covers or (len(covers) == 1 and covers[0] <= step) else max(step, *covers)  # last_step, inline
+        if last > top:
+            top = last
+        if step > top_step:
+            top_step = step
+        if last < low:
+            low = last
     return top, top_step, low
 
 
 class LastPrompt:
     """The prompt of call ``t`` as three shared parts, its size, and per-chunk marks of its layout."""
 
-    __slots__ = ("chars", "layout", "msgs", "origins", "shared", "t")
+    __slots__ = ("base", "chars", "layout", "msgs", "origins", "t")
 
     def __init__(self, msgs: Joined[Message], origins: OriginParts, layout: Layout | None, chars: int, t: int) -> None:
         self.msgs, self.origins, self.layout, self.chars, self.t = msgs, origins, layout, chars, t
-        self.shared = layout is not None  # False once the memo lays out from scratch (``Renderer._reset_behind``)
-
-    @property
-    def base(self) -> Layout | None:
-        """The layout later layouts are built from, while they are."""
-        return self.layout if self.shared else None
+        self.base = layout
+        """The layout later layouts are built from, while they are (None once the memo lays out
+        from scratch, ``Renderer._reset_behind``)."""
 
     def known_same(self, layout: Layout, t: int) -> int:
         """How many leading messages of a prompt with ``layout`` at call t are this prompt's, for certain."""

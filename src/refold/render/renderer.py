@@ -95,7 +95,7 @@ class Renderer:
 
     def _reset_behind(self) -> None:
         self._behind = Behind(self.config, self._mechanisms)
-        self._last.shared = False
+        self._last.base = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
         # a moved layout that extends the kept one: (moved, kept, last-tail messages read, that tail, common chars)
@@ -187,10 +187,11 @@ class Renderer:
         return LazyRendered(*self._again)
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
-        if self._t != t - 1 or not self._last.msgs:
+        prompt = self._last
+        last = prompt.msgs
+        if self._t != t - 1 or not last:
             return 0
-        last = self._last.msgs
-        if layout is self._last.base:
+        if layout is prompt.base:
             tail, before = messages.tail, last.tail
             if len(tail) >= len(before) and tail[: len(before)] == before:  # the usual call: the last prompt, then more
                 return len(last)
