@@ -1,23 +1,32 @@
-"""The last prompt rendered, what the provider's cache holds: its shared parts and what a change to it costs.
+"""The last prompt rendered, what the provider's cache holds, and what the cost rule compares with it.
 
-Every decision of the cost rule compares a prompt the call could send with the last one: how many
-of its leading messages are certainly the same (``known_same``), and what folding a span in it
-would recompute and remove (``fold_effect``). Both are answered from the parts the last prompt
-shares with the memo (prefix, layout ropes, tail), never from a joined copy, so a decision costs
-in proportion to what it changes, not to the history's length.
+Every decision of the cost rule compares a prompt the call could send with the last one: its size
+and how much of it the cache holds (``CacheView.candidate``), how many leading messages are
+certainly the same (``LastPrompt.known_same``), and what folding a span in it would recompute and
+remove (``FoldSizer.effect``). All are answered from the parts the last prompt shares with the
+memo (prefix, layout ropes, tail) and running totals, never from a joined copy, so a decision
+costs in proportion to what it changes, not to the history's length.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Callable
 
+from ..history import History
+from ..mechanisms.boundary import Candidate
+from ..mechanisms.pins import Part
 from ..mechanisms.spans import Span, fold_effect
+from ..messages import clean
 from ..types import Message, Origin
 from .layout import Layout
 from .prompt import Joined, OriginParts
-from .received import message_chars
+from .received import ReceivedLog, message_chars
 from .rope import Rope, empty
+
+TailOf = Callable[[History, int, int, list[Span], list[Message], list[Origin]], None]
+"""Appends steps b+1..t as a prompt shows them after layout b (``Renderer._tail``)."""
 
 # per chunk of a layout's origins, over messages with a step: (max last step, max step, min last step)
 Mark = tuple[int, int, int]
@@ -142,3 +151,69 @@ class FoldSizer:
             if s is not None and lo <= s and o.part != "pin" and last_step(o) <= hi:
                 inside += lens[i]
         return size, recomputed, inside - block_chars
+
+
+class CacheView:
+    """What the cost rule compares with the last prompt, for one renderer's history: the prefix and
+    the received steps it shares, and the memos that outlive one call (fold sizes, ``extends``)."""
+
+    __slots__ = ("extends", "prefix", "prefix_chars", "recv", "sizer")
+
+    def __init__(self, prefix: list[Message], recv: ReceivedLog) -> None:
+        self.prefix, self.recv = prefix, recv
+        self.prefix_chars = sum(message_chars(m) for m in prefix)
+        self.sizer = FoldSizer()
+        self.extends: tuple[Layout, Layout, int, list[Message], int] | None = None
+        """A moved layout that extends the kept one: (moved, kept, last-tail messages read, that tail, common chars)."""
+
+    def candidate(
+        self, history: History, prompt: LastPrompt, layout: Layout, t: int, after: list[Span],
+        pinned: Callable[[int, int], frozenset[Part]], tail_of: TailOf,
+    ) -> Candidate:
+        """The size of the prompt ``layout`` gives at call t and what of it the cache holds (``prompt``:
+        the last one; ``after``: the closed spans ending after ``layout.b``; ``tail_of``: lays out a tail).
+
+        From running totals when the previous call was t-1 and no span is closed in the tail (the
+        usual case: the cost stays independent of the history's length); else from the messages."""
+        last = prompt.base
+        if last is not None and prompt.t == t - 1 and not after:
+            size = self.prefix_chars + layout.total_chars + self.recv.chars(layout.b, t)
+            if layout is last:
+                return Candidate(size, prompt.chars + self.recv.forms[t - 1].chars_of_reply)
+            n = min(len(layout.msgs), len(last.msgs))
+            d = layout.msgs.common(last.msgs, layout.reused, n) if layout.reused < n else layout.reused
+            if d < n:
+                return Candidate(size, self.prefix_chars + layout.chars_before(d))
+            found = self.extends
+            if found is not None and found[0] is layout and found[1] is last:
+                k, tail_then, common = found[2], found[3], found[4]
+                tail_now = prompt.msgs.tail
+                # the answer read the last prompt's first k tail messages: the same, the same answer
+                if (tail_now is tail_then or tail_now[:k] == tail_then[:k]) and not pinned(layout.b, t):
+                    return Candidate(size, common)
+            plain = not pinned(layout.b, t)
+        else:
+            plain = False
+        tail: list[Message] = []
+        tail_of(history, layout.b, t, after, tail, [])
+        n_prefix, n_layout = len(self.prefix), len(layout.msgs)
+        size = self.prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
+        new = Joined(self.prefix, layout.msgs, tail)
+        before = prompt.msgs
+        i = prompt.known_same(layout, t)  # compared from there on: work in proportion to the tail
+        i = new.common(before, 0 if i < n_prefix else min(i, len(new), len(before)))
+        if i == len(before) and t >= 1 and i < len(new):  # the cache also holds the reply it produced
+            reply = clean(history.step(t).reply)
+            if new[i] is reply or new[i] == reply:
+                i += 1
+        if i <= n_prefix:
+            common = sum(message_chars(m) for m in self.prefix[:i])
+        else:
+            k = i - n_prefix - n_layout
+            common = self.prefix_chars + layout.chars_before(i - n_prefix) + sum(message_chars(m) for m in tail[: max(0, k)])
+            n_last = n_prefix + len(last.msgs) if last is not None else 0
+            if plain and last is not None and n_last <= i < min(n_prefix + n_layout, len(before)):
+                # the moved layout extends the kept one and differs from the last prompt inside its own
+                # steps: while both layouts stay and the last tail keeps those messages, the same answer
+                self.extends = (layout, last, i - n_last + 1, before.tail, common)
+        return Candidate(size, common)

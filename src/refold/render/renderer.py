@@ -27,11 +27,10 @@ from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
-from ..messages import clean
 from ..types import Message, Origin, Rendered, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
-from .last import FoldSizer, LastPrompt, nothing
+from .last import CacheView, LastPrompt, nothing
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
@@ -65,13 +64,13 @@ class Renderer:
         self._seen: tuple[int, Step | str, object, float | None, tuple[Pin, ...]] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
-        self._prefix_chars = 0
         self._user_pins = history.pins if history is not None else ()
         if history is not None:
             self._prefix, self._prefix_origins = prefix_messages(history, self.config)
-            self._prefix_chars = sum(message_chars(m) for m in self._prefix)
             self._seen = (0, history.digest, None, None, self._user_pins)
         self._recv = ReceivedLog()
+        self._cache = CacheView(self._prefix, self._recv)  # what the cost rule compares with the last prompt
+        self._prefix_chars = self._cache.prefix_chars
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans)
@@ -88,7 +87,6 @@ class Renderer:
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
         self._last: LastPrompt = nothing()  # the last prompt rendered
-        self._sizer = FoldSizer()
         self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
@@ -98,8 +96,7 @@ class Renderer:
         self._last.base = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
-        # a moved layout that extends the kept one: (moved, kept, last-tail messages read, that tail, common chars)
-        self._extends: tuple[Layout, Layout, int, list[Message], int] | None = None
+        self._cache.extends = None
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -298,7 +295,7 @@ class Renderer:
             kept is None
             or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
             or folds.due(t)
-            or folds.pays_now(history, t, lambda span, chars: self._sizer.effect(self._last, span, chars))
+            or folds.pays_now(history, t, lambda span, chars: self._cache.sizer.effect(self._last, span, chars))
             or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
         )
         if not apply and kept is not None:
@@ -339,52 +336,7 @@ class Renderer:
             self._candidate = None
 
     def _candidate_of(self, history: History, layout: Layout, t: int, closed: ClosedSpans) -> Candidate:
-        """The size of the prompt ``layout`` gives at call t and what of it the cache holds.
-
-        From running totals when the previous call was t-1 and no span is closed in the tail (the
-        usual case: the cost stays independent of the history's length); else from the messages."""
-        last = self._last.base
-        if last is not None and self._t == t - 1 and not closed.after(layout.b):
-            size = self._prefix_chars + layout.total_chars + self._recv.chars(layout.b, t)
-            if layout is last:
-                return Candidate(size, self._last.chars + self._recv.forms[t - 1].chars_of_reply)
-            n = min(len(layout.msgs), len(last.msgs))
-            d = layout.msgs.common(last.msgs, layout.reused, n) if layout.reused < n else layout.reused
-            if d < n:
-                return Candidate(size, self._prefix_chars + layout.chars_before(d))
-            found = self._extends
-            if found is not None and found[0] is layout and found[1] is last:
-                k, tail_then, common = found[2], found[3], found[4]
-                tail_now = self._last.msgs.tail
-                # the answer read the last prompt's first k tail messages: the same, the same answer
-                if (tail_now is tail_then or tail_now[:k] == tail_then[:k]) and not self._pinned(layout.b, t):
-                    return Candidate(size, common)
-            plain = not self._pinned(layout.b, t)
-        else:
-            plain = False
-        tail: list[Message] = []
-        self._tail(history, layout.b, t, closed.after(layout.b), tail, [])
-        n_prefix, n_layout = len(self._prefix), len(layout.msgs)
-        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
-        new = Joined(self._prefix, layout.msgs, tail)
-        before = self._last.msgs
-        i = self._last.known_same(layout, t)  # compared from there on: work in proportion to the tail
-        i = new.common(before, 0 if i < n_prefix else min(i, len(new), len(before)))
-        if i == len(before) and t >= 1 and i < len(new):  # the cache also holds the reply it produced
-            reply = clean(history.step(t).reply)
-            if new[i] is reply or new[i] == reply:
-                i += 1
-        if i <= n_prefix:
-            common = sum(message_chars(m) for m in self._prefix[:i])
-        else:
-            k = i - n_prefix - n_layout
-            common = self._prefix_chars + layout.chars_before(i - n_prefix) + sum(message_chars(m) for m in tail[: max(0, k)])
-            n_last = n_prefix + len(last.msgs) if last is not None else 0
-            if plain and last is not None and n_last <= i < min(n_prefix + n_layout, len(before)):
-                # the moved layout extends the kept one and differs from the last prompt inside its own
-                # steps: while both layouts stay and the last tail keeps those messages, the same answer
-                self._extends = (layout, last, i - n_last + 1, before.tail, common)
-        return Candidate(size, common)
+        return self._cache.candidate(history, self._last, layout, t, closed.after(layout.b), self._pinned, self._tail)
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
