@@ -3,8 +3,8 @@
     history --received--> every step as first shown            (render.received)
             --behind----> final forms behind the boundary,      (render.behind: dedup, masking)
                           STALE folds, spans, ledger ops
-            --boundary--> where the boundary is: the seed's b_t, (mechanisms.boundary)
-                          or only where moving it pays
+            --boundary--> where the boundary is: the seed's b_t, (mechanisms.boundary, sized on
+                          or only where moving it pays         the last prompt: render.last)
             --layout----> steps 1..b as shown, then the tail     (render.layout)
             -> Rendered(messages, origins, stats)
 
