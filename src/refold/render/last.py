@@ -20,6 +20,7 @@ from ..mechanisms.pins import Part
 from ..mechanisms.spans import Span, fold_effect
 from ..messages import clean
 from ..types import Message, Origin
+from .folds import ClosedSpans
 from .layout import Layout
 from .prompt import Joined, OriginParts
 from .received import ReceivedLog, message_chars
@@ -157,24 +158,27 @@ class CacheView:
     """What the cost rule compares with the last prompt, for one renderer's history: the prefix and
     the received steps it shares, and the memos that outlive one call (fold sizes, ``extends``)."""
 
-    __slots__ = ("extends", "prefix", "prefix_chars", "recv", "sizer")
+    __slots__ = ("extends", "last", "pinned", "prefix", "prefix_chars", "recv", "sizer", "tail_of")
 
-    def __init__(self, prefix: list[Message], recv: ReceivedLog) -> None:
-        self.prefix, self.recv = prefix, recv
+    def __init__(
+        self, prefix: list[Message], recv: ReceivedLog, last: LastPrompt,
+        pinned: Callable[[int, int], frozenset[Part]], tail_of: TailOf,
+    ) -> None:
+        self.prefix, self.recv, self.last = prefix, recv, last
+        self.pinned, self.tail_of = pinned, tail_of  # the renderer's pins as of a call, and its tail
         self.prefix_chars = sum(message_chars(m) for m in prefix)
         self.sizer = FoldSizer()
         self.extends: tuple[Layout, Layout, int, list[Message], int] | None = None
         """A moved layout that extends the kept one: (moved, kept, last-tail messages read, that tail, common chars)."""
 
-    def candidate(
-        self, history: History, prompt: LastPrompt, layout: Layout, t: int, after: list[Span],
-        pinned: Callable[[int, int], frozenset[Part]], tail_of: TailOf,
-    ) -> Candidate:
-        """The size of the prompt ``layout`` gives at call t and what of it the cache holds (``prompt``:
-        the last one; ``after``: the closed spans ending after ``layout.b``; ``tail_of``: lays out a tail).
+    def candidate(self, history: History, layout: Layout, t: int, closed: ClosedSpans) -> Candidate:
+        """The size of the prompt ``layout`` (with the ``closed`` spans) gives at call t and what of it
+        the cache holds.
 
         From running totals when the previous call was t-1 and no span is closed in the tail (the
         usual case: the cost stays independent of the history's length); else from the messages."""
+        prompt, pinned = self.last, self.pinned
+        after = closed.after(layout.b)
         last = prompt.base
         if last is not None and prompt.t == t - 1 and not after:
             size = self.prefix_chars + layout.total_chars + self.recv.chars(layout.b, t)
@@ -195,7 +199,7 @@ class CacheView:
         else:
             plain = False
         tail: list[Message] = []
-        tail_of(history, layout.b, t, after, tail, [])
+        self.tail_of(history, layout.b, t, after, tail, [])
         n_prefix, n_layout = len(self.prefix), len(layout.msgs)
         size = self.prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         new = Joined(self.prefix, layout.msgs, tail)

@@ -21,7 +21,7 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, cold, defers_folds, should_move, step_time
+from ..mechanisms.boundary import cold, defers_folds, should_move, step_time
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
@@ -69,7 +69,8 @@ class Renderer:
             self._prefix, self._prefix_origins = prefix_messages(history, self.config)
             self._seen = (0, history.digest, None, None, self._user_pins)
         self._recv = ReceivedLog()
-        self._cache = CacheView(self._prefix, self._recv)  # what the cost rule compares with the last prompt
+        self._last: LastPrompt = nothing()  # the last prompt rendered (updated in place)
+        self._cache = CacheView(self._prefix, self._recv, self._last, self._pinned, self._tail)  # what the cost rule compares with it
         self._prefix_chars = self._cache.prefix_chars
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
@@ -86,7 +87,6 @@ class Renderer:
         self._hidden_memo: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
-        self._last: LastPrompt = nothing()  # the last prompt rendered
         self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
@@ -175,7 +175,8 @@ class Renderer:
         if shown_now:  # what the folds shown first at this call cost the cache
             same = self._last.known_same(layout, t)
             self._folds.note_costs(shown_now, t, same, self._last.msgs.since(same), messages.since(same))
-        self._last = LastPrompt(messages, origins, layout, chars, t)
+        sent = self._last  # updated in place: the cache view holds it, and no call is cheaper
+        sent.msgs, sent.origins, sent.layout, sent.base, sent.chars, sent.t = messages, origins, layout, layout, chars, t
         restores = bisect.bisect_right(self._recv.restores, t) if self._recv.restores else 0
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
@@ -279,7 +280,7 @@ class Renderer:
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._recv.idle(t)
+            self.config, t, self._cache.candidate(history, kept, t, closed), self._cache.candidate(history, moved, t, closed), self._recv.idle(t)
         ):
             self._commit(moved)
 
@@ -299,12 +300,12 @@ class Renderer:
             or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
         )
         if not apply and kept is not None:
-            base = self._candidate_of(history, kept, t, shown)
+            base = self._cache.candidate(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
-                apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
+                apply = should_move(self.config, t, base, self._cache.candidate(history, moved, t, every), idle)
             if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
-                apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle)
+                apply = should_move(self.config, t, base, self._cache.candidate(history, plain, t, shown), idle)
         if apply:
             self._commit(moved)
             return every, folds.apply_all()
@@ -334,9 +335,6 @@ class Renderer:
         self._layout = layout
         if self._candidate is layout:
             self._candidate = None
-
-    def _candidate_of(self, history: History, layout: Layout, t: int, closed: ClosedSpans) -> Candidate:
-        return self._cache.candidate(history, self._last, layout, t, closed.after(layout.b), self._pinned, self._tail)
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
