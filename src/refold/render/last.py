@@ -59,7 +59,8 @@ def _mark(chunk: tuple[Origin, ...]) -> Mark:
 
 
 class LastPrompt:
-    """The prompt of call ``t`` as three shared parts, its size, and per-chunk marks of its layout."""
+    """The prompt of call ``t`` as three shared parts, its size in characters, and its layout (one
+    object per renderer, updated in place by every call)."""
 
     __slots__ = ("base", "chars", "layout", "msgs", "origins", "t")
 
@@ -95,7 +96,7 @@ class FoldSizer:
     __slots__ = ("_marks", "_rope", "_run", "_seq")
 
     def __init__(self) -> None:
-        self._marks: dict[int, tuple[tuple[Origin, ...], Mark]] = {}  # id(chunk) -> (the chunk, held, its mark)
+        self._marks: dict[int, tuple[tuple[Origin, ...], Mark]] = {}  # id(chunk) -> (the chunk, held so that its id stays its own, its mark)
         self._rope: Rope[Origin] | None = None
         self._seq: list[Mark] = []  # the marks of self._rope's chunks, in order
         self._run: list[int] = []  # running max of their max last step (ascending: bisectable)
