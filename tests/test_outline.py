@@ -360,3 +360,32 @@ def test_a_bash_input_that_crashes_tree_sitter_gets_the_regex_outline() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-500:]
+
+
+# ---- the regex pass looks only at candidate lines: the same hits as trying every line ------------
+
+_CODE_WORDS = st.sampled_from(
+    ["class", "def", "fn", "func", "function", "function*", "fun", "sub", "struct", "enum", "impl", "record",
+     "object", "module", "pub", "async", "static", "export", "foo", "x", "(", ")", "{", "}", ":", "=", "#",
+     "self", "subclass", "define", "\t", " ", "  ", "\u00a0", "\x0b", "<T>", "[", "$", "get", "if"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_CODE_WORDS, max_size=8).map("".join), max_size=12).map("\n".join))
+def test_candidate_rows_cover_every_regex_hit(code: str) -> None:
+    from refold import outline as ol
+
+    lines = code.split("\n")
+    every = [row for row, line in enumerate(lines) if ol._regex_hit(line) is not None]
+    candidates = list(ol._candidate_rows(code))
+    assert candidates == sorted(set(candidates))  # each row once, in order
+    assert set(every) <= set(candidates)
+    assert all(0 <= r < len(lines) for r in candidates)
+
+
+def test_candidate_rows_find_definitions_after_blank_and_indented_lines() -> None:
+    from refold import outline as ol
+
+    code = "x = 1\n\n    def f(a):\n        pass\nclass B:\n  return {a}\nsubclass = 2"
+    assert list(ol._candidate_rows(code)) == [2, 4, 5]

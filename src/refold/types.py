@@ -129,9 +129,11 @@ def content_text(content: Any) -> str:
 def message_digest(messages: list[Message] | tuple[Message, ...], parent: str = "") -> str:
     """A content hash over messages, chained to ``parent`` so equal prefixes share digests."""
     h = hashlib.sha256(parent.encode())
-    for m in messages:
-        h.update(json.dumps(m, sort_keys=True, ensure_ascii=False, default=str).encode())
+    h.update("".join(map(_DIGEST_JSON.encode, messages)).encode())  # one update: the same digest
     return h.hexdigest()[:16]
+
+
+_DIGEST_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)  # what json.dumps would build per call
 
 
 @dataclass(frozen=True, slots=True)

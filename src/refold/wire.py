@@ -113,9 +113,11 @@ def step_time(reply: Message, observations: Sequence[Message], next_reply: Messa
     (SWE-agent files keep durations only). Render reads the idle gap between calls from it.
     """
     for m in reversed(observations):
-        found = _seconds(_dict(m.get("extra")).get("timestamp"))
-        if found is not None:
-            return found
+        extra = m.get("extra")
+        if isinstance(extra, dict):  # else no time: skip the calls
+            found = _seconds(extra.get("timestamp"))
+            if found is not None:
+                return found
     for m in (next_reply, reply) if next_reply is not None else (reply,):
         extra = _dict(m.get("extra"))
         found = _seconds(_dict(extra.get("refold")).get("time")) if m is next_reply else _seconds(extra.get("timestamp"))

@@ -15,6 +15,7 @@ differs (a failing run stubbed as "the same as" a passing one is kept as receive
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..protocol import CM
@@ -223,17 +224,23 @@ class DedupIndex:
     def _find_runs(self, lines: list[str]) -> list[Run]:
         runs: list[Run] = []
         n = len(lines)
+        if n < _W:
+            return runs
+        # every window's hash at once (the hash of the tuple ``lines[p : p + _W]``)
+        hashes = list(map(hash, _windows(lines)))
+        get = self._shingles.get
+        valid: dict[int, bool] = {}  # no write or retirement happens while one output is matched
         p = 0
         while p + _W <= n:
-            cands = self._shingles.get(hash(tuple(lines[p : p + _W])))
+            cands = get(hashes[p])
             best_len, best = 0, None
             if cands:
                 for si, q in reversed(cands):
-                    src = self._sources[si]
-                    sl = src.lines
-                    if (
-                        not self._valid(si) or sl[q : q + _W] != lines[p : p + _W]
-                    ):  # a hash collision is no match
+                    ok = valid.get(si)
+                    if ok is None:
+                        ok = valid[si] = self._valid(si)
+                    sl = self._sources[si].lines
+                    if not ok or sl[q : q + _W] != lines[p : p + _W]:  # a hash collision is no match
                         continue
                     length = _W
                     while p + length < n and q + length < len(sl) and lines[p + length] == sl[q + length]:
@@ -262,12 +269,13 @@ class DedupIndex:
         self._sources.append(_Source(step, lines, numbers, paths, view, verdict))
         if len(body) >= self.min_chars:
             self._whole.setdefault(body, si)
-        for q in range(0, len(lines) - _W + 1):
+        shingles = self._shingles
+        contiguous = bool(numbers) and numbers[-1] - numbers[0] == len(numbers) - 1  # ascending: one segment
+        for q, key in enumerate(map(hash, _windows(lines))):
             # only indices inside one contiguous kept segment make a shingle
-            if numbers[q + _W - 1] - numbers[q] != _W - 1:
+            if not contiguous and numbers[q + _W - 1] - numbers[q] != _W - 1:
                 continue
-            key = hash(tuple(lines[q : q + _W]))
-            lst = self._shingles.setdefault(key, [])
+            lst = shingles.setdefault(key, [])
             lst.append((si, q))
             if len(lst) > _MAX_CANDIDATES:
                 del lst[0]
@@ -299,6 +307,11 @@ class DedupIndex:
             return text
         span = slice(run.start, run.end)
         return text + _outline_suffix(lines[span], numbers[span], info, self.outline_min_lines, run.start)
+
+
+def _windows(lines: list[str]) -> Iterator[tuple[str, ...]]:
+    """``tuple(lines[p : p + _W])`` for every p, made in C."""
+    return zip(*(lines[k:] for k in range(_W)), strict=False)  # shorter slices end it
 
 
 def _uncovered(runs: list[Run], n: int) -> list[int]:
