@@ -100,15 +100,18 @@ class Step:
 
     @property
     def reply_text(self) -> str:
-        return content_text(self.reply.get("content"))
+        c = self.reply.get("content")
+        return c if type(c) is str else content_text(c)  # read a few times per call: no call for text
 
     @property
     def output_texts(self) -> tuple[str, ...]:
-        return tuple(content_text(m.get("content")) for m in self.observations)
+        return tuple([c if type(c := m.get("content")) is str else content_text(c) for m in self.observations])
 
 
 def content_text(content: Any) -> str:
     """The text of a message content: a string, or the text parts of a content list."""
+    if type(content) is str:  # the usual case first
+        return content
     if content is None:
         return ""
     if isinstance(content, str):

@@ -23,7 +23,7 @@ from ..config import DEFAULT, Config
 from ..history import History
 from ..mechanisms.boundary import Candidate, cold, defers_folds, should_move, step_time
 from ..mechanisms.fold import valid_marks
-from ..mechanisms.ledger import LedgerBook, budget_line
+from ..mechanisms.ledger import LedgerBook, budget_lines
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
@@ -34,7 +34,7 @@ from .folds import AgentFolds, ClosedSpans
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
-from .received import ReceivedLog, message_chars, prefix_messages, received_form, with_budget_line
+from .received import ReceivedLog, message_chars, prefix_messages, received_form
 from .rope import empty
 
 _NO_PINS: frozenset[Part] = frozenset()
@@ -53,6 +53,7 @@ class Renderer:
         self.config = config
         self._mechanisms = resolve(config.mechanisms)
         self._budget = bool(config.ledger.budget_tokens)
+        self._budget_line = budget_lines(config.ledger)
         self._defers = defers_folds(config)
         self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
         self.fold_costs: dict[str, FoldCost] = {}
@@ -204,14 +205,14 @@ class Renderer:
     def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout, *, plain: bool) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
-        form = self._recv.forms[t - 1]
-        if not tail or tail[-1] is not form.msgs[-1] or len(form.msgs) < 2:
+        recv = self._recv
+        msgs = recv.forms[t - 1].msgs
+        if not tail or tail[-1] is not msgs[-1] or len(msgs) < 2:
             return
         # running totals; a tail without span blocks holds steps b+1..t as received
-        tail_chars = self._recv.chars(layout.b, t) if plain else sum(message_chars(m) for m in tail)
+        tail_chars = recv.chars(layout.b, t) if plain else sum(message_chars(m) for m in tail)
         size = self._prefix_chars + layout.total_chars + tail_chars
-        line = budget_line(size + 60, self.config.ledger)  # + the line itself
-        tail[-1] = self._recv.reshow_last(t, with_budget_line(form, history.step(t), line))
+        tail[-1] = recv.add_line(t, self._budget_line(size + 60), history)  # + the line itself
 
     def _receive(self, history: History, t: int) -> None:
         for s in history.steps_between(len(self._recv), t):
