@@ -378,7 +378,7 @@ def test_candidate_rows_cover_every_regex_hit(code: str) -> None:
 
     lines = code.split("\n")
     every = [row for row, line in enumerate(lines) if ol._regex_hit(line) is not None]
-    candidates = list(ol._candidate_rows(code))
+    candidates = list(ol.rows_matching(code, ol._RX_ANY))
     assert candidates == sorted(set(candidates))  # each row once, in order
     assert set(every) <= set(candidates)
     assert all(0 <= r < len(lines) for r in candidates)
@@ -388,4 +388,17 @@ def test_candidate_rows_find_definitions_after_blank_and_indented_lines() -> Non
     from refold import outline as ol
 
     code = "x = 1\n\n    def f(a):\n        pass\nclass B:\n  return {a}\nsubclass = 2"
-    assert list(ol._candidate_rows(code)) == [2, 4, 5]
+    assert list(ol.rows_matching(code, ol._RX_ANY)) == [2, 4, 5]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab\n\r x", max_size=12), max_size=8).map("\n".join), st.sampled_from(["a", "ab", "b+", "x|\r", "^a"]))
+def test_rows_matching_names_the_rows_a_per_row_search_finds(text: str, pattern: str) -> None:
+    import re
+
+    from refold.outline_lines import rows_matching
+
+    rx = re.compile(pattern, re.MULTILINE)
+    # the reference searches each row alone; a pattern without "^" or "\n" finds the same rows
+    expected = [i for i, row in enumerate(text.split("\n")) if rx.search(row)]
+    assert list(rows_matching(text, rx)) == expected

@@ -11,11 +11,11 @@ Never raises.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .outline_grammars import class_body, definitions, has_grammar, language_for, parse, short, signature
-from .outline_lines import file_lines, is_frame, strip_line_numbers
+from .outline_lines import file_lines, is_frame, rows_matching, strip_line_numbers
 
 __all__ = [
     "OutlineEntry",
@@ -73,20 +73,6 @@ _RX_ANY = re.compile(
 )
 
 
-def _candidate_rows(code: str) -> Iterator[int]:
-    """Rows of ``code`` (split at newlines) that contain a match of ``_RX_ANY``, in order."""
-    row = at = 0  # ``at``: where row ``row`` starts
-    search = _RX_ANY.search
-    while (m := search(code, at)) is not None:
-        start = m.start()
-        row += code.count("\n", at, start)
-        yield row
-        end = code.find("\n", start)
-        if end < 0:
-            return
-        at, row = end + 1, row + 1
-
-
 def _regex_hit(line: str) -> tuple[int, str] | None:
     m = _RX_CLASS.match(line)
     if m:
@@ -125,7 +111,7 @@ def _collect(code: str, language: str | None, lines: list[str]) -> list[tuple[in
                 for sub, sub_kind, _ in definitions(body, True):
                     sub_row, sub_sig = signature(sub, lines)
                     found.append((sub_row, _indent(lines[sub_row]), sub_kind, 1, sub_sig))
-    for row in _candidate_rows(code):
+    for row in rows_matching(code, _RX_ANY):
         line = lines[row]
         hit = _regex_hit(line)
         # Inside a found definition only a hit at <= its indent counts (a sibling that error

@@ -14,10 +14,12 @@ differs (a failing run stubbed as "the same as" a passing one is kept as receive
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ..outline_lines import rows_matching
 from ..protocol import CM
 from ..shell import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
@@ -37,6 +39,12 @@ _VERDICT = re.compile(
     r"^\s*(?:=+ .{0,200}\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.{0,80} =+\s*$"
     r"|(?:FAILED|ERROR|PASSED|OK|FAIL)\b.{0,200}$|Ran \d+ tests? in |\d+ (?:passed|failed)\b"
     r"|Tests? (?:passed|failed)|(?:[A-Z]\w*(?:Error|Exception)): .{0,200}$)"
+)
+
+# What a line matching _VERDICT_I or _VERDICT contains (a superset: those run only on such lines).
+_VERDICT_HINT = re.compile(
+    r"(?i:<returncode>|exit|return ?code|error: |traceback)"
+    r"|passed|failed|error|skipped|deselected|FAIL|ERROR|PASSED|OK|Ran |Error|Exception"
 )
 
 
@@ -226,22 +234,29 @@ class DedupIndex:
         n = len(lines)
         if n < _W:
             return runs
-        # every window's hash at once (the hash of the tuple ``lines[p : p + _W]``)
+        # every window's hash at once (the hash of the tuple ``lines[p : p + _W]``), and the
+        # windows an earlier output also has: the others start no run (all made in C)
         hashes = list(map(hash, _windows(lines)))
-        get = self._shingles.get
+        shingles = self._shingles
+        known = itertools.compress(range(len(hashes)), map(shingles.__contains__, hashes))
         valid: dict[int, bool] = {}  # no write or retirement happens while one output is matched
+        sources = self._sources
         p = 0
-        while p + _W <= n:
-            cands = get(hashes[p])
+        for at in known:
+            if at < p:
+                continue  # inside the run found last
+            p = at
+            cands = shingles[hashes[p]]
             best_len, best = 0, None
-            if cands:
-                for si, q in reversed(cands):
-                    ok = valid.get(si)
-                    if ok is None:
-                        ok = valid[si] = self._valid(si)
-                    sl = self._sources[si].lines
-                    if not ok or sl[q : q + _W] != lines[p : p + _W]:  # a hash collision is no match
-                        continue
+            window = lines[p : p + _W]
+            for si, q in reversed(cands):
+                ok = valid.get(si)
+                if ok is None:
+                    ok = valid[si] = self._valid(si)
+                if not ok:
+                    continue
+                sl = sources[si].lines
+                if sl[q : q + _W] == window:  # else a hash collision: no match
                     length = _W
                     while p + length < n and q + length < len(sl) and lines[p + length] == sl[q + length]:
                         length += 1
@@ -328,7 +343,11 @@ def _verdict_rows(lines: list[str], info: CommandInfo | None) -> set[int]:
     """Indices of the lines that say how the command ended (plus a test run's last lines)."""
     # a file read carries only its wrapper's exit status; code lines like 'OK = 1' are no verdict
     runs_something = info is None or info.kind not in ("read", "search")
-    rows = {i for i, ln in enumerate(lines) if _VERDICT_I.match(ln) or (runs_something and _VERDICT.match(ln))}
+    rows = {
+        i
+        for i in rows_matching("\n".join(lines), _VERDICT_HINT)
+        if _VERDICT_I.match(ln := lines[i]) or (runs_something and _VERDICT.match(ln))
+    }
     if info is not None and info.kind == "test":
         tail = [i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() and lines[i].strip() != "</output>"]
         rows.update(tail[:_TEST_TAIL])
