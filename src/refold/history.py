@@ -213,8 +213,12 @@ def _copy(value: Any) -> Any:
     Atoms inside a dict or list are taken without a call (most of a message is strings)."""
     t = type(value)
     if t is dict:
+        if _ATOMS.issuperset(map(type, value.values())):  # atoms only (tested in C): a shallow copy is deep
+            return value.copy()
         return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
     if t is list:
+        if _ATOMS.issuperset(map(type, value)):
+            return value.copy()
         return [v if type(v) in _ATOMS else _copy(v) for v in value]
     if t in _ATOMS or isinstance(value, str):
         return value

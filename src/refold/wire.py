@@ -35,13 +35,17 @@ LEGACY_META = ("refold_result", "restore_of")
 def read_facts(reply: Message, observations: Sequence[Message]) -> Facts:
     """The facts of a step, from its messages as recorded."""
     outcomes: list[Outcome] = []
-    restored: list[int] = list(step_numbers(_dict(reply.get("extra")).get("restore_of", ())))
+    extra = reply.get("extra")
+    restored: list[int] = step_numbers(extra["restore_of"]) if isinstance(extra, dict) and "restore_of" in extra else []
     for o in observations:
-        ox = _dict(o.get("extra"))
+        ox = o.get("extra")
+        if not isinstance(ox, dict):  # no refold record on this output
+            continue
         result = ox.get("refold_result")
         if isinstance(result, dict):
             outcomes.append(_outcome(result))
-        restored += step_numbers(ox.get("restore_of", ()))
+        if "restore_of" in ox:
+            restored += step_numbers(ox["restore_of"])
     return Facts(read_actions(reply), tuple(outcomes), tuple(dict.fromkeys(restored)))
 
 

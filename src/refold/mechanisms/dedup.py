@@ -14,6 +14,7 @@ differs (a failing run stubbed as "the same as" a passing one is kept as receive
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterator
@@ -85,7 +86,9 @@ class DedupIndex:
     _shingles: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     _sources: list[_Source] = field(default_factory=list)
     _whole: dict[str, int] = field(default_factory=dict)
-    _last_write: dict[str, int] = field(default_factory=dict)
+    # every write in step order: a source is checked against the writes after it only (bisect)
+    _write_steps: list[int] = field(default_factory=list)
+    _write_paths: list[str] = field(default_factory=list)
     _last_write_any: int = 0
     _retired: set[int] = field(default_factory=set)
     _open: OpenFile = field(default_factory=OpenFile)  # SWE-agent's open file, for edit N:M / goto
@@ -103,7 +106,8 @@ class DedupIndex:
         """
         info = self._open.advance(info)
         for p in info.writes:
-            self._last_write[p] = step
+            self._write_steps.append(step)
+            self._write_paths.append(p)
         if info.writes_anything:
             self._last_write_any = step
         if info.writes or info.writes_anything:
@@ -133,11 +137,8 @@ class DedupIndex:
             return True  # identical command output is identical, whenever it was produced
         if self._last_write_any > src.step:
             return False
-        for p in src.paths:
-            for w, at in self._last_write.items():
-                if at > src.step and paths_overlap(p, w):
-                    return False
-        return True
+        later = self._write_paths[bisect.bisect_right(self._write_steps, src.step) :]
+        return not any(paths_overlap(p, w) for w in later for p in src.paths)
 
     def process(self, step: int, body: str, info: CommandInfo | None) -> DedupResult:
         """Dedup ``body`` (an output of ``step``) against earlier shown outputs, then index what stays shown."""
