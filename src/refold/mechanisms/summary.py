@@ -78,7 +78,6 @@ def _between(text: str, tag: str) -> str | None:
     return inner[1:] if inner.startswith("\n") else inner
 
 
-@lru_cache(maxsize=4)  # a mask note reads the output its summary just read (few: bodies can be large)
 def unwrap(text: str) -> Unwrapped:
     """The printed output and the exit status of a recorded observation."""
     status = exception = elided = head_chars = None

@@ -64,10 +64,7 @@ class Layout:
     serial: int = field(default_factory=lambda: next(_SERIALS))
     gone: dict[tuple[int, int], str] = field(default_factory=dict)  # ``hidden`` by (step, output)
     ledger_steps: set[int] = field(default_factory=set)  # the steps in ``hidden`` (both read, never changed)
-
-    @property
-    def total_chars(self) -> int:
-        return self.lens.total
+    total_chars: int = 0  # content characters of all messages (``lens.total``; read several times per call)
 
     def chars_before(self, m: int) -> int:
         """Content characters of the first ``m`` messages."""
@@ -293,6 +290,7 @@ def lay_out(
     settle()
     out.counts = _counts(tally())
     out.msgs, out.origins, out.lens = msgs.build(), origins.build(), lens.build()
+    out.total_chars = out.lens.total
     out.steps, out.units = steps.build(), units.build()
     return out
 
