@@ -105,7 +105,11 @@ class Step:
 
     @property
     def output_texts(self) -> tuple[str, ...]:
-        return tuple([c if type(c := m.get("content")) is str else content_text(c) for m in self.observations])
+        obs = self.observations
+        if len(obs) == 1:  # the usual step: one output, no comprehension
+            c = obs[0].get("content")
+            return (c if type(c) is str else content_text(c),)
+        return tuple([c if type(c := m.get("content")) is str else content_text(c) for m in obs])
 
 
 def content_text(content: Any) -> str:
