@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from refold.config import DEFAULT
 from refold.proxy import ProxyConfig, create_app
 from refold.wire import read_actions
 from test_proxy_anthropic_rounds import text as anthropic_text
@@ -23,6 +24,8 @@ from test_proxy_responses import fcall, message
 from test_proxy_surface_stream import EXEC, Paused
 
 from fake_upstream import FakeUpstream, ServerThread
+
+NOW = DEFAULT.override(["prompt.deferred=false"])  # the protocol from the first call, which these tests read
 
 SYSTEM = {"role": "system", "content": "You are a careful engineer. Run one command per reply in a ```bash block."}
 FIRST = "Let me look.\n```bash\nls\n```"
@@ -61,7 +64,7 @@ def test_chat_text_mode(tmp_path: Path, stream: bool) -> None:
     fake = FakeUpstream()
     fake.raw(_chat_reply(AGAIN, stream), _chat_reply(AGAIN, stream), _chat_reply("ok", stream))
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1)
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1, config=NOW)
         with _client(cfg) as c:
             msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"},
                                           {"role": "assistant", "content": FIRST}, {"role": "user", "content": "a.py"}]
@@ -106,7 +109,7 @@ def test_surfaces_text_mode(tmp_path: Path, path: str, stream: bool) -> None:
     else:
         fake.script += [([message("m1", AGAIN)], None), ([message("m2", AGAIN)], None), ([message("m3", "ok")], None)]
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1)
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1, config=NOW)
         h = {"X-Refold-Session": f"text-{stream}", "authorization": "Bearer k"}
         with _client(cfg) as c:
             if path == "/v1/messages":
@@ -169,7 +172,7 @@ def test_surfaces_with_no_rounds_offer_nothing_and_apply_nothing(tmp_path: Path,
             {"type": "function_call_output", "call_id": "call_r", "output": REFUSED}]
         body = {"model": "m", "tools": [tool], "input": items}
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=0)
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=0, config=NOW)
         with _client(cfg) as c:
             for stream in (False, True):
                 h = {"X-Refold-Session": "zero", "authorization": "Bearer k"}
@@ -197,7 +200,7 @@ def _span_run(tmp_path: Path, path: str, stream: bool) -> tuple[list[str], dict[
             fake.script += [([message(f"m{n}", t)], None) for n, t in enumerate((SPAN, FOLD, "ok"))]
     refused = "bash: fold_span: command not found"
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1)
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=1, config=NOW)
         h = {"X-Refold-Session": "span", "authorization": "Bearer k"}
         start: list[dict[str, Any]] = [{"role": "user", "content": "task"}, {"role": "assistant", "content": FIRST},
                                        {"role": "user", "content": "a.py"}]

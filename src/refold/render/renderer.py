@@ -21,13 +21,22 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import cold, defers_folds, should_move, step_time
+from ..mechanisms.boundary import (
+    Candidate,
+    cold,
+    defers_folds,
+    plain_config,
+    plain_first,
+    should_move,
+    step_time,
+)
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_lines
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
-from ..types import Message, Origin, Rendered, Shown, Step
+from ..messages import clean
+from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .last import CacheView, LastPrompt, nothing
@@ -55,6 +64,7 @@ class Renderer:
         self._budget_line = budget_lines(config.ledger)
         self._defers = defers_folds(config)
         self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
+        self._plain_config = plain_config(config) if plain_first(config) else None
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
@@ -88,6 +98,11 @@ class Renderer:
         self._hidden_memo: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
+        self._peak_chars = 0  # of the largest prompt sent (the cost rule's peak KV term)
+        # until the protocol's prompt pays (prompt.deferred): the plain history is sent instead
+        self._plain = Renderer(self._plain_config) if self._plain_config is not None else None
+        self._plain_sizes: list[int] = []  # characters of steps 1..n as recorded, running total
+        self._plain_sent: Rendered | None = None  # the plain prompt sent at call self._t
         self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
@@ -111,7 +126,7 @@ class Renderer:
         if t < self._t or not self._same(history):
             self._reset(history)
         if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
-            return LazyRendered(*self._again)
+            return self._plain_sent or LazyRendered(*self._again)
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
                 self._render(history, u, start)
@@ -183,7 +198,43 @@ class Renderer:
         self._t = t
         ms = (time.perf_counter() - start) * 1000
         self._again = (messages, origins, (t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        self._plain_sent = None
+        if self._plain is not None:
+            plain = self._plain_or_switch(history, t)
+            if plain is not None:
+                self._plain_sent = plain
+                return plain
+        self._peak_chars = max(self._peak_chars, chars)
         return LazyRendered(*self._again)
+
+    def _plain_or_switch(self, history: History, t: int) -> Rendered | None:
+        """While the plain history is sent: it again (None: the protocol's prompt from now on).
+
+        The protocol's section follows the prefix, so the switch recomputes from there on, like a
+        move; it happens when the rule says that pays against the plain prompt (cached up to this
+        call's outputs), or when the agent used a context command (its own prompt taught it)."""
+        assert self._plain is not None
+        sizes = self._plain_sizes
+        for s in history.steps_between(len(sizes), t):
+            own = message_chars(clean(s.reply)) + sum(message_chars(clean(o)) for o in s.observations)
+            sizes.append((sizes[-1] if sizes else 0) + own)
+        start = sum(message_chars(clean(m)) for m in history.prefix)
+        size = start + (sizes[t - 1] if t else 0)
+        outputs = size - start - (sizes[t - 2] if t > 1 else 0) - (message_chars(clean(history.step(t).reply)) if t else 0)
+        used = bool(self._recv.restores or self._ledger.ops or self._spans.spans or self._pins.events or self._user_pins)
+        full = Candidate(self._last.chars, start)  # the section follows the prefix
+        if used or (
+            full.size < size
+            and should_move(self.config, t, Candidate(size, size - outputs), full, self._recv.idle(t), self._peak_chars)
+        ):
+            self._plain = None
+            assert self._again is not None
+            m, o, a = self._again
+            self._again = (m, o, (*a[:-1], len(history.prefix)))  # the prefix is what the last prompt shares
+            return None
+        self._peak_chars = max(self._peak_chars, size)
+        sent = self._plain.render(history, t)
+        return Rendered(sent.messages, sent.origins, RenderStats(t, 0, render_ms=sent.stats.render_ms, stable=sent.stats.stable))
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         prompt = self._last
@@ -276,12 +327,13 @@ class Renderer:
         """Commit the layout at the seed's boundary, or keep the committed one (the cost rule)."""
         moved = self._layout_at(history, seed, t, closed)
         kept = self._layout
-        if kept is None or kept is moved or kept.b == seed:
-            self._commit(moved)
+        if kept is None or kept is moved or kept.b == seed or self._plain is not None:
+            self._commit(moved)  # while the plain history is sent, the layout it would switch to is the seed's
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
-            self.config, t, self._cache.candidate(history, kept, t, closed), self._cache.candidate(history, moved, t, closed), self._recv.idle(t)
+            self.config, t, self._cache.candidate(history, kept, t, closed), self._cache.candidate(history, moved, t, closed), self._recv.idle(t),
+            self._peak_chars,
         ):
             self._commit(moved)
 
@@ -303,10 +355,10 @@ class Renderer:
         if not apply and kept is not None:
             base = self._cache.candidate(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
-                apply = should_move(self.config, t, base, self._cache.candidate(history, moved, t, every), idle)
+                apply = should_move(self.config, t, base, self._cache.candidate(history, moved, t, every), idle, self._peak_chars)
             if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
-                apply = should_move(self.config, t, base, self._cache.candidate(history, plain, t, shown), idle)
+                apply = should_move(self.config, t, base, self._cache.candidate(history, plain, t, shown), idle, self._peak_chars)
         if apply:
             self._commit(moved)
             return every, folds.apply_all()
