@@ -231,3 +231,29 @@ def test_an_output_whose_extra_lines_are_shown_by_the_source_is_still_one_stub()
     p = Renderer(seed_config(Policy(k=1))).render(text_history(steps))
     (origin,) = [o for o in p.origins if o.step == 2 and o.part == "output"]
     assert origin.shown is Shown.STUB
+
+
+# ---- verdict lines: the exact regexes run only on lines holding a hint, the same rows as on every line
+
+_VERDICT_WORDS = st.sampled_from(
+    ["<returncode>0</returncode>", "exit status 1", "Exited with code 2", "return code", "RETURNCODE", "command exited",
+     "error: x", "Traceback (most recent call last):", "TRACEBACK (MOST RECENT CALL LAST):", "=== 3 passed in 1s ===",
+     "FAILED", "ERROR", "PASSED", "OK", "FAIL", "Ran 3 tests in 0.1s", "2 failed", "Tests passed", "ValueError: bad",
+     "Exception: x", " ", "  ", "\t", "x", "=", "return x", "token", "\u017fkipped", "e\u0130rror: "]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_VERDICT_WORDS, max_size=4).map("".join), max_size=8), st.sampled_from([None, "read", "test", "command"]))
+def test_verdict_rows_equal_trying_every_line(lines: list[str], kind: str | None) -> None:
+    from refold.mechanisms import dedup
+    from refold.shell import CommandInfo
+
+    info = None if kind is None else CommandInfo(kind, (), (), False)
+    runs_something = info is None or info.kind not in ("read", "search")
+    every = {i for i, ln in enumerate(lines) if dedup._VERDICT_I.match(ln) or (runs_something and dedup._VERDICT.match(ln))}
+    got = dedup._verdict_rows(lines, info)
+    if info is not None and info.kind == "test":
+        got -= {i for i in range(len(lines)) if lines[i].strip() and lines[i].strip() != "</output>"}
+        every -= {i for i in range(len(lines)) if lines[i].strip() and lines[i].strip() != "</output>"}
+    assert got == every

@@ -360,3 +360,45 @@ def test_a_bash_input_that_crashes_tree_sitter_gets_the_regex_outline() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-500:]
+
+
+# ---- the regex pass looks only at candidate lines: the same hits as trying every line ------------
+
+_CODE_WORDS = st.sampled_from(
+    ["class", "def", "fn", "func", "function", "function*", "fun", "sub", "struct", "enum", "impl", "record",
+     "object", "module", "pub", "async", "static", "export", "foo", "x", "(", ")", "{", "}", ":", "=", "#",
+     "self", "subclass", "define", "\t", " ", "  ", "\u00a0", "\x0b", "<T>", "[", "$", "get", "if"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_CODE_WORDS, max_size=8).map("".join), max_size=12).map("\n".join))
+def test_candidate_rows_cover_every_regex_hit(code: str) -> None:
+    from refold import outline as ol
+
+    lines = code.split("\n")
+    every = [row for row, line in enumerate(lines) if ol._regex_hit(line) is not None]
+    candidates = list(ol.rows_matching(code, ol._RX_ANY))
+    assert candidates == sorted(set(candidates))  # each row once, in order
+    assert set(every) <= set(candidates)
+    assert all(0 <= r < len(lines) for r in candidates)
+
+
+def test_candidate_rows_find_definitions_after_blank_and_indented_lines() -> None:
+    from refold import outline as ol
+
+    code = "x = 1\n\n    def f(a):\n        pass\nclass B:\n  return {a}\nsubclass = 2"
+    assert list(ol.rows_matching(code, ol._RX_ANY)) == [2, 4, 5]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab\n\r x", max_size=12), max_size=8).map("\n".join), st.sampled_from(["a", "ab", "b+", "x|\r", "^a"]))
+def test_rows_matching_names_the_rows_a_per_row_search_finds(text: str, pattern: str) -> None:
+    import re
+
+    from refold.outline_lines import rows_matching
+
+    rx = re.compile(pattern, re.MULTILINE)
+    # the reference searches each row alone; a pattern without "^" or "\n" finds the same rows
+    expected = [i for i, row in enumerate(text.split("\n")) if rx.search(row)]
+    assert list(rows_matching(text, rx)) == expected

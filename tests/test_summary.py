@@ -530,3 +530,42 @@ def test_elided_numbered_read_gives_both_ranges() -> None:
 def test_outline_without_known_file_lines_has_no_numbers() -> None:
     s = summarize("tail -n 20 src/app.py", mini("x = 1\n\ndef late():\n    pass\n"))
     assert s.kind == "read" and s.text == "src/app.py (4 lines): def late"
+
+
+# ---- first_error skips, in one search, the lines before any hint of an error ----------------------
+
+
+def _first_error_every_line(body: str, weak: bool = True) -> str | None:
+    """The reference: every line tried in order (what first_error did before its hint search)."""
+    from refold.mechanisms.summary_parts import _ERR_LINE, _EXC_LINE, _WEAK_ERR_LINE
+
+    lines = body.split("\n")
+    tb = max((i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")), default=-1)
+    if tb >= 0:
+        for ln in lines[tb + 1 :]:
+            s = ln.strip()
+            if s and not ln[:1].isspace() and not s.startswith(("File ", "^", "~")):
+                return s
+    for ln in lines:
+        s = ln.strip()
+        if s and (_EXC_LINE.match(s) or _ERR_LINE.match(s)):
+            return s
+    if weak:
+        return next((ln.strip() for ln in lines if _WEAK_ERR_LINE.match(ln.strip())), None)
+    return None
+
+
+_ERR_WORDS = st.sampled_from(
+    ["error", "Error", "ERROR", "fatal", "FATAL", "E501", "F401", "ValueError", "Exception", "Warning", ":", " ",
+     "- ", "* ", "x", "not found", "does not exist", "Could not find ", "Unable to ", "command not found",
+     "No such file or directory", "Permission denied", "Traceback (most recent call last)", "  File a.py", "\t",
+     ".", "Fault", "cannot open", "No module named ", "\u2028", "E ", "KeyboardInterrupt"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(_ERR_WORDS, max_size=6).map("".join), max_size=8).map("\n".join), st.booleans())
+def test_first_error_equals_trying_every_line(body: str, weak: bool) -> None:
+    from refold.mechanisms.summary_parts import first_error
+
+    assert first_error(body, weak=weak) == _first_error_every_line(body, weak)

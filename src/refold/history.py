@@ -204,15 +204,24 @@ class History:
         return added
 
 
+_ATOMS = frozenset((str, int, float, bool, type(None)))  # immutable: shared, not copied
+
+
 def _copy(value: Any) -> Any:
     """A deep copy of a JSON-like value (what messages are) at a fraction of ``copy.deepcopy``'s
-    cost: no memo, since nothing in a message refers to itself; anything else goes to deepcopy."""
-    if isinstance(value, str) or value is None or type(value) in (int, float, bool):
+    cost: no memo, since nothing in a message refers to itself; anything else goes to deepcopy.
+    Atoms inside a dict or list are taken without a call (most of a message is strings)."""
+    t = type(value)
+    if t is dict:
+        if _ATOMS.issuperset(map(type, value.values())):  # atoms only (tested in C): a shallow copy is deep
+            return value.copy()
+        return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
+    if t is list:
+        if _ATOMS.issuperset(map(type, value)):
+            return value.copy()
+        return [v if type(v) in _ATOMS else _copy(v) for v in value]
+    if t in _ATOMS or isinstance(value, str):
         return value
-    if type(value) is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_copy(v) for v in value]
     return copy.deepcopy(value)
 
 

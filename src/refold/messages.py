@@ -13,9 +13,18 @@ _API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 __all__ = ["action_of", "clean", "label", "mask_note", "mask_text", "with_content", "with_text"]
 
 
+_KEPT: dict[tuple[str, ...], tuple[str, ...]] = {}  # a message's keys -> those of them an API receives
+
+
 def clean(message: Message) -> Message:
     """The message as an API receives it (drops recorder fields such as mini's ``extra``)."""
-    return {k: message[k] for k in _API_KEYS if k in message}
+    shape = tuple(message)
+    keys = _KEPT.get(shape)
+    if keys is None:  # a few shapes per run: the key test runs once per shape
+        if len(_KEPT) >= 256:
+            _KEPT.clear()
+        keys = _KEPT[shape] = tuple(k for k in _API_KEYS if k in message)
+    return dict(zip(keys, map(message.__getitem__, keys), strict=True))
 
 
 def with_text(message: Message, text: str) -> Message:

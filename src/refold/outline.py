@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .outline_grammars import class_body, definitions, has_grammar, language_for, parse, short, signature
-from .outline_lines import file_lines, is_frame, strip_line_numbers
+from .outline_lines import file_lines, is_frame, rows_matching, strip_line_numbers
 
 __all__ = [
     "OutlineEntry",
@@ -65,6 +65,14 @@ _NOT_METHOD = {
 _NOT_METHOD |= {"using", "lock", "fixed", "when", "else"}
 
 
+# What a line matching any of the three contains: a keyword after whitespace or at the line's
+# start, or a brace (a superset: the regexes then run only on the lines it finds).
+_RX_ANY = re.compile(
+    r"(?<!\S)(?:(?:class|struct|enum|trait|impl|interface|module|object|protocol|record)\b"
+    r"|(?:def|fn|func|function\*?|fun|sub)\s)|\{"
+)
+
+
 def _regex_hit(line: str) -> tuple[int, str] | None:
     m = _RX_CLASS.match(line)
     if m:
@@ -103,7 +111,8 @@ def _collect(code: str, language: str | None, lines: list[str]) -> list[tuple[in
                 for sub, sub_kind, _ in definitions(body, True):
                     sub_row, sub_sig = signature(sub, lines)
                     found.append((sub_row, _indent(lines[sub_row]), sub_kind, 1, sub_sig))
-    for row, line in enumerate(lines):
+    for row in rows_matching(code, _RX_ANY):
+        line = lines[row]
         hit = _regex_hit(line)
         # Inside a found definition only a hit at <= its indent counts (a sibling that error
         # recovery swallowed, e.g. after an unbalanced bracket); deeper hits are nested code.

@@ -4,9 +4,24 @@ SWE-agent windows, Read-style ``N→``) and the frame lines tools wrap around th
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-__all__ = ["file_lines", "is_frame", "strip_line_numbers"]
+__all__ = ["file_lines", "is_frame", "rows_matching", "strip_line_numbers"]
+
+
+def rows_matching(text: str, pattern: re.Pattern[str]) -> Iterator[int]:
+    """Rows of ``text`` (split at newlines) holding a match of ``pattern``, ascending, each once:
+    one search per such row, so a cheap superset pattern spares the other rows a costlier test."""
+    row = at = 0  # ``at``: where row ``row`` starts
+    search = pattern.search
+    while (m := search(text, at)) is not None:
+        start = m.start()
+        row += text.count("\n", at, start)
+        yield row
+        end = text.find("\n", start)
+        if end < 0:
+            return
+        at, row = end + 1, row + 1
 
 
 # ---- line numbers ---------------------------------------------------------------------------

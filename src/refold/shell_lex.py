@@ -24,6 +24,9 @@ class Simple:
     bodies: list[str] = field(default_factory=list)  # heredoc and here-string data
     subs: list[str] = field(default_factory=list)  # $(...) and `...` command substitutions
 
+    def __init__(self) -> None:  # made at every command separator: six empty lists, no factory calls
+        self.words, self.raw, self.out, self.inp, self.bodies, self.subs = [], [], [], [], [], []
+
 
 _PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
 _DQ_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)

@@ -100,15 +100,22 @@ class Step:
 
     @property
     def reply_text(self) -> str:
-        return content_text(self.reply.get("content"))
+        c = self.reply.get("content")
+        return c if type(c) is str else content_text(c)  # read a few times per call: no call for text
 
     @property
     def output_texts(self) -> tuple[str, ...]:
-        return tuple(content_text(m.get("content")) for m in self.observations)
+        obs = self.observations
+        if len(obs) == 1:  # the usual step: one output, no comprehension
+            c = obs[0].get("content")
+            return (c if type(c) is str else content_text(c),)
+        return tuple([c if type(c := m.get("content")) is str else content_text(c) for m in obs])
 
 
 def content_text(content: Any) -> str:
     """The text of a message content: a string, or the text parts of a content list."""
+    if type(content) is str:  # the usual case first
+        return content
     if content is None:
         return ""
     if isinstance(content, str):
@@ -129,9 +136,11 @@ def content_text(content: Any) -> str:
 def message_digest(messages: list[Message] | tuple[Message, ...], parent: str = "") -> str:
     """A content hash over messages, chained to ``parent`` so equal prefixes share digests."""
     h = hashlib.sha256(parent.encode())
-    for m in messages:
-        h.update(json.dumps(m, sort_keys=True, ensure_ascii=False, default=str).encode())
+    h.update("".join(map(_DIGEST_JSON.encode, messages)).encode())  # one update: the same digest
     return h.hexdigest()[:16]
+
+
+_DIGEST_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)  # what json.dumps would build per call
 
 
 @dataclass(frozen=True, slots=True)

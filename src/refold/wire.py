@@ -35,13 +35,17 @@ LEGACY_META = ("refold_result", "restore_of")
 def read_facts(reply: Message, observations: Sequence[Message]) -> Facts:
     """The facts of a step, from its messages as recorded."""
     outcomes: list[Outcome] = []
-    restored: list[int] = list(step_numbers(_dict(reply.get("extra")).get("restore_of", ())))
+    extra = reply.get("extra")
+    restored: list[int] = step_numbers(extra["restore_of"]) if isinstance(extra, dict) and "restore_of" in extra else []
     for o in observations:
-        ox = _dict(o.get("extra"))
+        ox = o.get("extra")
+        if not isinstance(ox, dict):  # no refold record on this output
+            continue
         result = ox.get("refold_result")
         if isinstance(result, dict):
             outcomes.append(_outcome(result))
-        restored += step_numbers(ox.get("restore_of", ()))
+        if "restore_of" in ox:
+            restored += step_numbers(ox["restore_of"])
     return Facts(read_actions(reply), tuple(outcomes), tuple(dict.fromkeys(restored)))
 
 
@@ -113,9 +117,11 @@ def step_time(reply: Message, observations: Sequence[Message], next_reply: Messa
     (SWE-agent files keep durations only). Render reads the idle gap between calls from it.
     """
     for m in reversed(observations):
-        found = _seconds(_dict(m.get("extra")).get("timestamp"))
-        if found is not None:
-            return found
+        extra = m.get("extra")
+        if isinstance(extra, dict):  # else no time: skip the calls
+            found = _seconds(extra.get("timestamp"))
+            if found is not None:
+                return found
     for m in (next_reply, reply) if next_reply is not None else (reply,):
         extra = _dict(m.get("extra"))
         found = _seconds(_dict(extra.get("refold")).get("time")) if m is next_reply else _seconds(extra.get("timestamp"))

@@ -14,9 +14,13 @@ differs (a failing run stubbed as "the same as" a passing one is kept as receive
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ..outline_lines import rows_matching
 from ..protocol import CM
 from ..shell import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
@@ -36,6 +40,12 @@ _VERDICT = re.compile(
     r"^\s*(?:=+ .{0,200}\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.{0,80} =+\s*$"
     r"|(?:FAILED|ERROR|PASSED|OK|FAIL)\b.{0,200}$|Ran \d+ tests? in |\d+ (?:passed|failed)\b"
     r"|Tests? (?:passed|failed)|(?:[A-Z]\w*(?:Error|Exception)): .{0,200}$)"
+)
+
+# What a line matching _VERDICT_I or _VERDICT contains (a superset: those run only on such lines).
+_VERDICT_HINT = re.compile(
+    r"(?i:<returncode>|exit|return ?code|error: |traceback)"
+    r"|passed|failed|error|skipped|deselected|FAIL|ERROR|PASSED|OK|Ran |Error|Exception"
 )
 
 
@@ -76,7 +86,9 @@ class DedupIndex:
     _shingles: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     _sources: list[_Source] = field(default_factory=list)
     _whole: dict[str, int] = field(default_factory=dict)
-    _last_write: dict[str, int] = field(default_factory=dict)
+    # every write in step order: a source is checked against the writes after it only (bisect)
+    _write_steps: list[int] = field(default_factory=list)
+    _write_paths: list[str] = field(default_factory=list)
     _last_write_any: int = 0
     _retired: set[int] = field(default_factory=set)
     _open: OpenFile = field(default_factory=OpenFile)  # SWE-agent's open file, for edit N:M / goto
@@ -94,7 +106,8 @@ class DedupIndex:
         """
         info = self._open.advance(info)
         for p in info.writes:
-            self._last_write[p] = step
+            self._write_steps.append(step)
+            self._write_paths.append(p)
         if info.writes_anything:
             self._last_write_any = step
         if info.writes or info.writes_anything:
@@ -124,11 +137,8 @@ class DedupIndex:
             return True  # identical command output is identical, whenever it was produced
         if self._last_write_any > src.step:
             return False
-        for p in src.paths:
-            for w, at in self._last_write.items():
-                if at > src.step and paths_overlap(p, w):
-                    return False
-        return True
+        later = self._write_paths[bisect.bisect_right(self._write_steps, src.step) :]
+        return not any(paths_overlap(p, w) for w in later for p in src.paths)
 
     def process(self, step: int, body: str, info: CommandInfo | None) -> DedupResult:
         """Dedup ``body`` (an output of ``step``) against earlier shown outputs, then index what stays shown."""
@@ -223,18 +233,31 @@ class DedupIndex:
     def _find_runs(self, lines: list[str]) -> list[Run]:
         runs: list[Run] = []
         n = len(lines)
+        if n < _W:
+            return runs
+        # every window's hash at once (the hash of the tuple ``lines[p : p + _W]``), and the
+        # windows an earlier output also has: the others start no run (all made in C)
+        hashes = list(map(hash, _windows(lines)))
+        shingles = self._shingles
+        known = itertools.compress(range(len(hashes)), map(shingles.__contains__, hashes))
+        valid: dict[int, bool] = {}  # no write or retirement happens while one output is matched
+        sources = self._sources
         p = 0
-        while p + _W <= n:
-            cands = self._shingles.get(hash(tuple(lines[p : p + _W])))
+        for at in known:
+            if at < p:
+                continue  # inside the run found last
+            p = at
+            cands = shingles[hashes[p]]
             best_len, best = 0, None
-            if cands:
-                for si, q in reversed(cands):
-                    src = self._sources[si]
-                    sl = src.lines
-                    if (
-                        not self._valid(si) or sl[q : q + _W] != lines[p : p + _W]
-                    ):  # a hash collision is no match
-                        continue
+            window = lines[p : p + _W]
+            for si, q in reversed(cands):
+                ok = valid.get(si)
+                if ok is None:
+                    ok = valid[si] = self._valid(si)
+                if not ok:
+                    continue
+                sl = sources[si].lines
+                if sl[q : q + _W] == window:  # else a hash collision: no match
                     length = _W
                     while p + length < n and q + length < len(sl) and lines[p + length] == sl[q + length]:
                         length += 1
@@ -262,12 +285,13 @@ class DedupIndex:
         self._sources.append(_Source(step, lines, numbers, paths, view, verdict))
         if len(body) >= self.min_chars:
             self._whole.setdefault(body, si)
-        for q in range(0, len(lines) - _W + 1):
+        shingles = self._shingles
+        contiguous = bool(numbers) and numbers[-1] - numbers[0] == len(numbers) - 1  # ascending: one segment
+        for q, key in enumerate(map(hash, _windows(lines))):
             # only indices inside one contiguous kept segment make a shingle
-            if numbers[q + _W - 1] - numbers[q] != _W - 1:
+            if not contiguous and numbers[q + _W - 1] - numbers[q] != _W - 1:
                 continue
-            key = hash(tuple(lines[q : q + _W]))
-            lst = self._shingles.setdefault(key, [])
+            lst = shingles.setdefault(key, [])
             lst.append((si, q))
             if len(lst) > _MAX_CANDIDATES:
                 del lst[0]
@@ -301,6 +325,11 @@ class DedupIndex:
         return text + _outline_suffix(lines[span], numbers[span], info, self.outline_min_lines, run.start)
 
 
+def _windows(lines: list[str]) -> Iterator[tuple[str, ...]]:
+    """``tuple(lines[p : p + _W])`` for every p, made in C."""
+    return zip(*(lines[k:] for k in range(_W)), strict=False)  # shorter slices end it
+
+
 def _uncovered(runs: list[Run], n: int) -> list[int]:
     out: list[int] = []
     pos = 0
@@ -315,7 +344,11 @@ def _verdict_rows(lines: list[str], info: CommandInfo | None) -> set[int]:
     """Indices of the lines that say how the command ended (plus a test run's last lines)."""
     # a file read carries only its wrapper's exit status; code lines like 'OK = 1' are no verdict
     runs_something = info is None or info.kind not in ("read", "search")
-    rows = {i for i, ln in enumerate(lines) if _VERDICT_I.match(ln) or (runs_something and _VERDICT.match(ln))}
+    rows = {
+        i
+        for i in rows_matching("\n".join(lines), _VERDICT_HINT)
+        if _VERDICT_I.match(ln := lines[i]) or (runs_something and _VERDICT.match(ln))
+    }
     if info is not None and info.kind == "test":
         tail = [i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() and lines[i].strip() != "</output>"]
         rows.update(tail[:_TEST_TAIL])

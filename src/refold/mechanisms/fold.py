@@ -8,6 +8,8 @@ from ..types import Step
 
 def valid_marks(step: Step, k: int) -> tuple[int, ...]:
     """STALE_t ∩ {t-k, ..., t-1}: numbers outside the window are ignored."""
+    if not step.stale:  # most replies mark nothing
+        return ()
     lo = max(1, step.index - k)
     return tuple(s for s in step.stale if lo <= s < step.index)
 

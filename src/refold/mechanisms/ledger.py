@@ -13,6 +13,7 @@ import bisect
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -276,10 +277,16 @@ def hidden_outputs(
 
 
 def budget_line(chars: int, policy: LedgerPolicy) -> str:
+    return budget_lines(policy)(chars)
+
+
+def budget_lines(policy: LedgerPolicy) -> Callable[[int], str]:
+    """``budget_line(chars, policy)`` as a function of ``chars`` alone (the renderer's, once per call)."""
     budget = policy.budget_tokens or 1
-    tokens = chars / policy.chars_per_token
+    per_token = policy.chars_per_token
     size = f"{budget // 1000}k" if budget >= 1000 and budget % 1000 == 0 else str(budget)
-    return f"{CM} context: {round(100 * tokens / budget)}% of {size} tokens"
+    head, tail = f"{CM} context: ", f"% of {size} tokens"
+    return lambda chars: f"{head}{round(100 * (chars / per_token) / budget)}{tail}"
 
 
 def last_touched(steps: list[Step], obj: LedgerObject) -> int:

@@ -74,10 +74,12 @@ class PinBook:
         self._memo: tuple[tuple[tuple[tuple[int, bool, tuple[Part, ...]], ...], int, tuple[Pin, ...]], frozenset[Part]] | None = None
 
     def observe(self, step: Step) -> None:
-        records = list(step.outcomes)
+        records: list[Outcome] | None = None  # copied only for a step with a pin command
         for action in step.actions:
             cmd = action.context
             if cmd is not None and cmd.name in PIN_COMMANDS:
+                if records is None:
+                    records = list(step.outcomes)
                 self.apply(cmd, step.index, take_recorded(records, cmd.name))
         self.outputs.append(len(step.observations))
         if self.plans and plan_text(step.reply_text) is not None:

@@ -140,7 +140,7 @@ class SpanBook:
                 cmd = action.context
                 if cmd is not None and cmd.name in SPAN_COMMANDS:
                     self.apply(cmd, step.index, take_recorded(records, cmd.name))
-        self.chars.append(len(step.reply_text) + sum(len(t) for t in step.output_texts))
+        self.chars.append(len(step.reply_text) + sum(map(len, step.output_texts)))
         self.t = step.index
 
     def apply(self, cmd: ContextCommand, step: int, recorded: Outcome | None = None) -> Answer:

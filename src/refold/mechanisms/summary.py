@@ -21,6 +21,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _PYTEST_TOTAL,
     _SWE_READERS,
     _TEST_CMD,
+    Numbered,
     _elided_numbered,
     _files,
     _grep_summary,
@@ -276,6 +277,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         return out("edit", f"{what} {path or 'a file'}{size}")
 
     err = first_error(body, weak=status != 0)
+    numbered = Numbered(body)
     failed = status not in (None, 0) and not (
         status == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err
     )
@@ -284,7 +286,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         or verb in _SWE_READERS
         or info.kind == "read"
         or _CAT_N_ON.search(body[:2000])
-        or _numbered(body)
+        or _numbered(numbered)
         or (u.head_chars is not None and _elided_numbered(body, u.head_chars))
     )
     short = len(lines) <= 2 and not header
@@ -298,7 +300,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
-        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars)
+        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered)
         if r:
             return out("read", r)
 

@@ -35,6 +35,12 @@ _ERR_LINE = re.compile(
 )
 # Wordings that are errors only when the command failed or recorded no status (a script may print them).
 _WEAK_ERR_LINE = re.compile(r"^.*(?:\bnot found\.?$|\bdoes not exist\.?$|\bCould not find |\bUnable to )")
+# What any line matching _EXC_LINE or _ERR_LINE (resp. _WEAK_ERR_LINE) contains (a superset).
+_ERR_HINT = re.compile(
+    r"Error|Exception|Exit|Interrupt|Failure|Warning|Fault|error|fatal|ERROR|FATAL|[EF]\d{3}|command not found"
+    r"|No such file or directory|No module named |Permission denied|cannot open"
+)
+_WEAK_HINT = re.compile(r"not found|does not exist|Could not find |Unable to ")
 
 
 def first_error(body: str, *, weak: bool = True) -> str | None:
@@ -43,22 +49,30 @@ def first_error(body: str, *, weak: bool = True) -> str | None:
     ``weak=False`` ignores wordings a successful script may print ("x does not exist").
     """
     lines = body.split("\n")
-    tb = max(
-        (i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")),
-        default=-1,
-    )
-    if tb >= 0:
-        for ln in lines[tb + 1 :]:
-            s = ln.strip()
-            if s and not ln[:1].isspace() and not s.startswith(("File ", "^", "~")):
-                return s
-    for ln in lines:
+    if "Traceback (most recent call last)" in body:
+        tb = max(
+            (i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")),
+            default=-1,
+        )
+        if tb >= 0:
+            for ln in lines[tb + 1 :]:
+                s = ln.strip()
+                if s and not ln[:1].isspace() and not s.startswith(("File ", "^", "~")):
+                    return s
+    # lines before the first one with a hint of an error cannot match: skip them in one search
+    for ln in _from_hint(body, lines, _ERR_HINT):
         s = ln.strip()
         if s and (_EXC_LINE.match(s) or _ERR_LINE.match(s)):
             return s
     if weak:
-        return next((ln.strip() for ln in lines if _WEAK_ERR_LINE.match(ln.strip())), None)
+        return next((ln.strip() for ln in _from_hint(body, lines, _WEAK_HINT) if _WEAK_ERR_LINE.match(ln.strip())), None)
     return None
+
+
+def _from_hint(body: str, lines: list[str], hint: re.Pattern[str]) -> list[str]:
+    """``lines`` (``body`` split at newlines) from the first one that contains a match of ``hint``."""
+    m = hint.search(body)
+    return [] if m is None else lines[body.count("\n", 0, m.start()) :]
 
 
 # ---- test runs --------------------------------------------------------------------------------
@@ -133,12 +147,17 @@ _DEF_NAME = re.compile(
 _SWE_READERS = ("open", "goto", "scroll_up", "scroll_down", "view", "read_file")
 
 
-def _outline_names(code: str, path: str | None, offset: int | None) -> list[str]:
-    """``kind name Lnn`` of the top-level definitions; ``offset=None``: file lines unknown, no numbers."""
+def _outline_names(
+    code: str, path: str | None, offset: int | None, numbers: list[int] | None = None
+) -> list[str]:
+    """``kind name Lnn`` of the top-level definitions; ``offset=None``: file lines unknown, no numbers.
+
+    ``numbers``: the file line of each line of ``code`` when the caller has already read them off
+    a numbered span (``code`` is then without them), so the outline does not read them again."""
     try:
         from .. import outline as ol  # lazy: tree-sitter loads only when a read is summarized
 
-        entries = ol.outline(code, path=path, max_entries=40)
+        entries = ol.outline(code, path=path, max_entries=40, numbers=numbers)
     except Exception:  # an outline is a nicety; a failing grammar must not break a note
         return []
     names: list[str] = []
@@ -159,14 +178,13 @@ def _read_summary(
     elided: int | None,
     limit: int,
     head_chars: int | None = None,
+    numbered: Numbered | None = None,
 ) -> str | None:
-    from ..outline import strip_line_numbers
-
     if elided is not None and head_chars is not None:
         shown = _elided_numbered(body, head_chars)
         if shown:
-            (a, b, head_text), (c, d, tail_text) = shown
-            names = _outline_names(head_text, path, 0) + _outline_names(tail_text, path, 0)
+            (a, b, head_code, head_numbers), (c, d, tail_code, tail_numbers) = shown
+            names = _outline_names(head_code, path, 0, head_numbers) + _outline_names(tail_code, path, 0, tail_numbers)
             text = f"{path or 'file'} lines {a}-{b} and {c}-{d} ({elided:,} chars elided)"
             return _with_names(text, names, limit)
 
@@ -178,7 +196,9 @@ def _read_summary(
     if cat_on:
         path = cat_on.group(1)
         body = body[cat_on.end() :]
-    code, numbers = strip_line_numbers(body)
+    if numbered is None or numbered.text is not body:
+        numbered = Numbered(body)
+    code, numbers = numbered.lines
     n = len(code.split("\n")) if code else 0
     start: int | None = None
     if numbers:
@@ -217,9 +237,13 @@ def _read_summary(
     else:
         rng = f" ({n} lines)"
     of = f" of {total}" if total is not None and elided is None else ""
-    # numbered text: outline maps its own line numbers to the file's; plain text is offset by hand
-    source, offset = (body, 0) if numbers else (code, (start - 1) if start else None)
-    names = _outline_names(source, path, offset) if n >= 3 else []
+    # numbered text: its own line numbers are the file's; plain text is offset by hand
+    if n < 3:
+        names = []
+    elif numbers:
+        names = _outline_names(numbered.lines[0], path, 0, numbers)
+    else:
+        names = _outline_names(code, path, (start - 1) if start else None)
     return _with_names(f"{where}{rng}{of}", names, limit)
 
 
@@ -236,7 +260,10 @@ def _with_names(text: str, names: list[str], limit: int) -> str:
     return text + ", ".join(shown)
 
 
-def _elided_numbered(body: str, head_chars: int) -> tuple[tuple[int, int, str], tuple[int, int, str]] | None:
+_Part = tuple[int, int, str, list[int]]  # first and last file line, the code, each code line's number
+
+
+def _elided_numbered(body: str, head_chars: int) -> tuple[_Part, _Part] | None:
     """File line ranges of a numbered read whose middle mini elided (the cut lines are partial)."""
     from ..outline import strip_line_numbers
 
@@ -244,11 +271,10 @@ def _elided_numbered(body: str, head_chars: int) -> tuple[tuple[int, int, str], 
     for part, drop in ((body[:head_chars].removesuffix("\n"), -1), (body[head_chars + 1 :], 0)):
         lines = part.split("\n")
         lines = lines[:-1] if drop < 0 else lines[1:]
-        text = "\n".join(lines)
-        _, numbers = strip_line_numbers(text)
+        code, numbers = strip_line_numbers("\n".join(lines))
         if not numbers:
             return None
-        parts.append((numbers[0], numbers[-1], text))
+        parts.append((numbers[0], numbers[-1], code, numbers))
     return parts[0], parts[1]
 
 
@@ -352,7 +378,25 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
     return f"{_plural(hits, 'hit')}{where}{extra}"
 
 
-def _numbered(body: str) -> bool:
-    from ..outline import strip_line_numbers
+class Numbered:
+    """``strip_line_numbers(text)``, read off once when first asked (the summary and the read's
+    outline both need it)."""
 
-    return len(body) < 200_000 and body.count("\n") >= 2 and strip_line_numbers(body)[1] is not None
+    __slots__ = ("_lines", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lines: tuple[str, list[int] | None] | None = None
+
+    @property
+    def lines(self) -> tuple[str, list[int] | None]:
+        if self._lines is None:
+            from ..outline import strip_line_numbers
+
+            self._lines = strip_line_numbers(self.text)
+        return self._lines
+
+
+def _numbered(numbered: Numbered) -> bool:
+    body = numbered.text
+    return len(body) < 200_000 and body.count("\n") >= 2 and numbered.lines[1] is not None

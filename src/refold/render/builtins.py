@@ -9,6 +9,7 @@ steps cross the boundary, what the shaping then reads (dedup forms, the masked s
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from .received import Received
 
 
+_ID = operator.attrgetter("id")  # a span's id
+
+
 def gone_changed(prev: Layout, view: LayoutView) -> set[int]:
     """Steps whose outputs became hidden (or shown again) since ``prev``: masked, or ledger ops."""
     out = set(view.behind.mask_order[prev.masked_upto :])
@@ -47,7 +51,7 @@ def in_span(view: LayoutView, j: int) -> bool:
 def span_changed(prev: Layout, view: LayoutView) -> list[int]:
     """Steps that joined or left a span block since ``prev`` (a fold after the fact covers steps
     whose outputs later stubs may cite)."""
-    if tuple(s.id for s in view.spans) == prev.spans:
+    if tuple(map(_ID, view.spans)) == prev.spans:
         return []
     now = {s.id: (s.begin, s.end or s.begin) for s in view.spans}
     changed = [now[i] for i in now.keys() - prev.span_ranges.keys()]
@@ -75,7 +79,7 @@ class Spans:
             plan.unit, plan.span = "span", span
 
     def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
-        if tuple(s.id for s in view.spans) == prev.spans:
+        if tuple(map(_ID, view.spans)) == prev.spans:
             return None
         # a span that stopped being outermost lies inside a new one, which starts no later
         return min((s.begin for s in view.spans if s.id not in prev.spans), default=None)

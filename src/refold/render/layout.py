@@ -12,6 +12,7 @@ layout is rebuilt from the first step a mechanism reports (``dirty_from``).
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,18 +26,18 @@ from .received import message_chars
 from .rope import Builder, Rope, empty
 
 _SERIALS = itertools.count()
+_ID = operator.attrgetter("id")  # a span's id
 Hidden = tuple[tuple[int, int, str], ...]
 Counts = tuple[int, int, int, int]  # stubs, trimmed, folded steps, notes
 STEP, FOLD, SPAN = 0, 1, 2  # the kind of unit a step belongs to
 _W = 1 << 32  # a step's messages and counts packed in one int, so that a run's total is one C-level sum()
 
 
-def _pack(msgs: int, stubs: int, trimmed: int, folded: int, notes: int) -> int:
-    return msgs + stubs * _W + trimmed * _W**2 + folded * _W**3 + notes * _W**4
+_W2, _W3, _W4 = _W**2, _W**3, _W**4
 
 
 def _counts(v: int) -> Counts:
-    return v // _W % _W, v // _W**2 % _W, v // _W**3 % _W, v // _W**4
+    return v // _W % _W, v // _W2 % _W, v // _W3 % _W, v // _W4
 
 
 @dataclass(slots=True)
@@ -63,10 +64,7 @@ class Layout:
     serial: int = field(default_factory=lambda: next(_SERIALS))
     gone: dict[tuple[int, int], str] = field(default_factory=dict)  # ``hidden`` by (step, output)
     ledger_steps: set[int] = field(default_factory=set)  # the steps in ``hidden`` (both read, never changed)
-
-    @property
-    def total_chars(self) -> int:
-        return self.lens.total
+    total_chars: int = 0  # content characters of all messages (``lens.total``; read several times per call)
 
     def chars_before(self, m: int) -> int:
         """Content characters of the first ``m`` messages."""
@@ -128,9 +126,13 @@ def lay_out(
     else:
         gone, ledger_steps = {(s, j): kind for s, j, kind in view.hidden}, {s for s, _, _ in view.hidden}
     view.gone, view.ledger_steps = gone, ledger_steps
+    ids = tuple(map(_ID, view.spans))
+    if prev is not None and prev.spans == ids:  # the same closed spans: their ranges too (read, never changed)
+        ranges = prev.span_ranges
+    else:
+        ranges = {s.id: (s.begin, s.end or s.begin) for s in view.spans}
     out = Layout(
-        b, tuple(s.id for s in view.spans), view.hidden, len(behind.mask_order), view.pinned,
-        {s.id: (s.begin, s.end or s.begin) for s in view.spans}, gone=gone, ledger_steps=ledger_steps,
+        b, ids, view.hidden, len(behind.mask_order), view.pinned, ranges, gone=gone, ledger_steps=ledger_steps,
     )
     dirty: list[int] = []
     splice = False  # copy unchanged units after the first change too
@@ -163,20 +165,20 @@ def lay_out(
     new_lens: list[int] = []
     new_steps: list[int] = []
     new_units: list[int] = []
-    n_msgs = stubs = trimmed = folded = n_notes = 0  # what shaping added
+    shaped = 0  # what shaping added, packed: messages + stubs * _W + trimmed * _W2 + folded * _W3 + notes * _W4
     copied = 0  # what the copied runs added (packed)
     group: list[Step] = []
     open_step: list[int] = []  # the step shaped last: its unit (first step * 4 + kind), and the packed total when it began
 
     def add(m: Message, o: Origin) -> None:
-        nonlocal n_msgs
+        nonlocal shaped
         new_msgs.append(m)
         new_origins.append(o)
         new_lens.append(message_chars(m))
-        n_msgs += 1
+        shaped += 1
 
     def tally() -> int:
-        return copied + _pack(n_msgs, stubs, trimmed, folded, n_notes)
+        return copied + shaped
 
     def close_step() -> None:  # the step shaped last ends here: its size and counts are known
         if open_step:
@@ -212,7 +214,7 @@ def lay_out(
                     add({"role": "user", "content": text}, Origin(s.index, "pin", Shown.PINNED, (s.index,)))
 
     def flush() -> None:
-        nonlocal n_notes
+        nonlocal shaped
         if group:
             covers = tuple(s.index for s in group)
             key = (covers[0], covers[-1])  # a run of adjacent steps: its ends name it
@@ -220,7 +222,7 @@ def lay_out(
             if text is None:
                 text = notes[key] = note_text(group, reversible=reversible, lines_cache=note_lines)
             add({"role": "user", "content": text}, Origin(covers[0], "note", Shown.NOTE, covers))
-            n_notes += 1
+            shaped += _W4
             add_pinned(group)
             group.clear()
 
@@ -261,7 +263,7 @@ def lay_out(
         if plan.unit == "fold" and group:  # joins the open note: same unit
             open_(group_start, FOLD)
             group.append(step)
-            folded += 1
+            shaped += _W3
             continue
         flush()
         if plan.span is not None:
@@ -275,19 +277,20 @@ def lay_out(
             open_(step.index, FOLD)
             group_start = step.index
             group.append(step)
-            folded += 1
+            shaped += _W3
             continue
         open_(step.index, STEP)
         for m, o in zip(plan.msgs, plan.origins, strict=True):
             add(m, o)
             if o.shown is Shown.STUB:
-                stubs += 1
+                shaped += _W
             elif o.shown is Shown.TRIMMED:
-                trimmed += 1
+                shaped += _W2
     flush()
     settle()
     out.counts = _counts(tally())
     out.msgs, out.origins, out.lens = msgs.build(), origins.build(), lens.build()
+    out.total_chars = out.lens.total
     out.steps, out.units = steps.build(), units.build()
     return out
 

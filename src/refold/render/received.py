@@ -80,7 +80,7 @@ def received_form(step: Step, config: Config, span_note: str | None = None) -> R
         notes.append(reminder())
     if span_note:
         notes.append(span_note)
-    suffix = "".join("\n" + n for n in notes)
+    suffix = "\n" + "\n".join(notes) if notes else ""
     last = len(observations) - 1
     # one Origin for every output: it is frozen, and this runs once per step of every call
     origin = Origin(step.index, "output", Shown.RESTORED if step.restore_of else Shown.RECEIVED, step.restore_of)
@@ -100,20 +100,6 @@ def received_form(step: Step, config: Config, span_note: str | None = None) -> R
         msgs.append(m)
         origins.append(origin)
     return Received(msgs, origins, suffix, chars)
-
-
-def with_budget_line(form: Received, step: Step, line: str) -> Received:
-    """The received form with the budget line after its last output (computed when the step is new)."""
-    if len(form.msgs) < 2:
-        return form
-    msgs = list(form.msgs)
-    last = msgs[-1]
-    content = last.get("content")
-    if type(content) is str:  # already clean: a copy with the longer text (keys in the same order)
-        msgs[-1] = {**last, "content": content + "\n" + line}
-    else:
-        msgs[-1] = with_content(step.observations[-1], content_text(content) + "\n" + line)
-    return Received(msgs, form.origins, form.suffix + "\n" + line, form.chars + len(line) + 1)
 
 
 def message_chars(m: Message) -> int:
@@ -167,9 +153,20 @@ class ReceivedLog:
         now, before = self.times[t - 1], self.times[t - 2]
         return None if now is None or before is None else now - before
 
-    def reshow_last(self, t: int, form: Received) -> Message:
-        """Step t (the newest) shown as ``form`` from now on (its budget line); its new last message."""
-        self.cum[t] += form.chars - self.forms[t - 1].chars
-        self.forms[t - 1] = form
-        self.msgs[self.at[t] - 1] = form.msgs[-1]
-        return form.msgs[-1]
+    def add_line(self, t: int, line: str, history: History) -> Message:
+        """Step t (the newest) shown from now on with ``line`` (its budget line) after its last
+        output: its form, running total and message log; returns its new last message."""
+        form = self.forms[t - 1]
+        msgs = form.msgs[:]
+        last = msgs[-1]
+        content = last.get("content")
+        line = "\n" + line
+        if type(content) is str:  # already clean: a copy with the longer text (keys in the same order)
+            new = msgs[-1] = {**last, "content": content + line}
+        else:
+            new = msgs[-1] = with_content(history.step(t).observations[-1], content_text(content) + line)
+        n = len(line)
+        self.forms[t - 1] = Received(msgs, form.origins, form.suffix + line, form.chars + n)
+        self.cum[t] += n
+        self.msgs[self.at[t] - 1] = new
+        return new

@@ -31,7 +31,7 @@ from ..mechanisms.boundary import (
     step_time,
 )
 from ..mechanisms.fold import valid_marks
-from ..mechanisms.ledger import LedgerBook, budget_line
+from ..mechanisms.ledger import LedgerBook, budget_lines
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
@@ -43,7 +43,7 @@ from .last import CacheView, LastPrompt, nothing
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
-from .received import ReceivedLog, message_chars, prefix_messages, received_form, with_budget_line
+from .received import ReceivedLog, message_chars, prefix_messages, received_form
 
 _NO_PINS: frozenset[Part] = frozenset()
 _LEDGER_VIEW = Origin(None, "ledger", Shown.NOTE)  # frozen: one for every call
@@ -61,6 +61,7 @@ class Renderer:
         self.config = config
         self._mechanisms = resolve(config.mechanisms)
         self._budget = bool(config.ledger.budget_tokens)
+        self._budget_line = budget_lines(config.ledger)
         self._defers = defers_folds(config)
         self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
         self._plain_config = plain_config(config) if plain_first(config) else None
@@ -252,14 +253,14 @@ class Renderer:
     def _add_budget_line(self, history: History, t: int, tail: list[Message], layout: Layout, *, plain: bool) -> None:
         """Step t's last output, new in this prompt, ends with the size of this very prompt."""
         self._budget_done = t
-        form = self._recv.forms[t - 1]
-        if not tail or tail[-1] is not form.msgs[-1] or len(form.msgs) < 2:
+        recv = self._recv
+        msgs = recv.forms[t - 1].msgs
+        if not tail or tail[-1] is not msgs[-1] or len(msgs) < 2:
             return
         # running totals; a tail without span blocks holds steps b+1..t as received
-        tail_chars = self._recv.chars(layout.b, t) if plain else sum(message_chars(m) for m in tail)
+        tail_chars = recv.chars(layout.b, t) if plain else sum(message_chars(m) for m in tail)
         size = self._prefix_chars + layout.total_chars + tail_chars
-        line = budget_line(size + 60, self.config.ledger)  # + the line itself
-        tail[-1] = self._recv.reshow_last(t, with_budget_line(form, history.step(t), line))
+        tail[-1] = recv.add_line(t, self._budget_line(size + 60), history)  # + the line itself
 
     def _receive(self, history: History, t: int) -> None:
         for s in history.steps_between(len(self._recv), t):

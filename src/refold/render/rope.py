@@ -162,5 +162,10 @@ class Builder(Generic[T]):
         return Rope(self.chunks, self.sums)
 
 
+_EMPTY: Rope[object] = Rope([], None)
+_EMPTY_NUMERIC: Rope[object] = Rope([], [])
+
+
 def empty(numeric: bool = False) -> Rope[T]:
-    return Rope([], [] if numeric else None)
+    """The empty rope (one shared value: a rope is never changed)."""
+    return cast("Rope[T]", _EMPTY_NUMERIC if numeric else _EMPTY)
