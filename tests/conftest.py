@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 DATA = Path(__file__).parent / "data"
+
+# No per-example deadline (a timed assertion that fails on a loaded box; the tests that set their
+# own settings already say deadline=None). Under CI hypothesis loads its own "ci" profile, which
+# also has no deadline, no example database and a fixed seed; every test keeps its examples.
+if not os.environ.get("CI"):
+    settings.register_profile("refold", deadline=None)
+    settings.load_profile("refold")
 
 # before any test module imports litellm (through mini): its model cost map from the package, not a
 # download with retries whose cost depends on which module a worker happens to import first
