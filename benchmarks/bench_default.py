@@ -50,6 +50,34 @@ def peak_ratio(results: list[Any], policy: str) -> float:
     return statistics.median(ratios) if ratios else float("nan")
 
 
+def _kv(d: dict[str, Any]) -> list[int]:
+    pc = d["per_call"]
+    return [n + max(o - 1, 0) for n, o in zip(pc["prompt_tokens"], pc["output_tokens"], strict=True)]
+
+
+def peak_rows(results: list[Any], policy: str = "default") -> list[dict[str, Any]]:
+    """Per file: where ``policy``'s peak KV is (which agent, which call of how many), what base's
+    prompt is at that call, and base's own peak: a peak at an early call, where base is as large,
+    is one no boundary rule removes."""
+    files: dict[str, list[Any]] = {}
+    for r in results:
+        if not r.error and r.policies.get(policy) and r.policies.get("base", {}).get("peak_kv_tokens"):
+            files.setdefault(r.file.split("#")[0], []).append(r)
+    rows = []
+    for f, rs in files.items():
+        top = max(rs, key=lambda r: r.policies[policy]["peak_kv_tokens"])
+        kv = _kv(top.policies[policy])
+        i = max(range(len(kv)), key=kv.__getitem__)
+        base_peak = max(r.policies["base"]["peak_kv_tokens"] for r in rs)
+        rows.append({
+            "file": Path(f).name, "agent": top.agent, "call": i + 1, "calls": len(kv), "peak": kv[i],
+            "base_there": _kv(top.policies["base"])[i], "base_peak": base_peak, "ratio": kv[i] / base_peak,
+            "tokens": sum(r.policies[policy]["prompt_tokens"] for r in rs) / sum(r.policies["base"]["prompt_tokens"] for r in rs),
+            "sessions_over_base": sum(r.policies[policy]["prompt_tokens"] > r.policies["base"]["prompt_tokens"] for r in rs),
+        })
+    return sorted(rows, key=lambda row: row["ratio"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+")
@@ -59,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     files = collect_paths(a.paths)
     report: dict[str, Any] = {"paths": a.paths, "files": len(files), "caches": {}, "targets": TARGETS}
     lines = [f"refold default vs base on {len(files)} files ({', '.join(a.paths)}); caches, KV and cost are SIMULATED", ""]
+    peaks: list[dict[str, Any]] = []
     for cache in CACHES:
-        res = replay_paths(files, Settings(policies=("base", "default", "masking"), cache=cache, per_call=False, validate=False), jobs=a.jobs)
+        res = replay_paths(files, Settings(policies=("base", "default", "masking"), cache=cache, per_call=cache == "vllm", validate=False), jobs=a.jobs)
+        if cache == "vllm":
+            peaks = report["peaks_vllm"] = peak_rows(res)
         bad = [r.file for r in res if r.error]
         base, dflt, mask = (totals(res, p) for p in ("base", "default", "masking"))
         row = {
@@ -80,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             f"recomputed {int(row['recomputed_tokens']):,} (base {int(row['base_recomputed_tokens']):,})  lost {int(row['lost_tokens'])}  "
             f"hidden-then-needed {row['needed_rate']:.2%} (masking n=5: {row['masking_needed_rate']:.2%})"
             + (f"  errors: {len(bad)}" if bad else "")
+        )
+    lines += ["", "where each file's peak KV is (vllm; default's peak call against base's prompt there and base's peak):"]
+    for p in peaks:
+        lines.append(
+            f"  {p['ratio']:.3f}x  {p['file'][:52]:52s} {(p['agent'] or '-')[:10]:10s} call {p['call']:3d}/{p['calls']:<3d} "
+            f"{p['peak']:7,d} (base there {p['base_there']:7,d}, base peak {p['base_peak']:7,d})  tokens {p['tokens']:.3f}x"
+            + (f"  {p['sessions_over_base']} session(s) over base" if p["sessions_over_base"] else "")
         )
     # the target is read on the default estimator (``hindsight`` = produced); the others bracket it
     report["hindsight"] = {}

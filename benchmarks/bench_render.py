@@ -22,37 +22,44 @@ report goes to stdout and benchmarks/results/render.txt.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import math
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
-import tracemalloc
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from refold import shell
 from refold.config import Config
 from refold.history import History
 from refold.loaders import load, load_all
-from refold.mechanisms import summary
-
-try:
-    from refold.render import Renderer
-except ImportError:  # the renderer may live elsewhere after a rewrite; refold exports it
-    from refold import Renderer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from render_passes import (  # noqa: E402
+    CLOCKS,
+    fastest,
+    first_render,
+    from_wire,
+    held,
+    opcodes,
+    renderer_bytes,
+    timed,
+    use_clock,
+)
+from render_rows import (  # noqa: E402
+    TARGET_MEDIAN_MS,
+    TARGET_MEMORY,
+    TARGET_P99_MS,
+    TARGET_RATIO,
+    Row,
+    describe_opcodes,
+    edges,
+)
 from synthetic import mix, synthetic_messages, text_chars  # noqa: E402
 
 TRACE_COST = 8  # a pass under tracemalloc takes about this many times a timed pass (6-7x on main's renderer)
@@ -66,51 +73,6 @@ CONFIGS: dict[str, tuple[str, Config]] = {
     ),
 }
 SIZES, QUICK_SIZES = (2000, 10000), (200, 1000)
-TARGET_MEDIAN_MS = 0.05  # recorded runs
-TARGET_P99_MS = 5.0  # synthetic runs of the largest size
-TARGET_RATIO = 2.0  # last 5% / first 5%, largest synthetic size
-TARGET_MEMORY = 2.0  # renderer / history, everywhere
-
-
-@dataclass
-class Row:
-    config: str
-    history: str
-    ms: list[float]  # every call, pooled over runs
-    first: list[float]  # first 5% of each run's calls
-    last: list[float]  # last 5% of each run's calls
-    renderer_bytes: int | None  # None: the memory pass was skipped (too slow, see --memory-budget)
-    history_bytes: int
-    largest: bool = False  # the synthetic size the p99 and ratio targets apply to
-    recorded: bool = False
-    listed: list[float] = field(default_factory=list)  # render + reading messages and origins, every call
-    opcodes: list[int] = field(default_factory=list)  # Python opcodes executed per call (recorded runs)
-
-    @property
-    def ratio(self) -> float:
-        first = statistics.fmean(self.first)
-        return statistics.fmean(self.last) / first if first > 0 else math.inf
-
-    @property
-    def memory(self) -> float | None:
-        return None if self.renderer_bytes is None else self.renderer_bytes / self.history_bytes
-
-    def p(self, q: float, listed: bool = False) -> float:
-        s = sorted(self.listed if listed else self.ms)
-        return s[max(0, math.ceil(q * len(s)) - 1)]
-
-    def misses(self) -> list[str]:
-        out = []
-        if self.recorded and statistics.median(self.ms) > TARGET_MEDIAN_MS:
-            out.append("median")
-        if self.largest and self.p(0.99) > TARGET_P99_MS:
-            out.append("p99")
-        if self.largest and self.ratio > TARGET_RATIO:
-            out.append("ratio")
-        if self.memory is not None and self.memory > TARGET_MEMORY:
-            out.append("memory")
-        return out
-
 
 def runs_in(paths: list[str]) -> list[Path]:
     if not paths:
@@ -121,126 +83,6 @@ def runs_in(paths: list[str]) -> list[Path]:
     for p in map(Path, paths):
         out += sorted(q for q in p.rglob("*") if ".traj" in q.name and q.is_file()) if p.is_dir() else [p]
     return out
-
-
-CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time.perf_counter}
-_clock: Callable[[], float] = time.thread_time
-_overhead = 0.0  # seconds one reading pair of the clock costs, subtracted from each call
-
-
-def use_clock(name: str) -> float:
-    """Time calls with ``name`` (cpu: this thread's CPU time, not inflated by other load); its overhead in s."""
-    global _clock, _overhead
-    _clock = CLOCKS[name]
-    pairs = []
-    for _ in range(2000):
-        t0 = _clock()
-        pairs.append(_clock() - t0)
-    _overhead = statistics.median(pairs)
-    return _overhead
-
-
-def timed(h: History, config: Config) -> tuple[list[float], list[float]]:
-    """ms of each call t = 0..n, one Renderer, gc off (a collection is not the renderer's cost):
-    the render itself, and the render plus reading ``messages`` and ``origins`` (the renderer
-    joins those lists on first read, so a caller that reads them pays this)."""
-    cold_caches()
-    r = Renderer(config)
-    out, listed = [], []
-    clock = _clock
-    gc.collect()
-    gc.disable()
-    try:
-        for t in range(len(h) + 1):
-            t0 = clock()
-            p = r.render(h, t)
-            t1 = clock()
-            _ = p.messages, p.origins
-            t2 = clock()
-            out.append(max(0.0, t1 - t0 - _overhead) * 1000)
-            listed.append(max(0.0, t2 - t0 - 2 * _overhead) * 1000)
-    finally:
-        gc.enable()
-    return out, listed
-
-
-def cold_caches() -> None:
-    """Empty the process-wide memo of output summaries: each pass starts as a new run would.
-
-    Without this, synthetic-10000 (whose first 2,000 steps are synthetic-2000's) finds the
-    summaries of its first steps cached by the run before it, and its first 5% look cheap."""
-    summary._summarize.cache_clear()
-    analyzed = getattr(shell, "_analyze", None)  # the shell analysis cache, where there is one
-    if analyzed is not None:
-        analyzed.cache_clear()
-
-
-def fastest(h: History, config: Config, repeat: int) -> tuple[list[float], list[float]]:
-    best, best_listed = timed(h, config)
-    for _ in range(repeat - 1):
-        ms, listed = timed(h, config)
-        best = [min(a, b) for a, b in zip(best, ms, strict=True)]
-        best_listed = [min(a, b) for a, b in zip(best_listed, listed, strict=True)]
-    return best, best_listed
-
-
-def held(build: Callable[[], Any]) -> tuple[Any, int]:
-    """What ``build`` returns and the bytes it allocated that are still alive afterwards."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        value = build()
-        gc.collect()
-        size = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    return value, size
-
-
-def renderer_bytes(h: History, config: Config) -> int:
-    def run() -> Any:
-        r = Renderer(config)
-        for t in range(len(h) + 1):
-            r.render(h, t)
-        return r  # kept alive until measured: its caches are what it holds
-
-    return held(run)[1]
-
-
-def opcodes(h: History, config: Config) -> list[int]:
-    """Python opcodes each call t = 0..n executes (``sys.settrace`` opcode events, in an untimed
-    pass): a measure of the work per call that the machine's load does not change. C code (list
-    slices, dict lookups) counts as the one opcode that calls it."""
-    cold_caches()
-    r = Renderer(config)
-    count = 0
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        nonlocal count
-        if event == "opcode":
-            count += 1
-        return local
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        return local
-
-    out = []
-    for t in range(len(h) + 1):
-        before = count
-        sys.settrace(tracer)
-        try:
-            r.render(h, t)
-        finally:
-            sys.settrace(None)
-        out.append(count - before)
-    return out
-
-
-def edges(ms: list[float]) -> tuple[list[float], list[float]]:
-    m = max(1, round(0.05 * len(ms)))
-    return ms[:m], ms[-m:]
 
 
 def describe_mix(counts: dict[str, int]) -> str:
@@ -268,34 +110,9 @@ def git_rev() -> str:
         return "?"
 
 
-def _from_wire(wire: str, source: str) -> History:
-    return History.from_messages(json.loads(wire), source=source)
-
-
 def _error(e: Exception) -> str:
     text = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-def first_render(n: int, seed: int, configs: dict[str, tuple[str, Config]]) -> list[str]:
-    """CPU seconds to build an n-step History from JSON and to render its last call, per config,
-    gc on (as in a server), each from cold caches (the summary memo and the shell analysis cache)."""
-    wire = json.dumps(synthetic_messages(n, seed))
-    lines = []
-    for key, (_, config) in configs.items():
-        cold_caches()
-        t0 = time.thread_time()
-        h = History.from_messages(json.loads(wire), source=f"synthetic-{n}")
-        t1 = time.thread_time()
-        r = Renderer(config).render(h)
-        t2 = time.thread_time()
-        _ = r.messages
-        lines.append(
-            f"first render {key:8} synthetic-{n} (simulated, seed {seed}): History from JSON {t1 - t0:.2f} s "
-            f"({(t1 - t0) / n * 1000:.3f} ms/step), render of call {n} by a fresh Renderer {t2 - t1:.2f} s "
-            f"({(t2 - t1) / n * 1000:.3f} ms/call replayed), {len(r.messages)} messages"
-        )
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-opcodes",
         action="store_true",
-        help="skip counting the Python opcodes per call of the recorded runs (an untimed traced pass)",
+        help="skip counting the Python opcodes per call of the recorded runs and the largest synthetic run (untimed traced passes)",
     )
     ap.add_argument(
         "--out",
@@ -406,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         wire = json.dumps(messages)
         del messages
         # built from the JSON text, as a loader would, so that the History's own strings are counted
-        h, size = held(partial(_from_wire, wire, f"synthetic-{n}"))
+        h, size = held(partial(from_wire, wire, f"synthetic-{n}"))
         synthetic.append((n, h, size, counts, chars))
         progress(f"built synthetic-{n}: {len(h)} steps, History holds {size / 1e6:.1f} MB")
 
@@ -459,10 +276,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"{key} synthetic-{n} timed: {sum(ms) / 1000:.1f} s, median {statistics.median(ms):.3f} ms"
                 )
                 held_bytes = memory_pass(h, config, ms)
+                # the p99 and ratio targets in a unit the box's load does not change
+                ops = opcodes(h, config) if n == max(sizes) and not args.no_opcodes else []
             except Exception as e:
                 errors.append(f"{key} synthetic-{n}: {_error(e)}")
                 continue
-            rows.append(Row(key, f"synthetic-{n}", ms, *edges(ms), held_bytes, size, largest=n == max(sizes), listed=listed))
+            rows.append(
+                Row(key, f"synthetic-{n}", ms, *edges(ms), held_bytes, size, largest=n == max(sizes), listed=listed, opcodes=ops)
+            )
 
     lines: list[str] = []
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -528,10 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if counted:
         lines.append(
             "opcodes per call (Python opcodes a call executes, sys.settrace, untimed pass; independent of the load): "
-            + "; ".join(
-                f"{r.config}/{r.history} median {statistics.median(r.opcodes):.0f}, p90 {sorted(r.opcodes)[int(0.9 * len(r.opcodes))]}"
-                for r in counted
-            )
+            + "; ".join(describe_opcodes(r) for r in counted)
         )
     missed = [f"{r.config}/{r.history}: {', '.join(r.misses())}" for r in rows if r.misses()]
     lines.append(f"missed: {'; '.join(missed)}" if missed else "all targets met")

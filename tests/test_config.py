@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.config import DEFAULT, Config, profile_for
@@ -35,12 +35,19 @@ def test_overrides_as_mini_takes_them() -> None:
         ("nosuch.k=1", "unknown config field 'nosuch.k'"),
         ("k", "must look like section.field=value"),
         ("cache=azure", "invalid config field 'cache'"),
+        ("boundary.peak_weight=-1", "invalid config field 'boundary.peak_weight'"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_field(assignment: str, needle: str) -> None:
     with pytest.raises(PolicyError) as e:
         DEFAULT.override([assignment])
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_peak_weight_defaults_to_the_profiles_price() -> None:
+    assert DEFAULT.boundary.peak_weight is None  # the profile's: vllm/sglang price peak KV, hosted APIs do not
+    c = DEFAULT.override(["boundary.peak_weight=0"])
+    assert c.boundary.peak_weight == 0.0 and Config.from_saved(c.saved()) == c
 
 
 def test_saved_round_trip_and_old_saved_format() -> None:
@@ -53,6 +60,7 @@ def test_saved_round_trip_and_old_saved_format() -> None:
         Config.from_saved({"policy": {"k": "many"}})
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(st.lists(st.text(max_size=30), min_size=1, max_size=6), st.lists(st.text(max_size=30), min_size=1, max_size=6))
 def test_one_renderer_never_serves_one_history_for_another(a: list[str], b: list[str]) -> None:
     """The cache is keyed by content: a fresh history (even at a reused address) gets its own prompt."""

@@ -143,7 +143,7 @@ def test_wrapper_options() -> None:
     ("option", "task", "expected"), [(None, "x", True), (None, "FORMAT", False), (True, "FORMAT", True)]
 )
 def test_format_lines_appear_once(option: bool | None, task: str, expected: bool) -> None:
-    m = model(refold_format_in_system=option)
+    m = model(refold_format_in_system=option, refold_boundary={"rule": "fixed"})  # the protocol from the first call
     lines = response_format_lines(3)
     prefix = [
         {"role": "system", "content": "sys"},

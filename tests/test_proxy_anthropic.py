@@ -18,6 +18,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from refold.config import DEFAULT
 from refold.proxy import ProxyConfig, create_app
 
 from fake_upstream import ServerThread
@@ -157,7 +158,8 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeAnthropic()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4")
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4",
+                          config=DEFAULT.override(["prompt.deferred=false"]))  # the protocol from the first call
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url)
 

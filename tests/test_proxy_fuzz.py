@@ -242,11 +242,14 @@ def chunk_like(draw: st.DrawFn) -> str:
 
 
 @FUZZ
-@given(REPLY)
-def test_any_upstream_body_is_answered_without_a_500(env: Env, reply: Any) -> None:
+@given(REPLY, st.booleans())
+def test_any_upstream_body_is_answered_without_a_500(env: Env, reply: Any, tools: bool) -> None:
+    """With a shell tool, and in text mode (mini-style ```bash actions, no tools)."""
     session = f"up-{next(_ids)}"
     env.fake.raw({"choices": reply} if isinstance(reply, list) else reply)
-    body = {"model": "m", "messages": conversation([]), "tools": [BASH]}
+    body: dict[str, Any] = {"model": "m", "messages": conversation([])}
+    if tools:
+        body["tools"] = [BASH]
     r = env.post(body, session)
     no_500(r)
     assert r.status_code in (200, 502)
@@ -254,13 +257,24 @@ def test_any_upstream_body_is_answered_without_a_500(env: Env, reply: Any) -> No
     assert r.status_code == 200, r.text
 
 
+TEXT_CHUNKS = st.sampled_from([
+    json.dumps({"choices": [{"index": 0, "delta": {"content": "Look.\n```bash\nrest"}}]}),
+    json.dumps({"choices": [{"index": 0, "delta": {"content": "ore 1\n```"}}]}),
+    json.dumps({"choices": [{"index": 0, "delta": {"content": "\udc80"}}]}),
+    json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+])
+
+
 @FUZZ
-@given(st.lists(chunk_like(), min_size=1, max_size=5))
-def test_any_upstream_stream_ends_properly(env: Env, chunks: list[str]) -> None:
+@given(st.lists(chunk_like() | TEXT_CHUNKS, min_size=1, max_size=5), st.booleans())
+def test_any_upstream_stream_ends_properly(env: Env, chunks: list[str], tools: bool) -> None:
+    """With a shell tool, and in text mode (a command block may be cut anywhere)."""
     session = f"sse-{next(_ids)}"
     env.fake.raw(chunks)
     steps = [[{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]]
-    body = {"model": "m", "messages": conversation(steps), "tools": [BASH], "stream": True}
+    body: dict[str, Any] = {"model": "m", "messages": conversation(steps), "stream": True}
+    if tools:
+        body["tools"] = [BASH]
     r = env.post(body, session)
     no_500(r)
     if r.status_code == 200:
@@ -268,6 +282,7 @@ def test_any_upstream_stream_ends_properly(env: Env, chunks: list[str]) -> None:
         assert events[-1] == "data: [DONE]"
         for e in events[:-1]:
             json.loads(e[6:])  # every relayed event is JSON
+            assert "internal proxy error" not in e
     else:
         assert r.status_code == 502
     r = env.post(body, session)

@@ -166,15 +166,17 @@ def test_not_streamed_the_same_round_is_internal(up: tuple[Paused, str]) -> None
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_with_no_round_left_a_context_call_is_kept_for_the_next_request(
+def test_with_no_round_left_the_reply_goes_as_written_and_nothing_the_client_refused_is_applied(
     up: tuple[Paused, str], tmp_path: Path, stream: bool
 ) -> None:
-    """``max_rounds=1``: the first round is internal, the second is the last; its `restore` call
-    never reaches the client and is answered before the next upstream call."""
+    """``max_rounds=1``: the first round is internal; the second is the last, so its prompt offers
+    no context command (no ``restore`` tool, no restore hint) and its reply reaches the client as
+    the model wrote it (the agent loop goes on: the client answers every call); the ``restore``
+    the client could not run is recorded unanswered, never applied (as on chat completions)."""
     fake, _ = up
     fake.script += [([fcall("call_x", "restore", {"steps": "1"})], None),
                     ([message("m0", "Looking."), fcall("call_0", "exec_command", {"cmd": "cat a.py"}),
-                      fcall("call_r", "restore", {"steps": "1"})], None),
+                      fcall("call_r", "exec_command", {"cmd": "restore 1"})], None),
                     ([message("m1", "ok")], None)]
     cfg = ProxyConfig(upstream=fake.url, store=str(tmp_path / "f.db"), tokenizer="off", max_rounds=1)
     with ServerThread(create_app(cfg)) as px:
@@ -185,13 +187,20 @@ def test_with_no_round_left_a_context_call_is_kept_for_the_next_request(
                 out = s.get_final_response().output
         else:
             out = client.responses.create(model="m", tools=[EXEC], input=items).output
-        assert [getattr(o, "call_id", None) for o in out if o.type == "function_call"] == ["call_0"]
-        items += [*[o.model_dump() for o in out], {"type": "function_call_output", "call_id": "call_0", "output": "x"}]
+        assert [getattr(o, "call_id", None) for o in out if o.type == "function_call"] == ["call_0", "call_r"]
+        last = fake.requests[1]
+        assert [t["name"] for t in last["tools"]] == ["exec_command"]
+        assert "restore" in json.dumps(fake.requests[0]["tools"]) and "restore <step>" not in json.dumps(last)
+        items += [*[o.model_dump() for o in out], {"type": "function_call_output", "call_id": "call_0", "output": "x"},
+                  {"type": "function_call_output", "call_id": "call_r", "output": "bash: restore: command not found"}]
         client.responses.create(model="m", tools=[EXEC], input=items)
     sent = fake.requests[-1]["input"]
     calls = [i["call_id"] for i in sent if i.get("type") == "function_call"]
     answered = [i["call_id"] for i in sent if i.get("type") == "function_call_output"]
     assert calls == answered == ["call_x", "call_0", "call_r"]
+    outputs = {i["call_id"]: i["output"] for i in sent if i.get("type") == "function_call_output"}
+    assert "no earlier steps" in outputs["call_x"]  # answered by the proxy
+    assert "command not found" in outputs["call_r"] and "[context-manager] Step" not in json.dumps(sent)
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from refold.config import DEFAULT
 from refold.protocol import bash_block, parse_head
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.early import CommandGate
@@ -109,6 +110,7 @@ def fake() -> Iterator[tuple[FakeUpstream, str]]:
 
 
 def _cfg(upstream: str, tmp_path: Path, **kw: Any) -> ProxyConfig:
+    kw.setdefault("config", DEFAULT.override(["prompt.deferred=false"]))  # the protocol from the first call
     return ProxyConfig(upstream=upstream, store=str(tmp_path / "s.db"), tokenizer="off", **kw)
 
 

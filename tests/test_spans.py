@@ -13,6 +13,7 @@ from refold.config import Config
 from refold.context.answers import answer
 from refold.context.recognize import from_shell, from_tool_call
 from refold.history import History
+from refold.mechanisms.boundary import plain_config, plain_first
 from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
 from refold.mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from refold.policy import Policy
@@ -246,12 +247,16 @@ def check(s: Session, config: Config | None = None) -> None:
     h = s.h
     before = copy.deepcopy(h.messages())
     inc = Renderer(config) if config else s.renderer()
+    plain = Renderer(plain_config(inc.config)) if plain_first(inc.config) else None
     prev, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)
         fresh = Renderer(config).render(h, t) if config else s.renderer().render(h, t)
         assert p.messages == fresh.messages and p.origins == fresh.origins
         serial = p.serialized()
+        if plain is not None and p.messages == plain.render(h, t).messages:  # the history as is, until the protocol pays
+            prev, prev_b = serial, -2  # the first prompt of the protocol is a move
+            continue
         folded_now = any(c.step == t for c in inc.fold_costs.values())  # a fold shown first at this call
         if p.stats.boundary == prev_b and not folded_now:
             assert serial.startswith(prev), f"prefix changed at t={t} without a boundary move or a fold"

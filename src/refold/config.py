@@ -43,6 +43,11 @@ class PromptConfig(Settings):
 
     format_in_system: bool = True
     """Put the PROGRESS/STALE format lines in the system section (off: the agent's own prompt has them)."""
+    deferred: bool = True
+    """Under the cost rule, send the plain history (no protocol section, no ``[step N]`` labels) until
+    hiding pays for the protocol text too and for re-sending the prompt from its start; a session
+    in which hiding never pays is sent exactly its history. Not with span or ledger prompts, nor
+    when the agent's own prompt has the format lines (it is taught those from the first call)."""
 
 
 class BoundaryConfig(Settings):
@@ -59,6 +64,9 @@ class BoundaryConfig(Settings):
     """... or exactly this many, whatever t is (a fixed horizon)."""
     cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
+    peak_weight: float | None = Field(default=None, ge=0)
+    """The cost rule's price of raising the session's peak prompt (KV memory), per token and call
+    of the run; None: the profile's (self-hosted vllm, sglang: a cached token's; hosted APIs: 0)."""
     fold_wait: int = Field(default=2, ge=0, le=100)
     """Under ``cost``, an agent's span fold shows at once only when that pays, else with a boundary
     move, waiting at most this many of the fixed rule's moves (k calls each); 0: at once, as under ``fixed``."""
@@ -128,11 +136,14 @@ class Config(Settings):
     def from_saved(cls, saved: Mapping[str, Any]) -> Config:
         """The config a run saved (``info.config.refold``); defaults for what it lacks.
 
-        Runs saved before ``Config`` existed kept ``format_in_system`` at the top level.
+        Runs saved before ``Config`` existed kept ``format_in_system`` at the top level; runs saved
+        before ``prompt.deferred`` sent the protocol from the first call.
         """
         data = {k: v for k, v in saved.items() if k in cls.model_fields}
         if "format_in_system" in saved and "prompt" not in data:
             data["prompt"] = {"format_in_system": bool(saved["format_in_system"])}
+        if isinstance(data.get("prompt", {}), dict) and "deferred" not in data.get("prompt", {}):
+            data["prompt"] = {**data.get("prompt", {}), "deferred": False}  # saved before it: protocol from the start
         try:
             return cls.model_validate(data)
         except ValidationError as e:

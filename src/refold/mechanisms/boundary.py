@@ -12,6 +12,16 @@ reply it produced), ``c`` the price of a cached token, ``w`` the price of a reco
 written) token, and R = max(min_remaining, t) the calls still expected (a run that has gone t
 calls is expected to go about as many more). The move happens when J(moved) <= J(kept). Sizes
 are in characters: both sides scale alike, so no tokenizer is needed in the render loop.
+
+Until a move first pays, the prompt can be the plain history (``prompt.deferred``): the protocol's
+section changes the system message, so the first move is priced as recomputing the whole prompt
+with the section and labels, against keeping the plain one (all cached). A session in which
+hiding never pays is sent exactly its history.
+
+Where KV memory is what the user pays for (a self-hosted server), each side also pays for raising
+the session's largest prompt so far: ``q*(t + R)*max(0, |P| - peak)``, memory sized for the peak
+being held at every call of the run at ``q``, a cached token's price. Keeping the boundary when a
+large output arrives raises the peak by that output; moving may not. On hosted APIs q = 0.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..history import History
+from ..policy import Policy
 from ..types import Step
 
 
@@ -30,6 +41,10 @@ class Prices:
     cached: float
     recompute: float
     ttl_s: float | None  # idle seconds after which the cache is cold (None: no lifetime modeled)
+    peak: float = 0.0
+    """Per call of the run, the price of a token of the session's largest prompt: a self-hosted
+    server holds KV memory for the peak (the price of a cached token, which is its memory); a
+    hosted API bills tokens, not memory (0)."""
 
 
 # Read multipliers and write surcharges as in reference cache_spec.md §3.1 and refold.lab.cache.pricing:
@@ -37,8 +52,8 @@ class Prices:
 # cache); DeepSeek reads ~0.02x. A self-hosted server pays compute: a cached token still costs its
 # attention and KV memory, about a tenth of recomputing it (the vllm price row).
 PRICES: dict[str, Prices] = {
-    "vllm": Prices(0.1, 1.0, None),
-    "sglang": Prices(0.1, 1.0, None),
+    "vllm": Prices(0.1, 1.0, None, peak=0.1),
+    "sglang": Prices(0.1, 1.0, None, peak=0.1),
     "openai": Prices(0.1, 1.0, 300.0),
     "anthropic": Prices(0.1, 1.25, 300.0),
     "deepseek": Prices(0.02, 1.0, None),
@@ -59,15 +74,47 @@ def cost(p: Candidate, prices: Prices, remaining: int) -> float:
     return prices.cached * p.common + prices.recompute * (p.size - p.common) + prices.cached * remaining * p.size
 
 
-def should_move(config: Config, t: int, kept: Candidate, moved: Candidate, idle_s: float | None = None) -> bool:
-    """Whether the boundary moves at call t (``idle_s``: seconds since the previous call, if known)."""
+def peak_cost(p: Candidate, weight: float, t: int, remaining: int, peak: int) -> float:
+    """What raising the session's peak prompt to |P| costs: KV memory sized for the peak is held at
+    every call of the run (the t made and the ``remaining`` expected), each at ``weight``."""
+    return weight * (t + remaining) * max(0, p.size - peak)
+
+
+def should_move(
+    config: Config, t: int, kept: Candidate, moved: Candidate, idle_s: float | None = None, peak: int = 0
+) -> bool:
+    """Whether the boundary moves at call t (``idle_s``: seconds since the previous call, if known;
+    ``peak``: the largest prompt sent so far, characters)."""
     if config.boundary.rule == "fixed":
         return True
     prices = PRICES[config.cache]
     if cold(config, idle_s):
         return True  # every prompt is recomputed, the smaller one is cheaper
     remaining = config.boundary.remaining or max(config.boundary.min_remaining, t)
-    return cost(moved, prices, remaining) <= cost(kept, prices, remaining)
+    w = prices.peak if config.boundary.peak_weight is None else config.boundary.peak_weight
+    return (cost(moved, prices, remaining) + peak_cost(moved, w, t, remaining, peak)
+            <= cost(kept, prices, remaining) + peak_cost(kept, w, t, remaining, peak))
+
+
+
+def plain_first(config: Config) -> bool:
+    """Whether calls are sent the plain history until the protocol's prompt pays (``prompt.deferred``).
+
+    Not when the agent's own prompt teaches PROGRESS/STALE (``format_in_system`` off, as mini's
+    templates do): it names ``[step N]`` labels from its first reply on."""
+    c = config
+    return (
+        c.prompt.deferred and c.boundary.rule == "cost" and c.policy.protocol and c.prompt.format_in_system
+        and not (c.spans.prompt or c.ledger.prompt or c.ledger.budget_tokens or c.ledger.view)
+    )
+
+
+def plain_config(config: Config) -> Config:
+    """The config whose prompt is the plain history: every step as recorded, nothing added."""
+    return config.replace(
+        policy=Policy(dedup=False, fold=False, chunk=False, protocol=False, reminders=False, mask_after=None),
+        boundary={"rule": "fixed"}, spans={"enabled": False}, ledger={"enabled": False},
+    )
 
 
 def cold(config: Config, idle_s: float | None) -> bool:

@@ -69,6 +69,9 @@ class AnthropicAdapter:
     def reply(self, data: Any) -> Message | None:
         return wire.reply(data)
 
+    def check(self, data: Any) -> Any:
+        return wire.check_reply(data)
+
     def aggregate(self, events: Sequence[Event]) -> Any:
         return wire.aggregate([(e.name, parse_json(e.data)) for e in events])
 
@@ -151,6 +154,29 @@ class AnthropicSplicer(SplicedRound):
             return None
         return int(data.get("index", -1)), str(delta.get("partial_json", ""))
 
+    def call_end(self, data: dict[str, Any]) -> int | None:
+        return int(data["index"]) if data.get("type") == "content_block_stop" and isinstance(data.get("index"), int) else None
+
+    def with_piece(self, data: dict[str, Any], piece: str) -> dict[str, Any]:
+        return {**data, "delta": {**as_dict(data.get("delta")), "partial_json": piece}}
+
+    def with_args(self, data: dict[str, Any], index: int, args: str) -> dict[str, Any] | None:
+        return None  # no Messages event repeats a call's whole input
+
+    def fixed(self, data: Any) -> Any:
+        g, i = self.guard, self.call
+        content = data.get("content") if isinstance(data, dict) else None
+        if g is None or g.shown is None or i is None or not isinstance(content, list) or not 0 <= i < len(content):
+            return data
+        block = content[i]
+        if not isinstance(block, dict) or block.get("type") != "tool_use":
+            return data
+        try:
+            sent = json.loads(g.shown)
+        except ValueError:
+            return data
+        return {**data, "content": [*content[:i], {**block, "input": sent}, *content[i + 1 :]]}
+
     def text_of(self, data: dict[str, Any]) -> str | None:
         delta = as_dict(data.get("delta"))
         if data.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
@@ -223,7 +249,7 @@ class AnthropicSplicer(SplicedRound):
         return "".join(self._text)
 
     def view(self, data: Any) -> Any:
-        return data
+        return self.fixed(data)
 
 
 def client_key(cfg: ProxyConfig, headers: Mapping[str, str]) -> str | None:

@@ -20,6 +20,7 @@ from ..types import Message
 from .passthrough import is_compaction as compaction_text
 from .surface import Parsed
 from .surface_calls import canonical_call, tool_name
+from .validate import bad_upstream
 
 KEY = "anthropic"
 VOLATILE = (re.compile(r"^\s*x-anthropic-billing-header:", re.IGNORECASE),)
@@ -104,6 +105,8 @@ def parse(body: dict[str, Any]) -> Parsed:
     """The request as session messages; a 400 naming the first bad field otherwise."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise bad("model: must be a non-empty string")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise bad(f"stream: must be true or false, got {json.dumps(body['stream'])}")  # "false" is not false
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise bad("messages: must be a non-empty array")
@@ -165,6 +168,31 @@ def reply(data: Any) -> Message | None:
     return assistant_message(data["content"])
 
 
+def check_reply(data: Any) -> Any:
+    """A Messages answer from upstream in the shape the session reads (a 502 naming the field)."""
+    if not isinstance(data, dict):
+        raise bad_upstream("body", "is not a JSON object")
+    if data.get("type") == "error":
+        return data
+    content = data.get("content")
+    if not isinstance(content, list):
+        raise bad_upstream("content", "is not a list of content blocks")
+    for i, b in enumerate(content):
+        p = f"content[{i}]"
+        if not isinstance(b, dict) or not isinstance(b.get("type"), str):
+            raise bad_upstream(p, "is not a content block (an object with a 'type')")
+        for key, kind in (("text", "text"), ("thinking", "thinking"), ("id", "tool_use"), ("name", "tool_use")):
+            if b["type"] == kind and not isinstance(b.get(key), str):
+                raise bad_upstream(f"{p}.{key}", "is not a string")
+        if b["type"] == "tool_use" and not isinstance(b.get("input", {}), dict):
+            raise bad_upstream(f"{p}.input", "is not an object")
+    return data
+
+
+def _index(v: Any, default: int) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 def aggregate(events: list[tuple[str | None, Any]]) -> dict[str, Any]:
     """A Message equivalent to a stream of Anthropic events (``message_start`` ... ``message_stop``)."""
     message: dict[str, Any] = {}
@@ -179,11 +207,11 @@ def aggregate(events: list[tuple[str | None, Any]]) -> dict[str, Any]:
         if kind == "message_start" and isinstance(data.get("message"), dict):
             message = copy.deepcopy(data["message"])
         elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
-            blocks[int(data.get("index", len(blocks)))] = copy.deepcopy(data["content_block"])
-        elif kind == "content_block_delta":
-            i = int(data.get("index", 0))
+            blocks[_index(data.get("index"), len(blocks))] = copy.deepcopy(data["content_block"])
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            i = _index(data.get("index"), 0)
             b = blocks.setdefault(i, {"type": "text", "text": ""})
-            d = data.get("delta") or {}
+            d = data["delta"]
             dk = d.get("type")
             if dk == "text_delta":
                 b["text"] = b.get("text", "") + str(d.get("text", ""))
@@ -196,7 +224,8 @@ def aggregate(events: list[tuple[str | None, Any]]) -> dict[str, Any]:
             elif dk == "citations_delta":
                 b.setdefault("citations", []).append(d.get("citation"))
         elif kind == "message_delta":
-            for k, v in (data.get("delta") or {}).items():
+            delta = data.get("delta")
+            for k, v in (delta if isinstance(delta, dict) else {}).items():
                 message[k] = v
             if isinstance(data.get("usage"), dict):
                 message["usage"] = {**(message.get("usage") or {}), **data["usage"]}

@@ -4,7 +4,6 @@ forwarded to the upstream unchanged (docs/proxy-apis.md)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from .config import ProxyConfig
 from .metrics import Metrics
 from .sessions import owner_of
 from .surface import SurfaceService
+from .validate import check_tree, parse_json_body
 
 Auth = Callable[[Request], tuple[str, str | None]]
 Forward = Callable[[str, Any, Mapping[str, str], str], Coroutine[Any, Any, Response]]
@@ -120,15 +120,7 @@ def mount(app: FastAPI, cfg: ProxyConfig, state: dict[str, Any], metrics: Metric
 
 
 def parse_body(raw: bytes) -> Any:
-    if not raw.strip():
-        raise ProxyError(400, "request body is empty; expected a JSON object", code="invalid_json")
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise ProxyError(400, "request body is not UTF-8 text", code="invalid_json") from None
-    except json.JSONDecodeError as e:
-        raise ProxyError(
-            400, f"request body is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", code="invalid_json"
-        ) from None
-
-
+    """A surface's request body: JSON checked as chat completions checks it (a one-line 400 for
+    NaN, a number too long, nesting too deep; lone surrogates become U+FFFD), so nothing that
+    cannot be hashed, stored and sent again reaches a session. A pass-through sends ``raw``."""
+    return check_tree(parse_json_body(raw), "")

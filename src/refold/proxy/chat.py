@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config
 from ..context.recognize import Recognizer
 from ..context.tools import offer
 from ..errors import ProxyError
@@ -41,18 +39,13 @@ from .config import ProxyConfig
 from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
+from .plain import PlainRenderers
 from .relay import ChatRelay
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import DONE, error_event
 from .upstream import Live, Result, Upstream
 from .validate import check_chat_request
-
-
-def plain_config(config: Config) -> Config:
-    """``config`` for a prompt that offers no context command: nothing hidden can be restored,
-    no spans, no ledger."""
-    return config.override(["policy.reversible=false", "spans.enabled=false", "ledger.enabled=false"])
 
 
 @dataclass
@@ -97,8 +90,7 @@ class ChatService:
         self.strip = cfg.strip_protocol
         self._tok: Any = None
         self._background: set[asyncio.Task[None]] = set()
-        self._plain_config = plain_config(cfg.config)
-        self._plain: OrderedDict[str, Renderer] = OrderedDict()
+        self._plain = PlainRenderers(cfg.config)
         self._shown = ShownReplies()
         self._deferred = Deferred()
 
@@ -117,12 +109,15 @@ class ChatService:
         single = body.get("n") in (None, 1)
         added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0)
         async with s.lock:
-            turn = await self.manager.turn(s, messages)
+            turn = await self.manager.turn(s, messages, lambda ms: self._held_as_sent(s, ms))
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
             base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering)
-        held = self._deferred.take(s.sid, turn.view.history) if answering else None
-        if held is not None and (found := context_calls(held, rec)) is not None:  # left out of the last reply
-            base, steps, messages_out = await self._internal(s, base, held, found, "")
+            held = self._deferred.take(s, turn.view.history) if answering else None
+            found = context_calls(held, rec) if held is not None else None
+            if held is not None and found is None:
+                await self.manager.hold(s, None)  # nothing left in it this request could answer
+        if held is not None and found is not None:  # left out of the last reply
+            base, steps, messages_out = await self._internal(s, base, held, found, "", settle=True)
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         stream = body.get("stream") is True
@@ -168,8 +163,12 @@ class ChatService:
         shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
         return Outcome(shown, s, steps, False, include_usage, added_ms)
 
+    def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
+        out = self._deferred.as_sent(s, messages)
+        return out if out is messages else [unanswered(m) if m.get("role") == "assistant" else m for m in out]
+
     async def _internal(
-        self, s: Session, base: str, message: Message, calls: Any, shown: str
+        self, s: Session, base: str, message: Message, calls: Any, shown: str, *, settle: bool = False
     ) -> tuple[str, int, list[Message]]:
         """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
         self.metrics.inc("refold_internal_rounds_total")
@@ -182,7 +181,7 @@ class ChatService:
         async with s.lock:
             view = s.view(base, self.cfg.renderer)
             stored, obs, answers = observations(view.history, reply, calls, self.cfg.config)
-            tip = await self.manager.commit(s, base, [(stored, obs, meta)])
+            tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
             out = self._render(s, s.view(tip, self.cfg.renderer), None, True)
         self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
         for c in calls:
@@ -213,13 +212,7 @@ class ChatService:
         return view.history.digest, len(view.history), out
 
     def _plain_renderer(self, sid: str) -> Renderer:
-        r = self._plain.get(sid)
-        if r is None:
-            r = self._plain[sid] = Renderer(self._plain_config)
-            while len(self._plain) > 256:
-                self._plain.popitem(last=False)
-        self._plain.move_to_end(sid)
-        return r
+        return self._plain.get(sid)
 
     # ---- streaming ---------------------------------------------------------------------------
 
@@ -256,12 +249,14 @@ class ChatService:
                 result = live.result()
                 self._usage(result)
                 out, found = relay.end(result)
+                if found is None:  # stored before the client has the whole answer
+                    client = self._remember_stream(p, relay.shown, relay.text)
+                    await self._deferred.save(self.manager, p.s, client)
                 for data in out:
                     yield data
                 if relay.early:
                     self.metrics.inc("refold_rounds_released_early_total")
                 if found is None:
-                    self._remember_stream(p, relay.shown, relay.text)
                     break
                 # an internal round: the client sees the next round in the same response
                 p.shown.append(relay.text)
@@ -282,11 +277,14 @@ class ChatService:
         finally:
             await live.aclose()
 
-    def _remember_stream(self, p: _Plan, real: Message, emitted: str) -> None:
+    def _remember_stream(self, p: _Plan, real: Message, emitted: str) -> Message | None:
+        """The reply as the client holds it when that differs from what the model wrote."""
         before = "".join(p.shown)
         if not before and not p.strip:
-            return
-        self._shown.remember(p.s.sid, {**real, "content": before + emitted}, real)
+            return None
+        client = {**real, "content": before + emitted}
+        self._shown.remember(p.s.sid, client, real)
+        return client
 
     # ---- accounting ----------------------------------------------------------------------------
 

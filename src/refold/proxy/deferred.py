@@ -3,50 +3,83 @@
 Once part of a streamed round has gone to the client (its first call could not be a context
 command, or no round is left to answer one in), a later call that is a context command is
 held back: the client never receives it, and the proxy cannot answer it in the same response
-(the model's next round needs the outputs of the calls the client runs). It is kept here and
-answered when the client sends those outputs: that request records the client's step, then the
-kept calls as an internal step with the proxy's answers, and renders the prompt after both.
-Memory only: after a restart the kept calls are dropped (the step records what the client held).
+(the model's next round needs the outputs of the calls the client runs). It is kept with the
+session and answered when the client sends those outputs: that request records the client's
+step, then the kept calls as an internal step with the proxy's answers (forgetting them in the
+same write), and renders the prompt after both. The kept calls are stored before the client
+receives the end of the answer, so a restart between the two requests loses nothing.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any
+import copy
+from typing import TYPE_CHECKING, Any
 
 from ..history import History
 from ..types import Message
 from .commands import _call
 from .early import CallGate, call_verdict
-from .mapping import Norm, normalize
+from .mapping import normalize
 from .spliced import unsent, visible_text
 from .stream import strip_head
+
+if TYPE_CHECKING:
+    from .sessions import Session, SessionManager
 
 _SESSIONS = 4096
 
 
 class Deferred:
-    """Per session, the context calls held back from the latest reply the client was streamed."""
+    """The context calls held back from the latest reply a client was streamed: ``put`` while the
+    answer is relayed, ``save`` (with the session) before its last bytes go out, ``take`` when the
+    client's next request ends with that reply."""
 
     def __init__(self) -> None:
-        self._pending: OrderedDict[str, tuple[Norm, Message]] = OrderedDict()
+        self._pending: dict[str, tuple[Message, Message]] = {}
 
     def put(self, sid: str, shown: Message, calls: Message) -> None:
-        """``calls`` (a reply of the held-back calls) follow ``shown``, the reply the client holds."""
-        self._pending[sid] = (normalize(shown), calls)
-        self._pending.move_to_end(sid)
-        while len(self._pending) > _SESSIONS:
-            self._pending.popitem(last=False)
+        """``calls`` (a reply of the held-back calls) follow ``shown``, the reply as the session
+        records it when the client sends it back."""
+        self._pending[sid] = (copy.deepcopy(shown), copy.deepcopy(calls))
+        while len(self._pending) > _SESSIONS:  # answers never saved (their stream broke)
+            self._pending.pop(next(iter(self._pending)))
 
-    def take(self, sid: str, history: History) -> Message | None:
+    async def save(self, manager: SessionManager, s: Session, client: Message | None = None) -> None:
+        """Store what ``put`` kept for ``s`` with the session; ``client``: the reply in the form
+        the client holds when it differs from ``shown`` (mapped back on the next request)."""
+        pending = self._pending.pop(s.sid, None)
+        if pending is None:
+            return
+        record: dict[str, Any] = {"after": pending[0], "calls": pending[1]}
+        if client is not None and normalize(client) != normalize(pending[0]):
+            record["client"] = client
+        async with s.lock:
+            await manager.hold(s, record)
+
+    def as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
+        """``messages`` with the held reply, when the client holds it in another form, as the
+        session records it (the latest assistant message only)."""
+        held = s.held
+        client = held.get("client") if held else None
+        if not isinstance(client, dict) or held is None:
+            return messages
+        want = normalize(client)
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].get("role") == "assistant":
+                if normalize(messages[i]) == want:
+                    return [*messages[:i], {**messages[i], **held["after"]}, *messages[i + 1 :]]
+                break
+        return messages
+
+    def take(self, s: Session, history: History) -> Message | None:
         """The held-back calls when ``history`` ends with the step of the reply they followed."""
-        pending = self._pending.get(sid)
-        if pending is None or len(history) == 0:
+        held = s.held
+        if held is None or len(history) == 0 or not isinstance(held.get("after"), dict):
             return None
-        if normalize(history.step(len(history)).reply) != pending[0]:
+        if normalize(history.step(len(history)).reply) != normalize(held["after"]):
             return None
-        del self._pending[sid]
-        return pending[1]
+        calls = held.get("calls")
+        return copy.deepcopy(calls) if isinstance(calls, dict) else None
 
 
 class LaterCalls:

@@ -178,6 +178,45 @@ def command_value(arguments: str, *, argv: str | None = ARGV_JOIN) -> Command | 
     return Command(cmd, cmd_closed and ended is True, cmd_start, True)
 
 
+_IN_STRING = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
+"""A JSON string's body up to its closing quote (or up to a lone backslash at the end)."""
+
+
+class CommandEnd:
+    """Where the JSON string of a call's command ends in its arguments, read as they stream in
+    (``start``: where that string begins, ``Command.start``): the duplicate-key guard of every
+    surface sends the arguments up to there as they come and holds the rest until the arguments
+    are whole, so that no later key (a second ``"command"``) can make the call the client runs
+    differ from the one refold reads."""
+
+    def __init__(self, start: int, listed: bool = False) -> None:
+        self.args = ""
+        self.start = start
+        self.listed = listed
+        self.end: int | None = None
+        self._scan = start
+
+    def add(self, piece: str) -> int | None:
+        """Add an arguments piece; where the command's string closes, once it has."""
+        self.args += piece
+        if self.end is None and len(self.args) > self.start:
+            m = _IN_STRING.match(self.args, self._scan)
+            assert m is not None  # the pattern matches the empty string
+            self._scan = m.end()
+            if self._scan < len(self.args) and self.args[self._scan] == '"':
+                self.end = self._scan
+        return self.end
+
+    def closing(self) -> str:
+        """What closes the arguments right after the command's string (its argv list too)."""
+        return '"' + ("]" if self.listed else "") + "}"
+
+    def closed(self) -> str:
+        """The arguments as the client runs them when the rest was withheld."""
+        assert self.end is not None
+        return self.args[: self.end] + self.closing()
+
+
 def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: str | None = ARGV_JOIN) -> bool | None:
     """Whether a tool call (its whole name, its arguments so far) may be a context command
     ``rec`` answers: False when it cannot be, True when it is or begins like one, None while

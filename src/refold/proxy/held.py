@@ -92,7 +92,16 @@ class HeldRound(ABC):
         if decide(self.call_name, self.call_args, self.rec) is not False:
             return []
         self.released = self.early = True
+        self.decided_early()
         return self.flush()
+
+    @abstractmethod
+    def decided_early(self) -> None:
+        """The first call was decided from its command's first word (``call_args`` so far)."""
+
+    def send(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        """``emit`` for an event of a released round (a surface may hold part of its first call)."""
+        return self.emit(ev, data)
 
     def text_step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         """An agent without tools: queue the event; send what the gate has released."""
@@ -113,12 +122,12 @@ class HeldRound(ABC):
             if (end0 is not None and end0 > self._out) or self.ends_round(d0):
                 break
             self.held.pop(0)
-            out += self.emit(ev0, d0)
+            out += self.send(ev0, d0)
         return out
 
     def flush(self) -> list[bytes]:
         out: list[bytes] = []
         held, self.held = self.held, []
         for ev, data, _ in held:
-            out += self.emit(ev, data)
+            out += self.send(ev, data)
         return out

@@ -56,6 +56,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX IF NOT EXISTS responses_used ON responses(used)",
         ),
     ),
+    (
+        "005-held",
+        (
+            # context calls left out of the reply a client holds, answered before its next call
+            "CREATE TABLE IF NOT EXISTS held (sid TEXT PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL)",
+        ),
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..types import Message
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The store layout this refold writes; older stores are migrated on open, newer ones refused."""
 
+
+def held_key(record: dict[str, Any] | None) -> str:
+    """A short digest of a held record ("" for none): how a replica notices another one's write."""
+    if record is None:
+        return ""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def one_line(e: BaseException) -> str:
@@ -62,6 +69,9 @@ class SessionData:
     steps: dict[str, StoredStep]
     heads: list[str]  # earlier branch heads, oldest first (the current head is record.head)
     pins: list[dict[str, Any]] = field(default_factory=list)  # the user's pins (``Pin.record()``), in order
+    held: dict[str, Any] | None = None
+    """Context calls left out of the reply the client holds, answered before the next upstream call
+    (``deferred.Deferred``): stored so a restart between the two requests loses none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,7 @@ class Commit:
     prefix: tuple[str, list[Message]] | None = None  # (digest, messages) when new
     steps: tuple[StoredStep, ...] = ()
     retire: str | None = None  # the old head, kept as a branch when the new head does not extend it
+    settle: bool = False  # the session's held context calls are answered by these steps: forget them
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +107,13 @@ class Store(Protocol):
 
     async def head(self, sid: str) -> str | None: ...
 
-    async def state(self, sid: str) -> tuple[str, int] | None:
-        """(head, number of pin records): what a cached copy of the session must match."""
+    async def state(self, sid: str) -> tuple[str, int, str] | None:
+        """(head, number of pin records, key of the held calls or ""): what a cached copy of the
+        session must match."""
+        ...
+
+    async def put_held(self, sid: str, record: dict[str, Any] | None) -> bool:
+        """Keep (or, None, forget) the session's held context calls (False: no such session)."""
         ...
 
     async def add_pin(self, sid: str, record: dict[str, Any]) -> bool:

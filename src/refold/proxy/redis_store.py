@@ -1,6 +1,7 @@
 """The Redis backend: several proxy replicas share sessions through one Redis.
 
-Keys (``refold:`` namespace): ``s:{sid}`` hash (name, owner, head, created, updated),
+Keys (``refold:`` namespace): ``s:{sid}`` hash (name, owner, head, created, updated, and the
+held context calls ``held``/``held_key`` while there are any),
 ``p:{sid}`` and ``st:{sid}`` hashes of prefixes and steps by digest, ``h:{sid}`` list of retired
 branch heads, ``pin:{sid}`` list of the user's pins (JSON, in order),
 ``r:{owner}\x1f{id}`` hash of a Responses API response (its items, its parent) with ``r:all``
@@ -27,6 +28,7 @@ from .records import (
     SessionData,
     SessionRecord,
     StoredStep,
+    held_key,
     one_line,
 )
 
@@ -44,6 +46,18 @@ redis.call('HSET', KEYS[1], 'head', ARGV[2], 'updated', ARGV[5])
 if ARGV[6] ~= '' then redis.call('RPUSH', KEYS[2], ARGV[6]) end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[7])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[7])
+if ARGV[8] == '1' then redis.call('HDEL', KEYS[1], 'held', 'held_key') end
+return 1
+"""
+
+# Keep (ARGV[1] a record) or forget (ARGV[1] '') the session's held context calls, if it exists.
+_HELD = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] == '' then
+  redis.call('HDEL', KEYS[1], 'held', 'held_key')
+else
+  redis.call('HSET', KEYS[1], 'held', ARGV[1], 'held_key', ARGV[2])
+end
 return 1
 """
 
@@ -124,6 +138,7 @@ class RedisStore:
         self._cas = self._r.register_script(_CAS)
         self._prune = self._r.register_script(_PRUNE)
         self._pin = self._r.register_script(_PIN)
+        self._held = self._r.register_script(_HELD)
         self._resp_put = self._r.register_script(_RESP_PUT)
         self._resp_get = self._r.register_script(_RESP_GET)
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
@@ -149,7 +164,7 @@ class RedisStore:
 
     async def _migrate(self) -> None:
         """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; v3 adds ``pin:`` lists,
-        v4 ``r:`` hashes (nothing to rewrite); newer is refused."""
+        v4 ``r:`` hashes, v5 the ``held`` fields of ``s:`` (nothing to rewrite); newer is refused."""
         raw = await self._r.get(self._k("meta", "schema"))
         version = int(raw) if raw is not None else 0
         if version > SCHEMA_VERSION:
@@ -190,21 +205,27 @@ class RedisStore:
             {d.decode(): StoredStep.from_json(d.decode(), b) for d, b in steps.items()},
             [h.decode() for h in heads],
             [json.loads(p) for p in pins],
+            json.loads(r["held"]) if r.get("held") else None,
         )
 
     async def head(self, sid: str) -> str | None:
         value = await self._guard(lambda: self._r.hget(self._k("s", sid), "head"))
         return value.decode() if value is not None else None
 
-    async def state(self, sid: str) -> tuple[str, int] | None:
+    async def state(self, sid: str) -> tuple[str, int, str] | None:
         return await self._guard(lambda: self._state(sid))
 
-    async def _state(self, sid: str) -> tuple[str, int] | None:
+    async def _state(self, sid: str) -> tuple[str, int, str] | None:
         pipe = self._r.pipeline(transaction=True)
-        pipe.hget(self._k("s", sid), "head")
+        pipe.hmget(self._k("s", sid), "head", "held_key")
         pipe.llen(self._k("pin", sid))
-        head, pins = await pipe.execute()
-        return (head.decode(), int(pins)) if head is not None else None
+        (head, key), pins = await pipe.execute()
+        return (head.decode(), int(pins), key.decode() if key else "") if head is not None else None
+
+    async def put_held(self, sid: str, record: dict[str, Any] | None) -> bool:
+        body = "" if record is None else json.dumps(record, ensure_ascii=False, sort_keys=True)
+        ok = await self._guard(lambda: self._held(keys=[self._k("s", sid)], args=[body, held_key(record)]))
+        return bool(ok)
 
     async def add_pin(self, sid: str, record: dict[str, Any]) -> bool:
         return await self._guard(lambda: self._add_pin(sid, record))
@@ -231,7 +252,8 @@ class RedisStore:
             await pipe.execute()
         ok = await self._cas(
             keys=[self._k("s", c.sid), self._k("h", c.sid), self._k("o", c.owner), self._k("all", "sessions")],
-            args=[c.expected or "", c.head, c.name, c.owner, repr(time.time()), c.retire or "", c.sid],
+            args=[c.expected or "", c.head, c.name, c.owner, repr(time.time()), c.retire or "", c.sid,
+                  "1" if c.settle else ""],
         )
         if not ok:
             raise StoreConflict(c.sid)

@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from typing import Any
 
 from ..context.recognize import SHELL_TOOLS, Recognizer
 from ..types import Action, Message
 from .commands import context_calls
 from .deferred import Deferred, LaterCalls, unsent_text
-from .early import CallGate, CommandGate, command_value
+from .early import CallGate, CommandEnd, CommandGate, command_value
 from .stream import HeadStripper, event, split_chunk, text_chunk, usage_only, with_id
 from .upstream import Result
-
-_IN_STRING = re.compile(r'(?:[^"\\]|\\.)*', re.DOTALL)
-"""A JSON string's body up to its closing quote (or up to a lone backslash at the end)."""
 
 _HEAD = ("id", "object", "created", "model", "system_fingerprint")
 
@@ -40,23 +36,19 @@ class ArgsGuard:
     waits until they are whole, then goes on unchanged when the whole call is no context command
     (read as ``commands._call`` reads it), else a closing of what was sent goes in its place."""
 
-    def __init__(self, rec: Recognizer, name: str, start: int) -> None:
-        self.rec, self.name, self.start = rec, name, start
-        self.args = ""  # the first call's arguments so far, as relayed to here
+    def __init__(self, rec: Recognizer, name: str, start: int, listed: bool = False) -> None:
+        self.rec, self.name = rec, name
+        self.cmd = CommandEnd(start, listed)  # the first call's arguments so far, as relayed to here
         self.tail = ""  # held: from the closing quote on
         self.closed = False
         self.closing: str | None = None  # sent in place of the tail
-        self._scan = start
-        self._end: int | None = None
+
+    @property
+    def args(self) -> str:
+        return self.cmd.args
 
     def _quote(self) -> int | None:
-        if self._end is None and len(self.args) > self.start:
-            m = _IN_STRING.match(self.args, self._scan)
-            assert m is not None  # the pattern matches the empty string
-            self._scan = m.end()
-            if self._scan < len(self.args) and self.args[self._scan] == '"':
-                self._end = self._scan
-        return self._end
+        return self.cmd.end
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         """What goes to the client of a relayed chunk (the first call's pieces split at the quote,
@@ -84,8 +76,7 @@ class ArgsGuard:
                     continue
                 piece = fn.get("arguments") or ""
                 pos = len(self.args)
-                self.args += piece
-                end = self._quote()
+                end = self.cmd.add(piece)
                 if end is None or pos + len(piece) <= end:
                     first.append(tc)
                     continue
@@ -127,8 +118,7 @@ class ArgsGuard:
         whole = {"id": "c", "type": "function", "function": {"name": self.name, "arguments": self.args}}
         tail, self.tail = self.tail, ""
         if context_calls({"role": "assistant", "content": "", "tool_calls": [whole]}, self.rec) is not None:
-            found = command_value(self.args)
-            tail = self.closing = '"' + ("]" if found is not None and found.listed else "") + "}"
+            tail = self.closing = self.cmd.closing()
         return [_calls_chunk(template, [{"index": 0, "function": {"arguments": tail}}])] if tail else []
 
     def shown(self, message: Message) -> Message:
@@ -225,7 +215,7 @@ class ChatRelay:
             if calls.names[first] in SHELL_TOOLS and self.rec.shell:
                 found = command_value(calls.args[first])
                 assert found is not None  # a shell call is decided only from its command
-                self.guard = ArgsGuard(self.rec, calls.names[first], found.start)
+                self.guard = ArgsGuard(self.rec, calls.names[first], found.start, found.listed)
             held, self.held = self.held, []
             for r in held:
                 out += self._relay(r)

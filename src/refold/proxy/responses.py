@@ -139,6 +139,33 @@ class ResponsesSplicer(SplicedRound):
             return None
         return int(data.get("output_index", -1)), str(data.get("delta", ""))
 
+    def call_end(self, data: dict[str, Any]) -> int | None:
+        i = data.get("output_index")
+        return i if data.get("type") == "response.function_call_arguments.done" and isinstance(i, int) else None
+
+    def with_piece(self, data: dict[str, Any], piece: str) -> dict[str, Any]:
+        return {**data, "delta": piece}
+
+    def with_args(self, data: dict[str, Any], index: int, args: str) -> dict[str, Any] | None:
+        if data.get("output_index") != index:
+            return None
+        if data.get("type") == "response.function_call_arguments.done":
+            return {**data, "arguments": args}
+        item = data.get("item")
+        if data.get("type") == "response.output_item.done" and isinstance(item, dict):
+            return {**data, "item": {**item, "arguments": args}}
+        return None
+
+    def fixed(self, data: Any) -> Any:
+        g, i = self.guard, self.call
+        output = data.get("output") if isinstance(data, dict) else None
+        if g is None or g.shown is None or i is None or not isinstance(output, list) or not 0 <= i < len(output):
+            return data
+        item = output[i]
+        if not isinstance(item, dict) or item.get("type") != "function_call":
+            return data
+        return {**data, "output": [*output[:i], {**item, "arguments": g.shown}, *output[i + 1 :]]}
+
     def text_of(self, data: dict[str, Any]) -> str | None:
         if data.get("type") == "response.output_text.delta":
             return str(data.get("delta", ""))
@@ -244,6 +271,7 @@ class ResponsesSplicer(SplicedRound):
         return "".join(wire._output_text(i) for i in self._round_items if wire._kind(i) == "message")
 
     def view(self, data: Any) -> Any:
+        data = self.fixed(data)
         if not isinstance(data, dict) or not isinstance(data.get("output"), list):
             return data
         if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values():
@@ -276,6 +304,9 @@ class ResponsesAdapter:
 
     def reply(self, data: Any) -> Message | None:
         return wire.reply(data)
+
+    def check(self, data: Any) -> Any:
+        return wire.check_reply(data)
 
     def aggregate(self, events: Sequence[Event]) -> Any:
         return wire.aggregate([parse_json(e.data) for e in events])

@@ -22,6 +22,7 @@ from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
 from .surface import Parsed
 from .surface_calls import canonical_call, tool_name
+from .validate import bad_upstream
 
 KEY = "responses"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -51,9 +52,11 @@ def _output_text(item: dict[str, Any]) -> str:
     content = item.get("content")
     if isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        return ""
     return "".join(
         str(p.get("text", ""))
-        for p in content or []
+        for p in content
         if isinstance(p, dict) and p.get("type") in ("output_text", "text", "input_text")
     )
 
@@ -85,6 +88,8 @@ def reply_message(items: list[dict[str, Any]]) -> Message:
 def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Parsed:
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise bad("model: must be a non-empty string")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise bad(f"stream: must be true or false, got {json.dumps(body['stream'])}")  # "false" is not false
     items = [*(prior or []), *items_of(body)]
     if not items:
         raise bad("input: must not be empty")
@@ -125,6 +130,8 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
             })
         elif kind == "message" and item.get("role") != "assistant":
             raise bad(f"input.{n}.role: must be one of user, system, developer, assistant")
+        elif kind == "message" and not isinstance(item.get("content", ""), str | list):
+            raise bad(f"input.{n}.content: must be a string or an array of content parts")
         elif kind:
             group.append(item)  # assistant messages, reasoning, calls, other items kept verbatim
         else:
@@ -269,6 +276,36 @@ def reply(data: Any) -> Message | None:
     if not isinstance(data, dict) or data.get("error") or not isinstance(data.get("output"), list):
         return None
     return reply_message([i for i in data["output"] if isinstance(i, dict)])
+
+
+def check_reply(data: Any) -> Any:
+    """A Responses answer from upstream in the shape the session reads (a 502 naming the field)."""
+    if not isinstance(data, dict):
+        raise bad_upstream("body", "is not a JSON object")
+    if data.get("error"):
+        return data
+    output = data.get("output")
+    if not isinstance(output, list):
+        raise bad_upstream("output", "is not a list of output items")
+    for i, item in enumerate(output):
+        p = f"output[{i}]"
+        if not isinstance(item, dict):
+            raise bad_upstream(p, "is not an object")
+        kind = item.get("type")
+        if kind == "message":
+            parts = item.get("content", [])
+            if not isinstance(parts, list):
+                raise bad_upstream(f"{p}.content", "is not a list of content parts")
+            for j, part in enumerate(parts):
+                if not isinstance(part, dict) or not isinstance(part.get("text", ""), str):
+                    raise bad_upstream(f"{p}.content[{j}]", "is not a content part with text")
+        elif kind == "function_call":
+            for key in ("name", "arguments"):
+                if not isinstance(item.get(key), str):
+                    raise bad_upstream(f"{p}.{key}", "is not a string")
+            if not isinstance(item.get("call_id", item.get("id")), str):
+                raise bad_upstream(f"{p}.call_id", "is not a string")
+    return data
 
 
 FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")

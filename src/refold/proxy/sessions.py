@@ -31,7 +31,7 @@ from ..render import Renderer
 from ..types import Message, message_digest
 from ..wire import read_stored
 from .mapping import ClientStep, Match, Norm, match, normalize, split
-from .records import Commit, SessionData, Store, StoredStep
+from .records import Commit, SessionData, Store, StoredStep, held_key
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
 _MAX_VIEWS = 4
@@ -106,6 +106,8 @@ class Session:
     views: OrderedDict[str, View] = field(default_factory=OrderedDict)
     norms: dict[str, tuple[Norm, tuple[Norm, ...]]] = field(default_factory=dict)
     pins: list[dict[str, Any]] = field(default_factory=list)  # the user's pins, as stored
+    held: dict[str, Any] | None = None  # context calls left out of the reply the client holds (``Deferred``)
+    held_key: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     checked: float = -1e9  # time.monotonic() when head and pins last agreed with the store
 
@@ -113,6 +115,7 @@ class Session:
         self.head = data.record.head
         self.prefixes = data.prefixes
         self.steps = data.steps
+        self.held, self.held_key = data.held, held_key(data.held)
         if data.pins != self.pins:  # a view's history holds the pins it was built with
             self.pins = list(data.pins)
             self.views.clear()
@@ -128,6 +131,7 @@ class Session:
         self.head = None
         self.prefixes, self.steps, self.tips = {}, {}, []
         self.pins = []
+        self.held, self.held_key = None, ""
         self.views.clear()
         self.norms.clear()
 
@@ -253,7 +257,7 @@ class SessionManager:
             if s.head is not None:
                 s.reset()
             return
-        if state == (s.head, len(s.pins)) and not force:  # a pin set elsewhere (the CLI, a replica) reloads
+        if state == (s.head, len(s.pins), s.held_key) and not force:  # a pin set elsewhere (the CLI, a replica) reloads
             s.checked = checked
             return
         data = await self.store.load(s.sid)
@@ -279,13 +283,26 @@ class SessionManager:
                 v.history.load_pins([record])
             return resolve(view.history, item, view.renderer.config), record
 
-    async def turn(self, s: Session, messages: list[Message]) -> Turn:
-        """Record the client's messages into the session (caller holds ``s.lock``)."""
+    async def hold(self, s: Session, record: dict[str, Any] | None) -> None:
+        """Store (None: forget) the context calls held for the session's next request."""
+        if record is None and s.held is None:
+            return
+        if await self.store.put_held(s.sid, record):
+            s.held, s.held_key = record, held_key(record)
+
+    async def turn(
+        self, s: Session, messages: list[Message], prepare: Callable[[list[Message]], list[Message]] | None = None
+    ) -> Turn:
+        """Record the client's messages into the session (caller holds ``s.lock``); ``prepare``
+        rewrites them once the session is read from the store (replies the client holds in
+        another form than the model wrote)."""
+        await self._refresh(s)
+        if prepare is not None:
+            messages = prepare(messages)
         prefix, steps = split(messages)
         tail: Message | None = None
         if steps and not steps[-1][1]:
             tail = copy.deepcopy(steps.pop()[0])
-        await self._refresh(s)
         # matching, hashing and replaying a long request is CPU work: off the event loop (see aview)
         m = await asyncio.to_thread(s.best, prefix, steps) if s.head is not None else None
         if m is None:
@@ -306,8 +323,11 @@ class SessionManager:
         base: str,
         new: Sequence[tuple[Message, Sequence[Message], dict[str, Any]]],
         prefix: tuple[str, list[Message]] | None = None,
+        *,
+        settle: bool = False,
     ) -> str:
-        """Append ``new`` steps onto ``base`` durably; returns the new tip digest."""
+        """Append ``new`` steps onto ``base`` durably; returns the new tip digest. ``settle``:
+        they answer the session's held context calls, forgotten in the same write."""
         now = round(time.time(), 3)  # when the call these steps lead to is made: idle gaps tell a cold cache
         if len(new) > _INLINE_STEPS:  # thousands of steps take a second to copy and hash
             stored = await asyncio.to_thread(_stored_steps, base, new, now)
@@ -325,7 +345,7 @@ class SessionManager:
                     retire = old
             try:
                 await self.store.commit(
-                    Commit(s.sid, s.name, s.owner, old, tip, prefix, tuple(stored), retire)
+                    Commit(s.sid, s.name, s.owner, old, tip, prefix, tuple(stored), retire, settle)
                 )
             except StoreConflict:
                 await self._refresh(s, force=True)
@@ -333,6 +353,8 @@ class SessionManager:
                     s.prefixes.setdefault(*prefix)
                 continue
             s.head = tip
+            if settle:
+                s.held, s.held_key = None, ""
             break
         else:
             raise ProxyError(

@@ -19,8 +19,11 @@ from typing import Any
 
 from ..context.recognize import Recognizer
 from ..protocol import SHELL_LANGS, fenced_blocks
+from .commands import context_calls
+from .early import ARGV_SHELL, CommandEnd, command_value
 from .held import HeldRound, decide
-from .sse import Event, parse_json
+from .sse import Event, parse_json, sse
+from .surface_calls import canonical_call, recognizable
 
 _XML_OPEN, _XML_CLOSE = "<mswea_bash_command>", "</mswea_bash_command>"
 
@@ -54,9 +57,32 @@ def unsent(visible: str, sent: str) -> str:
     return visible[len(sent) :] if visible.startswith(sent) else ""
 
 
+class CallGuard:
+    """The first call of a round relayed early, decided from its command's first word: its
+    argument events go on up to the one holding the closing quote of the command's JSON string;
+    from there they wait until the call's arguments end, then go on unchanged when the whole call
+    is no context command (read as the session reads it: ``canonical_call``), else the arguments
+    are closed right after the part the client was sent, and that is the call it runs (the same
+    rule as the chat surface's ``relay.ArgsGuard``)."""
+
+    def __init__(self, start: int, listed: bool) -> None:
+        self.cmd = CommandEnd(start, listed)
+        self.held: list[tuple[Event, dict[str, Any], int | None]] = []  # (event, data, where its piece begins)
+        self.done = False
+        self.shown: str | None = None  # the closed arguments the client got in place of the real ones
+
+    def add(self, piece: str) -> int:
+        """Add a piece; where it begins in the arguments."""
+        at = len(self.cmd.args)
+        self.cmd.add(piece)
+        return at
+
+
 class SplicedRound(HeldRound):
-    """``HeldRound`` with a released round's later calls held until decided. Each surface says
-    which events open a call and add to its arguments (``call_start``, ``call_delta``)."""
+    """``HeldRound`` with a released round's later calls held until decided, and its first call
+    guarded (``CallGuard``). Each surface says which events open a call, add to its arguments and
+    end them (``call_start``, ``call_delta``, ``call_end``) and how an event carries changed
+    arguments (``with_piece``, ``with_args``)."""
 
     def __init__(self, rec: Recognizer) -> None:
         super().__init__(rec)
@@ -65,10 +91,87 @@ class SplicedRound(HeldRound):
         self._later: int | None = None  # the later call being decided
         self._later_name = self._later_args = ""
         self.left_out: list[str] = []  # ids of the round's calls left out (context commands)
+        self.guard: CallGuard | None = None
 
     def begin(self, final: bool) -> None:
         super().begin(final)
         self.later, self._later, self.left_out = [], None, []
+        self.guard = None
+
+    @abstractmethod
+    def call_end(self, data: dict[str, Any]) -> int | None:
+        """The index of the call whose arguments the event ends (they are whole)."""
+
+    @abstractmethod
+    def with_piece(self, data: dict[str, Any], piece: str) -> dict[str, Any]:
+        """An arguments-delta event carrying ``piece`` instead."""
+
+    @abstractmethod
+    def with_args(self, data: dict[str, Any], index: int, args: str) -> dict[str, Any] | None:
+        """The event with call ``index``'s whole arguments replaced, if it carries them."""
+
+    @abstractmethod
+    def fixed(self, data: Any) -> Any:
+        """An aggregated answer with the guarded call as the client was sent it."""
+
+    def decided_early(self) -> None:
+        if decide(self.call_name, "", self.rec) is False or self.call is None:
+            return  # decided by its name alone: no command to guard
+        found = command_value(self.call_args, argv=ARGV_SHELL)
+        if found is not None:  # the call's events so far are held: ``flush`` sends them through ``send``
+            self.guard = CallGuard(found.start, found.listed)
+
+    def send(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        g = self.guard
+        if g is None or (g.done and g.shown is None):
+            return self.emit(ev, data)
+        piece = self.call_delta(data)
+        mine = piece is not None and piece[0] == self.call
+        if g.done:  # the arguments were closed for the client: the rest of them is not sent
+            if mine:
+                return []
+            changed = self.with_args(data, self.call, g.shown) if self.call is not None and g.shown else None
+            return self.emit(*_rewritten(ev, changed)) if changed is not None else self.emit(ev, data)
+        if mine and piece is not None and not g.held:
+            at = g.add(piece[1])
+            if g.cmd.end is None:
+                return self.emit(ev, data)
+            g.held.append((ev, data, at))
+            return []
+        if mine and piece is not None:
+            g.held.append((ev, data, g.add(piece[1])))
+            return []
+        if g.held and self.call_end(data) != self.call:
+            g.held.append((ev, data, None))  # kept in order behind the held part of the call
+            return []
+        if self.call_end(data) == self.call:
+            return self.settle_call() + self.send(ev, data)
+        return self.emit(ev, data)
+
+    def settle_call(self) -> list[bytes]:
+        """The guarded call's arguments are whole: its held events, as they came or closed."""
+        g = self.guard
+        if g is None or g.done:
+            return []
+        g.done = True
+        held, g.held = g.held, []
+        name, args = canonical_call(self.call_name, g.cmd.args)
+        whole = {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": name, "arguments": args}}]}
+        out: list[bytes] = []
+        if g.cmd.end is None or context_calls(recognizable(whole), self.rec) is None:
+            for ev, data, _ in held:
+                out += self.emit(ev, data)
+            return out
+        g.shown = g.cmd.closed()
+        first = True
+        for ev, data, at in held:
+            if at is None:
+                out += self.send(ev, data)
+            elif first:  # the piece holding the closing quote: up to it, then the closing
+                first = False
+                out += self.emit(*_rewritten(ev, self.with_piece(data, g.shown[at:])))
+        return out
 
     @property
     def holding_later(self) -> bool:
@@ -89,6 +192,8 @@ class SplicedRound(HeldRound):
         return self._released(ev, data if isinstance(data, dict) else {})
 
     def _released(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
+        if self.final:  # a round the proxy does not answer: relayed as the model wrote it
+            return self.emit(ev, data)
         if self._later is not None:
             self.later.append((ev, data))
             piece = self.call_delta(data)
@@ -98,7 +203,7 @@ class SplicedRound(HeldRound):
             return []
         start = self.call_start(data)
         if start is None or start[0] == self.call:
-            return self.emit(ev, data)
+            return self.send(ev, data)
         self._later, self._later_name, self._later_args = start[0], start[1], ""
         self.later = [(ev, data)]
         return self._decide_later()
@@ -107,7 +212,7 @@ class SplicedRound(HeldRound):
         if decide(self._later_name, self._later_args, self.rec) is not False:
             return []
         held, self.later, self._later = self.later, [], None
-        out = self.emit(*held[0])
+        out = self.send(*held[0])
         for ev, data in held[1:]:  # another later call among them is held in turn
             out += self._released(ev, data)
         return out
@@ -121,7 +226,13 @@ class SplicedRound(HeldRound):
             if start is not None and start[2] in context_ids and start[0] not in self._map:
                 self._map[start[0]] = None
                 self.left_out.append(start[2])
-        out: list[bytes] = []
+        out: list[bytes] = self.settle_call()
         for ev, data in held:
-            out += self.emit(ev, data)
+            out += self.send(ev, data)
         return out
+
+
+def _rewritten(ev: Event, data: dict[str, Any]) -> tuple[Event, dict[str, Any]]:
+    """An event written anew with ``data`` (``emit`` relays an event's own bytes when it can)."""
+    raw = sse(ev.name, data)
+    return Event(raw, ev.name, raw.decode().split("data: ", 1)[1].rstrip("\n")), data

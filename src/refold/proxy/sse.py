@@ -55,7 +55,10 @@ def parse_json(data: str) -> Any:
 def sse(name: str | None, data: dict[str, Any]) -> bytes:
     """One event written anew (an event the splice changed)."""
     head = f"event: {name}\n" if name else ""
-    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    try:
+        return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    except UnicodeEncodeError:  # a lone surrogate from upstream: escaped, as the upstream sent it
+        return f"{head}data: {json.dumps(data)}\n\n".encode()
 
 
 _FINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed", "error"})

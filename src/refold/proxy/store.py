@@ -34,6 +34,7 @@ from .records import (
     SessionRecord,
     Store,
     StoredStep,
+    held_key,
     one_line,
 )
 
@@ -169,9 +170,10 @@ class SQLiteStore:
             }
             heads = [h for (h,) in db.execute("SELECT head FROM heads WHERE sid=? ORDER BY retired", (sid,))]
             pins = [json.loads(b) for (b,) in db.execute("SELECT body FROM pins WHERE sid=? ORDER BY seq", (sid,))]
+            held = db.execute("SELECT body FROM held WHERE sid=?", (sid,)).fetchone()
         finally:
             end_transaction(db)
-        return SessionData(SessionRecord(*row), prefixes, steps, heads, pins)
+        return SessionData(SessionRecord(*row), prefixes, steps, heads, pins, json.loads(held[0]) if held else None)
 
     async def head(self, sid: str) -> str | None:
         return await self._run(self._read, self._head, sid)
@@ -180,14 +182,37 @@ class SQLiteStore:
         row = self._rdb.execute("SELECT head FROM sessions WHERE sid=?", (sid,)).fetchone()
         return row[0] if row else None
 
-    async def state(self, sid: str) -> tuple[str, int] | None:
+    async def state(self, sid: str) -> tuple[str, int, str] | None:
         return await self._run(self._read, self._state, sid)
 
-    def _state(self, sid: str) -> tuple[str, int] | None:
+    def _state(self, sid: str) -> tuple[str, int, str] | None:
         row = self._rdb.execute(
-            "SELECT head, (SELECT count(*) FROM pins WHERE sid=?1) FROM sessions WHERE sid=?1", (sid,)
+            "SELECT head, (SELECT count(*) FROM pins WHERE sid=?1), (SELECT key FROM held WHERE sid=?1) "
+            "FROM sessions WHERE sid=?1",
+            (sid,),
         ).fetchone()
-        return (row[0], int(row[1])) if row else None
+        return (row[0], int(row[1]), row[2] or "") if row else None
+
+    async def put_held(self, sid: str, record: dict[str, Any] | None) -> bool:
+        return await self._run(self._write, self._put_held, sid, record)
+
+    def _put_held(self, sid: str, record: dict[str, Any] | None) -> bool:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("SELECT 1 FROM sessions WHERE sid=?", (sid,)).fetchone() is None:
+                return False
+            if record is None:
+                db.execute("DELETE FROM held WHERE sid=?", (sid,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO held VALUES (?,?,?)",
+                    (sid, held_key(record), json.dumps(record, ensure_ascii=False, sort_keys=True)),
+                )
+            db.execute("COMMIT")
+        finally:
+            end_transaction(db)
+        return True
 
     async def add_pin(self, sid: str, record: dict[str, Any]) -> bool:
         return await self._run(self._write, self._add_pin, sid, record)
@@ -237,6 +262,8 @@ class SQLiteStore:
             )
             if c.retire:
                 db.execute("INSERT OR IGNORE INTO heads VALUES (?,?,?)", (c.sid, c.retire, now))
+            if c.settle:
+                db.execute("DELETE FROM held WHERE sid=?", (c.sid,))
             db.execute("COMMIT")
         finally:
             end_transaction(db)  # after a failed COMMIT (disk full) SQLite has already rolled back
@@ -301,7 +328,7 @@ class SQLiteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             old = "SELECT sid FROM sessions WHERE updated < ?"
-            for table in ("steps", "prefixes", "heads", "pins"):
+            for table in ("steps", "prefixes", "heads", "pins", "held"):
                 db.execute(f"DELETE FROM {table} WHERE sid IN ({old})", (before,))
             n = db.execute("DELETE FROM sessions WHERE updated < ?", (before,)).rowcount
             db.execute("DELETE FROM responses WHERE used < ?", (before,))

@@ -6,9 +6,12 @@ and render them exactly as for chat completions, converts the rendered prompt ba
 wire format (native blocks and items kept as received wherever the rendering left them as they
 were) and calls the upstream. Context commands the model issues are answered here with the one
 module ``refold.context`` (``commands.context_calls`` / ``commands.observations``), stored as
-internal steps, and the upstream is called again, up to ``max_rounds`` times. The client never
-receives a context command: one that comes after calls the client was already streamed, or in
-the last round, is left out and answered before the next upstream call (``deferred``).
+internal steps, and the upstream is called again, up to ``max_rounds`` times. One that comes
+after calls the client was already streamed is left out and answered before the next upstream
+call (``deferred``, stored with the session). A round the proxy will not answer (rounds used up,
+``max_rounds`` 0, a prefill) is rendered offering no context command (``plain``) and reaches the
+client as the model wrote it; the client's replies are recorded with no context command
+answered, so nothing its shell ran or refused is applied (as on chat completions).
 
 Streaming: ``surface_stream``. Upstream calls and errors: ``surface_upstream`` (an upstream error
 keeps its status; its body is returned as it came when it is in the surface's error shape, else
@@ -37,12 +40,13 @@ from .config import ProxyConfig
 from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
+from .plain import PlainRenderers
 from .sessions import Session, SessionManager, View, session_name
-from .shown import ShownReplies
+from .shown import ShownReplies, unanswered
 from .sse import Event, is_sse
 from .surface_calls import recognizable, split_calls
 from .surface_stream import Plan, Splicer, relay, spliced
-from .surface_upstream import Failed, bad_stream, cause, open_stream, post
+from .surface_upstream import Failed, bad_stream, cause, open_stream, post, upstream_answer
 from .upstream import Upstream
 
 _DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
@@ -79,6 +83,10 @@ class Adapter(Protocol):
 
     def reply(self, data: Any) -> Message | None:
         """The upstream answer as an assistant message (native form under ``extra``), or None."""
+        ...
+
+    def check(self, data: Any) -> Any:
+        """The upstream answer when it has the shape ``reply`` reads, else a 502 naming the field."""
         ...
 
     def without(self, data: Any, ids: Sequence[str]) -> Any:
@@ -118,6 +126,11 @@ class SurfaceService:
         self.metrics = metrics
         self._shown = ShownReplies()
         self._deferred = Deferred()
+        self._plain = PlainRenderers(cfg.config)
+
+    def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
+        out = self._deferred.as_sent(s, messages)
+        return out if out is messages else [unanswered(m) if m.get("role") == "assistant" else m for m in out]
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -132,8 +145,10 @@ class SurfaceService:
     ) -> httpx.Response | Failed:
         return await open_stream(self.client, self.url(adapter.path, query), body, headers, self.cfg.timeout)
 
-    def _render(self, view: View) -> tuple[str, Rendered]:
-        rendered = view.renderer.render(view.history)
+    def _render(self, view: View, plain: str | None = None) -> tuple[str, Rendered]:
+        """The view's prompt; ``plain`` (a session id): one that offers no context command."""
+        renderer = view.renderer if plain is None else self._plain.get(plain)
+        rendered = renderer.render(view.history)
         self.metrics.observe("refold_render_ms", rendered.stats.render_ms)
         return view.history.digest, rendered
 
@@ -152,27 +167,37 @@ class SurfaceService:
         parsed = parsed or adapter.parse(body)
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), parsed.messages, owner))
         # a reply the client was streamed after an internal round's text is recorded as the model wrote it
-        parsed.messages = self._shown.as_sent(s.sid, parsed.messages)
+        # the client's replies are recorded with no context command answered: its shell ran them
+        parsed.messages = [unanswered(m) if m.get("role") == "assistant" else m
+                           for m in self._shown.as_sent(s.sid, parsed.messages)]
+        added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools and cfg.max_rounds > 0)
         async with s.lock:
-            turn = await self.manager.turn(s, parsed.messages)
+            turn = await self.manager.turn(s, parsed.messages, lambda ms: self._held_as_sent(s, ms))
             view = turn.view
-            base, rendered = await asyncio.to_thread(self._render, view)  # seconds for a long first request
+            answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
+            # seconds for a long first request
+            base, rendered = await asyncio.to_thread(self._render, view, None if answering else s.sid)
+            held = self._deferred.take(s, view.history) if answering else None
+            calls = context_calls(recognizable(held), rec) if held is not None else None
+            if held is not None and calls is None:
+                await self.manager.hold(s, None)  # nothing left in it this request could answer
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
-        added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools)
-        held = self._deferred.take(s.sid, view.history) if turn.tail is None else None
-        if held is not None:  # context commands left out of the reply the client holds: answered first
-            calls = context_calls(recognizable(held), rec)
-            if calls is not None:
-                base, view, rendered = await self.internal(adapter, s, base, held, calls, "")
+        if held is not None and calls is not None:  # context commands left out of the reply the client holds
+            base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True)
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
-        answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
+        if not answering:
+            added = []  # a round the proxy does not answer offers no context command
         rounds = 0
         upstream_ms = 0.0
         while True:
             final = not answering or rounds >= cfg.max_rounds
+            if final and answering:  # rounds used up: this round's prompt offers no command
+                async with s.lock:
+                    base, rendered = self._render(s.view(base, cfg.renderer), s.sid)
+                added = []
             out = adapter.build(body, parsed, rendered, view.history, turn.tail, added)
             t0 = time.perf_counter()
             if stream:
@@ -196,18 +221,13 @@ class SurfaceService:
             got = await post(self.client, self.url(adapter.path, query), out, up_headers, cfg.timeout)
             if isinstance(got, Failed):
                 return self._failed(adapter, got, out_headers)
-            data = got
+            data = upstream_answer(adapter, got)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)
-            calls = context_calls(recognizable(reply), rec) if reply is not None and answering else None
+            # a round the proxy does not answer goes to the client as the model wrote it
+            calls = context_calls(recognizable(reply), rec) if reply is not None and not final else None
             if calls is None or reply is None:
-                break
-            if final:  # no round left: the client gets the reply without its context commands
-                left_out = [a.tool_call_id for a in calls if a.context is not None and a.tool_call_id]
-                if left_out:
-                    data = adapter.without(data, left_out)
-                    self.kept(s, adapter.key, reply, left_out, "")
                 break
             rounds += 1
             base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")
@@ -217,7 +237,7 @@ class SurfaceService:
         return JSONResponse(data, headers=out_headers)
 
     async def internal(
-        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str
+        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str, *, settle: bool = False
     ) -> tuple[str, View, Rendered]:
         """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
         cfg = self.cfg
@@ -233,7 +253,7 @@ class SurfaceService:
             view = s.view(base, cfg.renderer)
             stored, obs, answers = observations(view.history, plain, calls, cfg.config)
             stored["extra"] = {**stored["extra"], adapter.key: native}
-            tip = await self.manager.commit(s, base, [(stored, obs, meta)])
+            tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
             view = s.view(tip, cfg.renderer)
             base, rendered = self._render(view)
         self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
@@ -243,15 +263,19 @@ class SurfaceService:
         self.metrics.inc("refold_turns_recorded_total")
         return base, view, rendered
 
-    def kept(self, s: Session, key: str, reply: Message, left_out: Sequence[str], before: str) -> None:
-        """The final reply of an answer: the calls ``left_out`` kept to be answered before the next
-        upstream call; a reply streamed after internal rounds' text (``before``) remembered in the
-        form the client holds."""
+    async def kept(self, s: Session, key: str, reply: Message, left_out: Sequence[str], before: str) -> None:
+        """The final reply of an answer: the calls ``left_out`` kept (stored with the session) to be
+        answered before the next upstream call; a reply streamed after internal rounds' text
+        (``before``) remembered in the form the client holds."""
+        client = None
         if left_out:
             reply, own = split_calls(reply, left_out, key)
             self._deferred.put(s.sid, reply, own)
         if before:
-            self._shown.remember(s.sid, {**reply, "content": before + str(reply.get("content") or "")}, reply)
+            client = {**reply, "content": before + str(reply.get("content") or "")}
+            self._shown.remember(s.sid, client, reply)
+        if left_out:
+            await self._deferred.save(self.manager, s, client)
 
     def _added(self, start: float, upstream_ms: float) -> None:
         self.metrics.observe("refold_added_latency_ms", (time.perf_counter() - start) * 1000 - upstream_ms)

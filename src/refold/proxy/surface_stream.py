@@ -29,11 +29,12 @@ from .commands import _call, context_calls
 from .spliced import visible_text
 from .sse import Event, ended_properly, read_events
 from .surface_calls import recognizable
-from .surface_upstream import Failed, cause
+from .surface_upstream import Failed, cause, upstream_answer
 
 if TYPE_CHECKING:
     from .sessions import Session
     from .surface import Adapter, Parsed, SurfaceService
+
 
 
 class Splicer(Protocol):
@@ -70,6 +71,10 @@ class Splicer(Protocol):
 
     def view(self, data: Any) -> Any:
         """The aggregated answer of the final round as the client holds the whole answer."""
+        ...
+
+    def fixed(self, data: Any) -> Any:
+        """The aggregated answer of this round with its first call as the client was sent it."""
         ...
 
 
@@ -129,7 +134,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                     if not done and adapter.closing(ev) and (final or sp.released) and not sp.holding_later:
                         done = True
                         with contextlib.suppress(ProxyError):
-                            await adapter.done(p.parsed, sp.view(adapter.aggregate(events)))
+                            await adapter.done(p.parsed, sp.view(upstream_answer(adapter, adapter.aggregate(events))))
                     for out in sp.feed(ev):
                         yield out
             except httpx.HTTPError as e:
@@ -142,7 +147,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                 return
             service.metrics.inc("refold_upstream_calls_total")
-            data = adapter.aggregate(events)
+            data = sp.fixed(upstream_answer(adapter, adapter.aggregate(events)))
             reply = adapter.reply(data)
             calls = None
             if not final and not sp.released and reply is not None:
@@ -152,8 +157,8 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 if not done:
                     with contextlib.suppress(ProxyError):
                         await adapter.done(p.parsed, sp.view(data))
-                if reply is not None:
-                    service.kept(p.s, adapter.key, reply, sp.left_out, before)
+                if reply is not None:  # held calls are stored before the client has the answer's end
+                    await service.kept(p.s, adapter.key, reply, sp.left_out, before)
                 for out in tail:
                     yield out
                 return
@@ -164,7 +169,12 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             before += shown
             rounds += 1
             p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown)
-            request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, p.added)
+            added = p.added
+            if rounds >= cfg.max_rounds:  # the last round offers no context command
+                async with p.s.lock:
+                    p.base, rendered = service._render(p.s.view(p.base, cfg.renderer), p.s.sid)
+                added = []
+            request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, added)
             try:
                 got = await service.open(adapter, request, p.headers, p.query)
             except ProxyError as e:
@@ -190,7 +200,7 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIte
             if not finished and adapter.closing(ev):
                 finished = True
                 with contextlib.suppress(ProxyError):
-                    await adapter.done(parsed, adapter.aggregate(events))
+                    await adapter.done(parsed, upstream_answer(adapter, adapter.aggregate(events)))
             yield ev.raw
     except httpx.HTTPError as e:
         yield adapter.stream_error(f"upstream stream failed: {type(e).__name__}: {e}")
@@ -202,5 +212,5 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIte
         return
     if not finished:
         with contextlib.suppress(ProxyError):
-            await adapter.done(parsed, adapter.aggregate(events))
+            await adapter.done(parsed, upstream_answer(adapter, adapter.aggregate(events)))
 

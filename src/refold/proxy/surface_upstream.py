@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from ..errors import ProxyError
+from .validate import MAX_DEPTH, check_tree
 
 
 @dataclass
@@ -57,6 +58,16 @@ def bad_stream(what: str) -> ProxyError:
     return ProxyError(
         502, f"upstream stream {what}", type="upstream_error", code="bad_upstream_response", param="stream"
     )
+
+
+class _Checks(Protocol):
+    def check(self, data: Any) -> Any: ...
+
+
+def upstream_answer(adapter: _Checks, data: Any) -> Any:
+    """An upstream answer (a body, or a stream added up) as the session may store it: lone
+    surrogates replaced, NaN as null, its shape checked (a 502 naming the field otherwise)."""
+    return adapter.check(check_tree(data, "", max_depth=2 * MAX_DEPTH, upstream=True))
 
 
 def _retryable(e: httpx.HTTPError) -> bool:

@@ -13,7 +13,7 @@ order, all pending at once, so the spans shown are always the first ``applied`` 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from ..config import Config
 from ..history import History
@@ -76,9 +76,18 @@ def fold_timing(
     """Whether folding ``span`` at call t pays for itself on the last prompt (``last``, call t-1),
     and the tokens folding now recomputes. The answer to the fold asks it before step t exists,
     the render at call t after: the block is sized without step t, so both get the same numbers."""
+    return fold_verdict(config, history, t, span, book, lambda s, chars: fold_effect(last, last_origins, s, chars))
+
+
+Effect = Callable[[Span, int], tuple[int, int, int]]
+"""``fold_effect`` on the last prompt: (span, the block's characters) -> (size, recomputed, saved)."""
+
+
+def fold_verdict(config: Config, history: History, t: int, span: Span, book: SpanBook, effect: Effect) -> tuple[bool, int]:
+    """``fold_timing`` with the last prompt sized by ``effect`` (the renderer's reads its shared parts)."""
     steps = history.steps_between(span.begin - 1, min(span.end or span.begin, t - 1))
     block = block_text(span, steps, book, reversible=config.policy.reversible)
-    size, recomputed, saved = fold_effect(last, last_origins, span, len(block))
+    size, recomputed, saved = effect(span, len(block))
     return fold_pays(config, t, size, recomputed, saved), round(recomputed / config.spans.chars_per_token)
 
 
@@ -125,16 +134,9 @@ class AgentFolds:
         """Pending folds closed by step t (their answers said whether they show at call t)."""
         return [s for s in self.pending if s.closed_at == t]
 
-    def pays_now(self, history: History, t: int, last: Iterable[Message], last_origins: Iterable[Origin]) -> bool:
+    def pays_now(self, history: History, t: int, effect: Effect) -> bool:
         """Whether a fold closed by step t pays for itself on the last prompt (as its answer said)."""
-        fresh = self.fresh(t)
-        if not fresh:
-            return False
-        last, last_origins = list(last), list(last_origins)
-        return any(self.pays(history, t, s, last, last_origins) for s in fresh)
-
-    def pays(self, history: History, t: int, span: Span, last: list[Message], last_origins: list[Origin]) -> bool:
-        return fold_timing(self.config, history, t, span, self.book, last, last_origins)[0]
+        return any(fold_verdict(self.config, history, t, s, self.book, effect)[0] for s in self.fresh(t))
 
     def block(self, history: History, span: Span) -> tuple[Message, Origin]:
         text = self.blocks.get(span.id)

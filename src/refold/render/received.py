@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..history import History
+from ..mechanisms.boundary import plain_first
 from ..mechanisms.ledger import budget_line
 from ..messages import clean, label, with_content, with_text
 from ..prompts import ledger_section, reminder, span_section, system_section
+from ..protocol import CM
 from ..types import Message, Origin, Shown, Step, content_text
 
 SYSTEM_ROLES = ("system", "developer")
@@ -34,7 +36,8 @@ class Received:
 
 
 def prefix_messages(history: History, config: Config) -> tuple[list[Message], list[Origin]]:
-    """System prompt and task, as recorded, with refold's protocol section joined to the system prompt."""
+    """System prompt and task, as recorded, with refold's protocol section joined to the system prompt
+    (``prompt.deferred``: a message after them, as the protocol's prompt first arrives mid-session)."""
     policy = config.policy
     prefix = [clean(m) for m in history.prefix]
     origins = [Origin(None, "system" if m.get("role") in SYSTEM_ROLES else "task", Shown.PREFIX) for m in prefix]
@@ -51,7 +54,10 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
                 budget_line(0, config.ledger).rsplit(" of ", 1)[1] if budget else None,
                 objects=config.ledger.objects, view=config.ledger.view,
             )
-        if prefix and prefix[0].get("role") in SYSTEM_ROLES:  # OpenAI's newer models say "developer"
+        if plain_first(config):  # sent only from the first omission on: after the prefix, which stays cached
+            prefix.append({"role": "user", "content": f"{CM}{section}"})
+            origins.append(Origin(None, "system", Shown.PREFIX))
+        elif prefix and prefix[0].get("role") in SYSTEM_ROLES:  # OpenAI's newer models say "developer"
             prefix[0] = with_text(prefix[0], content_text(prefix[0].get("content")) + section)
         else:
             prefix.insert(0, {"role": "system", "content": section.lstrip()})

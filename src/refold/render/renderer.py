@@ -3,8 +3,8 @@
     history --received--> every step as first shown            (render.received)
             --behind----> final forms behind the boundary,      (render.behind: dedup, masking)
                           STALE folds, spans, ledger ops
-            --boundary--> where the boundary is: the seed's b_t, (mechanisms.boundary)
-                          or only where moving it pays
+            --boundary--> where the boundary is: the seed's b_t, (mechanisms.boundary, sized on
+                          or only where moving it pays         the last prompt: render.last)
             --layout----> steps 1..b as shown, then the tail     (render.layout)
             -> Rendered(messages, origins, stats)
 
@@ -21,21 +21,29 @@ import time
 
 from ..config import DEFAULT, Config
 from ..history import History
-from ..mechanisms.boundary import Candidate, cold, defers_folds, should_move, step_time
+from ..mechanisms.boundary import (
+    Candidate,
+    cold,
+    defers_folds,
+    plain_config,
+    plain_first,
+    should_move,
+    step_time,
+)
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_line
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..messages import clean
-from ..types import Message, Origin, Rendered, Shown, Step
+from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
+from .last import CacheView, LastPrompt, nothing
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
 from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
 from .received import ReceivedLog, message_chars, prefix_messages, received_form, with_budget_line
-from .rope import empty
 
 _NO_PINS: frozenset[Part] = frozenset()
 _LEDGER_VIEW = Origin(None, "ledger", Shown.NOTE)  # frozen: one for every call
@@ -55,6 +63,7 @@ class Renderer:
         self._budget = bool(config.ledger.budget_tokens)
         self._defers = defers_folds(config)
         self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
+        self._plain_config = plain_config(config) if plain_first(config) else None
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
@@ -65,13 +74,14 @@ class Renderer:
         self._seen: tuple[int, Step | str, object, float | None, tuple[Pin, ...]] | None = None
         self._prefix: list[Message] = []
         self._prefix_origins: list[Origin] = []
-        self._prefix_chars = 0
         self._user_pins = history.pins if history is not None else ()
         if history is not None:
             self._prefix, self._prefix_origins = prefix_messages(history, self.config)
-            self._prefix_chars = sum(message_chars(m) for m in self._prefix)
             self._seen = (0, history.digest, None, None, self._user_pins)
         self._recv = ReceivedLog()
+        self._last: LastPrompt = nothing()  # the last prompt rendered (updated in place)
+        self._cache = CacheView(self._prefix, self._recv, self._last, self._pinned, self._tail)  # what the cost rule compares with it
+        self._prefix_chars = self._cache.prefix_chars
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans)
@@ -87,20 +97,21 @@ class Renderer:
         self._hidden_memo: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
         self._t = -1  # the last call rendered
         self._budget_done = 0  # steps whose budget line is set
-        self._last_chars = 0  # characters of the last prompt rendered
-        self._last: Joined[Message] = Joined([], empty(), [])
-        self._last_origins: OriginParts = ([], empty(), [])
+        self._peak_chars = 0  # of the largest prompt sent (the cost rule's peak KV term)
+        # until the protocol's prompt pays (prompt.deferred): the plain history is sent instead
+        self._plain = Renderer(self._plain_config) if self._plain_config is not None else None
+        self._plain_sizes: list[int] = []  # characters of steps 1..n as recorded, running total
+        self._plain_sent: Rendered | None = None  # the plain prompt sent at call self._t
         self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
         self._reset_behind()
 
     def _reset_behind(self) -> None:
         self._behind = Behind(self.config, self._mechanisms)
-        self._last_layout: Layout | None = None
+        self._last.base = None
         self._layout: Layout | None = None  # the committed layout: steps 1..b as the last call showed them
         self._candidate: Layout | None = None  # a layout at the seed's boundary, not (yet) committed
-        # a moved layout that extends the kept one: (moved, kept, last-tail messages read, that tail, common chars)
-        self._extends: tuple[Layout, Layout, int, list[Message], int] | None = None
+        self._cache.extends = None
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -114,7 +125,7 @@ class Renderer:
         if t < self._t or not self._same(history):
             self._reset(history)
         if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
-            return LazyRendered(*self._again)
+            return self._plain_sent or LazyRendered(*self._again)
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
                 self._render(history, u, start)
@@ -173,26 +184,63 @@ class Renderer:
         origins = (self._prefix_origins, layout.origins, tail_origins)
         stable = self._stable(messages, layout, t)
         if after:
-            self._last_chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
+            chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
-            self._last_chars = self._prefix_chars + layout.total_chars + self._recv.chars(b, t)
+            chars = self._prefix_chars + layout.total_chars + self._recv.chars(b, t)
         if shown_now:  # what the folds shown first at this call cost the cache
-            same = self._known_same(layout, t)
-            self._folds.note_costs(shown_now, t, same, self._last.since(same), messages.since(same))
-        self._last, self._last_origins = messages, origins
+            same = self._last.known_same(layout, t)
+            self._folds.note_costs(shown_now, t, same, self._last.msgs.since(same), messages.since(same))
+        sent = self._last  # updated in place: the cache view holds it, and no call is cheaper
+        sent.msgs, sent.origins, sent.layout, sent.base, sent.chars, sent.t = messages, origins, layout, layout, chars, t
         restores = bisect.bisect_right(self._recv.restores, t) if self._recv.restores else 0
         stubs, trimmed, folded, notes = layout.counts
         self._t = t
-        self._last_layout = layout
         ms = (time.perf_counter() - start) * 1000
         self._again = (messages, origins, (t, b, stubs, trimmed, folded, notes, restores, ms, stable))
+        self._plain_sent = None
+        if self._plain is not None:
+            plain = self._plain_or_switch(history, t)
+            if plain is not None:
+                self._plain_sent = plain
+                return plain
+        self._peak_chars = max(self._peak_chars, chars)
         return LazyRendered(*self._again)
 
+    def _plain_or_switch(self, history: History, t: int) -> Rendered | None:
+        """While the plain history is sent: it again (None: the protocol's prompt from now on).
+
+        The protocol's section follows the prefix, so the switch recomputes from there on, like a
+        move; it happens when the rule says that pays against the plain prompt (cached up to this
+        call's outputs), or when the agent used a context command (its own prompt taught it)."""
+        assert self._plain is not None
+        sizes = self._plain_sizes
+        for s in history.steps_between(len(sizes), t):
+            own = message_chars(clean(s.reply)) + sum(message_chars(clean(o)) for o in s.observations)
+            sizes.append((sizes[-1] if sizes else 0) + own)
+        start = sum(message_chars(clean(m)) for m in history.prefix)
+        size = start + (sizes[t - 1] if t else 0)
+        outputs = size - start - (sizes[t - 2] if t > 1 else 0) - (message_chars(clean(history.step(t).reply)) if t else 0)
+        used = bool(self._recv.restores or self._ledger.ops or self._spans.spans or self._pins.events or self._user_pins)
+        full = Candidate(self._last.chars, start)  # the section follows the prefix
+        if used or (
+            full.size < size
+            and should_move(self.config, t, Candidate(size, size - outputs), full, self._recv.idle(t), self._peak_chars)
+        ):
+            self._plain = None
+            assert self._again is not None
+            m, o, a = self._again
+            self._again = (m, o, (*a[:-1], len(history.prefix)))  # the prefix is what the last prompt shares
+            return None
+        self._peak_chars = max(self._peak_chars, size)
+        sent = self._plain.render(history, t)
+        return Rendered(sent.messages, sent.origins, RenderStats(t, 0, render_ms=sent.stats.render_ms, stable=sent.stats.stable))
+
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
-        if self._t != t - 1 or not self._last:
+        prompt = self._last
+        last = prompt.msgs
+        if self._t != t - 1 or not last:
             return 0
-        last = self._last
-        if layout is self._last_layout:
+        if layout is prompt.base:
             tail, before = messages.tail, last.tail
             if len(tail) >= len(before) and tail[: len(before)] == before:  # the usual call: the last prompt, then more
                 return len(last)
@@ -278,12 +326,13 @@ class Renderer:
         """Commit the layout at the seed's boundary, or keep the committed one (the cost rule)."""
         moved = self._layout_at(history, seed, t, closed)
         kept = self._layout
-        if kept is None or kept is moved or kept.b == seed:
-            self._commit(moved)
+        if kept is None or kept is moved or kept.b == seed or self._plain is not None:
+            self._commit(moved)  # while the plain history is sent, the layout it would switch to is the seed's
         elif self._kept_key(kept, t, closed) != (kept.b, kept.hidden, kept.spans, kept.pinned):
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
-            self.config, t, self._candidate_of(history, kept, t, closed), self._candidate_of(history, moved, t, closed), self._recv.idle(t)
+            self.config, t, self._cache.candidate(history, kept, t, closed), self._cache.candidate(history, moved, t, closed), self._recv.idle(t),
+            self._peak_chars,
         ):
             self._commit(moved)
 
@@ -299,16 +348,16 @@ class Renderer:
             kept is None
             or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
             or folds.due(t)
-            or folds.pays_now(history, t, self._last, Joined(*self._last_origins))
+            or folds.pays_now(history, t, lambda span, chars: self._cache.sizer.effect(self._last, span, chars))
             or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
         )
         if not apply and kept is not None:
-            base = self._candidate_of(history, kept, t, shown)
+            base = self._cache.candidate(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
-                apply = should_move(self.config, t, base, self._candidate_of(history, moved, t, every), idle)
+                apply = should_move(self.config, t, base, self._cache.candidate(history, moved, t, every), idle, self._peak_chars)
             if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
-                apply = should_move(self.config, t, base, self._candidate_of(history, plain, t, shown), idle)
+                apply = should_move(self.config, t, base, self._cache.candidate(history, plain, t, shown), idle, self._peak_chars)
         if apply:
             self._commit(moved)
             return every, folds.apply_all()
@@ -338,66 +387,6 @@ class Renderer:
         self._layout = layout
         if self._candidate is layout:
             self._candidate = None
-
-    def _candidate_of(self, history: History, layout: Layout, t: int, closed: ClosedSpans) -> Candidate:
-        """The size of the prompt ``layout`` gives at call t and what of it the cache holds.
-
-        From running totals when the previous call was t-1 and no span is closed in the tail (the
-        usual case: the cost stays independent of the history's length); else from the messages."""
-        last = self._last_layout
-        if last is not None and self._t == t - 1 and not closed.after(layout.b):
-            size = self._prefix_chars + layout.total_chars + self._recv.chars(layout.b, t)
-            if layout is last:
-                return Candidate(size, self._last_chars + self._recv.forms[t - 1].chars_of_reply)
-            n = min(len(layout.msgs), len(last.msgs))
-            d = layout.msgs.common(last.msgs, layout.reused, n) if layout.reused < n else layout.reused
-            if d < n:
-                return Candidate(size, self._prefix_chars + layout.chars_before(d))
-            found = self._extends
-            if found is not None and found[0] is layout and found[1] is last:
-                k, tail_then, common = found[2], found[3], found[4]
-                tail_now = self._last.tail
-                # the answer read the last prompt's first k tail messages: the same, the same answer
-                if (tail_now is tail_then or tail_now[:k] == tail_then[:k]) and not self._pinned(layout.b, t):
-                    return Candidate(size, common)
-            plain = not self._pinned(layout.b, t)
-        else:
-            plain = False
-        tail: list[Message] = []
-        self._tail(history, layout.b, t, closed.after(layout.b), tail, [])
-        n_prefix, n_layout = len(self._prefix), len(layout.msgs)
-        size = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
-        new = Joined(self._prefix, layout.msgs, tail)
-        i = self._known_same(layout, t)  # compared from there on: work in proportion to the tail
-        i = new.common(self._last, 0 if i < n_prefix else min(i, len(new), len(self._last)))
-        if i == len(self._last) and t >= 1 and i < len(new):  # the cache also holds the reply it produced
-            reply = clean(history.step(t).reply)
-            if new[i] is reply or new[i] == reply:
-                i += 1
-        if i <= n_prefix:
-            common = sum(message_chars(m) for m in self._prefix[:i])
-        else:
-            k = i - n_prefix - n_layout
-            common = self._prefix_chars + layout.chars_before(i - n_prefix) + sum(message_chars(m) for m in tail[: max(0, k)])
-            n_last = n_prefix + len(last.msgs) if last is not None else 0
-            if plain and last is not None and n_last <= i < min(n_prefix + n_layout, len(self._last)):
-                # the moved layout extends the kept one and differs from the last prompt inside its own
-                # steps: while both layouts stay and the last tail keeps those messages, the same answer
-                self._extends = (layout, last, i - n_last + 1, self._last.tail, common)
-        return Candidate(size, common)
-
-    def _known_same(self, layout: Layout, t: int) -> int:
-        """How many leading messages of a prompt with ``layout`` at call t are the last prompt's, for certain."""
-        last = self._last_layout
-        if last is None or self._t != t - 1 or not self._last:
-            return 0
-        if layout is last:
-            same = len(layout.msgs)
-        elif layout.base == last.serial:
-            same = layout.reused
-        else:
-            return 0
-        return min(len(self._last), len(self._prefix) + same)
 
     # ---- agent-chosen folds -------------------------------------------------------------------
 
