@@ -151,7 +151,7 @@ def proxy(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str,
         return {"id": "x", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
     with ServerThread(app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=request.param, max_rounds=32)
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=request.param, max_rounds=32)
         with ServerThread(create_app(cfg)) as px:
             yield px.url, script, bodies
 

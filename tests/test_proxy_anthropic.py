@@ -158,7 +158,7 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeAnthropic()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4",
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4",
                           config=DEFAULT.override(["prompt.deferred=false"]))  # the protocol from the first call
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url)
@@ -405,7 +405,7 @@ def test_count_tokens_is_the_rendered_prompt(env: Env) -> None:
 def test_proxy_token_is_accepted_as_x_api_key_and_never_forwarded(tmp_path: Path) -> None:
     fake = FakeAnthropic()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off",
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off",
                           tokens=("proxy-secret",), upstream_key="sk-ant-upstream")
         with ServerThread(create_app(cfg)) as px:
             client = anthropic.Anthropic(base_url=px.url, api_key="proxy-secret", max_retries=0)

@@ -50,7 +50,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
         config = seed_config(Policy(k=2), spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True))
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4", config=config)
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4", config=config)
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url)
 

@@ -96,7 +96,7 @@ def _chat(store: str, restart: bool, session: str) -> tuple[list[dict[str, Any]]
     s.replies.append([{"content": "done"}])
     flags: list[bool] = []
     with ServerThread(s.app) as srv:
-        cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=store, tokenizer="off")
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{srv.url}/v1", store=store, tokenizer="off")
         msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
         body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
         h = {"X-Refold-Session": session}
@@ -143,7 +143,7 @@ def test_chat_a_held_call_after_an_internal_round_keeps_the_clients_form_across_
                           *call(1, "restore", json.dumps({"steps": "1"}), "c1")])
         s.replies.append([{"content": "done"}])
         with ServerThread(s.app) as srv:
-            cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=str(tmp_path / f"{name}.db"), tokenizer="off")
+            cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{srv.url}/v1", store=str(tmp_path / f"{name}.db"), tokenizer="off")
             msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
             body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
             h = {"X-Refold-Session": name}
@@ -186,7 +186,7 @@ def _surface(store: str, restart: bool, session: str, path: str, stream: bool) -
             ([message("m2", "ok")], None),
         ]
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=store, tokenizer="off")
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=store, tokenizer="off")
         h = {"X-Refold-Session": session, "authorization": "Bearer k"}
         if path == "/v1/messages":
             body: dict[str, Any] = {"model": "m", "max_tokens": 64, "tools": [ANTHROPIC_BASH],
@@ -361,7 +361,7 @@ def test_a_replica_that_cached_the_session_sees_calls_another_one_held(redis_url
     s.replies.append(call(0, "bash", json.dumps({"command": "ls"}), "c0") + call(1, "bash", json.dumps({"command": "restore 1"}), "c1"))
     s.replies.append([{"content": "done"}])
     with ServerThread(s.app) as srv:
-        cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=redis_url, tokenizer="off")
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{srv.url}/v1", store=redis_url, tokenizer="off")
         msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"},
                                       {"role": "assistant", "content": "", "tool_calls": [
                                           {"id": "c8", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}]},

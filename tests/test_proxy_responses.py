@@ -145,7 +145,7 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeResponses()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4",
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4",
                           config=DEFAULT.override(["prompt.deferred=false"]))  # the protocol from the first call
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url)

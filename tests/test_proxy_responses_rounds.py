@@ -178,7 +178,7 @@ def test_with_no_round_left_the_reply_goes_as_written_and_nothing_the_client_ref
                     ([message("m0", "Looking."), fcall("call_0", "exec_command", {"cmd": "cat a.py"}),
                       fcall("call_r", "exec_command", {"cmd": "restore 1"})], None),
                     ([message("m1", "ok")], None)]
-    cfg = ProxyConfig(upstream=fake.url, store=str(tmp_path / "f.db"), tokenizer="off", max_rounds=1)
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=fake.url, store=str(tmp_path / "f.db"), tokenizer="off", max_rounds=1)
     with ServerThread(create_app(cfg)) as px:
         client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="k", max_retries=0, default_headers={"X-Refold-Session": "f"})
         items: list[Any] = [{"role": "user", "content": "fix it"}]

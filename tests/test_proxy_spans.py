@@ -85,7 +85,7 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=seed_config(Policy(k=2)))
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=seed_config(Policy(k=2)))
         with ServerThread(create_app(cfg)) as px:
             yield Env(fake, px.url, cfg)
 
@@ -213,7 +213,7 @@ def test_streamed_internal_rounds_stay_invisible(env: Env) -> None:
 def test_disabled_spans_are_ordinary_shell_commands(tmp_path: Path) -> None:
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=Config(spans=SpanPolicy(enabled=False), ledger=LedgerPolicy(prompt=True, budget_tokens=8000)))
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=Config(spans=SpanPolicy(enabled=False), ledger=LedgerPolicy(prompt=True, budget_tokens=8000)))
         with ServerThread(create_app(cfg)) as px:
             a = Agent(px.url, "off")
             a.turn()
@@ -273,7 +273,7 @@ def test_a_fold_after_the_fact_waits_for_the_next_boundary_move(tmp_path: Path) 
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
         config = Config.parse(k=3)  # the library's defaults: rule cost, masking
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=config)
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=config)
         with ServerThread(create_app(cfg)) as px:
             a = Agent(px.url, "defer")
             for i in range(1, 13):

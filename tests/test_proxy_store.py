@@ -142,7 +142,7 @@ def test_store_faults_through_the_app(upstream: tuple[FakeUpstream, str], tmp_pa
 
     async def go() -> None:
         path = tmp_path / "s.db"
-        cfg = ProxyConfig(upstream=upstream[1], store=str(path), tokenizer="off")
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(path), tokenizer="off")
         async with proxy(cfg) as c:
             body = {"model": "m", "messages": [{"role": "user", "content": "task"}], "tools": TOOLS}
             assert (await c.post("/v1/chat/completions", json=body, headers=AUTH)).status_code == 200
@@ -322,7 +322,7 @@ def test_any_number_of_branches_keeps_internal_rounds(upstream: tuple[FakeUpstre
     """40 forks (the old limit was 32 tips): continuing the oldest branch still shows the model the
     restore it was given on that branch, also after a restart."""
     fake = upstream[0]
-    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
     hdr = {**AUTH, "X-Refold-Session": "pass-at-k"}
 
     async def turn(c: httpx.AsyncClient, msgs: list[Any], out: str) -> None:
@@ -372,7 +372,7 @@ def test_views_never_hold_up_chat(upstream: tuple[FakeUpstream, str], tmp_path: 
         return html, gzip.compress(html)
 
     pool = ViewPool(Metrics(), max_pending=8, build=slow_build, executor=ThreadPoolExecutor(8))
-    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
         async with proxy(cfg, views=pool) as c:
@@ -404,7 +404,7 @@ def test_views_never_hold_up_chat(upstream: tuple[FakeUpstream, str], tmp_path: 
 
 
 def test_a_real_view_builds_in_a_worker_process(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
-    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
         async with proxy(cfg) as c:
@@ -443,7 +443,7 @@ def test_cached_views_are_bytes_with_etag_gzip_and_no_store_round_trip(
         return await real_state(sid)
 
     store.state = counted  # type: ignore[method-assign]
-    cfg = ProxyConfig(upstream=upstream[1], store=":memory:", tokenizer="off")
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=":memory:", tokenizer="off")
 
     async def go() -> None:
         async with proxy(cfg, store=store, views=pool) as c:
@@ -485,7 +485,7 @@ def test_a_view_lane_bounds_the_views_served_and_refuses_the_excess(
         return b"<html></html>", gzip.compress(b"<html></html>")
 
     pool = ViewPool(Metrics(), build=build, executor=ThreadPoolExecutor(1), rate=2.0, max_waiting=3)
-    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
         async with proxy(cfg, views=pool) as c:
@@ -581,7 +581,7 @@ def test_session_routes_build_off_the_event_loop(
         gate.wait(60)
         return describe(*a)
 
-    cfg = ProxyConfig(upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
+    cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
     body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
 
     async def go() -> None:

@@ -111,7 +111,7 @@ def fake() -> Iterator[tuple[FakeUpstream, str]]:
 
 def _cfg(upstream: str, tmp_path: Path, **kw: Any) -> ProxyConfig:
     kw.setdefault("config", DEFAULT.override(["prompt.deferred=false"]))  # the protocol from the first call
-    return ProxyConfig(upstream=upstream, store=str(tmp_path / "s.db"), tokenizer="off", **kw)
+    return ProxyConfig(context_tools_beside_shell=True, upstream=upstream, store=str(tmp_path / "s.db"), tokenizer="off", **kw)
 
 
 def test_text_is_relayed_while_the_round_may_still_be_internal(

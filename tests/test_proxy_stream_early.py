@@ -218,7 +218,7 @@ class Reader:
 
 
 def _proxy(url: str, tmp_path: Path) -> Any:
-    return create_app(ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off"))
+    return create_app(ProxyConfig(context_tools_beside_shell=True, upstream=url, store=str(tmp_path / "s.db"), tokenizer="off"))
 
 
 def test_a_shell_call_is_relayed_while_it_is_generated(up: tuple[Scripted, str], tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def paused_proxy(tmp_path: Path) -> Iterator[tuple[Paused, str]]:
     fake = Paused()
     with ServerThread(fake.app) as u:
         fake.url = f"{u.url}/v1"
-        cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+        cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{u.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
         with ServerThread(create_app(cfg)) as px:
             yield fake, px.url
     fake.release.set()

@@ -70,6 +70,10 @@ def serve(
     context_tools: Annotated[
         bool, typer.Option(help="Offer the context commands as function tools when requests carry tools.")
     ] = True,
+    context_tools_beside_shell: Annotated[
+        bool,
+        typer.Option(help="Offer them also next to a shell tool, whose calls carry context commands already."),
+    ] = False,
     strip_protocol: Annotated[
         bool, typer.Option(help="Take the PROGRESS/STALE head out of replies shown to clients (history keeps it).")
     ] = False,
@@ -117,6 +121,7 @@ def serve(
         max_rounds=max_rounds,
         strip_protocol=strip_protocol,
         context_tools=context_tools if advertise_restore is None else advertise_restore,
+        context_tools_beside_shell=context_tools_beside_shell,
         max_body=max_body,
         timeout=timeout,
         require_key=require_key,

@@ -79,13 +79,18 @@ def offer(
     offer: bool = True,
     switched_off: Collection[str] = (),
     text: bool | None = None,
+    beside_shell: bool = True,
 ) -> tuple[list[dict[str, Any]], Recognizer]:
     """The context function tools to send next to the agent's ``tools`` (only when it sends tools
     and ``offer``; never one named like a tool of its own; restore and expand only under a reversible
     policy) and the recognizer for its replies. ``text``: read a ```bash block of a reply without
-    tool calls (default: when the agent sends no tools)."""
+    tool calls (default: when the agent sends no tools). ``beside_shell=False``: none when the agent
+    has a shell tool, whose calls carry the context commands already (their schemas would cost
+    every call several hundred prompt tokens for nothing new)."""
     names = answered(config, switched_off)
     own = frozenset(str((t.get("function") or {}).get("name")) for t in tools or [])
+    if not beside_shell and own & SHELL_TOOLS:
+        offer = False
     added = [
         dict(schema)
         for schema in (*TOOL_SCHEMAS, *TAUGHT_SCHEMAS)

@@ -325,7 +325,7 @@ async def count_tokens(
     if parsed.tools and service.cfg.context_tools:
         from ..context.tools import offer
 
-        added, _ = offer(service.cfg.config, parsed.tools)
+        added, _ = offer(service.cfg.config, parsed.tools, beside_shell=service.cfg.context_tools_beside_shell)
     out = adapter.build(body, parsed, rendered, history, tail, added)
     out = {k: v for k, v in out.items() if k in COUNT_FIELDS}
     try:

@@ -107,7 +107,8 @@ class ChatService:
         sent = self._shown.as_sent(s.sid, body["messages"])
         messages = [unanswered(m) if m.get("role") == "assistant" else m for m in sent]
         single = body.get("n") in (None, 1)
-        added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0)
+        added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0,
+                           beside_shell=cfg.context_tools_beside_shell)
         async with s.lock:
             turn = await self.manager.turn(s, messages, lambda ms: self._held_as_sent(s, ms))
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single

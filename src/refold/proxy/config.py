@@ -35,6 +35,9 @@ class ProxyConfig:
     """Context-command rounds the proxy answers itself per request before handing a reply back."""
     context_tools: bool = True
     """Offer the context commands as function tools next to the client's tools (requests with tools)."""
+    context_tools_beside_shell: bool = False
+    """Offer them also when the client has a shell tool (``bash``, ``shell``, ...), whose calls carry
+    the context commands already: off by default, the schemas cost several hundred tokens a call."""
     strip_protocol: bool = False
     """Take the PROGRESS/STALE head out of the replies clients are shown; the history keeps it."""
     max_body: int = DEFAULT_MAX_BODY

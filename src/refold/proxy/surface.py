@@ -170,7 +170,8 @@ class SurfaceService:
         # the client's replies are recorded with no context command answered: its shell ran them
         parsed.messages = [unanswered(m) if m.get("role") == "assistant" else m
                            for m in self._shown.as_sent(s.sid, parsed.messages)]
-        added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools and cfg.max_rounds > 0)
+        added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools and cfg.max_rounds > 0,
+                           beside_shell=cfg.context_tools_beside_shell)
         async with s.lock:
             turn = await self.manager.turn(s, parsed.messages, lambda ms: self._held_as_sent(s, ms))
             view = turn.view
