@@ -1,8 +1,8 @@
 """Wall and CPU time of the whole test suite (the README's ``python -m pytest``), for issue 10's target
-of <= 120 s on 2 cores. CPU time (user + sys of pytest and everything it starts) does not depend on
-what else runs on the machine; wall time does, so the load average is recorded next to it, and
-so does each worker's busy time (the sum of its tests' durations, from a JUnit XML): how evenly
-the scheduler split the work.
+of <= 120 s on 2 cores. CPU time (user + sys of pytest and everything it starts) depends much less
+on what else runs on the machine than wall time (on a box at load 10 it still varies by ~10%);
+so the load average (before, during, after) is recorded next to it, and so is each worker's busy
+time (the sum of its tests' durations, from a JUnit XML): how evenly the scheduler split the work.
 
     python benchmarks/bench_suite.py                      # the suite as configured (two workers)
     python benchmarks/bench_suite.py -n 0                 # extra pytest arguments, e.g. one process
@@ -18,6 +18,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -38,8 +39,14 @@ def main() -> int:
     load_before = os.getloadavg()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    samples: list[float] = []  # the 1-min load average every 5 s while the suite runs
+    done = threading.Event()
+    sampler = threading.Thread(target=sample_load, args=(samples, done), daemon=True)
+    sampler.start()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_after = os.getloadavg()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -53,7 +60,8 @@ def main() -> int:
             f"$ {' '.join(['python', '-m', 'pytest', *shown])}   (CI={os.environ.get('CI', '')!r})",
             f"exit {proc.returncode}: {summary.strip('= ')}",
             f"wall {wall:.1f} s, CPU {cpu:.1f} s (user+sys, pytest and its children), {os.cpu_count()} cores",
-            f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1 min)",
+            f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} (1 min)"
+            + (f"; during: min {min(samples):.1f}, mean {sum(samples) / len(samples):.1f}, max {max(samples):.1f}" if samples else ""),
             "busy (sum of test durations): " + ", ".join(f"{w} {t:.1f} s" for w, t in sorted(busy.items())),
             "slowest:",
             *(f"  {ln.strip()}" for ln in slowest),
@@ -65,6 +73,11 @@ def main() -> int:
         with args.out.open("a", encoding="utf-8") as f:
             f.write(report + "\n")
     return proc.returncode
+
+
+def sample_load(samples: list[float], done: threading.Event) -> None:
+    while not done.wait(5.0):
+        samples.append(os.getloadavg()[0])
 
 
 def worker_busy(lines: list[str], junit: Path) -> dict[str, float]:

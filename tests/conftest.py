@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 DATA = Path(__file__).parent / "data"
+
+# No per-example deadline (a timed assertion that fails on a loaded box; the tests that set their
+# own settings already say deadline=None). Under CI hypothesis loads its own "ci" profile, which
+# also has no deadline, no example database and a fixed seed; every test keeps its examples.
+if not os.environ.get("CI"):
+    settings.register_profile("refold", deadline=None)
+    settings.load_profile("refold")
 
 # before any test module imports litellm (through mini): its model cost map from the package, not a
 # download with retries whose cost depends on which module a worker happens to import first
@@ -89,10 +97,31 @@ GROUPS = {
     "serve-processes": ["test_proxy_durability.py", "test_proxy_span_restart.py", "test_proxy_responses_store.py"],
 }  # fmt: skip
 _GROUP_OF = {file: group for group, files in GROUPS.items() for file in files}
+# The longest files (CPU and waits per file, benchmarks/results/suite.txt), longest first: handed
+# out right after the groups, so that what is left to even out the two workers at the end is the
+# many short files. Alphabetical order put the browser and property files last: one worker then
+# ran them alone for their whole length. A file missing here is only scheduled later.
+LONGEST = [
+    "test_viewer_browser.py", "test_properties.py", "test_spans.py", "test_proxy_store.py", "test_cli.py",
+    "test_proxy_fuzz.py", "test_proxy_responses_rounds.py", "test_layout.py", "test_render_splice.py",
+    "test_proxy_stream_guard.py", "test_cache.py", "test_proxy_validate.py", "test_loaders.py",
+    "test_viewer_pins_browser.py", "test_proxy_stream_early.py", "test_viewer.py", "test_policy_settings.py",
+    "test_replay_bill.py", "test_proxy_responses.py", "test_minisweagent_run.py", "test_stream_broken.py",
+    "test_replay.py", "test_render_golden.py", "test_objects.py", "test_proxy_errors.py",
+]  # fmt: skip
+
+
+def _order(scope: str) -> tuple[int, int]:
+    """Where a unit of work goes in the queue: the groups, then ``LONGEST`` in its order, then the rest."""
+    if scope.startswith("group:"):
+        return 0, list(GROUPS).index(scope[len("group:") :])
+    name = scope.rsplit("/", 1)[-1]
+    return (1, LONGEST.index(name)) if name in LONGEST else (2, 0)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """--dist loadfile, with the files of one ``GROUPS`` entry as one unit of work, handed out first."""
+    """--dist loadfile, with the files of one ``GROUPS`` entry as one unit of work; the groups and
+    then the ``LONGEST`` files are handed out first."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -106,11 +135,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return f"group:{group}" if group else path
 
         def _assign_work_unit(self, node: Any) -> None:
-            # the groups are the largest units: handed out first, so that the small files, not
-            # a group, are what is left to even out the two workers at the end
+            # the largest units first (see LONGEST); a stable sort keeps the rest in file order
             if not self.ordered:
                 self.ordered = True
-                for scope in [s for s in self.workqueue if not s.startswith("group:")]:
+                for scope in sorted(self.workqueue, key=_order):
                     self.workqueue.move_to_end(scope)
             super()._assign_work_unit(node)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +113,18 @@ def check_trajectory(path: Path) -> None:
     assert "number seven" in h.step(6).observations[0]["content"]
 
 
+def mini_executable() -> list[str]:
+    """The ``mini`` script installed with the interpreter running these tests, else that interpreter
+    running mini's entry point module: never a ``mini`` found on PATH, which may belong to another
+    environment and import another checkout of refold (a pyenv shim or a global install)."""
+    script = Path(sys.executable).parent / "mini"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "minisweagent.run.mini"]  # what the script runs: mini's typer app
+
+
 def test_mini_command_runs_refold_config(tmp_path: Path) -> None:
     """The real `mini` executable, configured only (no code of ours is passed besides config)."""
-    mini = shutil.which("mini")
-    if mini is None:
-        pytest.skip("the `mini` executable is not on PATH")
     repo, spec = workspace(tmp_path)
     out = tmp_path / "mini.traj.json"
     env = {
@@ -128,7 +135,7 @@ def test_mini_command_runs_refold_config(tmp_path: Path) -> None:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
     cmd = [
-        mini,
+        *mini_executable(),
         "-c",
         str(config_path("mini")),
         "-c",

@@ -44,6 +44,7 @@ def check_invariants(h: History, config: Config) -> None:
     before = copy.deepcopy(h.messages())
     digests = [s.digest for s in h.steps]
     inc = Renderer(config)
+    lookup = Lookup(h, Renderer(config))
     plain = Renderer(plain_config(config)) if plain_first(config) else None
     prev_serial, prev_b = "", -1
     for t in range(len(h) + 1):
@@ -57,23 +58,42 @@ def check_invariants(h: History, config: Config) -> None:
         if p.stats.boundary == prev_b:
             assert serial.startswith(prev_serial), f"prefix changed at t={t} without a boundary move"  # (b)
         prev_serial, prev_b = serial, p.stats.boundary
-        _nothing_lost(h, config, p.messages, p.origins, t)
+        _nothing_lost(lookup, config, p.messages, p.origins, t)
     assert h.messages() == before and [s.digest for s in h.steps] == digests  # (d)
 
 
-def _nothing_lost(h: History, config: Config, messages: list, origins: list, t: int) -> None:  # type: ignore[type-arg]
+class Lookup:
+    """What step i received and what ``restore i`` returns, read once per step for all t (the
+    history does not change while it is checked: (d) asserts it)."""
+
+    def __init__(self, h: History, renderer: Renderer) -> None:
+        self.h, self.renderer = h, renderer
+        self._received: dict[int, list] = {}  # type: ignore[type-arg]
+        self._restored: dict[int, str] = {}
+
+    def received(self, i: int) -> list:  # type: ignore[type-arg]
+        if i not in self._received:
+            self._received[i] = self.renderer.received(self.h, i)
+        return self._received[i]
+
+    def restored(self, i: int) -> str:
+        if i not in self._restored:
+            self._restored[i] = restore_text(self.h, [i])
+        return self._restored[i]
+
+
+def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list, t: int) -> None:  # type: ignore[type-arg]
     policy = config.policy
     shown_msgs = {json.dumps(m, sort_keys=True) for m in messages}
     folded = {c for o in origins if o.part == "note" for c in o.covers}
     hidden_outputs = {o.step for o in origins if o.part == "output" and o.shown is Shown.NOTE}
-    r = Renderer(config)
     for i in range(1, t + 1):
-        received = r.received(h, i)
+        received = lookup.received(i)
         if i in folded:
             note = next(m for m, o in zip(messages, origins, strict=True) if o.part == "note" and i in o.covers)
             assert f"[step {i}]" in note["content"]
             if policy.reversible:
-                _restorable(h, i, received)
+                _restorable(lookup, i, received)
             continue
         reply = next((m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "reply")
         if reply[1].shown is Shown.NOTE:  # an old reply condensed: its commands stay, its reasoning restores
@@ -81,7 +101,7 @@ def _nothing_lost(h: History, config: Config, messages: list, origins: list, t: 
             assert "[context-manager]" in text and (not policy.reversible or f"restore {i}" in text)
             assert reply[0].get("tool_calls") == received[0].get("tool_calls")
             if policy.reversible:
-                _restorable(h, i, received)
+                _restorable(lookup, i, received)
         else:
             assert json.dumps(received[0], sort_keys=True) in shown_msgs, f"reply of step {i} missing"
         outs = [(m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "output"]
@@ -94,13 +114,13 @@ def _nothing_lost(h: History, config: Config, messages: list, origins: list, t: 
             assert "[context-manager]" in text
             if policy.reversible:
                 assert f"restore {i}" in text, f"marker of step {i} does not say how to restore it"
-                _restorable(h, i, received)
+                _restorable(lookup, i, received)
             for src in o.covers[1:]:  # a stub may only point at a step whose output is still shown
                 assert src not in folded and src not in hidden_outputs and src < i
 
 
-def _restorable(h: History, i: int, received: list) -> None:  # type: ignore[type-arg]
-    text = restore_text(h, [i])
+def _restorable(lookup: Lookup, i: int, received: list) -> None:  # type: ignore[type-arg]
+    text = lookup.restored(i)
     for m in received:
         assert content_text(m.get("content")) in text
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,8 @@ def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
             messages: list[Any] = [SYSTEM, {"role": "user", "content": "durable task"}]
             for _ in range(4):
                 tool_turn(client, messages, "crash")
-            messages[-1]["content"] += " SLOW:30"  # the next upstream call hangs; kill the proxy during it
+            messages[-1]["content"] += " KILLED-HERE"  # the turn the proxy is killed during
+            fake.script(("__hold__", {}))  # the next upstream call waits (for ``release``)
             failed: list[BaseException] = []
 
             def call() -> None:
@@ -72,14 +72,11 @@ def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
 
             t = threading.Thread(target=call)
             t.start()
-            deadline = time.monotonic() + 30
-            while not any(
-                "SLOW:30" in str(r["body"]["messages"][-1].get("content")) for r in list(fake.requests)
-            ):
-                assert time.monotonic() < deadline, "the slow request never reached the upstream"
-                time.sleep(0.02)
-            proc.send_signal(signal.SIGKILL)
+            assert fake.holding.wait(30), "the request never reached the upstream"
+            assert "KILLED-HERE" in str(fake.requests[-1]["body"]["messages"][-1].get("content"))
+            proc.send_signal(signal.SIGKILL)  # while the upstream holds its request
             proc.wait(timeout=20)
+            fake.release.set()
             t.join(timeout=60)
             assert failed, "the client should have seen the connection drop"
         finally:
@@ -89,9 +86,9 @@ def test_sigkill_and_restart_lose_nothing(tmp_path: Path) -> None:
         try:
             view = httpx.get(f"http://127.0.0.1:{port}/sessions/crash", headers=AUTH).json()
             assert len(view["steps"]) == 4  # the turn sent just before the kill was already written
-            assert "SLOW:30" in view["steps"][3]["observations"][0]["content"]
+            assert "KILLED-HERE" in view["steps"][3]["observations"][0]["content"]
             messages[-1]["content"] = messages[-1]["content"].replace(
-                " SLOW:30", ""
+                " KILLED-HERE", ""
             )  # the client retries without it
             for _ in range(3):
                 tool_turn(client, messages, "crash")

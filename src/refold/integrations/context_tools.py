@@ -22,6 +22,13 @@ from ..protocol import COMMAND_NAMES
 
 def with_context_tools(cls: type, schemas: Sequence[dict[str, Any]]) -> type | None:
     """A subclass of mini model class ``cls`` offering ``schemas`` next to bash, or None if unsupported."""
+    # a class not derived from LitellmModel is unsupported: said from its bases' names, without
+    # importing litellm (~6 s of CPU) for a model that never uses it (mini's test models, say)
+    if not any(
+        (c.__module__, c.__qualname__) == ("minisweagent.models.litellm_model", "LitellmModel")
+        for c in getattr(cls, "__mro__", ())
+    ):
+        return None
     try:
         from minisweagent.models.litellm_model import LitellmModel
     except ImportError:  # pragma: no cover - mini is installed whenever this module is used
