@@ -28,7 +28,7 @@ CONCLUSION = "the crash comes from parse.py:12 because the loop skips the last t
 
 
 def start_proxy(upstream: str, store: str, port: int) -> ServeProcess:
-    return start_serve(["--upstream", upstream, "--store", store, "--tokenizer", "off", "--k", "2"], port)
+    return start_serve(["--upstream", upstream, "--store", store, "--tokenizer", "off", "--k", "2", "--context-tools-beside-shell"], port)
 
 
 @contextmanager
