@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.history import History
-from refold.mechanisms.boundary import PRICES, Candidate, cost, peak_cost, plain_config, should_move
+from refold.mechanisms.boundary import PRICES, Candidate, cost, peak_cost, recorded_config, should_move
 from refold.render import Renderer
 
 VLLM = Config.parse(cache="vllm")
@@ -88,7 +88,7 @@ def test_the_peak_term_lowers_a_runs_largest_prompt() -> None:
 
 
 def plain_prompts(h: History) -> list[list[dict[str, Any]]]:
-    r = Renderer(plain_config(VLLM))
+    r = Renderer(recorded_config(VLLM))
     return [r.render(h, t).messages for t in range(len(h) + 1)]
 
 
@@ -112,7 +112,7 @@ def test_the_protocol_arrives_after_the_prefix_with_the_first_omission() -> None
     assert first.messages[:n] == plain[switch][:n]  # the prefix stays cached
     assert first.messages[n]["role"] == "user" and str(first.messages[n]["content"]).startswith("[context-manager]\n\n## Context management")
     assert first.stats.stable == n and first.stats.boundary > 0
-    assert len(first.serialized()) < len(Renderer(plain_config(VLLM)).render(h, switch).serialized())
+    assert len(first.serialized()) < len(Renderer(recorded_config(VLLM)).render(h, switch).serialized())
     for t in range(switch, len(h) + 1):  # from then on the protocol's prompt, never hiding more than the fixed rule
         assert "[step 1]" in str(sent[t].messages) and sent[t].stats.boundary <= VLLM.policy.boundary(t)
 

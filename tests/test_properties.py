@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from refold.config import Config
 from refold.history import History
 from refold.loaders import load
-from refold.mechanisms.boundary import plain_config, plain_first
+from refold.mechanisms.boundary import plain_first, recorded_config
 from refold.policy import Policy
 from refold.render import Renderer
 from refold.restore import restore_text
@@ -45,7 +45,7 @@ def check_invariants(h: History, config: Config) -> None:
     digests = [s.digest for s in h.steps]
     inc = Renderer(config)
     lookup = Lookup(h, Renderer(config))
-    plain = Renderer(plain_config(config)) if plain_first(config) else None
+    plain = Renderer(recorded_config(config)) if plain_first(config) else None
     prev_serial, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)

@@ -13,7 +13,7 @@ from refold.config import Config
 from refold.context.answers import answer
 from refold.context.recognize import from_shell, from_tool_call
 from refold.history import History
-from refold.mechanisms.boundary import plain_config, plain_first
+from refold.mechanisms.boundary import plain_first, recorded_config
 from refold.mechanisms.ledger import DEFAULT_LEDGER, LedgerPolicy
 from refold.mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from refold.policy import Policy
@@ -247,7 +247,7 @@ def check(s: Session, config: Config | None = None) -> None:
     h = s.h
     before = copy.deepcopy(h.messages())
     inc = Renderer(config) if config else s.renderer()
-    plain = Renderer(plain_config(inc.config)) if plain_first(inc.config) else None
+    plain = Renderer(recorded_config(inc.config)) if plain_first(inc.config) else None
     prev, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)

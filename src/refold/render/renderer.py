@@ -25,8 +25,8 @@ from ..mechanisms.boundary import (
     Candidate,
     cold,
     defers_folds,
-    plain_config,
     plain_first,
+    recorded_config,
     should_move,
     step_time,
 )
@@ -36,7 +36,7 @@ from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..messages import clean
-from ..types import Message, Origin, Rendered, RenderStats, Shown, Step
+from ..types import Message, Origin, Rendered, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .last import CacheView, LastPrompt, nothing
@@ -64,7 +64,7 @@ class Renderer:
         self._budget_line = budget_lines(config.ledger)
         self._defers = defers_folds(config)
         self._sequential = self._budget or config.boundary.rule == "cost"  # each call's choices depend on the last
-        self._plain_config = plain_config(config) if plain_first(config) else None
+        self._plain_config = recorded_config(config) if plain_first(config) else None
         self.fold_costs: dict[str, FoldCost] = {}
         """Per folded span, what its fold cost (filled when a render applies it)."""
         self._reset(None)
@@ -233,8 +233,10 @@ class Renderer:
             self._again = (m, o, (*a[:-1], len(history.prefix)))  # the prefix is what the last prompt shares
             return None
         self._peak_chars = max(self._peak_chars, size)
-        sent = self._plain.render(history, t)
-        return Rendered(sent.messages, sent.origins, RenderStats(t, 0, render_ms=sent.stats.render_ms, stable=sent.stats.stable))
+        self._plain.render(history, t)
+        assert self._plain._again is not None
+        m, o, a = self._plain._again  # lazy, as the plain renderer's own: joined only when read
+        return LazyRendered(m, o, (t, 0, 0, 0, 0, 0, 0, a[7], a[8]))
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         prompt = self._last
