@@ -233,10 +233,40 @@ class Renderer:
             self._again = (m, o, (*a[:-1], len(history.prefix)))  # the prefix is what the last prompt shares
             return None
         self._peak_chars = max(self._peak_chars, size)
-        self._plain.render(history, t)
-        assert self._plain._again is not None
-        m, o, a = self._plain._again  # lazy, as the plain renderer's own: joined only when read
+        m, o, a = self._plain.recorded(history, t)  # lazy, as the plain renderer's own: joined only when read
         return LazyRendered(m, o, (t, 0, 0, 0, 0, 0, 0, a[7], a[8]))
+
+    def recorded(self, history: History, t: int) -> tuple[Joined[Message], OriginParts, StatsArgs]:
+        """What ``render`` returns at ``t`` for a renderer of ``recorded_config`` whose boundary is
+        still 0: the prefix and steps 1..t as received, without the render's passes."""
+        layout = self._layout
+        if (
+            layout is None or layout.b != 0 or self.config.policy.boundary(t) != 0 or t <= self._t
+            or self._t < 0 or not self._same(history)
+        ):
+            self.render(history, t)
+            assert self._again is not None
+            return self._again
+        start = time.perf_counter()
+        self._receive(history, t)
+        last = history.step(t) if t else None
+        if last is not None:
+            self._seen = (t, last, last.meta.get("time"), self._recv.times[t - 1], self._user_pins)
+        self._marks_t = t
+        tail: list[Message] = []
+        tail_origins: list[Origin] = []
+        self._recv.extend_plain(0, t, tail, tail_origins)
+        messages = Joined(self._prefix, layout.msgs, tail)
+        origins = (self._prefix_origins, layout.origins, tail_origins)
+        stable = self._stable(messages, layout, t)
+        sent = self._last
+        sent.msgs, sent.origins, sent.layout, sent.base, sent.t = messages, origins, layout, layout, t
+        sent.chars = self._prefix_chars + layout.total_chars + self._recv.chars(0, t)
+        self._t = t
+        ms = (time.perf_counter() - start) * 1000
+        self._again = (messages, origins, (t, 0, 0, 0, 0, 0, 0, ms, stable))
+        self._plain_sent = None
+        return self._again
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         prompt = self._last
