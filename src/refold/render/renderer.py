@@ -35,13 +35,13 @@ from ..mechanisms.ledger import LedgerBook, budget_lines
 from ..mechanisms.objects import ObjectIndex, view_text
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
-from ..messages import clean
 from ..types import Message, Origin, Rendered, Shown, Step
 from .behind import Behind
 from .folds import AgentFolds, ClosedSpans
 from .last import CacheView, LastPrompt, nothing
 from .layout import Layout, lay_out
 from .mechanism import LayoutView, resolve
+from .plain import PlainHistory
 from .prompt import Joined, LazyRendered, OriginParts, StatsArgs
 from .received import ReceivedLog, message_chars, prefix_messages, received_form
 
@@ -100,8 +100,9 @@ class Renderer:
         self._budget_done = 0  # steps whose budget line is set
         self._peak_chars = 0  # of the largest prompt sent (the cost rule's peak KV term)
         # until the protocol's prompt pays (prompt.deferred): the plain history is sent instead
-        self._plain = Renderer(self._plain_config) if self._plain_config is not None else None
-        self._plain_sizes: list[int] = []  # characters of steps 1..n as recorded, running total
+        self._plain = (
+            PlainHistory(self._plain_config, history) if self._plain_config is not None and history is not None else None
+        )
         self._plain_sent: Rendered | None = None  # the plain prompt sent at call self._t
         self._again: tuple[Joined[Message], OriginParts, StatsArgs] | None = None  # the last call's prompt
         self.fold_costs = self._folds.costs
@@ -213,16 +214,11 @@ class Renderer:
         The protocol's section follows the prefix, so the switch recomputes from there on, like a
         move; it happens when the rule says that pays against the plain prompt (cached up to this
         call's outputs), or when the agent used a context command (its own prompt taught it)."""
-        assert self._plain is not None
-        sizes = self._plain_sizes
-        for s in history.steps_between(len(sizes), t):
-            own = message_chars(clean(s.reply)) + sum(message_chars(clean(o)) for o in s.observations)
-            sizes.append((sizes[-1] if sizes else 0) + own)
-        start = sum(message_chars(clean(m)) for m in history.prefix)
-        size = start + (sizes[t - 1] if t else 0)
-        outputs = size - start - (sizes[t - 2] if t > 1 else 0) - (message_chars(clean(history.step(t).reply)) if t else 0)
+        plain = self._plain
+        assert plain is not None
+        size, outputs = plain.size(history, t)
         used = bool(self._recv.restores or self._ledger.ops or self._spans.spans or self._pins.events or self._user_pins)
-        full = Candidate(self._last.chars, start)  # the section follows the prefix
+        full = Candidate(self._last.chars, plain.prefix_chars)  # the section follows the prefix
         if used or (
             full.size < size
             and should_move(self.config, t, Candidate(size, size - outputs), full, self._recv.idle(t), self._peak_chars)
@@ -233,40 +229,7 @@ class Renderer:
             self._again = (m, o, (*a[:-1], len(history.prefix)))  # the prefix is what the last prompt shares
             return None
         self._peak_chars = max(self._peak_chars, size)
-        m, o, a = self._plain.recorded(history, t)  # lazy, as the plain renderer's own: joined only when read
-        return LazyRendered(m, o, (t, 0, 0, 0, 0, 0, 0, a[7], a[8]))
-
-    def recorded(self, history: History, t: int) -> tuple[Joined[Message], OriginParts, StatsArgs]:
-        """What ``render`` returns at ``t`` for a renderer of ``recorded_config`` whose boundary is
-        still 0: the prefix and steps 1..t as received, without the render's passes."""
-        layout = self._layout
-        if (
-            layout is None or layout.b != 0 or self.config.policy.boundary(t) != 0 or t <= self._t
-            or self._t < 0 or not self._same(history)
-        ):
-            self.render(history, t)
-            assert self._again is not None
-            return self._again
-        start = time.perf_counter()
-        self._receive(history, t)
-        last = history.step(t) if t else None
-        if last is not None:
-            self._seen = (t, last, last.meta.get("time"), self._recv.times[t - 1], self._user_pins)
-        self._marks_t = t
-        tail: list[Message] = []
-        tail_origins: list[Origin] = []
-        self._recv.extend_plain(0, t, tail, tail_origins)
-        messages = Joined(self._prefix, layout.msgs, tail)
-        origins = (self._prefix_origins, layout.origins, tail_origins)
-        stable = self._stable(messages, layout, t)
-        sent = self._last
-        sent.msgs, sent.origins, sent.layout, sent.base, sent.t = messages, origins, layout, layout, t
-        sent.chars = self._prefix_chars + layout.total_chars + self._recv.chars(0, t)
-        self._t = t
-        ms = (time.perf_counter() - start) * 1000
-        self._again = (messages, origins, (t, 0, 0, 0, 0, 0, 0, ms, stable))
-        self._plain_sent = None
-        return self._again
+        return LazyRendered(*plain.prompt(history, t))
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         prompt = self._last
