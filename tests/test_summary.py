@@ -537,7 +537,7 @@ def test_outline_without_known_file_lines_has_no_numbers() -> None:
 
 def _first_error_every_line(body: str, weak: bool = True) -> str | None:
     """The reference: every line tried in order (what first_error did before its hint search)."""
-    from refold.mechanisms.summary_parts import _ERR_LINE, _EXC_LINE, _WEAK_ERR_LINE
+    from refold.mechanisms.summary_verdicts import _ERR_LINE, _EXC_LINE, _WEAK_ERR_LINE
 
     lines = body.split("\n")
     tb = max((i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")), default=-1)
@@ -566,6 +566,6 @@ _ERR_WORDS = st.sampled_from(
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.lists(_ERR_WORDS, max_size=6).map("".join), max_size=8).map("\n".join), st.booleans())
 def test_first_error_equals_trying_every_line(body: str, weak: bool) -> None:
-    from refold.mechanisms.summary_parts import first_error
+    from refold.mechanisms.summary_verdicts import first_error
 
     assert first_error(body, weak=weak) == _first_error_every_line(body, weak)

@@ -18,9 +18,7 @@ from ..shell import analyze
 from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
     _CAT_N_ON,
     _FILE_HEADER,
-    _PYTEST_TOTAL,
     _SWE_READERS,
-    _TEST_CMD,
     Numbered,
     _elided_numbered,
     _files,
@@ -32,9 +30,8 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _q,
     _read_summary,
     _swe_search,
-    _test_summary,
-    first_error,
 )
+from .summary_verdicts import _PYTEST_TOTAL, _TEST_CMD, _test_summary, first_error
 
 __all__ = ["MAX_CHARS", "Summary", "command_line", "exit_status", "summarize", "unwrap"]
 
