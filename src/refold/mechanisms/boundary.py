@@ -112,9 +112,9 @@ def plain_first(config: Config) -> bool:
 def recorded_config(config: Config) -> Config:
     """The config whose prompt is the plain history: every step as recorded, nothing added.
 
-    Chunked with the largest k, so its boundary stays at 0 for 2,000 steps: each call is the last
-    prompt plus the new step (unchunked, the boundary moved every call and laid out one more step,
-    4x the median call's work while the plain history is sent)."""
+    ``render/plain.py`` builds these prompts call by call; a Renderer of this config returns the
+    same (the tests' reference). Chunked with the largest k, its boundary stays at 0 for 2,000
+    steps, so each of its calls appends a step instead of laying one out."""
     return config.replace(
         policy=Policy(dedup=False, fold=False, chunk=True, k=1000, protocol=False, reminders=False, mask_after=None),
         boundary={"rule": "fixed"}, spans={"enabled": False}, ledger={"enabled": False},
