@@ -528,3 +528,23 @@ def test_the_memo_equals_the_pure_function_with_agent_folds_in_any_call_order(ru
         got, fresh = memo.render(s.h, t), Renderer(s.config).render(s.h, t)
         assert got.messages == fresh.messages, f"call {t} of {calls}"
         assert got.origins == fresh.origins and got.stats.boundary == fresh.stats.boundary
+
+
+def test_a_fold_that_ends_the_plain_history_shows_at_once_as_its_answer_says() -> None:
+    """While the plain history is sent (``prompt.deferred``), the first span command switches to
+    the protocol's prompt, which changes everything after the prefix anyway: a fold issued then
+    is shown at that very call, and its answer says so (hypothesis found the two disagreeing)."""
+    config = COST.override(["policy.k=2", "boundary.min_remaining=1", "boundary.fold_wait=1"])
+    s = Session(config=config)
+    s.step("cat f1.py", PAD * 10)
+    s.step("cat f2.py", PAD * 10)
+    s.step(f'fold_span "{GOOD}"')  # refused: no span is open
+    s.step("cat f4.py", PAD)
+    r = Renderer(config)
+    r.render(s.h, 4)
+    assert r.sent_plain  # small outputs: hiding does not pay yet
+    said = s.step(f'fold_steps 1-2 "{GOOD}"')
+    assert "are now shown" in said
+    r = Renderer(config)
+    p = r.render(s.h, 5)
+    assert covered(p) == {1, 2} and not r.sent_plain

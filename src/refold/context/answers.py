@@ -24,6 +24,7 @@ from ..mechanisms.spans import Span, SpanBook, block_text, folded_text, parse_sp
 from ..protocol import CM, ContextCommand, parse_restore_args
 from ..render import Renderer
 from ..render.folds import fold_timing
+from ..render.received import message_chars
 from ..restore import restore_text
 from ..types import Answer, Message, Origin, Outcome, content_text
 from .search import ledger_view, objects_view, search_text
@@ -45,6 +46,7 @@ class Answerer:
         self._ledger: LedgerBook | None = None
         self._pins: PinBook | None = None
         self._last: tuple[list[Message], list[Origin]] | None = None  # the prompt of call t, once asked
+        self._plain = False  # that prompt was the plain history (``prompt.deferred``)
 
     @property
     def spans(self) -> SpanBook:
@@ -107,10 +109,16 @@ class Answerer:
         if span is None or span.end is None or not defers_folds(self.config):
             return done
         if self._last is None:
-            last = Renderer(self.config).render(self.history, self.t)
+            renderer = Renderer(self.config)
+            last = renderer.render(self.history, self.t)
             self._last = (last.messages, last.origins)
+            self._plain = renderer.sent_plain
         t = self.t + 1
-        now, tokens = fold_timing(self.config, self.history, t, span, self.spans, *self._last)
+        if self._plain:  # the plain history was sent: the protocol's prompt replaces all after the prefix
+            now, chars = True, sum(message_chars(m) for m in self._last[0][len(self.history.prefix) :])
+            tokens = round(chars / self.config.spans.chars_per_token)
+        else:
+            now, tokens = fold_timing(self.config, self.history, t, span, self.spans, *self._last)
         later = None if now else fold_deadline(self.config, t) - t
         return Answer(folded_text(span, tokens, deferred_calls=later), done.outcome, done.restore_of)
 

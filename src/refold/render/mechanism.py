@@ -27,6 +27,7 @@ its classes (``Config.parse(mechanisms=[..., "mypkg.rules.Pinned"])``).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -172,15 +173,27 @@ def resolve(specs: Sequence[str]) -> tuple[Mechanism, ...]:
     """The mechanisms named by ``specs`` (short names or dotted paths), instantiated, in order."""
     out: list[Mechanism] = []
     for spec in specs:
-        module, _, attr = BUILTIN.get(spec, spec).rpartition(".")
-        try:
-            factory: Callable[[], object] = getattr(importlib.import_module(module), attr)
-        except (ValueError, ImportError, AttributeError):
-            raise PolicyError(
-                f"invalid config field 'mechanisms': cannot import '{spec}'; built in: {', '.join(BUILTIN)}"
-            ) from None
-        mechanism = factory() if isinstance(factory, type) else factory
-        if not isinstance(mechanism, Mechanism):
+        factory, is_class = _factory(spec)
+        mechanism = factory() if is_class else factory
+        if not (is_class and type(mechanism) in _CHECKED or isinstance(mechanism, Mechanism)):
             raise PolicyError(f"invalid config field 'mechanisms': '{spec}' has no shape(plan, view) / dirty_from(prev, view)")
+        if is_class:
+            _CHECKED.add(type(mechanism))  # a Protocol isinstance check is slow: once per class
         out.append(mechanism)
     return tuple(out)
+
+
+_CHECKED: set[type] = set()
+
+
+@functools.lru_cache(maxsize=256)
+def _factory(spec: str) -> tuple[Callable[[], object], bool]:
+    """What ``spec`` names, imported once: (it, whether it is a class to instantiate)."""
+    module, _, attr = BUILTIN.get(spec, spec).rpartition(".")
+    try:
+        factory: Callable[[], object] = getattr(importlib.import_module(module), attr)
+    except (ValueError, ImportError, AttributeError):
+        raise PolicyError(
+            f"invalid config field 'mechanisms': cannot import '{spec}'; built in: {', '.join(BUILTIN)}"
+        ) from None
+    return factory, isinstance(factory, type)

@@ -143,6 +143,11 @@ class Renderer:
         return received_form(step, self.config, note).msgs
 
     @property
+    def sent_plain(self) -> bool:
+        """Whether the last prompt rendered was the plain history (``prompt.deferred``)."""
+        return self._plain_sent is not None
+
+    @property
     def span_book(self) -> SpanBook:
         """The spans of the history last rendered, as of its last rendered step (read-only)."""
         return self._spans
@@ -343,6 +348,7 @@ class Renderer:
         apply = (
             kept is None
             or cold(self.config, idle)  # nothing is cached: folding costs nothing extra
+            or self._plain is not None  # the plain history was sent: a span ends it, all after the prefix is new
             or folds.due(t)
             or folds.pays_now(history, t, lambda span, chars: self._cache.sizer.effect(self._last, span, chars))
             or self._kept_key(kept, t, shown) != (kept.b, kept.hidden, kept.spans, kept.pinned)
