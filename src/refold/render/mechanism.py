@@ -31,7 +31,7 @@ import functools
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from ..config import Config
 from ..errors import PolicyError
@@ -179,7 +179,7 @@ def resolve(specs: Sequence[str]) -> tuple[Mechanism, ...]:
             raise PolicyError(f"invalid config field 'mechanisms': '{spec}' has no shape(plan, view) / dirty_from(prev, view)")
         if is_class:
             _CHECKED.add(type(mechanism))  # a Protocol isinstance check is slow: once per class
-        out.append(mechanism)
+        out.append(cast(Mechanism, mechanism))
     return tuple(out)
 
 
