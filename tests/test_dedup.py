@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refold.mechanisms.dedup import DedupIndex
+from refold.mechanisms.dedup import DedupIndex, _extend
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer
@@ -257,3 +257,17 @@ def test_verdict_rows_equal_trying_every_line(lines: list[str], kind: str | None
         got -= {i for i in range(len(lines)) if lines[i].strip() and lines[i].strip() != "</output>"}
         every -= {i for i in range(len(lines)) if lines[i].strip() and lines[i].strip() != "</output>"}
     assert got == every
+
+
+@settings(max_examples=300)
+@given(
+    a=st.lists(st.sampled_from("xyz"), max_size=60), b=st.lists(st.sampled_from("xyz"), max_size=60),
+    p=st.integers(0, 60), q=st.integers(0, 60),
+)
+def test_extend_equals_comparing_line_by_line(a: list[str], b: list[str], p: int, q: int) -> None:
+    p, q = min(p, len(a)), min(q, len(b))
+    length = 0
+    while p + length < len(a) and q + length < len(b) and a[p + length] == b[q + length]:
+        length += 1
+    start = min(length, 3)  # any matched start the caller knows
+    assert _extend(a, p, b, q, start) == length

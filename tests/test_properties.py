@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,10 @@ POLICIES = [
 ]
 
 
-def check_invariants(h: History, config: Config) -> None:
+def check_invariants(h: History, config: Config, fresh_at: Collection[int] = ()) -> None:
+    """(b)-(d) at every call; (c), the memo against a fresh renderer (which replays every call
+    before t: quadratic), at the last call and at ``fresh_at``. Every call order is checked
+    against the pure function in test_render_golden and test_spans."""
     before = copy.deepcopy(h.messages())
     digests = [s.digest for s in h.steps]
     inc = Renderer(config)
@@ -49,8 +53,9 @@ def check_invariants(h: History, config: Config) -> None:
     prev_serial, prev_b = "", -1
     for t in range(len(h) + 1):
         p = inc.render(h, t)
-        fresh = Renderer(config).render(h, t)
-        assert p.messages == fresh.messages and p.origins == fresh.origins  # (c)
+        if t == len(h) or t in fresh_at:
+            fresh = Renderer(config).render(h, t)
+            assert p.messages == fresh.messages and p.origins == fresh.origins  # (c)
         serial = p.serialized()
         if plain is not None and p.messages == plain.render(h, t).messages:  # the history as is, until the protocol pays
             prev_serial, prev_b = serial, -2  # the first prompt of the protocol is a move
@@ -179,13 +184,14 @@ CONFIGS = [seed_config(p) for p in POLICIES] + [Config(), Config.parse(k=1, mask
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: json.dumps(c.model_dump(exclude_defaults=True), sort_keys=True) or "default")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(h=histories())
-def test_invariants_generated(config: Config, h: History) -> None:
-    check_invariants(h, config)
+@given(h=histories(), fresh_at=st.sets(st.integers(0, 16), max_size=3))
+def test_invariants_generated(config: Config, h: History, fresh_at: set[int]) -> None:
+    check_invariants(h, config, fresh_at)
 
 
 @pytest.mark.parametrize("path", real_trajectories(), ids=lambda p: p.name)
 def test_invariants_real_runs(path: Path) -> None:
     h = load(path)
+    quarters = range(0, len(h) + 1, max(1, len(h) // 4))
     for config in (seed_config(Policy()), seed_config(Policy(mask_after=3)), seed_config(Policy(chunk=False, k=2)), Config()):
-        check_invariants(h, config)
+        check_invariants(h, config, quarters)

@@ -20,7 +20,7 @@ from refold.policy import Policy
 from refold.protocol import CM, COMMAND_NAMES
 from refold.render import Renderer
 from refold.restore import restore_text
-from refold.types import Facts, Outcome, Rendered, Shown, content_text
+from refold.types import Facts, Message, Outcome, Rendered, Shown, content_text
 from refold.wire import answer_record
 
 from builders import SYSTEM, TASK, numbered, seed_config
@@ -249,6 +249,7 @@ def check(s: Session, config: Config | None = None) -> None:
     inc = Renderer(config) if config else s.renderer()
     plain = Renderer(recorded_config(inc.config)) if plain_first(inc.config) else None
     prev, prev_b = "", -1
+    seen = Seen(s)
     for t in range(len(h) + 1):
         p = inc.render(h, t)
         fresh = Renderer(config).render(h, t) if config else s.renderer().render(h, t)
@@ -261,20 +262,38 @@ def check(s: Session, config: Config | None = None) -> None:
         if p.stats.boundary == prev_b and not folded_now:
             assert serial.startswith(prev), f"prefix changed at t={t} without a boundary move or a fold"
         prev, prev_b = serial, p.stats.boundary
-        nothing_lost(s, p, t)
+        nothing_lost(seen, p, t)
     assert h.messages() == before
 
 
-def nothing_lost(s: Session, p: Rendered, t: int) -> None:
-    h = s.h
+class Seen:
+    """What step i was first shown as and what ``restore i`` returns, read once per step for every
+    call checked (the history does not change while it is checked)."""
+
+    def __init__(self, s: Session) -> None:
+        self.s, self.renderer = s, s.renderer()
+        self._received: dict[int, list[Message]] = {}
+        self._restored: dict[int, str] = {}
+
+    def received(self, i: int) -> list[Message]:
+        if i not in self._received:
+            self._received[i] = self.renderer.received(self.s.h, i)
+        return self._received[i]
+
+    def restored(self, i: int) -> str:
+        if i not in self._restored:
+            self._restored[i] = restore_text(self.s.h, [i], self.s.policy, spans=self.s.spans)
+        return self._restored[i]
+
+
+def nothing_lost(seen: Seen, p: Rendered, t: int) -> None:
     pairs = list(zip(p.messages, p.origins, strict=True))
     in_span = {c: m for m, o in pairs if o.part == "span" for c in o.covers}
     in_note = {c: m for m, o in pairs if o.part == "note" for c in o.covers}
     hidden = {o.step for _, o in pairs if o.part == "output" and o.shown is Shown.NOTE}
-    r = s.renderer()
     for i in range(1, t + 1):
-        received = r.received(h, i)
-        text = restore_text(h, [i], s.policy, spans=s.spans)
+        received = seen.received(i)
+        text = seen.restored(i)
         for m in received:
             assert content_text(m.get("content")) in text  # restore returns the exact bytes
         if i in in_span:

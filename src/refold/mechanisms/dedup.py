@@ -258,9 +258,7 @@ class DedupIndex:
                     continue
                 sl = sources[si].lines
                 if sl[q : q + _W] == window:  # else a hash collision: no match
-                    length = _W
-                    while p + length < n and q + length < len(sl) and lines[p + length] == sl[q + length]:
-                        length += 1
+                    length = _extend(lines, p, sl, q, _W)
                     if length > best_len:
                         best_len, best = length, (si, q)
             if best is not None and best_len >= self.min_lines:
@@ -323,6 +321,21 @@ class DedupIndex:
             return text
         span = slice(run.start, run.end)
         return text + _outline_suffix(lines[span], numbers[span], info, self.outline_min_lines, run.start)
+
+
+def _extend(a: list[str], p: int, b: list[str], q: int, length: int) -> int:
+    """How many lines ``a[p:]`` and ``b[q:]`` share from the start, given the first ``length`` match:
+    galloping slice comparisons (made in C), so a long run costs about log(run) steps, not one per line."""
+    limit = min(len(a) - p, len(b) - q)
+    k = 8
+    while length < limit and k:
+        k = min(k, limit - length)
+        if a[p + length : p + length + k] == b[q + length : q + length + k]:
+            length += k
+            k *= 2
+        else:
+            k //= 2
+    return length
 
 
 def _windows(lines: list[str]) -> Iterator[tuple[str, ...]]:
