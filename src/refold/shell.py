@@ -43,7 +43,10 @@ _SCRIPT_WRITE_RE = re.compile(
 # SWE-agent 0.x tools that take a body up to an end line, and the windowed tools
 _BODY_TOOLS = {"edit": "end_of_edit", "insert": "end_of_insert", "append": "end_of_append"}
 _OPEN_READERS = {"goto", "scroll_up", "scroll_down"}
-_SHELL_TOOLS = {"bash", "shell", "execute_bash", "run", "sh", "terminal", "run_command", "run_shell", "exec"}
+SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash", "run_command", "run_shell", "exec"})
+"""Function tools whose ``command`` argument is a shell command (the context commands' recognizer
+reads these exactly as named)."""
+_ANALYZED_AS_SHELL = SHELL_TOOLS | {"run"}  # a tool named "run" may be a shell: reading it so only widens what it touches
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ def analyze(command: str, tool: str = "bash") -> CommandInfo:
 
 @lru_cache(maxsize=4096)  # a store's step is read twice (its facts, then History.append checks them)
 def _analyze(command: str, tool: str) -> CommandInfo:
-    if tool.lower() not in _SHELL_TOOLS:
+    if tool.lower() not in _ANALYZED_AS_SHELL:
         # A named tool (SWE-agent's editor functions, str_replace_editor, apply_patch, ...).
         return _analyze_tool(tool, command)
     facts = _Facts()

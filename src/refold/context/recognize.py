@@ -18,8 +18,6 @@ from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
 SPAN_COMMANDS = frozenset({"begin_span", "fold_span", "fold_steps"})
 LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger", "pin", "unpin"})
 ALWAYS = frozenset({"restore", "expand"})  # a non-reversible policy answers that nothing comes back
-SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash", "run_command", "run_shell", "exec"})
-"""Function tools whose ``command`` argument is a shell command."""
 
 
 def from_shell(command: str) -> ContextCommand | None:

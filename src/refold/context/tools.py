@@ -6,7 +6,8 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..config import Config
-from .recognize import SHELL_TOOLS, Recognizer, active
+from ..shell import SHELL_TOOLS
+from .recognize import Recognizer, active
 
 
 def _tool(name: str, description: str, arg: str, arg_doc: str) -> dict[str, Any]:

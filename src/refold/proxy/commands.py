@@ -16,9 +16,10 @@ from typing import Any
 
 from ..config import Config
 from ..context.answers import Answerer
-from ..context.recognize import SHELL_TOOLS, Recognizer
+from ..context.recognize import Recognizer
 from ..history import History
 from ..protocol import CM
+from ..shell import SHELL_TOOLS
 from ..types import Action, Answer, Message
 from ..wire import action, actions_record, answer_record, read_actions
 

@@ -17,8 +17,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from ..context.recognize import SHELL_TOOLS, Recognizer
+from ..context.recognize import Recognizer
 from ..protocol import SHELL_LANGS
+from ..shell import SHELL_TOOLS
 
 _MARKERS = ("```", "<mswea_bash_command>")
 """Where a command block of a reply may begin (``protocol.bash_block`` reads only these)."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..context.recognize import SHELL_TOOLS, Recognizer
+from ..context.recognize import Recognizer
+from ..shell import SHELL_TOOLS
 from .early import ARGV_SHELL, CommandGate, call_verdict
 from .sse import Event, parse_json
 from .surface_calls import SHELL_NAMES

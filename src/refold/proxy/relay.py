@@ -16,7 +16,8 @@ import copy
 import json
 from typing import Any
 
-from ..context.recognize import SHELL_TOOLS, Recognizer
+from ..context.recognize import Recognizer
+from ..shell import SHELL_TOOLS
 from ..types import Action, Message
 from .commands import context_calls
 from .deferred import Deferred, LaterCalls, unsent_text

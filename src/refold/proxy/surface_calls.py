@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Collection
 from typing import Any
 
-from ..context.recognize import SHELL_TOOLS
+from ..shell import SHELL_TOOLS
 from ..types import Message
 
 SHELL_NAMES = frozenset({"bash", "shell", "exec_command", "shell_command", "local_shell"})
