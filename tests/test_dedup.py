@@ -246,13 +246,13 @@ _VERDICT_WORDS = st.sampled_from(
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.lists(_VERDICT_WORDS, max_size=4).map("".join), max_size=8), st.sampled_from([None, "read", "test", "command"]))
 def test_verdict_rows_equal_trying_every_line(lines: list[str], kind: str | None) -> None:
-    from refold.mechanisms import dedup
+    from refold.mechanisms import output_verdict
     from refold.shell import CommandInfo
 
     info = None if kind is None else CommandInfo(kind, (), (), False)
     runs_something = info is None or info.kind not in ("read", "search")
-    every = {i for i, ln in enumerate(lines) if dedup._VERDICT_I.match(ln) or (runs_something and dedup._VERDICT.match(ln))}
-    got = dedup._verdict_rows(lines, info)
+    every = {i for i, ln in enumerate(lines) if output_verdict._VERDICT_I.match(ln) or (runs_something and output_verdict._VERDICT.match(ln))}
+    got = output_verdict.verdict_rows(lines, info)
     if info is not None and info.kind == "test":
         got -= {i for i in range(len(lines)) if lines[i].strip() and lines[i].strip() != "</output>"}
         every -= {i for i in range(len(lines)) if lines[i].strip() and lines[i].strip() != "</output>"}

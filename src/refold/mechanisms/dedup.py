@@ -16,38 +16,18 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..outline_lines import rows_matching
 from ..protocol import CM
 from ..shell import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
+from .output_verdict import verdict_lines, verdict_rows
 
 _W = 3  # lines per shingle
 _MAX_CANDIDATES = 8  # most recent positions kept per shingle
 _WHOLE_SLACK = 80  # characters of new text an output may have and still become one stub
 _MAX_MARKERS = 2  # markers in one output; more runs keep only the longest ones
-_TEST_TAIL = 3  # last non-blank lines of a test run that are never cut
-# Lines that say how a command ended. Case-sensitive ones are test runners' summaries.
-_VERDICT_I = re.compile(
-    r"^\s*(?:<returncode>\s*-?\d+\s*</returncode>|(?:exit(?:ed)? (?:status|code|with(?: code| status)?)"
-    r"|return ?code|command exited)\b.{0,40}$|error: .{0,200}$|traceback \(most recent call last\):)",
-    re.IGNORECASE,
-)
-_VERDICT = re.compile(
-    r"^\s*(?:=+ .{0,200}\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.{0,80} =+\s*$"
-    r"|(?:FAILED|ERROR|PASSED|OK|FAIL)\b.{0,200}$|Ran \d+ tests? in |\d+ (?:passed|failed)\b"
-    r"|Tests? (?:passed|failed)|(?:[A-Z]\w*(?:Error|Exception)): .{0,200}$)"
-)
-
-# What a line matching _VERDICT_I or _VERDICT contains (a superset: those run only on such lines).
-_VERDICT_HINT = re.compile(
-    r"(?i:<returncode>|exit|return ?code|error: |traceback)"
-    r"|passed|failed|error|skipped|deselected|FAIL|ERROR|PASSED|OK|Ran |Error|Exception"
-)
-
 
 @dataclass(slots=True)
 class _Source:
@@ -145,7 +125,7 @@ class DedupIndex:
         if info is not None:
             info = self._open.resolve(info)  # goto/scroll_down read the open file
         lines = body.split("\n")
-        verdict = _verdict(lines, info)
+        verdict = verdict_lines(lines, info)
         runs = self._find_runs(lines)
         whole_src = self._whole.get(body)
         if not runs and whole_src is not None and len(body) >= self.min_chars and self._valid(whole_src):
@@ -198,7 +178,7 @@ class DedupIndex:
 
     def _keep_verdict(self, runs: list[Run], lines: list[str], info: CommandInfo | None) -> list[Run]:
         """Cut runs around the lines that carry the output's verdict; pieces too small to pay are kept."""
-        protected = _verdict_rows(lines, info)
+        protected = verdict_rows(lines, info)
         if not protected:
             return runs
         out: list[Run] = []
@@ -351,27 +331,6 @@ def _uncovered(runs: list[Run], n: int) -> list[int]:
         pos = r.end
     out.extend(range(pos, n))
     return out
-
-
-def _verdict_rows(lines: list[str], info: CommandInfo | None) -> set[int]:
-    """Indices of the lines that say how the command ended (plus a test run's last lines)."""
-    # a file read carries only its wrapper's exit status; code lines like 'OK = 1' are no verdict
-    runs_something = info is None or info.kind not in ("read", "search")
-    rows = {
-        i
-        for i in rows_matching("\n".join(lines), _VERDICT_HINT)
-        if _VERDICT_I.match(ln := lines[i]) or (runs_something and _VERDICT.match(ln))
-    }
-    if info is not None and info.kind == "test":
-        tail = [i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() and lines[i].strip() != "</output>"]
-        rows.update(tail[:_TEST_TAIL])
-    return rows
-
-
-def _verdict(lines: list[str], info: CommandInfo | None) -> tuple[str, ...]:
-    """How an output ended, as its verdict lines (no test tail: that is only kept, not compared)."""
-    kind = None if info is None or info.kind == "test" else info
-    return tuple(lines[i].strip() for i in sorted(_verdict_rows(lines, kind)))
 
 
 def _file_numbers(lines: list[str], info: CommandInfo | None) -> list[int | None]:

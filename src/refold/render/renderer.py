@@ -289,11 +289,9 @@ class Renderer:
         return step.digest == last.digest and step_time(step) == at
 
     def _advance_marks(self, history: History, t: int) -> None:
-        if not self.config.policy.fold:
-            self._marks_t = t
-            return
-        for s in history.steps_between(self._marks_t, t):
-            self._folded.update(valid_marks(s, self.config.policy.k))
+        if self.config.policy.fold:  # else the marks are never read
+            for s in history.steps_between(self._marks_t, t):
+                self._folded.update(valid_marks(s, self.config.policy.k))
         self._marks_t = max(self._marks_t, t)
 
     def _folded_changed(self) -> bool:
