@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import strategies as st
+
 from refold.config import BoundaryConfig, Config
 from refold.history import History
 from refold.policy import Policy
@@ -71,3 +73,13 @@ def seed_config(policy: Policy | None = None, **sections: Any) -> Config:
     if "mask_after" not in policy.model_fields_set:
         policy = policy.model_copy(update={"mask_after": None})
     return Config(policy=policy, boundary=BoundaryConfig(rule="fixed"), **sections)
+
+
+def cuts(draw: st.DrawFn, text: str) -> list[str]:
+    """``text`` cut at drawn points into the non-empty pieces a stream may deliver it in."""
+    points = sorted(set(draw(st.lists(st.integers(0, len(text)), max_size=8))))
+    out, last = [], 0
+    for p in [*points, len(text)]:
+        out.append(text[last:p])
+        last = p
+    return [p for p in out if p] or [""]

@@ -27,6 +27,7 @@ from test_proxy_responses import fcall, response_object
 from test_proxy_stream_early import BASH, SYSTEM, Reader, Scripted, _proxy, call
 from test_proxy_surface_stream import Events, Paused, up
 
+from builders import cuts
 from fake_upstream import ServerThread
 
 __all__ = ["up"]  # the fixture, used by name
@@ -61,15 +62,6 @@ def arguments(draw: st.DrawFn) -> tuple[str, str]:
     else:
         args = '  {\n "command" :  ' + json.dumps(cmd) + " }"
     return draw(st.sampled_from(["bash", "bash", "str_replace_editor"])), args
-
-
-def _cuts(draw: st.DrawFn, text: str) -> list[str]:
-    points = sorted(set(draw(st.lists(st.integers(0, len(text)), max_size=8))))
-    out, last = [], 0
-    for p in [*points, len(text)]:
-        out.append(text[last:p])
-        last = p
-    return [p for p in out if p] or [""]
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -123,10 +115,10 @@ def test_a_call_sent_whole_after_its_name_is_closed_after_the_part_sent() -> Non
 def test_a_context_call_is_never_relayed_and_a_plain_one_always_is(data: st.DataObject) -> None:
     name, args = data.draw(arguments())
     text = data.draw(st.sampled_from(["", "Let me look.", "PROGRESS: x\nSTALE: -"]))
-    pieces = _cuts(data.draw, args)
+    pieces = cuts(data.draw, args)
     header_args = data.draw(st.booleans())  # some upstreams send the first piece with the name
     stream: list[dict[str, Any]] = [_chunk({"role": "assistant", "content": ""})]
-    stream += [_chunk({"content": t}) for t in _cuts(data.draw, text)] if text else []
+    stream += [_chunk({"content": t}) for t in cuts(data.draw, text)] if text else []
     first = pieces.pop(0) if header_args else ""
     stream.append(_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                                           "function": {"name": name, "arguments": first}}]}))

@@ -28,6 +28,7 @@ from refold.proxy.surface_calls import canonical_call, recognizable
 from refold.proxy.surface_stream import context_ids
 from test_proxy_stream_guard import CONTEXT, PLAIN, arguments
 
+from builders import cuts
 from fake_upstream import ServerThread
 
 REC = Recognizer(text=False)
@@ -37,15 +38,6 @@ def _is_context(name: str, args: str) -> bool:
     n, a = canonical_call(name, args)
     reply = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": n, "arguments": a}}]}
     return context_calls(recognizable(reply), REC) is not None
-
-
-def _cuts(draw: st.DrawFn, text: str) -> list[str]:
-    points = sorted(set(draw(st.lists(st.integers(0, len(text)), max_size=8))))
-    out, last = [], 0
-    for p in [*points, len(text)]:
-        out.append(text[last:p])
-        last = p
-    return [p for p in out if p] or [""]
 
 
 def _ev(name: str, data: dict[str, Any]) -> Event:
@@ -157,7 +149,7 @@ def test_the_client_never_runs_a_call_refold_reads_as_a_context_command(data: st
     if surface == "responses" and name == "bash":
         name = data.draw(st.sampled_from(["bash", "exec_command", "shell"]))
     text = data.draw(st.sampled_from(["", "Let me look."]))
-    pieces = _cuts(data.draw, args)
+    pieces = cuts(data.draw, args)
     events = anthropic_round(text, name, pieces) if surface == "messages" else responses_round(text, name, pieces)
     sp, sent, (agg, reply, calls) = _splice(surface, events)
     client = _client_args(surface, sent)
