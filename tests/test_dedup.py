@@ -233,13 +233,15 @@ def test_an_output_whose_extra_lines_are_shown_by_the_source_is_still_one_stub()
     assert origin.shown is Shown.STUB
 
 
-# ---- verdict lines: the exact regexes run only on lines holding a hint, the same rows as on every line
+# ---- verdict lines: the exact regexes run only on lines whose opening could start a verdict, the same
+# rows as running them on every line
 
 _VERDICT_WORDS = st.sampled_from(
     ["<returncode>0</returncode>", "exit status 1", "Exited with code 2", "return code", "RETURNCODE", "command exited",
      "error: x", "Traceback (most recent call last):", "TRACEBACK (MOST RECENT CALL LAST):", "=== 3 passed in 1s ===",
      "FAILED", "ERROR", "PASSED", "OK", "FAIL", "Ran 3 tests in 0.1s", "2 failed", "Tests passed", "ValueError: bad",
-     "Exception: x", " ", "  ", "\t", "x", "=", "return x", "token", "\u017fkipped", "e\u0130rror: "]
+     "Exception: x", " ", "  ", "\t", "x", "=", "return x", "token", "\u017fkipped", "e\u0130rror: ", "\u00a0", "\x1c",
+     "\u0663 passed", "\u212a", "\u0131", "C", "t", "r", "c", "e", "<"]
 )
 
 

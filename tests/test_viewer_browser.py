@@ -62,20 +62,32 @@ def toolcall_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Tabs:
-    """One browser context per JavaScript setting for the whole file; each Page is a new tab in it.
-    A new context per test cost Chromium twice the CPU of a new tab (~0.36 s vs ~0.19 s a page).
-    The viewer keeps no storage or cookies (its state is in the address), so tabs share nothing."""
+    """One tab per JavaScript setting for the whole file, each Page a fresh load in it. A new tab
+    per test cost Chromium about 0.3 s more than a reload (a new context twice that again). The
+    viewer keeps no storage or cookies (its state is in the address), and each load starts from
+    about:blank, so no test sees another's page."""
 
     def __init__(self, browser: Any) -> None:
         self.browser = browser
         self.contexts: dict[bool, Any] = {}
+        self.tabs: dict[bool, Any] = {}
+        self.current: Page | None = None
 
-    def open(self, javascript: bool) -> Any:
-        if javascript not in self.contexts:
-            self.contexts[javascript] = self.browser.new_context(
-                viewport={"width": 1440, "height": 900}, java_script_enabled=javascript
+    def open(self, page: Page, javascript: bool) -> Any:
+        """The tab for ``javascript``, now reporting its requests and errors to ``page``."""
+        self.current = page
+        if javascript not in self.tabs:
+            context = self.browser.new_context(viewport={"width": 1440, "height": 900}, java_script_enabled=javascript)
+            self.contexts[javascript] = context
+            tab = self.tabs[javascript] = context.new_page()
+            tab.route("**/*", lambda route: self.current._route(route) if self.current else route.abort())
+            tab.on("request", lambda r: self.current.requests.append(r.url) if self.current else None)
+            tab.on("pageerror", lambda e: self.current.errors.append(str(e)) if self.current else None)
+            tab.on(
+                "console",
+                lambda m: self.current.errors.append(m.text) if self.current and m.type == "error" else None,
             )
-        return self.contexts[javascript].new_page()
+        return self.tabs[javascript]
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +105,9 @@ class Page:
         self.url = url
         self.requests: list[str] = []
         self.errors: list[str] = []
-        self.page = tabs.open(javascript)
-        self.page.route("**/*", self._route)
-        self.page.on("request", lambda r: self.requests.append(r.url))
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.tabs = tabs
+        self.page = tabs.open(self, javascript)
+        self.page.goto("about:blank")  # a full load even when only the address's fragment differs
         self.page.goto(url)
         if javascript:
             self.page.wait_for_selector("body[data-ready='1']")
@@ -114,7 +124,9 @@ class Page:
         assert self.text("#call-label").startswith(f"call {call} /")
 
     def close(self) -> None:
-        self.page.close()
+        """Stop recording into this Page; the tab stays for the next one."""
+        if self.tabs.current is self:
+            self.tabs.current = None
 
     def text(self, selector: str) -> str:
         return str(self.page.locator(selector).inner_text())

@@ -8,8 +8,8 @@ verdict differs, so a condensed output still tells the agent whether its command
 from __future__ import annotations
 
 import re
+from itertools import islice
 
-from ..outline_lines import rows_matching
 from ..shell import CommandInfo
 
 _TEST_TAIL = 3  # last non-blank lines of a test run that are never cut
@@ -25,25 +25,25 @@ _VERDICT = re.compile(
     r"|Tests? (?:passed|failed)|(?:[A-Z]\w*(?:Error|Exception)): .{0,200}$)"
 )
 
-# What a line matching _VERDICT_I or _VERDICT contains (a superset: those run only on such lines).
-_VERDICT_HINT = re.compile(
-    r"(?i:<returncode>|exit|return ?code|error: |traceback)"
-    r"|passed|failed|error|skipped|deselected|FAIL|ERROR|PASSED|OK|Ran |Error|Exception"
-)
+# How every line matching _VERDICT_I or _VERDICT begins (both match at the line's start): a test of
+# a line's first characters, so the costly patterns run only on such lines. Searching the whole
+# output for their words instead took ~2.4 ms per 20 KB (sre tries each alternative at each char).
+_OPENING = re.compile(r"\s*[<=\dA-Zcert]")
 
 
 def verdict_rows(lines: list[str], info: CommandInfo | None) -> set[int]:
     """Indices of the lines that say how the command ended (plus a test run's last lines)."""
     # a file read carries only its wrapper's exit status; code lines like 'OK = 1' are no verdict
     runs_something = info is None or info.kind not in ("read", "search")
+    opening = _OPENING.match
     rows = {
         i
-        for i in rows_matching("\n".join(lines), _VERDICT_HINT)
-        if _VERDICT_I.match(ln := lines[i]) or (runs_something and _VERDICT.match(ln))
+        for i, ln in enumerate(lines)
+        if opening(ln) and (_VERDICT_I.match(ln) or (runs_something and _VERDICT.match(ln)))
     }
     if info is not None and info.kind == "test":
-        tail = [i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() and lines[i].strip() != "</output>"]
-        rows.update(tail[:_TEST_TAIL])
+        tail = (i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() and lines[i].strip() != "</output>")
+        rows.update(islice(tail, _TEST_TAIL))
     return rows
 
 
