@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Collection
 from pathlib import Path
@@ -45,7 +44,7 @@ def check_invariants(h: History, config: Config, fresh_at: Collection[int] = ())
     """(b)-(d) at every call; (c), the memo against a fresh renderer (which replays every call
     before t: quadratic), at the last call and at ``fresh_at``. Every call order is checked
     against the pure function in test_render_golden and test_spans."""
-    before = copy.deepcopy(h.messages())
+    before = h.messages()  # a deep copy
     digests = [s.digest for s in h.steps]
     inc = Renderer(config)
     lookup = Lookup(h, Renderer(config))
@@ -92,15 +91,22 @@ def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list,
     shown_msgs = {json.dumps(m, sort_keys=True) for m in messages}
     folded = {c for o in origins if o.part == "note" for c in o.covers}
     hidden_outputs = {o.step for o in origins if o.part == "output" and o.shown is Shown.NOTE}
+    parts: dict[tuple[int | None, str], list[tuple[Any, Any]]] = {}  # (step, part) -> its messages, in order
+    notes: dict[int, Any] = {}  # step -> the first note covering it
+    for m, o in zip(messages, origins, strict=True):
+        parts.setdefault((o.step, o.part), []).append((m, o))
+        if o.part == "note":
+            for c in o.covers:
+                notes.setdefault(c, m)
     for i in range(1, t + 1):
         received = lookup.received(i)
         if i in folded:
-            note = next(m for m, o in zip(messages, origins, strict=True) if o.part == "note" and i in o.covers)
+            note = notes[i]
             assert f"[step {i}]" in note["content"]
             if policy.reversible:
                 _restorable(lookup, i, received)
             continue
-        reply = next((m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "reply")
+        reply = parts[(i, "reply")][0]
         if reply[1].shown is Shown.NOTE:  # an old reply condensed: its commands stay, its reasoning restores
             text = content_text(reply[0].get("content"))
             assert "[context-manager]" in text and (not policy.reversible or f"restore {i}" in text)
@@ -109,7 +115,7 @@ def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list,
                 _restorable(lookup, i, received)
         else:
             assert json.dumps(received[0], sort_keys=True) in shown_msgs, f"reply of step {i} missing"
-        outs = [(m, o) for m, o in zip(messages, origins, strict=True) if o.step == i and o.part == "output"]
+        outs = parts.get((i, "output"), [])
         assert len(outs) == len(received) - 1, f"step {i}: an output message went missing"
         for (m, o), orig in zip(outs, received[1:], strict=True):
             if o.shown in (Shown.RECEIVED, Shown.RESTORED):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -45,6 +44,7 @@ class Session:
         config: Config | None = None,
     ) -> None:
         self.h = History([SYSTEM, TASK])
+        self.messages: list[Message] = [SYSTEM, TASK]  # the agent's own list, as mini keeps it
         self.tools = tools
         self.policy = config.policy if config else policy or Policy()
         self.spans, self.ledger = (config.spans, config.ledger) if config else (spans, ledger)
@@ -81,7 +81,10 @@ class Session:
             self.answers.append(a.text)
         else:
             obs["content"] = out(output)
-        self.h.extend_from_messages([*self.h.messages(), reply, obs])
+        if len(self.messages) != 2 + sum(1 + len(x.observations) for x in self.h.steps):
+            self.messages = self.h.messages()  # a test appended to the history itself
+        self.messages += [reply, obs]
+        self.h.extend_from_messages(self.messages)
         return str(obs["content"])
 
 
@@ -245,7 +248,7 @@ def sessions(draw: st.DrawFn) -> Session:
 
 def check(s: Session, config: Config | None = None) -> None:
     h = s.h
-    before = copy.deepcopy(h.messages())
+    before = h.messages()  # a deep copy
     inc = Renderer(config) if config else s.renderer()
     plain = Renderer(recorded_config(inc.config)) if plain_first(inc.config) else None
     prev, prev_b = "", -1
