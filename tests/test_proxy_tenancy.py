@@ -7,6 +7,7 @@ fake on a loopback thread, so what reaches it (and with which credential) is vis
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -75,6 +76,40 @@ def test_each_credential_header_is_its_own_owner(upstream: tuple[FakeUpstream, s
             assert r.status_code == 200
             r = await c.get("/sessions/s-azure", headers={"Authorization": "Bearer k2"})
             assert r.status_code == 200
+
+    run(go())
+
+
+def test_the_id_sessions_list_prints_names_the_session_for_its_owner_only(
+    upstream: tuple[FakeUpstream, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from refold.cli import main
+
+    async def go() -> None:
+        async with proxy(cfg_for(upstream, tmp_path)) as c:
+            for key in ("k1", "k2"):
+                h = {"Authorization": f"Bearer {key}", "X-Refold-Session": "run"}
+                first = await c.post("/v1/chat/completions", json=GOOD, headers=h)
+                assert first.status_code == 200, first.text
+                turn = [*GOOD["messages"], first.json()["choices"][0]["message"], {"role": "user", "content": "go on"}]
+                r = await c.post("/v1/chat/completions", json={**GOOD, "messages": turn}, headers=h)
+                assert r.status_code == 200, r.text
+            listing = ["sessions", "list", "--store", str(tmp_path / "s.db"), "--json"]
+            assert await asyncio.to_thread(main, listing) == 0  # the CLI runs a loop of its own
+            listed = json.loads(capsys.readouterr().out)["sessions"]
+            assert len({r["id"] for r in listed}) == 2 and {r["name"] for r in listed} == {"run"}
+            mine = {"Authorization": "Bearer k1"}
+            by_name = await c.get("/sessions/run", headers=mine)
+            assert by_name.status_code == 200
+            ids = [r["id"] for r in listed]
+            answers = [await c.get(f"/sessions/{sid}", headers=mine) for sid in ids]
+            assert sorted(r.status_code for r in answers) == [200, 404]  # k1's id, and k2's looks missing
+            assert next(r for r in answers if r.status_code == 200).json() == by_name.json()
+            missing = next(r for r in answers if r.status_code == 404).json()["error"]
+            assert missing["code"] == "session_not_found"
+            own = next(sid for sid, r in zip(ids, answers, strict=True) if r.status_code == 200)
+            view = await c.get(f"/sessions/{own}/view", headers=mine)
+            assert view.status_code == 200 and "text/html" in view.headers["content-type"], view.text
 
     run(go())
 

@@ -1,5 +1,6 @@
 """The session routes: ``/sessions`` (list), ``/sessions/{id}`` (JSON), ``/sessions/{id}/view``
-(the HTML viewer), ``/sessions/{id}/expand`` and ``/sessions/{id}/pins`` (the page's calls).
+(the HTML viewer), ``/sessions/{id}/expand`` and ``/sessions/{id}/pins`` (the page's calls). A
+session is named by the name its client gave it, or by the id ``refold sessions list`` prints.
 
 None of them builds on the event loop: a history not yet replayed is replayed in a worker thread
 (``Session.aview``), a render for the JSON in a thread too, and a page in the view worker process
@@ -10,6 +11,7 @@ the cache without a store round trip (or with a 304 when the browser already has
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -27,6 +29,7 @@ from .tenancy import tenant
 from .viewer_pool import Page, Snapshot, ViewPool
 from .views_access import PageGrants
 
+_SID = re.compile(r"[0-9a-f]{32}")  # sessions.session_id
 VIEW_FRESH_S = 1.0
 """How stale a reloaded view may be: a turn, pin or prune by another process shows within this."""
 
@@ -38,7 +41,12 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
 
     async def find(request: Request, name: str, max_age: float = 0.0) -> Session:
         manager: SessionManager = state["manager"]
-        s = await manager.find(tenant(request).owner, name, max_age=max_age)
+        owner = tenant(request).owner
+        s = await manager.find(owner, name, max_age=max_age)
+        if s is None and _SID.fullmatch(name):  # the id `refold sessions list` prints, of this owner only
+            data = await state["store"].load(name)
+            if data is not None and data.record.owner == owner:
+                s = await manager.find(owner, data.record.name, max_age=max_age)
         if s is None:  # another key's session looks exactly like a missing one
             raise ProxyError(404, f"no session '{name}' for this API key", code="session_not_found")
         return s
@@ -71,6 +79,7 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
         pool: ViewPool = state["views"]
         await pool.lane.wait(pool.metrics)
         s = await find(request, name, max_age=VIEW_FRESH_S)
+        name = s.name  # when named by its id: the page's calls and its grant go by the name
         head = s.head or ""
         key = (s.sid, head, str(len(s.pins)), tokenizer)  # a pin changes the prompts the page shows
         headers = {"Cache-Control": "private, no-cache", "Vary": "Accept-Encoding, Authorization"}
