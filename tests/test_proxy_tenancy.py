@@ -114,6 +114,18 @@ def test_the_id_sessions_list_prints_names_the_session_for_its_owner_only(
     run(go())
 
 
+def test_a_session_without_a_step_yet_says_when_its_page_opens(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
+    async def go() -> None:
+        async with proxy(cfg_for(upstream, tmp_path)) as c:
+            h = {"Authorization": "Bearer k1", "X-Refold-Session": "new"}
+            assert (await c.post("/v1/chat/completions", json=GOOD, headers=h)).status_code == 200
+            r = await c.get("/sessions/new/view", headers=h)
+            assert r.status_code == 409 and r.json()["error"]["code"] == "session_not_viewable"
+            assert r.json()["error"]["message"] == "session 'new' has no step yet: its page opens with the agent's second request"
+
+    run(go())
+
+
 def test_conflicting_keys_and_required_keys_are_refused(
     upstream: tuple[FakeUpstream, str], tmp_path: Path
 ) -> None:
