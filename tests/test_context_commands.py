@@ -104,7 +104,7 @@ def test_commands_of_one_reply_are_answered_in_order() -> None:
     assert "Span S2 opened" in first.text and "Span S3 opened at step 4, inside span S2" in second.text
     fold = a.answer(ContextCommand("fold", "1"))
     search = a.answer(ContextCommand("search_ledger", "*"))
-    assert fold.ok and "1 [folded]" in search.text
+    assert fold.ok and "1 [shown, fold pending]" in search.text  # the prompt it was issued from shows it
 
 
 def test_every_answer_is_a_context_manager_text() -> None:
@@ -127,7 +127,7 @@ def test_ledger_view_lists_objects_and_spans() -> None:
     s.step("fold 1")
     view = answer(s.h, ContextCommand("search_ledger", "*")).text
     assert view.startswith(CM)
-    assert "1 [folded] 1/4:" in view and "3 [shown] 3/3: file a.py" in view
+    assert "1 [shown, fold pending] 1/4:" in view and "3 [shown] 3/3: file a.py" in view
     assert "S1 [open since step 2]: where is the bug?" in view
 
 

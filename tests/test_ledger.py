@@ -83,7 +83,7 @@ def test_expand_object_and_search() -> None:
     found = s.step('search_ledger "ValueError bad input"')
     assert found.splitlines()[1].startswith("4 [shown] error")
     found = s.step('search_ledger "compute_calc"')
-    assert "1 [folded]" in found
+    assert "1 [masked, shown again at step 7]" in found  # as the prompt of that call shows step 1
     assert "no match" in s.step('search_ledger "zebra"')
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .mechanisms.summary import command_line, summarize, unwrap
@@ -78,15 +79,35 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     size = f"{lines:,} line{'' if lines == 1 else 's'}"
     if len(body) > 200 * max(lines, 1):  # long lines: the line count alone would understate it
         size += f", {len(body):,} chars"
-    facts = ([f"exit {s.status}"] if s.status is not None else []) + [size]
-    summary = s.text
-    head, _, rest = summary.partition(" ")
-    if s.kind == "read" and rest and head in shown:  # the command already names the file
-        summary = rest
+    # 'make | tail' exits with tail's status: say whose it is (a read's or a search's says little)
+    info = action.effects if action else None
+    of = f" of {info.exit_of}" if info and info.exit_of and info.kind in ("command", "test") else ""
+    facts = ([f"exit {s.status}{of}"] if s.status is not None else []) + [size]
+    summary = _read_text(s.text, shown) if s.kind == "read" else s.text
     end = "" if summary.endswith((".", "\u2026", "!", "?")) else "."
     what = f" of `{shown}`" if shown else ""
     hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."
     return f"[step {step.index}]\n{CM} {which}{what} hidden ({'; '.join(facts)}): {summary}{end}{hint}"
+
+
+_READ_COUNT = re.compile(r"^(\S*?) ?\([\d,]+ lines?\)(?:: )?")
+
+
+def _read_text(summary: str, shown: str) -> str:
+    """A read's summary in a note that already gives the size and names the command: without the
+    path the command names and without a second line count (``read_file m1.py (40 lines): def g0``
+    -> ``def g0``)."""
+    m = _READ_COUNT.match(summary)
+    path, rest = (m.group(1), summary[m.end() :]) if m else summary.partition(" ")[::2]
+    path = "" if path == "file" else path  # the summary's word for a file it cannot name
+    if m:
+        rest = re.sub(r"^ of ([\d,]+)", r"of \1 lines", rest)  # '(12 lines) of 40': a part of a file
+    if path and path not in shown:
+        sep = ": " if m and rest and not rest.startswith("of ") else " " if rest else ""
+        return f"{path}{sep}{rest}"
+    if not rest:
+        return "file contents" if m else summary
+    return rest
 
 
 def mask_text(step: Step, *, reversible: bool) -> str:

@@ -59,6 +59,8 @@ class CommandInfo:
     open_writes: bool = False  # writes the file opened last (SWE-agent edit N:M); see OpenFile
     opens: str | None = None  # makes this the open file (SWE-agent open/create)
     first_line: int | None = None  # file line of the output's first line (cat f, sed -n '40,80p' f)
+    filtered: bool = False  # a pipeline's output went through a filter (``make 2>&1 | tail``)
+    exit_of: str | None = None  # the filter whose exit status the command line's is (it ends in one)
 
 
 @dataclass(slots=True)
@@ -105,6 +107,10 @@ class _Facts:
     open_writes: bool = False
     opens: str | None = None
     first_line: int | None = None
+    side_writes: list[str] = field(default_factory=list)  # written on the side (``make | tee log``)
+    producer: str = ""  # the first command of the pipeline being read
+    filtered: bool = False
+    last_filter: str | None = None  # the last simple command read was this filter
 
     def info(self) -> CommandInfo:
         if self.writes or self.anything or self.open_writes:
@@ -120,9 +126,10 @@ class _Facts:
         else:
             kind = "command"
         reads = tuple(dict.fromkeys(self.reads))
-        writes = tuple(dict.fromkeys(self.writes))
+        writes = tuple(dict.fromkeys(self.writes + self.side_writes))
         return CommandInfo(
-            kind, reads, writes, self.anything, self.open_reads, self.open_writes, self.opens, self.first_line
+            kind, reads, writes, self.anything, self.open_reads, self.open_writes, self.opens, self.first_line,
+            self.filtered, self.last_filter,
         )
 
 
@@ -174,13 +181,20 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         k += 1  # FOO=1 cmd, sudo cmd, timeout 10 cmd
         while k < len(words) and words[k - 1] in ("timeout", "nice") and words[k][:1].isdigit():
             k += 1
+    xargs = "xargs" in words[:k]  # '| xargs grep x' runs grep on files named by its input
     words = words[k:]
+    facts.last_filter = None
     if not words:
         if cmd.out:
             facts.kinds.append("edit")
         return
     head = words[0].rsplit("/", 1)[-1]
     rest = words[1:]
+    if cmd.piped and not xargs and _is_filter(head, rest):
+        _filter(head, rest, cmd, facts)
+        return
+    if not cmd.piped:
+        facts.producer = head
     segment = " ".join(words)
     body = "\n".join(cmd.bodies)
     if head in ("sed", "perl") and any(w.startswith("-i") or w in ("-pi", "-pie") for w in rest):
@@ -261,6 +275,92 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         facts.kinds.append("test")
     else:
         facts.kinds.append("command")
+
+
+# ---- pipelines --------------------------------------------------------------------------------
+# A pipeline's output is what its first command printed, passed through filters: ``make 2>&1 |
+# tail -40`` shows make's output, ``cat f | head`` a read of f, ``grep -rn x . | head`` a search.
+# A filter is a command reading only its stdin (no file operand); it shapes the kind it is fed
+# only where it changes what the lines are: grep over a read makes it a search, wc makes counts.
+
+_FILTERS = {"head", "tail", "grep", "egrep", "fgrep", "rg", "ag", "ack", "sort", "uniq", "wc", "cut", "sed",
+            "awk", "gawk", "mawk", "tee", "less", "more", "cat", "nl", "tr", "column", "jq", "rev", "fmt",
+            "paste", "fold", "expand", "unexpand", "tac", "batcat", "bat", "strings"}  # fmt: skip
+_SCRIPT_FIRST = {"sed", "awk", "gawk", "mawk", "jq"} | _PATTERN_FIRST  # first operand: a script or a pattern
+_VALUE_OPTIONS: dict[str, frozenset[str]] = {
+    "head": frozenset({"-n", "-c", "--lines", "--bytes"}),
+    "tail": frozenset({"-n", "-c", "--lines", "--bytes"}),
+    "sort": frozenset({"-k", "-t", "-o", "-S", "-T", "--key", "--field-separator"}),
+    "uniq": frozenset({"-f", "-s", "-w"}),
+    "cut": frozenset({"-d", "-f", "-c", "-b", "--delimiter", "--fields"}),
+    "sed": frozenset({"-e", "-f", "--expression"}),
+    "awk": frozenset({"-F", "-v", "-f"}),
+    "jq": frozenset({"--arg", "--argjson", "--indent"}),
+    "fold": frozenset({"-w"}),
+    "column": frozenset({"-s", "-t", "-c"}),
+    "nl": frozenset({"-b", "-w", "-s", "-v", "-i", "-n"}),
+    **dict.fromkeys(
+        ("grep", "egrep", "fgrep", "rg", "ag", "ack"),
+        frozenset({"-e", "-f", "-A", "-B", "-C", "-m", "--max-count", "-g", "--glob", "-t", "--type", "--include",
+                   "--exclude", "--regexp", "--file", "--context"}),  # fmt: skip
+    ),
+}
+_VALUE_OPTIONS |= {"gawk": _VALUE_OPTIONS["awk"], "mawk": _VALUE_OPTIONS["awk"]}
+_TEXT_WRITERS = {"echo", "printf", "cat", "yes"}  # 'echo x | tee f' writes f on purpose: an edit
+
+
+def _operands(head: str, rest: list[str]) -> list[str]:
+    """The file operands of a filter command (its options, their values and its script left out)."""
+    values = _VALUE_OPTIONS.get(head, frozenset())
+    operands: list[str] = []
+    script_given = False
+    skip = False
+    for w in rest:
+        if skip:
+            skip = False
+            continue
+        if w.startswith("-") and w != "-":
+            if w in values:
+                skip = True
+                script_given = script_given or w in ("-e", "-f", "--expression", "--regexp", "--file")
+            continue
+        operands.append(w)
+    if head in _SCRIPT_FIRST and not script_given:
+        operands = operands[1:]
+    return [w for w in operands if w != "-"]
+
+
+def _is_filter(head: str, rest: list[str]) -> bool:
+    """Whether a piped command only reads its stdin (``tail -40``, ``grep x``, ``tee log``)."""
+    if head not in _FILTERS:
+        return False
+    if head in ("tee", "tr"):  # tee's operands are outputs, tr's are character sets
+        return True
+    if head == "sed" and any(w.startswith("-i") for w in rest):
+        return False
+    return not _operands(head, rest)
+
+
+def _filter(head: str, rest: list[str], cmd: Simple, facts: _Facts) -> None:
+    facts.filtered = True
+    facts.last_filter = head
+    for target in cmd.out:
+        if not target.startswith("/dev/") and target:
+            facts.writes.append(normalize_path(target))
+    if head == "tee":
+        named = path_words([w for w in rest if not w.startswith("-")])
+        if facts.producer in _TEXT_WRITERS:
+            facts.writes.extend(named)
+            facts.kinds.append("edit")
+        else:
+            facts.side_writes.extend(named)  # 'make | tee build.log': the output is still make's
+        return
+    if not facts.kinds:
+        return
+    if head in _PATTERN_FIRST and facts.kinds[-1] == "read":
+        facts.kinds[-1] = "search"  # 'cat f | grep x', 'nl -ba f | grep -n def': the hits of a search
+    elif head == "wc" and facts.kinds[-1] in ("read", "search"):
+        facts.kinds[-1] = "command"  # counts, not the lines read
 
 
 def _inline_code(rest: list[str], body: str) -> str | None:

@@ -23,9 +23,11 @@ class Simple:
     inp: list[str] = field(default_factory=list)  # < targets
     bodies: list[str] = field(default_factory=list)  # heredoc and here-string data
     subs: list[str] = field(default_factory=list)  # $(...) and `...` command substitutions
+    piped: bool = False  # its stdin is the previous command's output (after ``|`` or ``|&``)
 
-    def __init__(self) -> None:  # made at every command separator: six empty lists, no factory calls
+    def __init__(self, piped: bool = False) -> None:  # made at every separator: no factory calls
         self.words, self.raw, self.out, self.inp, self.bodies, self.subs = [], [], [], [], [], []
+        self.piped = piped
 
 
 _PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
@@ -68,11 +70,13 @@ def lex(text: str) -> list[Simple]:
         cur.words.append(value)
         cur.raw.append(raw)
 
-    def end_command() -> None:
+    def end_command(piped: bool = False) -> None:
         nonlocal cur
         if cur.words or cur.out or cur.inp or cur.bodies or cur.subs:
             out.append(cur)
-        cur = Simple()
+        elif cur.piped:  # 'a | (b)', 'a |<newline>b': the pipe feeds the next command
+            piped = True
+        cur = Simple(piped)
 
     while i < n:
         c = text[i]
@@ -161,7 +165,8 @@ def lex(text: str) -> list[Simple]:
             continue
         # operators and grouping: ; & | && || |& ( ) { }
         end_word(i)
-        end_command()
+        pipe = c == "|" and not text.startswith("||", i)
+        end_command(pipe)
         i += 2 if text.startswith(("&&", "||", "|&", ";;"), i) else 1
     end_word(n)
     end_command()

@@ -18,11 +18,18 @@ def first_line(simples: list[Simple]) -> int | None:
     """File line of the output's first line when the command prints one file from a known line.
 
     ``cat f``, ``head f`` -> 1; ``sed -n '40,80p' f``, ``tail -n +40 f``, ``awk 'NR>=40' f`` -> 40;
-    filters after a pipe shift it (``cat f | sed -n '40,80p'``). Anything else: None.
+    filters after a pipe shift it (``cat f | sed -n '40,80p'``); an ``echo $?`` after it changes
+    nothing. Anything else: None.
     """
-    cmds = [c.words for c in simples if c.words and c.words[0] not in ("cd", "pushd", "true")]
+    kept = [c for c in simples if c.words and c.words[0] not in ("cd", "pushd", "true")]
+    cmds = [c.words for c in kept]
     if not cmds or cmds[0][0].rsplit("/", 1)[-1] not in ("cat", "sed", "head", "tail", "awk", "nl"):
         return None
+    if any(not c.piped for c in kept[1:]):  # 'cat f; echo $?': what follows the read prints after it
+        after = next(i for i, c in enumerate(kept) if i and not c.piped)
+        if not all(w[0] in ("echo", "printf") for w in cmds[after:]):
+            return None
+        cmds = cmds[:after]
     head, *rest = cmds[0]
     head = head.rsplit("/", 1)[-1]
     operands = [w for w in rest if not w.startswith("-")]

@@ -4,9 +4,10 @@
 
 ``history`` holds the steps before the one issuing the commands (or pass ``t``: they are step
 t+1). One ``Answerer`` answers the commands of one reply in order, each seeing what the ones
-before it did (two ``begin_span`` open S1 and S2 inside it; a fold then a search finds the fold
-in effect), which is how the rendering replays that step, so an answer and a rendering never
-disagree. ``refold.wire.answer_record`` puts an answer into its observation's ``extra``.
+before it did (two ``begin_span`` open S1 and S2 inside it; a fold then a search finds the fold,
+pending), which is how the rendering replays that step, so an answer and a rendering never
+disagree. ``search_ledger`` gives each output's status as the prompt of call t showed it.
+``refold.wire.answer_record`` puts an answer into its observation's ``extra``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..render.folds import fold_timing
 from ..render.received import message_chars
 from ..restore import restore_text
 from ..types import Answer, Message, Origin, Outcome, content_text
-from .search import ledger_view, objects_view, search_text
+from .search import ledger_view, objects_view, prompt_states, search_text
 
 
 def refused(name: str, text: str, target: str | None = None) -> Answer:
@@ -91,14 +92,17 @@ class Answerer:
         if name == "search_ledger":
             steps = self.history.steps_between(0, t)
             objects = self.config.ledger.objects or self.config.ledger.view
+            # each output's status as the prompt this command was issued from showed it
+            states = prompt_states(steps, self._prompt(), self.ledger)
             if arg.strip() in ("", "*"):
                 view = (
-                    objects_view(steps, t, self.spans, self.ledger, self.pins.pinned(t, self.history.pins))
+                    objects_view(steps, t, self.spans, self.ledger, self.pins.pinned(t, self.history.pins), states)
                     if objects
-                    else ledger_view(steps, t, self.spans, self.ledger)
+                    else ledger_view(steps, t, self.spans, self.ledger, states)
                 )
             else:
-                view = search_text(steps, arg, self.spans, self.ledger, self.config.ledger.search_results, replies=objects)
+                limit = self.config.ledger.search_results
+                view = search_text(steps, arg, self.spans, self.ledger, limit, replies=objects, states=states)
             return Answer(view, Outcome(name, True))
         return refused(name, f"{CM} unknown context command '{name}'.")
 
@@ -108,19 +112,26 @@ class Answerer:
         span = self.spans.spans.get(done.outcome.target or "") if done.ok and done.outcome else None
         if span is None or span.end is None or not defers_folds(self.config):
             return done
+        self._prompt()
+        messages, origins = self._last or ([], [])
+        t = self.t + 1
+        if self._plain:  # the plain history was sent: the protocol's prompt replaces all after the prefix
+            now, chars = True, sum(message_chars(m) for m in messages[len(self.history.prefix) :])
+            tokens = round(chars / self.config.spans.chars_per_token)
+        else:
+            now, tokens = fold_timing(self.config, self.history, t, span, self.spans, messages, origins)
+        later = None if now else fold_deadline(self.config, t) - t
+        return Answer(folded_text(span, tokens, deferred_calls=later), done.outcome, done.restore_of)
+
+    def _prompt(self) -> tuple[list[Message], list[Origin]] | None:
+        """The prompt of call t (the one whose reply issued these commands), rendered once; None when
+        that call was sent the plain history (``prompt.deferred``)."""
         if self._last is None:
             renderer = Renderer(self.config)
             last = renderer.render(self.history, self.t)
             self._last = (last.messages, last.origins)
             self._plain = renderer.sent_plain
-        t = self.t + 1
-        if self._plain:  # the plain history was sent: the protocol's prompt replaces all after the prefix
-            now, chars = True, sum(message_chars(m) for m in self._last[0][len(self.history.prefix) :])
-            tokens = round(chars / self.config.spans.chars_per_token)
-        else:
-            now, tokens = fold_timing(self.config, self.history, t, span, self.spans, *self._last)
-        later = None if now else fold_deadline(self.config, t) - t
-        return Answer(folded_text(span, tokens, deferred_calls=later), done.outcome, done.restore_of)
+        return None if self._plain else self._last
 
     # ---- restore and expand ------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from ..protocol import CM, ContextCommand
 from ..shell_paths import paths_overlap
 from ..types import Answer, Outcome, Step
 from .spans import answer, take_recorded
+from .summary_wrap import command_line, unwrap
 
 LEDGER_OPS = ("fold", "drop")
 _ID = re.compile(r"^\[?(?:step\s*)?(\d{1,9})(?:\.(\d{1,9}))?\]?$", re.IGNORECASE)  # bounded: no int() of 5000 digits
@@ -73,6 +74,7 @@ class LedgerObject:
     command: str
     body: str
     progress: str | None
+    tool: str = "bash"  # the tool that ran ``command`` (a function tool's ``command`` is its JSON arguments)
 
 
 def object_id(step: int, sub: int, count: int) -> str:
@@ -114,7 +116,8 @@ def objects_of(step: Step) -> list[LedgerObject]:
             if kind not in ("edit", "test") and _ERROR.search(body):
                 kind = "error"
             lines = _line_range(command, body) if kind == "file" else None
-        out.append(LedgerObject(object_id(step.index, j, len(texts)), step.index, j, kind, path, lines, command, body, step.progress))
+        tool = action.tool if action else "bash"
+        out.append(LedgerObject(object_id(step.index, j, len(texts)), step.index, j, kind, path, lines, command, body, step.progress, tool))
     return out
 
 
@@ -124,7 +127,8 @@ def _line_range(command: str, body: str) -> tuple[int, int]:
         a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         return int(a), int(b)
     h = _HEAD.search(command)
-    n = body.count("\n") + 1
+    printed = unwrap(body).body  # mini's <returncode>/<output> lines are not the file's
+    n = printed.count("\n") + 1
     return (1, min(n, int(h.group(1)))) if h else (1, n)
 
 
@@ -134,9 +138,8 @@ def summary(obj: LedgerObject, limit: int = 220) -> str:
     parts = [f"{obj.kind}{where}"]
     if obj.progress:
         parts.append(obj.progress)
-    first = obj.command.strip().splitlines()[0] if obj.command.strip() else ""
-    if first:
-        parts.append(f"$ {first[:100]}")
+    if obj.command.strip():  # as mask notes name it: 'read_file src/m3.py', not its JSON arguments
+        parts.append(f"$ {command_line(obj.tool, obj.command, 100)}")
     if obj.kind == "file":
         names = _outline_names(obj)
         if names:

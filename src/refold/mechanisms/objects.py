@@ -287,9 +287,20 @@ def hidden_reply(
 # ---- the ledger view ---------------------------------------------------------------------------
 
 
-def status(o: Obj, ops: Iterable[tuple[int, int | None, str]], covered: Mapping[int, str], pinned: frozenset[tuple[int, int]]) -> str:
-    """How an object stands: shown, folded, dropped, in a span, pinned (``ops``: (step, sub, kind))."""
+def status(
+    o: Obj, ops: Iterable[tuple[int, int | None, str]], covered: Mapping[int, str], pinned: frozenset[tuple[int, int]],
+    states: Mapping[tuple[int, int], str] | None = None,
+) -> str:
+    """How an object stands: shown, folded, dropped, in a span, pinned (``ops``: (step, sub, kind));
+    ``states``: how each output stands in a rendered prompt (``context.search.prompt_states``)."""
     state = ""
+    if states is not None and (o.step, o.sub) in states:
+        state = states[(o.step, o.sub)]
+        if state == "in span" and o.step in covered:
+            state = f"in span {covered[o.step]}"
+        if (o.step, o.sub) in pinned and "pinned" not in state:
+            state += ", pinned"
+        return state
     for step, sub, kind in ops:
         if step == o.step and (sub == o.sub or (sub is None and o.sub >= 0)):
             state = "dropped" if kind == "drop" else "folded"
@@ -302,7 +313,7 @@ def status(o: Obj, ops: Iterable[tuple[int, int | None, str]], covered: Mapping[
 
 def view_lines(
     objs: list[Obj], ops: Iterable[tuple[int, int | None, str]], covered: Mapping[int, str],
-    pinned: frozenset[tuple[int, int]], limit: int | None = None,
+    pinned: frozenset[tuple[int, int]], limit: int | None = None, states: Mapping[tuple[int, int], str] | None = None,
 ) -> tuple[list[str], int]:
     """One line per object (id kind [status] created/last touched: summary), and how many were left
     out: with ``limit``, the pinned objects and the ``limit`` most recently touched are listed."""
@@ -316,21 +327,22 @@ def view_lines(
     else:
         left = 0
     lines = [
-        f"{o.id} {o.kind} [{status(o, ops, covered, pinned)}] {o.created_at_turn}/{o.last_touched_turn}: {_clip(o.summary, 120)}"
+        f"{o.id} {o.kind} [{status(o, ops, covered, pinned, states)}] {o.created_at_turn}/{o.last_touched_turn}: {_clip(o.summary, 120)}"
         for o in listed
     ]
     return lines, left
 
 
 def view_text(
-    index: ObjectIndex, t: int, spans: Any, ledger: Any, pinned: frozenset[tuple[int, int]], *, everything: bool = False
+    index: ObjectIndex, t: int, spans: Any, ledger: Any, pinned: frozenset[tuple[int, int]], *, everything: bool = False,
+    states: Mapping[tuple[int, int], str] | None = None,
 ) -> str:
     """The ledger view that ends a prompt (``LedgerPolicy.view``): the objects of steps 1..t (up to
     ``view_items`` lines unless ``everything``), the spans, and how to act on them."""
     covered = {i: s.id for s in spans.closed for i in s.covers}
     ops = [(op.step, op.sub, op.kind) for op in ledger.ops if op.at <= t]
     limit = None if everything else ledger.policy.view_items
-    lines, left = view_lines(list(index.all(t)), ops, covered, pinned, limit)
+    lines, left = view_lines(list(index.all(t)), ops, covered, pinned, limit, states)
     out = [f"{CM} Ledger after step {t} (id kind [status] created/last touched: summary):", *lines]
     if left:
         out.append(f"(+{left} older objects not listed: `search_ledger *` lists them all)")

@@ -9,7 +9,6 @@ run's counts and first failure; an error's first error line. Deterministic, boun
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,8 +31,9 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _swe_search,
 )
 from .summary_verdicts import _PYTEST_TOTAL, _TEST_CMD, _test_summary, first_error
+from .summary_wrap import Unwrapped, command_line, exit_status, unwrap
 
-__all__ = ["MAX_CHARS", "Summary", "command_line", "exit_status", "summarize", "unwrap"]
+__all__ = ["MAX_CHARS", "Summary", "Unwrapped", "command_line", "exit_status", "summarize", "unwrap"]
 
 MAX_CHARS = 160
 _SCAN = 400_000  # characters of an output we look at (summaries of huge outputs stay linear and cheap)
@@ -45,121 +45,6 @@ class Summary:
     text: str  # one line, at most the limit
     status: int | None  # the recorded exit status (mini's <returncode>); None when none was recorded
     informative: bool  # False: only the generic first/last-line fallback
-
-
-@dataclass(frozen=True, slots=True)
-class Unwrapped:
-    body: str  # what the command printed, without the agent's wrapper
-    status: int | None
-    exception: str | None  # mini 2.x <exception> (e.g. a timeout)
-    elided: int | None  # characters mini elided between head and tail
-    head_chars: int | None = None  # body[:head_chars] is the head when elided, the rest the tail
-
-
-# ---- wrappers ---------------------------------------------------------------------------------
-
-_RC = re.compile(r"<returncode>\s*(-?\d{1,9})\s*</returncode>")
-_EXC = re.compile(r"<exception>(.*?)</exception>", re.DOTALL)
-_WRAPPED = re.compile(r"^\s*<(?:returncode|exception|warning|output)>")
-_ELIDED = re.compile(r"<elided_chars>\s*(\d{1,12}) characters elided\s*</elided_chars>")
-_SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
-
-
-def _between(text: str, tag: str) -> str | None:
-    start = text.find(f"<{tag}>")
-    if start < 0:
-        return None
-    start += len(tag) + 2
-    end = text.rfind(f"</{tag}>")
-    inner = text[start:] if end < start else text[start:end]
-    return inner[1:] if inner.startswith("\n") else inner
-
-
-def unwrap(text: str) -> Unwrapped:
-    """The printed output and the exit status of a recorded observation."""
-    status = exception = elided = head_chars = None
-    text = text.replace("\r\n", "\n")  # SWE-agent windows mix line ends
-    body = text
-    if _WRAPPED.match(text):
-        head_part = text[: text.find("<output")] if "<output" in text else text
-        m = _RC.search(head_part)
-        status = int(m.group(1)) if m else None
-        e = _EXC.search(head_part)
-        exception = " ".join(e.group(1).split()) if e else None
-        inner = _between(text, "output")
-        if inner is not None and "<output_head>" not in text[:200]:
-            body = inner
-        else:
-            head, tail = _between(text, "output_head"), _between(text, "output_tail")
-            if head is not None or tail is not None:
-                body = (head or "") + "\n" + (tail or "")
-                head_chars = len(head or "")
-                em = _ELIDED.search(text)
-                elided = int(em.group(1)) if em else None
-            else:
-                body = _RC.sub("", _EXC.sub("", text))
-    if text.startswith("{") and '"returncode"' in text[:200]:
-        status, body, exception = _json_observation(text, status, body, exception)
-    lines = body.rstrip().split("\n")
-    while lines and (not lines[-1].strip() or _SWE_TRAILER.match(lines[-1].strip())):
-        lines.pop()  # SWE-agent's state lines after every observation
-    return Unwrapped("\n".join(lines), status, exception, elided, head_chars)
-
-
-def _json_observation(
-    text: str, status: int | None, body: str, exception: str | None
-) -> tuple[int | None, str, str | None]:
-    """mini's tool-call observations as JSON: ``{"returncode": 0, "output": "..."}``."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return status, body, exception
-    if not isinstance(data, dict):
-        return status, body, exception
-    rc = data.get("returncode")
-    status = rc if isinstance(rc, int) and not isinstance(rc, bool) else status
-    output = data.get("output")
-    body = output if isinstance(output, str) else body
-    info = data.get("exception_info") or data.get("exception")
-    exception = " ".join(info.split()) if isinstance(info, str) and info.strip() else exception
-    return status, body, exception
-
-
-def exit_status(text: str) -> int | None:
-    """The exit status an observation records (mini's ``<returncode>``), or None."""
-    return unwrap(text).status
-
-
-# ---- helpers ----------------------------------------------------------------------------------
-
-
-def command_line(tool: str, command: str, limit: int = 80) -> str:
-    """The command as one short line: shell text, or ``tool arg ...`` for a function tool."""
-    text = command.strip()
-    if tool not in ("bash", "shell", "execute_bash", "run") and text.startswith("{"):
-        try:
-            args = json.loads(text)
-        except ValueError:
-            args = None
-        if isinstance(args, dict):
-            if isinstance(args.get("command"), str) and tool in (
-                "str_replace_editor",
-                "str_replace_based_edit_tool",
-            ):
-                tool, args = f"{tool} {args.pop('command')}", args
-            values = [
-                str(v) for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)
-            ]
-            text = " ".join([tool, *values])
-        else:
-            text = f"{tool} {text}"
-    elif tool not in ("bash", "shell", "execute_bash", "run"):
-        text = f"{tool} {text}".strip()
-    first, _, rest = text.partition("\n")
-    first = _one_line(first.replace("`", "'"), limit)
-    if rest.strip() and not first.endswith("\u2026"):
-        first = _one_line(first + " \u2026", limit)
-    return first
 
 
 # ---- the summarizer ---------------------------------------------------------------------------
@@ -273,11 +158,11 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         what = "created" if verb == "create" else "edited"
         return out("edit", f"{what} {path or 'a file'}{size}")
 
-    err = first_error(body, weak=status != 0)
+    # 'make 2>&1 | tail -40' records tail's exit status 0: whether make failed is only in its output
+    ran = None if status == 0 and info.filtered and info.kind in ("command", "test") else status
+    err = first_error(body, weak=ran != 0)
     numbered = Numbered(body)
-    failed = status not in (None, 0) and not (
-        status == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err
-    )
+    failed = ran not in (None, 0) and not (ran == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err)
     looks_read = bool(
         header
         or verb in _SWE_READERS
@@ -297,7 +182,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
-        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered)
+        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered, info.first_line)
         if r:
             return out("read", r)
 

@@ -71,7 +71,10 @@ def _read_summary(
     limit: int,
     head_chars: int | None = None,
     numbered: Numbered | None = None,
+    first_line: int | None = None,
 ) -> str | None:
+    """``first_line``: the file line the command's output starts at, when the shell analysis knows it
+    (``cat f | head``, ``nl -ba f | sed -n '40,80p'``)."""
     if elided is not None and head_chars is not None:
         shown = _elided_numbered(body, head_chars)
         if shown:
@@ -101,6 +104,8 @@ def _read_summary(
         head_n = _HEAD_N.search(command)
         if above:
             start = int(above.group(1)) + 1
+        elif first_line is not None and not header:
+            start = first_line
         elif sed:
             start = int(sed.group(1))
         elif (

@@ -1,0 +1,130 @@
+"""What a recorded observation printed, without its agent's wrapper, and a command as one short line.
+
+Shared by the summaries of hidden outputs and the ledger's object lines (which must not import the
+summarizer: it reads the context commands, and those read the ledger).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from .summary_parts import _one_line
+
+__all__ = ["Unwrapped", "command_line", "exit_status", "unwrap"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unwrapped:
+    body: str  # what the command printed, without the agent's wrapper
+    status: int | None
+    exception: str | None  # mini 2.x <exception> (e.g. a timeout)
+    elided: int | None  # characters mini elided between head and tail
+    head_chars: int | None = None  # body[:head_chars] is the head when elided, the rest the tail
+
+
+# ---- wrappers ---------------------------------------------------------------------------------
+
+_RC = re.compile(r"<returncode>\s*(-?\d{1,9})\s*</returncode>")
+_EXC = re.compile(r"<exception>(.*?)</exception>", re.DOTALL)
+_WRAPPED = re.compile(r"^\s*<(?:returncode|exception|warning|output)>")
+_ELIDED = re.compile(r"<elided_chars>\s*(\d{1,12}) characters elided\s*</elided_chars>")
+_SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
+
+
+def _between(text: str, tag: str) -> str | None:
+    start = text.find(f"<{tag}>")
+    if start < 0:
+        return None
+    start += len(tag) + 2
+    end = text.rfind(f"</{tag}>")
+    inner = text[start:] if end < start else text[start:end]
+    return inner[1:] if inner.startswith("\n") else inner
+
+
+def unwrap(text: str) -> Unwrapped:
+    """The printed output and the exit status of a recorded observation."""
+    status = exception = elided = head_chars = None
+    text = text.replace("\r\n", "\n")  # SWE-agent windows mix line ends
+    body = text
+    if _WRAPPED.match(text):
+        head_part = text[: text.find("<output")] if "<output" in text else text
+        m = _RC.search(head_part)
+        status = int(m.group(1)) if m else None
+        e = _EXC.search(head_part)
+        exception = " ".join(e.group(1).split()) if e else None
+        inner = _between(text, "output")
+        if inner is not None and "<output_head>" not in text[:200]:
+            body = inner
+        else:
+            head, tail = _between(text, "output_head"), _between(text, "output_tail")
+            if head is not None or tail is not None:
+                body = (head or "") + "\n" + (tail or "")
+                head_chars = len(head or "")
+                em = _ELIDED.search(text)
+                elided = int(em.group(1)) if em else None
+            else:
+                body = _RC.sub("", _EXC.sub("", text))
+    if text.startswith("{") and '"returncode"' in text[:200]:
+        status, body, exception = _json_observation(text, status, body, exception)
+    lines = body.rstrip().split("\n")
+    while lines and (not lines[-1].strip() or _SWE_TRAILER.match(lines[-1].strip())):
+        lines.pop()  # SWE-agent's state lines after every observation
+    return Unwrapped("\n".join(lines), status, exception, elided, head_chars)
+
+
+def _json_observation(
+    text: str, status: int | None, body: str, exception: str | None
+) -> tuple[int | None, str, str | None]:
+    """mini's tool-call observations as JSON: ``{"returncode": 0, "output": "..."}``."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return status, body, exception
+    if not isinstance(data, dict):
+        return status, body, exception
+    rc = data.get("returncode")
+    status = rc if isinstance(rc, int) and not isinstance(rc, bool) else status
+    output = data.get("output")
+    body = output if isinstance(output, str) else body
+    info = data.get("exception_info") or data.get("exception")
+    exception = " ".join(info.split()) if isinstance(info, str) and info.strip() else exception
+    return status, body, exception
+
+
+def exit_status(text: str) -> int | None:
+    """The exit status an observation records (mini's ``<returncode>``), or None."""
+    return unwrap(text).status
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def command_line(tool: str, command: str, limit: int = 80) -> str:
+    """The command as one short line: shell text, or ``tool arg ...`` for a function tool."""
+    text = command.strip()
+    if tool not in ("bash", "shell", "execute_bash", "run") and text.startswith("{"):
+        try:
+            args = json.loads(text)
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            if isinstance(args.get("command"), str) and tool in (
+                "str_replace_editor",
+                "str_replace_based_edit_tool",
+            ):
+                tool, args = f"{tool} {args.pop('command')}", args
+            values = [
+                str(v) for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            ]
+            text = " ".join([tool, *values])
+        else:
+            text = f"{tool} {text}"
+    elif tool not in ("bash", "shell", "execute_bash", "run"):
+        text = f"{tool} {text}".strip()
+    first, _, rest = text.partition("\n")
+    first = _one_line(first.replace("`", "'"), limit)
+    if rest.strip() and not first.endswith("\u2026"):
+        first = _one_line(first + " \u2026", limit)
+    return first
