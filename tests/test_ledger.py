@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import re
+
+import pytest
+
+from refold.config import Config
+from refold.context.answers import answer
+from refold.history import History
 from refold.mechanisms.ledger import LedgerPolicy, bm25, objects_of, parse_ids, summary
 from refold.policy import Policy
-from refold.protocol import CM
+from refold.protocol import CM, ContextCommand
 from refold.render import Renderer
 from refold.types import Shown, content_text
 from test_spans import Session, out
 
-from builders import file_lines, numbered, seed_config
+from builders import SYSTEM, TASK, file_lines, numbered, seed_config
 
 
 def session(**kw: object) -> Session:
@@ -117,3 +125,89 @@ def test_prompt_sections_are_opt_in() -> None:
     full = Renderer(seed_config(None, spans=SpanPolicy(prompt=True), ledger=LedgerPolicy(prompt=True, budget_tokens=128000))).render(s.h)
     text = full.messages[0]["content"]
     assert "begin_span" in text and "fold_span" in text and "search_ledger" in text and "of 128k" in text
+
+
+# ---- search_ledger says what the prompt it was issued from shows --------------------------------
+
+
+def _shown_in(prompt: list[str], step: int) -> str:
+    """How ``prompt`` (message texts) shows the output of ``step``, read off the texts alone."""
+    out = next((t for t in prompt if t.startswith(f"[step {step}]\n") and not t.startswith(f"[step {step}]\nPROGRESS")), None)
+    if out is None and not any(t.startswith("[step ") for t in prompt):
+        return "shown"  # the plain history (a deferred protocol): nothing is hidden
+    if out is None:
+        folded = any(f"Step {step} folded" in t or _within(t, step) for t in prompt)
+        return "folded into a note" if folded else "absent"
+    body = out.split("\n", 1)[1]
+    if body.startswith(f"{CM} Output of `") and " hidden (" in body:
+        return "masked"
+    if body.startswith(f"{CM} Output omitted ("):
+        return "stubbed"
+    if body.startswith(f"{CM} Output {step} folded:"):
+        return "folded"
+    if body.startswith(f"{CM} Output {step} dropped."):
+        return "dropped"
+    return "shown"
+
+
+def _within(text: str, step: int) -> bool:
+    m = re.search(r"Steps (\d+)-(\d+) folded", text)
+    return bool(m) and int(m.group(1)) <= step <= int(m.group(2))
+
+
+def _scripted(s: Session) -> None:
+    for i in range(1, 6):
+        s.step(f"cat src/m{i}.py", "\n".join(file_lines(60, f"m{i}")))  # 1-5
+    s.step("cat src/m2.py", "\n".join(file_lines(60, "m2")))  # 6: repeats step 2
+    s.step("python -m pytest -q", "FAILED t.py::test_x\n1 failed in 0.1s", stale="5")  # 7
+    s.step("fold 4")  # 8
+    s.step("drop 3")  # 9
+    for i in range(10, 19):
+        s.step(f"cat src/n{i}.py", "\n".join(file_lines(60, f"n{i}")))
+
+
+@pytest.mark.parametrize("masking", [False, True])
+def test_search_ledger_status_is_what_the_prompt_of_that_call_shows(masking: bool) -> None:
+    """At every call of a scripted session, each output's [status] in the ledger view (and in a
+    search) is how the prompt the command is issued from shows that output."""
+    config = Config() if masking else seed_config(Policy(k=3))
+    s = Session(config=config)
+    _scripted(s)
+    seen: set[str] = set()
+    for t in range(1, len(s.h) + 1):
+        prompt = [content_text(m.get("content")) for m in Renderer(config).render(s.h, t).messages]
+        view = answer(s.h, ContextCommand("search_ledger", "*"), config, t=t).text
+        status = dict(re.findall(r"^(\d+) \[([^\]]+)\]", view, re.M))
+        for i in range(1, t + 1):
+            if s.h.step(i).actions[0].context is not None:
+                continue  # context commands are no objects
+            want = _shown_in(prompt, i)
+            assert status[str(i)].split(",")[0] == want, (t, i, status[str(i)], want)
+            seen.add(want)
+        hit = answer(s.h, ContextCommand("search_ledger", "m2_func_0"), config, t=t).text
+        for i, state in re.findall(r"^(\d+) \[([^\]]+)\]", hit, re.M):
+            assert state == status[i], (t, i)
+    assert seen >= ({"shown", "masked"} if masking else {"shown", "stubbed", "folded", "dropped", "folded into a note"})
+
+
+def test_a_fold_issued_but_not_yet_in_effect_is_pending() -> None:
+    config = seed_config(Policy(k=3))
+    s = Session(config=config)
+    _scripted(s)
+    view = answer(s.h, ContextCommand("search_ledger", "*"), config, t=8).text  # 'fold 4' issued at step 8
+    assert "\n4 [shown, fold pending] " in view
+
+
+def test_ledger_lines_name_a_function_tools_command_as_notes_do() -> None:
+    h = History([SYSTEM, TASK])
+    for i in (1, 2):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})}}
+        body = f"# src/m{i}.py\n" + "\n".join(f"def f{j}(): return {j}" for j in range(30))
+        h.append({"role": "assistant", "content": "PROGRESS: read\n", "tool_calls": [call]}, [{"role": "tool", "tool_call_id": f"c{i}", "content": body}])
+    obj = objects_of(h.step(2))[0]
+    line = summary(obj)
+    assert "$ read_file src/m2.py" in line and '{"path"' not in line
+    assert line.startswith("file src/m2.py:1-31 — ")
+    wrapped = Session()
+    wrapped.step("cat a.py", "x = 1\ny = 2\n")
+    assert objects_of(wrapped.h.step(1))[0].lines == (1, 2)  # the file's lines, not mini's wrapper lines

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.config import Config
+from refold.history import History
 from refold.mechanisms.summary import unwrap
 from refold.messages import mask_note, mask_text
 from refold.prompts import ledger_section, span_section, system_section
@@ -153,3 +155,31 @@ def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], r
             size += f", {len(printed):,} chars"
         assert f"{size})" in body
         assert ("`restore 1` shows it." in body) == reversible
+
+
+def _tool_step(name: str, args: dict[str, object], output: str) -> History:
+    h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
+    call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    h.append({"role": "assistant", "content": "", "tool_calls": [call]}, [{"role": "tool", "tool_call_id": "c1", "content": output}])
+    return h
+
+
+def test_a_function_tools_read_note_gives_its_size_once() -> None:
+    code = "\n".join(f"def g{j}(): return {j}" for j in range(40))
+    note = mask_note(_tool_step("read_file", {"path": "m1.py"}, code).step(1), 0, reversible=True)
+    assert f"{CM} Output of `read_file m1.py` hidden (40 lines): def g0, def g1" in note
+    assert note.count("lines)") == 1 and "(40 lines): (" not in note
+    plain = mask_note(_tool_step("read_file", {"path": "notes.txt"}, "a\nb\nc\n").step(1), 0, reversible=True)
+    assert "hidden (3 lines): file contents." in plain  # nothing to outline: no second count either
+    shell = text_history([(reply("read", "-", "cat lib/m.py | head -n 20"), "<returncode>0</returncode>\n<output>\n" + code[:400] + "\n</output>")])
+    text = mask_note(shell.step(1), 0, reversible=True)
+    assert "lines): (" not in text and "lines 1-" in text  # 'cat f | head' starts at the file's line 1
+
+
+def test_a_note_says_whose_exit_status_a_filtered_command_has() -> None:
+    make = "gcc -c a.c\n" * 30 + "make: *** [Makefile:3: all] Error 2\n"
+    h = text_history([(reply("build", "-", "make 2>&1 | tail -40"), f"<returncode>0</returncode>\n<output>\n{make}</output>")])
+    note = mask_note(h.step(1), 0, reversible=True)
+    assert "hidden (exit 0 of tail; 31 lines): error: make: *** [Makefile:3: all] Error 2." in note
+    read = text_history([(reply("read", "-", "nl -ba a.py | sed -n '1,3p'"), "<returncode>0</returncode>\n<output>\n     1\tx = 1\n</output>")])
+    assert "(exit 0; 1 line)" in mask_note(read.step(1), 0, reversible=True)  # a read's status: no remark

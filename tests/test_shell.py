@@ -116,6 +116,7 @@ def test_open_file_threads_swe_agent_commands() -> None:
         ("cat a.py | sed -n '10,20p'", 10), ("head -n 30 a.py", 1), ("tail -n +5 a.py", 5),
         ("awk 'NR>=10 && NR<=20' a.py", 10), ("cd /x && sed -n '5,9p' a.py", 5),
         ("sed -n '1,5p;9,12p' a.py", None), ("cat a.py b.py", None), ("tail -20 a.py", None), ("grep x a.py", None),
+        ("cat -n a.py; echo $?", 1), ("nl -ba a.py | sed -n '10,20p' && echo ok", 10), ("cat a.py; cat b.py", None),
     ],
 )  # fmt: skip
 def test_first_line_of_a_file_read(command: str, first: int | None) -> None:
@@ -131,3 +132,69 @@ def test_megabyte_commands_are_analyzed_in_linear_time() -> None:
     analyze("edit 1:2\n" + "    if a > b: return c >> 2\n" * 35_000 + "end_of_edit")
     analyze("x" * 1_000_000)  # the path regex this replaced was quadratic on a long word
     assert time.perf_counter() - t0 < 2.0  # generous: bench_parse.py measures the real figures
+
+
+# ---- pipelines: the kind is the producer's, filters only shape it ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "reads", "writes", "exit_of"),
+    [
+        ("make 2>&1 | tail -40", "command", (), (), "tail"),
+        ("python repro.py 2>&1 | head -40", "command", (), (), "head"),
+        ("python repro.py |& grep -A 3 Error", "command", (), (), "grep"),
+        ("python -m pytest tests/ 2>&1 | tail -30", "test", (), (), "tail"),
+        ("cat a.py | head -n 20", "read", ("a.py",), (), "head"),
+        ("nl -ba a.py | sed -n '10,20p'", "read", ("a.py",), (), "sed"),
+        ("cat a.py | grep -n def", "search", ("a.py",), (), "grep"),
+        ("grep -rn x . | sort | uniq | head", "search", (".",), (), "head"),
+        ("cat a.py | wc -l", "command", ("a.py",), (), "wc"),
+        ("make |& tee build.log", "command", (), ("build.log",), "tee"),
+        ("echo x | tee -a log.txt", "edit", (), ("log.txt",), "tee"),
+        ("make 2>&1 | tail -40 > out.txt", "edit", (), ("out.txt",), "tail"),
+        ("make 2>&1 | tail -40; echo $?", "command", (), (), "tail"),  # $? is tail's
+        ("make && echo ok", "command", (), (), None),
+        ("find . -name '*.py' | xargs grep -n foo", "search", (".",), (), None),  # xargs: grep reads files
+        ("cat a.py | grep -A 3 foo b.py", "search", ("a.py", "b.py"), (), None),  # grep with a file reads it
+        ("git log | head -5", "search", (".",), (), "head"),
+        ("pip list | grep django", "command", (), (), "grep"),
+        ("make 2>&1 |\n  tail -5", "command", (), (), "tail"),  # a pipe continues on the next line
+        ("ls | sed -i s/a/b/ x.txt", "edit", (".",), ("x.txt",), None),  # sed -i edits, never a filter
+        ('echo "a | grep b" | cat', "command", (), (), "cat"),  # a quoted bar is no pipe
+    ],
+)  # fmt: skip
+def test_a_pipeline_keeps_its_producers_kind(
+    command: str, kind: str, reads: tuple[str, ...], writes: tuple[str, ...], exit_of: str | None
+) -> None:
+    info = analyze(command)
+    assert (info.kind, info.reads, info.writes, info.exit_of) == (kind, reads, writes, exit_of)
+    assert info.filtered == (exit_of is not None or ";" in command)
+
+
+def test_a_closing_echo_is_read_as_a_marker() -> None:
+    assert analyze("make; echo $?").echo_after == "$?"
+    assert analyze('grep x f; echo "rc=$?"').echo_after == "rc=$?"
+    assert analyze("pytest && echo ok").echo_after == "ok"
+    assert analyze("echo $?").echo_after is None and analyze("make; echo $HOME").echo_after is None
+
+
+_PRODUCERS = st.sampled_from(
+    ["make", "python repro.py", "python -m pytest -q", "cat a.py", "nl -ba a.py", "grep -rn foo src", "ls -la",
+     "git diff", "npm test", "./run.sh --fast", "cargo build"]
+)  # fmt: skip
+_FILTERS = st.sampled_from(
+    ["head", "head -n 40", "tail -40", "tail -n +3", "sort", "sort -k 2", "uniq", "cut -d: -f1", "tr a-z A-Z",
+     "sed -n '1,20p'", "sed 's/a/b/'", "awk '{print $1}'", "cat", "less", "column -t", "tee out.log"]
+)  # fmt: skip
+
+
+@given(_PRODUCERS, st.lists(_FILTERS, min_size=1, max_size=4), st.sampled_from(["", " 2>&1", " |&"]))
+def test_filters_never_change_what_printed_the_output(producer: str, filters: list[str], redirect: str) -> None:
+    """A chain of stdin filters after a command leaves the command's kind and reads (a tee adds a
+    write on the side), and the exit status is the last filter's."""
+    alone = analyze(producer)
+    sep = " |& " if redirect == " |&" else f"{redirect} | "
+    piped = analyze(producer + sep + " | ".join(filters))
+    assert piped.kind == alone.kind and piped.reads == alone.reads
+    assert piped.filtered and piped.exit_of == filters[-1].split()[0]
+    assert set(piped.writes) - set(alone.writes) <= {"out.log"}

@@ -569,3 +569,78 @@ def test_first_error_equals_trying_every_line(body: str, weak: bool) -> None:
     from refold.mechanisms.summary_verdicts import first_error
 
     assert first_error(body, weak=weak) == _first_error_every_line(body, weak)
+
+
+# ---- pipelines: the kind comes from the command that printed the output ----------------------
+
+_FILE = "".join(f"def fn_{i}(x):\n    return x + {i}\n" for i in range(12))
+_PYTEST = (
+    "============ test session starts ============\ncollected 13 items\n\ntests/test_a.py ..F.......\n"
+    + "tests/test_b.py ...\n" * 20
+    + "FAILED tests/test_a.py::test_parse - AssertionError: assert 1 == 2\n======= 1 failed, 12 passed in 0.12s =======\n"
+)
+_MAKE = "gcc -c a.c\n" * 30 + "make: *** [Makefile:3: all] Error 2\n"
+_TB = "log\n" * 30 + 'Traceback (most recent call last):\n  File "repro.py", line 2, in main\nValueError: bad tz\n'
+_GREP = "src/a.py:3:    foo()\nsrc/b.py:9:foo = 1\nsrc/b.py:12:  foo()\n"
+
+# (command, output, kind, what the line must say, exit status when run alone)
+_BASES = [
+    ("cat src/calc.py", _FILE, "read", "def fn_0", 0),
+    ('grep -rn "foo" src', _GREP, "search", "3 hits in 2 files", 0),
+    ("python -m pytest tests/", _PYTEST, "test", "1 failed, 12 passed; first failure: tests/test_a.py::test_parse", 1),
+    ("python repro.py", _TB, "error", "ValueError: bad tz", 1),
+    ("make", _MAKE, "error", "make: *** [Makefile:3: all] Error 2", 2),
+]
+
+
+def _shapes(cmd: str, out: str, rc: int) -> list[tuple[str, str]]:
+    """The ways agents run a command: (command, observation), with and without mini's wrapper."""
+    lines = out.rstrip("\n").split("\n")
+    tail = "\n".join(lines[-40:]) + "\n"  # what '| tail -40' leaves
+    shapes = [
+        (f"{cmd} 2>&1 | tail -40", tail, 0),  # the exit status is tail's
+        (f"{cmd} |& head -n 60", out, 0),
+        (f"{cmd} 2>&1 | tail -n 50 | cat", tail, 0),
+        (f"{cmd}; echo $?", out + f"{rc}\n", 0),
+        (f"{cmd} 2>&1 | tail -40; echo exit=$?", tail + "exit=0\n", 0),
+        (f"{cmd} && echo ok", out + ("ok\n" if rc == 0 else ""), rc),
+        (f"cd /repo && {cmd} 2>&1 | head -40", out, 0),
+    ]
+    return [(c, o) for c, o, _ in shapes] + [(c, mini(o, s)) for c, o, s in shapes] + [(cmd, out), (cmd, mini(out, rc))]
+
+
+@pytest.mark.parametrize(("cmd", "out", "kind", "says", "rc"), _BASES, ids=[b[0].split()[0] + "-" + b[2] for b in _BASES])
+def test_a_pipeline_is_summarized_as_what_printed_it(cmd: str, out: str, kind: str, says: str, rc: int) -> None:
+    for shown, text in _shapes(cmd, out, rc):
+        s = summarize(shown, text)
+        if kind == "error" and "<returncode>" not in text and "Traceback" not in text:
+            # no exit status recorded: make's last line is still in the note, by the fallback
+            assert s.kind in ("error", "output") and says in s.text, (shown, s)
+            continue
+        assert s.kind == kind and says in s.text, (shown, text[:60], s)
+        assert "file (" not in s.text, shown
+
+
+def test_a_read_through_filters_stays_a_read_of_its_file() -> None:
+    s = summarize("cat src/calc.py | head -n 24", mini(_FILE))
+    assert s.kind == "read" and s.text.startswith("src/calc.py lines 1-24: def fn_0 L1")
+    s = summarize("nl -ba src/calc.py | sed -n '3,8p'; echo $?", mini("".join(f"{n:6d}\t{ln}\n" for n, ln in enumerate(_FILE.split("\n")[2:8], 3)) + "0\n"))
+    assert s.kind == "read" and s.text.startswith("src/calc.py lines 3-")
+
+
+def test_a_read_narrowed_by_grep_is_a_search_and_a_count_is_no_read() -> None:
+    s = summarize("cat src/calc.py | grep -n return", mini("2:    return x + 0\n4:    return x + 1\n"))
+    assert s.kind == "search" and s.text == "2 hits in 1 file (src/calc.py)"
+    assert summarize("cat src/calc.py | wc -l", mini("24\n")).kind == "output"
+    assert summarize("grep -rn foo src | wc -l", mini("3\n")).kind == "output"
+    # grep over a command's output: what the command printed, filtered
+    s = summarize("python repro.py 2>&1 | grep -i error", mini("ValueError: bad tz\n"))
+    assert s.kind == "error" and "ValueError: bad tz" in s.text
+
+
+def test_a_filtered_command_exit_status_is_the_filters() -> None:
+    # a passing build piped into tail: no error line, so no error
+    assert summarize("make 2>&1 | tail -3", mini("gcc -c a.c\ngcc -o app a.o\n")).kind == "output"
+    # a failing status of a pipeline is still a failure
+    s = summarize("set -o pipefail; make 2>&1 | tail -3", mini("make: *** [Makefile:3: all] Error 2\n", 2))
+    assert s.kind == "error"

@@ -61,6 +61,7 @@ class CommandInfo:
     first_line: int | None = None  # file line of the output's first line (cat f, sed -n '40,80p' f)
     filtered: bool = False  # a pipeline's output went through a filter (``make 2>&1 | tail``)
     exit_of: str | None = None  # the filter whose exit status the command line's is (it ends in one)
+    echo_after: str | None = None  # 'cmd; echo "rc=$?"' -> 'rc=$?', 'cmd && echo ok' -> 'ok': its last line
 
 
 @dataclass(slots=True)
@@ -111,6 +112,7 @@ class _Facts:
     producer: str = ""  # the first command of the pipeline being read
     filtered: bool = False
     last_filter: str | None = None  # the last simple command read was this filter
+    echo_after: str | None = None
 
     def info(self) -> CommandInfo:
         if self.writes or self.anything or self.open_writes:
@@ -129,7 +131,7 @@ class _Facts:
         writes = tuple(dict.fromkeys(self.writes + self.side_writes))
         return CommandInfo(
             kind, reads, writes, self.anything, self.open_reads, self.open_writes, self.opens, self.first_line,
-            self.filtered, self.last_filter,
+            self.filtered, self.last_filter, self.echo_after,
         )
 
 
@@ -160,10 +162,18 @@ def _shell(text: str, facts: _Facts, depth: int) -> None:
             _shell(rest[end.end() :].strip(), facts, depth + 1)
         return
     simples = lex(text)
+    before = None  # the filter that ended the pipeline before the last command
     for simple in simples:
+        before = facts.last_filter
         _simple(simple, facts, depth)
     if depth == 0:
         facts.first_line = first_line(simples)
+        last = simples[-1] if len(simples) > 1 else None
+        if last is not None and not last.piped and last.words[:1] == ["echo"] and not last.out:
+            printed = " ".join(w for w in last.words[1:] if w not in ("-n", "-e"))
+            if "$" not in printed.replace("$?", ""):  # a marker or the status, not data
+                facts.echo_after = printed
+                facts.last_filter = before  # '$?' is the status of what ran before the echo
 
 
 def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:

@@ -85,12 +85,29 @@ def summarize(command: str, text: str, tool: str = "bash", *, limit: int = MAX_C
     return Summary(s.kind, _one_line(s.text, max(16, limit)), s.status, s.informative)
 
 
+def _echoed(body: str, template: str | None) -> tuple[str, int | None] | None:
+    """(the output before it, the status it printed) when the output ends with the line a closing
+    ``echo "rc=$?"`` or ``echo ok`` printed."""
+    if not template:
+        return None
+    head, _, last = body.rstrip("\n").rpartition("\n")
+    pattern = re.escape(template).replace(re.escape("$?"), r"(-?\d{1,9})", 1)
+    m = re.fullmatch(pattern, last.strip())
+    if m is None:
+        return None
+    return head, int(m.group(1)) if m.groups() else None
+
+
 @lru_cache(maxsize=2048)
 def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     u = unwrap(text[:_SCAN])
     body, status = u.body, u.status
-    lines = _nonblank(body)
     cmd = command.strip()
+    echoed = _echoed(body, analyze(cmd, tool).echo_after) if "echo" in cmd else None
+    if echoed is not None:  # 'cmd; echo $?', 'cmd && echo ok': that line is no output ($?: the status)
+        body, echoed_status = echoed
+        status = status if echoed_status is None else echoed_status
+    lines = _nonblank(body)
     cmd_head = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
     verb = tool if tool not in ("bash", "shell", "execute_bash", "run") else cmd_head
 
@@ -163,6 +180,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     err = first_error(body, weak=ran != 0)
     numbered = Numbered(body)
     failed = ran not in (None, 0) and not (ran == 1 and cmd_head in ("grep", "rg", "ag", "git") and not err)
+    failed = failed or (ran is None and status == 0 and err is not None)  # 'make | tail' printed its error
     looks_read = bool(
         header
         or verb in _SWE_READERS
