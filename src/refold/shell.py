@@ -203,8 +203,8 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
     if cmd.piped and not xargs and _is_filter(head, rest):
         _filter(head, rest, cmd, facts)
         return
-    if not cmd.piped:
-        facts.producer = head
+    if not cmd.piped:  # 'cat <<EOF | tee f' writes text into f; 'cat a.py | tee log' shows a.py
+        facts.producer = head if head != "cat" or not path_words(rest) else "cat FILE"
     segment = " ".join(words)
     body = "\n".join(cmd.bodies)
     if head in ("sed", "perl") and any(w.startswith("-i") or w in ("-pi", "-pie") for w in rest):

@@ -104,7 +104,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     body, status = u.body, u.status
     cmd = command.strip()
     echoed = _echoed(body, analyze(cmd, tool).echo_after) if "echo" in cmd else None
-    if echoed is not None:  # 'cmd; echo $?', 'cmd && echo ok': that line is no output ($?: the status)
+    if echoed is not None and (echoed[1] is not None or analyze(cmd, tool).kind in ("read", "search")):
+        # 'cmd; echo $?': that line is the status, no output; 'cat f && echo ok': no line of f. A
+        # command's closing echo may be its verdict ('... || echo "Passed (errored as expected)"')
         body, echoed_status = echoed
         status = status if echoed_status is None else echoed_status
     lines = _nonblank(body)
