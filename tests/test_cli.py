@@ -338,3 +338,15 @@ def test_plot_with_no_per_call_json(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert '"per_call"' not in report.read_text()  # no per-call lists (other keys may end in _per_call)
     assert 'id="legend_2"' in chart.read_text()  # a legend for the per-call lines, another for the bars
+
+
+def test_a_report_saved_among_the_runs_is_skipped_and_named_if_given(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(SWE, runs / SWE.name)
+    for _ in range(2):  # the second replay finds the first one's report in the folder
+        r = run_cli("replay", str(runs), "--policy", "base", "--json", str(runs / "replay.json"), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads((runs / "replay.json").read_text())["summary"]["all"]["tasks"] == 1
+    r = run_cli("replay", str(runs / "replay.json"), "--policy", "base", cwd=tmp_path)
+    assert "a report refold wrote (refold-replay-1), not a recorded run" in r.stderr

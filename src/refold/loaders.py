@@ -76,6 +76,9 @@ def detect_format(data: Any) -> str:
         raise ValueError("a JSON list that is not a list of chat messages (objects with 'role')")
     if not isinstance(data, dict):
         raise ValueError("top level is neither an object nor a list of messages")
+    own = data.get("format")
+    if isinstance(own, str) and own.startswith(("refold-replay", "refold-simulate", "refold-serversim")):
+        raise ValueError(f"a report refold wrote ({own}), not a recorded run")
     fmt = data.get("trajectory_format")
     if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
         return fmt
