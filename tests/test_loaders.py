@@ -211,3 +211,29 @@ def test_only_regular_files_are_read_and_gzip_stays_within_the_limit(tmp_path: P
         loaders.read_json(bomb)
     monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 8192)
     assert loaders.read_json(bomb)[0]["content"] == "x" * 5000
+
+
+def test_a_bad_json_lines_row_is_named_by_its_line(tmp_path: Path) -> None:
+    from refold import loaders
+
+    path = tmp_path / "run.jsonl"
+    rows = [json.dumps({"role": r, "content": c}) for r, c in (("system", "s"), ("user", "u"), ("assistant", "a"), ("user", "o"))]
+    path.write_text("\n".join([*rows, "", '{"role": bad}']) + "\n")
+    with pytest.raises(TrajectoryError, match=r"invalid JSON Lines at line 6 column 10"):
+        loaders.read_json(path)
+    path.write_text("\n".join(rows) + "\n")
+    assert [m["role"] for m in loaders.read_json(path)] == ["system", "user", "assistant", "user"]
+
+
+def test_lone_surrogates_read_as_the_replacement_character(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task \udc80"},
+        {"role": "assistant", "content": "```bash\nls\n```"},
+        {"role": "user", "content": "out \udc80 \U0001f600"},  # a lone one (surrogateescape) and a real pair
+    ]
+    path.write_text(json.dumps(messages))  # ensure_ascii: the surrogates are \\u escapes, as Python writes them
+    h = load(path)
+    assert h.step(1).observations[0]["content"] == "out \ufffd \U0001f600"
+    assert Renderer(seed_config(Policy())).render(h).messages  # it encodes, tokenizes and hashes

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -51,20 +52,44 @@ def read_json(path: str | Path) -> Any:
     except UnicodeDecodeError as e:
         raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start})") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
-        return _json_lines(text, name, e)
+        data = _json_lines(text, name, e)
     except RecursionError:
         raise TrajectoryError(name, "JSON nested too deeply to be a trajectory") from None
+    # a lone surrogate can only come from a \udXXX escape (tool output decoded with surrogateescape):
+    # it cannot be encoded, tokenized or hashed, so it becomes U+FFFD as the proxy makes it
+    return _no_lone_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(x: Any) -> Any:
+    if isinstance(x, str):
+        return _SURROGATE.sub("\ufffd", x)
+    if isinstance(x, list):
+        return [_no_lone_surrogates(v) for v in x]
+    if isinstance(x, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in x.items()}
+    return x
 
 
 def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) > 1:
-        try:
-            return [json.loads(ln) for ln in lines]
-        except (json.JSONDecodeError, RecursionError):
-            pass
+    lines = text.splitlines()
+    if sum(1 for ln in lines if ln.strip()) > 1 and first.msg == "Extra data":  # JSON Lines: one value a line
+        out = []
+        for n, ln in enumerate(lines, 1):
+            if not ln.strip():
+                continue
+            try:
+                out.append(json.loads(ln))
+            except json.JSONDecodeError as e:
+                raise TrajectoryError(name, f"invalid JSON Lines at line {n} column {e.colno}: {e.msg}") from None
+            except RecursionError:
+                raise TrajectoryError(name, f"JSON nested too deeply at line {n}") from None
+        return out
     raise TrajectoryError(name, f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}")
 
 

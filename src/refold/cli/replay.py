@@ -209,7 +209,7 @@ def replay(
         write_output(json_out, json.dumps(saved, indent=1, sort_keys=False) + "\n")
     if csv_out:
         try:
-            write_csv(results, csv_out)
+            write_csv(results, csv_out, stale=settings.stale)
         except OSError as e:
             raise PolicyError(f"cannot write {csv_out}: {e.strerror or e}") from None
     plot_output(err, plot, _title(report), lambda: replay_series(report))
