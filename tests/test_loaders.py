@@ -237,3 +237,22 @@ def test_lone_surrogates_read_as_the_replacement_character(tmp_path: Path) -> No
     h = load(path)
     assert h.step(1).observations[0]["content"] == "out \ufffd \U0001f600"
     assert Renderer(seed_config(Policy())).render(h).messages  # it encodes, tokenizes and hashes
+
+
+@pytest.mark.parametrize(
+    ("calls", "said"),
+    [
+        ("notalist", "message 2 (assistant): 'tool_calls' is not a list"),
+        ([{"function": "bash"}], "message 2 (assistant): tool_calls[0].function is not an object"),
+        (["bash"], "tool_calls[0].function is not an object"),
+        ([{"function": {"name": 3}}], "tool_calls[0].function.name is not a string"),
+        ([{"function": {"name": "bash", "arguments": 7}}], "tool_calls[0].function.arguments is neither"),
+    ],
+)
+def test_a_malformed_tool_call_names_its_message_and_field(tmp_path: Path, calls: Any, said: str) -> None:
+    path = tmp_path / "run.traj.json"
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "x", "tool_calls": calls}]
+    path.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": messages}))
+    with pytest.raises(TrajectoryError) as e:
+        load(path)
+    assert said in str(e.value) and str(path) in str(e.value)

@@ -222,6 +222,26 @@ def _model_name(data: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _check_tool_calls(messages: list[Any], name: str) -> None:
+    """Each recorded tool call as the chat APIs shape it, or one line naming the message and field
+    (rendering and token counts read these fields)."""
+    for i, m in enumerate(messages):
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if calls is None:
+            continue
+        where = f"message {i} ({m.get('role')})"
+        if not isinstance(calls, list):
+            raise TrajectoryError(name, f"{where}: 'tool_calls' is not a list")
+        for j, c in enumerate(calls):
+            fn = c.get("function") if isinstance(c, dict) else None
+            if not isinstance(fn, dict):
+                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function is not an object")
+            if not isinstance(fn.get("name"), str):
+                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function.name is not a string")
+            if not isinstance(fn.get("arguments", ""), str | dict):
+                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function.arguments is neither a string nor an object")
+
+
 def _history(data: Any, name: str, agent: str | None) -> History:
     try:
         fmt = detect_format(data)
@@ -234,6 +254,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
+    _check_tool_calls(messages, name)
     meta: dict[str, Any] = {"format": fmt, "path": name, "session": source}
     if isinstance(data, dict):
         info = data.get("info") or {}
