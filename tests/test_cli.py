@@ -350,3 +350,11 @@ def test_a_report_saved_among_the_runs_is_skipped_and_named_if_given(tmp_path: P
         assert json.loads((runs / "replay.json").read_text())["summary"]["all"]["tasks"] == 1
     r = run_cli("replay", str(runs / "replay.json"), "--policy", "base", cwd=tmp_path)
     assert "a report refold wrote (refold-replay-1), not a recorded run" in r.stderr
+
+
+def test_plot_tick_labels_keep_their_values() -> None:
+    from refold.cli._plot import _tokens
+
+    assert [_tokens(v) for v in (0, 999, 2500, 7500, 12500, 20000, 125_000, 1_250_000, 999_999)] == [
+        "0", "999", "2.5k", "7.5k", "12.5k", "20k", "125k", "1.25M", "1000k"
+    ]
