@@ -30,6 +30,7 @@ from ._output import (
     Column,
     PlotOpt,
     WideOpt,
+    check_apart,
     check_output,
     check_plot_output,
     plot_output,
@@ -185,6 +186,7 @@ def replay(
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
+    check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
@@ -207,7 +209,7 @@ def replay(
         write_output(json_out, json.dumps(saved, indent=1, sort_keys=False) + "\n")
     if csv_out:
         try:
-            write_csv(results, csv_out)
+            write_csv(results, csv_out, stale=settings.stale)
         except OSError as e:
             raise PolicyError(f"cannot write {csv_out}: {e.strerror or e}") from None
     plot_output(err, plot, _title(report), lambda: replay_series(report))
