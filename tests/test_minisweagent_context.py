@@ -229,7 +229,8 @@ def test_context_commands_end_to_end(style: str, tmp_path: Path, monkeypatch: py
     assert "Span S1 expanded one level (steps 2-10)" in answer(
         17
     ) and f"{CM} Span S2 folded: steps 4-7" in answer(17)
-    assert 'search_ledger "helper number"' in answer(18) and "\n12 [folded] file app.py" in answer(18)
+    # as the prompt of call 18 shows step 12: folded, and its expand (step 16) shows it again
+    assert 'search_ledger "helper number"' in answer(18) and "\n12 [folded, shown again at step 16] file app.py" in answer(18)
     assert "Step 3 restored from history" in answer(21) and "def add(a, b):" in answer(21)
 
     # spans collapse as soon as they close: S2 at the call after step 7, S1 (with S2 inside) after 10
