@@ -98,6 +98,7 @@ class Accumulator:
         self.content: str | None = None
         self.extra: dict[str, str] = {}  # other text deltas, e.g. reasoning_content
         self.calls: dict[int, dict[str, Any]] = {}
+        self.function_call: dict[str, str] | None = None  # the legacy single call, in pieces
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
         self.chunks = 0
@@ -117,6 +118,10 @@ class Accumulator:
                     self.content = (self.content or "") + value
                 elif key in ("reasoning_content", "reasoning", "refusal") and isinstance(value, str):
                     self.extra[key] = self.extra.get(key, "") + value
+                elif key == "function_call" and isinstance(value, dict):
+                    fc = self.function_call = self.function_call or {"name": "", "arguments": ""}
+                    fc["name"] += value.get("name") or ""
+                    fc["arguments"] += value.get("arguments") or ""
             for tc in delta.get("tool_calls") or []:
                 slot = self.calls.setdefault(
                     int(tc.get("index") or 0),
@@ -131,6 +136,8 @@ class Accumulator:
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content, **self.extra}
+        if self.function_call is not None:
+            msg["function_call"] = dict(self.function_call)
         if self.calls:
             msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
             scrub_calls(msg)
