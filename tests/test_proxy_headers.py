@@ -40,6 +40,7 @@ class Fake:
         self.app.post("/v1/chat/completions")(self.chat)
         self.app.post("/v1/messages")(self.messages)
         self.app.post("/v1/responses")(self.responses)
+        self.app.post("/v1/embeddings")(self.embeddings)
 
     def push(self, reply: Any, headers: dict[str, str] | None = None, status: int = 200) -> None:
         self.queue.append((status, reply, headers or {}))
@@ -63,6 +64,10 @@ class Fake:
                 yield e
 
         return StreamingResponse(gen(), media_type="text/event-stream", headers=h)
+
+    async def embeddings(self, r: Request) -> Response:
+        body, status, _, h = await self._next(r, None)
+        return self._answer(body, status, {"object": "list", "data": [{"embedding": [0.5]}]}, [], h)
 
     async def chat(self, r: Request) -> Response:
         body, status, msg, h = await self._next(r, {"role": "assistant", "content": "PROGRESS: a\nSTALE: -\nhi"})
@@ -252,6 +257,14 @@ def test_anthropic_internal_round_forwards_the_last_rounds_headers(proxy: tuple[
     assert r.status_code == 200, r.text
     assert len(fake.requests) == n + 2
     _kept(r, {"request-id": "rid_final", "anthropic-ratelimit-tokens-remaining": "77"})
+
+
+def test_a_forwarded_path_relays_the_upstreams_headers_but_not_its_cookies(proxy: tuple[Fake, httpx.Client]) -> None:
+    fake, c = proxy
+    fake.push(None, INFO)
+    r = c.post("/v1/embeddings", json={"model": "e", "input": "hi"}, headers=AUTH)
+    assert r.status_code == 200 and r.json()["data"][0]["embedding"] == [0.5]
+    assert r.headers["x-request-id"] == "req_1" and "set-cookie" not in r.headers and "alt-svc" not in r.headers
 
 
 def test_only_informative_headers_are_kept() -> None:
