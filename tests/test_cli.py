@@ -112,6 +112,25 @@ def test_replay_unwritable_output_fails_before_replaying(tmp_path: Path, flag: s
     assert_one_line_error(r, "folder")
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["view", "RUN", "-o", "RUN"], ["replay", "RUN", "--json", "RUN"], ["replay", "RUN", "--csv", "./RUN"],
+     ["simulate", "RUN", "--json", "RUN"]],
+)
+def test_no_output_overwrites_the_run_it_reads(tmp_path: Path, args: list[str]) -> None:
+    run = tmp_path / "run.traj.json"
+    shutil.copy(SWE, run)
+    before = run.read_bytes()
+    r = run_cli(*[a.replace("RUN", run.name) for a in args], cwd=tmp_path)
+    assert_one_line_error(r, "is the input run")
+    assert run.read_bytes() == before
+
+
+def test_two_outputs_on_one_file_are_refused(tmp_path: Path) -> None:
+    r = run_cli("replay", str(SWE), "--policy", "base", "--json", "o.out", "--csv", "o.out", cwd=tmp_path)
+    assert_one_line_error(r, "--json and --csv both name o.out")
+
+
 def test_demo_unwritable_report_fails_before_the_table(tmp_path: Path) -> None:
     bad = tmp_path / "missing" / "demo.html"
     r = run_cli("demo", "--tokenizer", "chars4", "-o", str(bad), cwd=tmp_path)

@@ -190,3 +190,24 @@ def test_mini2_format_error_and_exit_messages() -> None:
     assert [a.command for a in h.step(1).actions] == ["ls", "pwd"]
     p = Renderer(seed_config()).render(h)
     assert [m["role"] for m in p.messages] == ["system", "user", "user", "assistant", "tool", "tool", "user"]
+
+
+def test_only_regular_files_are_read_and_gzip_stays_within_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from refold import loaders
+
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    for path, said in ((fifo, "not a regular file"), (Path("/dev/zero"), "not a regular file"), (tmp_path, "is a folder")):
+        with pytest.raises(TrajectoryError) as e:
+            loaders.read_json(path)
+        assert said in str(e.value) and str(path) in str(e.value)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(json.dumps([{"role": "user", "content": "x" * 5000}]).encode()))
+    assert len(bomb.read_bytes()) < 200
+    monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 4096)  # the 5 KB it expands to is over this limit
+    with pytest.raises(TrajectoryError, match="expands to more than the 4096 byte limit"):
+        loaders.read_json(bomb)
+    monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 8192)
+    assert loaders.read_json(bomb)[0]["content"] == "x" * 5000

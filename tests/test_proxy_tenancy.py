@@ -121,7 +121,8 @@ def test_a_session_without_a_step_yet_says_when_its_page_opens(upstream: tuple[F
             assert (await c.post("/v1/chat/completions", json=GOOD, headers=h)).status_code == 200
             r = await c.get("/sessions/new/view", headers=h)
             assert r.status_code == 409 and r.json()["error"]["code"] == "session_not_viewable"
-            assert r.json()["error"]["message"] == "session 'new' has no step yet: its page opens with the agent's second request"
+            said = r.json()["error"]["message"]
+            assert said == "cannot show refold session new: it has no step yet: its page opens with the agent's second request"
 
     run(go())
 

@@ -488,3 +488,13 @@ def test_count_calibration_fit_recovers_a_known_counting_rule(tmp_path: Path) ->
     assert f["per_char"] == pytest.approx(0.05, abs=0.002)
     assert f["per_call"] == pytest.approx(-100, abs=15)
     assert fitted["halves"]["test"]["mean_abs_calibrated"] < 0.001 < fitted["halves"]["test"]["mean_abs_uncalibrated"]
+
+
+def test_sessions_show_takes_one_agent_of_a_multi_agent_file(capsys: pytest.CaptureFixture[str]) -> None:
+    from refold.cli import main
+
+    assert main(["sessions", "show", f"{CODER}#Programmer", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown["steps"]) == 3
+    assert main(["sessions", "show", str(CODER)]) == 2  # the whole file: which agent?
+    assert f"'{CODER}#Manager'" in capsys.readouterr().err

@@ -391,3 +391,26 @@ def test_expand_shows_non_text_parts_as_recorded() -> None:
     h.append({"role": "assistant", "content": [{"type": "text", "text": "hi"}, {"type": "refusal", "refusal": "no way"}]}, [{"role": "user", "content": "out"}])
     text = expand_text(h, resolve(h, "r1"))
     assert "hi" in text and '(part refusal: {"refusal": "no way", "type": "refusal"})' in text
+
+
+def test_a_pin_keeps_a_gzip_run_gzip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    plain = saved_run(tmp_path)
+    path = tmp_path / "run.traj.json.gz"
+    path.write_bytes(gzip.compress(plain.read_bytes()))
+    assert main(["sessions", "pin", str(path), "4"]) == 0
+    data = json.loads(gzip.decompress(path.read_bytes()))  # still gzip: zcat and mini read it
+    assert [r["item"] for r in data["info"]["refold_pins"]] == ["4"]
+    assert main(["sessions", "unpin", str(path), "4"]) == 0
+    assert len(json.loads(gzip.decompress(path.read_bytes()))["info"]["refold_pins"]) == 2
+    capsys.readouterr()
+
+
+def test_an_age_past_the_clock_is_one_line() -> None:
+    from refold.cli.sessions import parse_age
+    from refold.errors import PolicyError
+
+    with pytest.raises(PolicyError, match="at most 1000 years"):
+        parse_age("99999999999999999999d")
+    assert parse_age("2w") == 14 * 86400

@@ -6,7 +6,9 @@ Every problem with a file becomes one ``TrajectoryError`` naming the file and wh
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +26,22 @@ def read_json(path: str | Path) -> Any:
     p = Path(path)
     name = str(path)
     try:
-        size = p.stat().st_size
+        st = p.stat()
     except OSError as e:
         raise TrajectoryError(name, f"cannot read file ({e.strerror or e})") from None
-    if size > MAX_FILE_BYTES:
-        raise TrajectoryError(name, f"file is {size} bytes, more than the {MAX_FILE_BYTES} byte limit")
+    if stat.S_ISDIR(st.st_mode):
+        raise TrajectoryError(name, "is a folder, not a trajectory file")
+    if not stat.S_ISREG(st.st_mode):  # /dev/zero never ends, a FIFO waits for a writer
+        raise TrajectoryError(name, "not a regular file (a device, FIFO or socket)")
+    if st.st_size > MAX_FILE_BYTES:
+        raise TrajectoryError(name, f"file is {st.st_size} bytes, more than the {MAX_FILE_BYTES} byte limit")
     try:
         raw = p.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        if raw[:2] == b"\x1f\x8b":  # read at most one byte past the limit: a small bomb stays small
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
+                raw = z.read(MAX_FILE_BYTES + 1)
+            if len(raw) > MAX_FILE_BYTES:
+                raise TrajectoryError(name, f"gzip data expands to more than the {MAX_FILE_BYTES} byte limit")
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise TrajectoryError(name, f"corrupt or truncated gzip data ({e})") from None
     if not raw.strip():

@@ -70,6 +70,24 @@ def progress_bar(console: Console, label: str | None = None) -> Progress:
     return Progress(*head, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *tail, console=console, transient=True)
 
 
+def check_apart(inputs: list[str], outputs: list[tuple[str, Path | None]]) -> None:
+    """No output overwrites an input run or another output (a report written over the run it
+    reports on would lose the run)."""
+    from ..loaders import split_source
+
+    runs = {Path(split_source(f)[0]).resolve(): f for f in inputs}
+    seen: dict[Path, str] = {}
+    for flag, path in outputs:
+        if path is None:
+            continue
+        where = path.resolve()
+        if where in runs:
+            raise PolicyError(f"{flag} {path} is the input run {runs[where]}; give the output another name")
+        if where in seen:
+            raise PolicyError(f"{seen[where]} and {flag} both name {path}; give each output its own file")
+        seen[where] = flag
+
+
 def check_plot_output(plot: Path | None) -> None:
     """``--plot FILE``: writable, a known format, matplotlib installed (before any long work)."""
     if plot is not None:

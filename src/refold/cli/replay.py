@@ -30,6 +30,7 @@ from ._output import (
     Column,
     PlotOpt,
     WideOpt,
+    check_apart,
     check_output,
     check_plot_output,
     plot_output,
@@ -185,6 +186,7 @@ def replay(
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
+    check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -18,19 +18,22 @@ _RUN_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
 def is_run_file(ident: str) -> bool:
     """A saved run: an existing file named like one (a session called ``a`` next to a file ``a``
     stays a session)."""
-    if not ("/" in ident or ident.endswith(_RUN_SUFFIXES)):
+    from ..loaders import split_source
+
+    file, _agent = split_source(ident)  # FILE#Agent: one agent of a multi-agent file
+    if not ("/" in file or file.endswith(_RUN_SUFFIXES)):
         return False
-    if not Path(ident).expanduser().is_file():
-        raise PolicyError(f"no run file {ident} (a session id or name has no '/' and no .json ending)")
+    if not Path(file).expanduser().is_file():
+        raise PolicyError(f"no run file {file} (a session id or name has no '/' and no .json ending)")
     return True
 
 
 def load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, dict[str, Any]]:
     """A saved run, the config it rendered with (a refold run's own; defaults else), its JSON."""
     from ..integrations.saved import config_for
-    from ..loaders import load, read_json
+    from ..loaders import load, read_json, split_source
 
-    data = read_json(path)
+    data = read_json(split_source(path)[0])
     history = load(path)
     cfg = (config_for(data) if isinstance(data, dict) else Config()).override(overrides or [])
     return history, cfg, data if isinstance(data, dict) else {}

@@ -55,12 +55,18 @@ def register(app: typer.Typer) -> None:
         app.registered_commands.append(cmd)
 
 
+_MAX_AGE = 1000 * 365 * 86400.0
+
+
 def parse_age(text: str) -> float:
     """``90s``, ``30m``, ``12h``, ``30d``, ``2w`` (or a plain number of days) -> seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
     if m is None:
         raise PolicyError(f"--older-than '{text}': expected a number with s, m, h, d or w (e.g. 30d)")
-    return float(m.group(1)) * _UNITS[m.group(2) or "d"]
+    seconds = float(m.group(1)) * _UNITS[m.group(2) or "d"]
+    if seconds > _MAX_AGE:  # older than the clock can name (time_t overflows past year ~292 billion)
+        raise PolicyError(f"--older-than '{text}': at most {int(_MAX_AGE // 86400 // 365)} years")
+    return seconds
 
 
 def _with_store(url: str, fn: Callable[[Any], Awaitable[T]]) -> T:

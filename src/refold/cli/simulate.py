@@ -41,6 +41,7 @@ from ._output import (
     Column,
     PlotOpt,
     WideOpt,
+    check_apart,
     check_output,
     check_plot_output,
     plot_output,
@@ -248,6 +249,7 @@ def simulate_cmd(
     files = collect_paths([str(p) for p in paths])
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
+    check_apart(files, [("--json", json_out), ("--plot", plot)])
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -17,7 +17,7 @@ from ..errors import PolicyError, RefoldError
 from ..lab.replay import POLICIES, STALE_SOURCES
 from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
-from ._output import check_output
+from ._output import check_apart, check_output
 
 
 @contextmanager
@@ -112,6 +112,7 @@ def view(
     out = output or Path(stem + ".html")
     if out.is_dir():
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
+    check_apart([run], [("--output", out)])
     check_output(out, "--output")
     start = time.perf_counter()
     try:

@@ -5,6 +5,7 @@ pin RUN.traj.json 7`` adds one, and a live run reads them from its ``refold_pins
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -51,7 +52,12 @@ def write_json(path: str | Path, data: Any) -> None:
         mode = path.stat().st_mode & 0o7777
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+        text = json.dumps(data, indent=2, ensure_ascii=False).encode()
+        was_gzip = False
+        if path.exists():
+            with path.open("rb") as f:
+                was_gzip = f.read(2) == b"\x1f\x8b"
+        tmp.write_bytes(gzip.compress(text) if was_gzip or path.name.endswith(".gz") else text)  # as it was
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)

@@ -83,6 +83,8 @@ def build_page(snap: Snapshot, title: str, tokenizer: str) -> Built:
     from ..lab.viewer import build_report
 
     history = snap.history()
+    if not len(history):  # the first call's reply becomes a step with the request carrying its outcome
+        raise RefoldError("it has no step yet: its page opens with the agent's second request")
     html = build_report(history, title=title, tokenizer=tokenizer, live=snap.live).encode()
     return html, gzip.compress(html, 6)
 

@@ -91,12 +91,6 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
 
         def snapshot() -> Snapshot:  # synchronous: no other coroutine can append meanwhile
             p, steps = s.chain(head)
-            if not steps:  # the first call's reply becomes a step with the request that carries its outcome
-                raise ProxyError(
-                    409,
-                    f"session '{name}' has no step yet: its page opens with the agent's second request",
-                    code="session_not_viewable",
-                )
             live = {"session": name, "base": f"/sessions/{quote(name, safe='')}", "pins": pinned_items(s.pins)}
             return Snapshot(
                 s.prefixes[p], [(st.reply, st.observations, st.meta) for st in steps], list(s.pins), live,

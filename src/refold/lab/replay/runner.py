@@ -336,6 +336,8 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
             out.extend(found)
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
             out.append(str(path))  # FILE#Agent: one agent's session
+        elif path.exists():
+            raise PolicyError(f"{p}: not a regular file or folder (a device, FIFO or socket)")
         else:
             raise PolicyError(f"no such file or folder: {p}")
     return list(dict.fromkeys(out))
