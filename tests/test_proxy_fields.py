@@ -149,3 +149,47 @@ def test_null_fields_are_not_sent_and_do_not_tell_messages_apart() -> None:
     assert normalize(m) == normalize({"role": "assistant", "content": "hi"})
     assert normalize(_fc("ls")) != normalize(_fc("ls -a"))
     assert normalize(_fc("ls")) == normalize({**_fc("ls"), "function_call": {"name": "bash", "arguments": '{"command":"ls"}'}})
+
+
+# ---- text an upstream stream carries unescaped -------------------------------------------------
+
+ODD = "line\u2028sep\u2029par\x85nel\x1cfs end"
+"""Characters ``str.splitlines`` breaks at and JSON may carry raw inside a data line."""
+
+
+def test_sse_lines_split_only_where_sse_does() -> None:
+    import asyncio
+
+    from refold.proxy.stream import sse_lines
+
+    pieces = [f"data: {ODD}\r".encode(), b"\ndata: b\r", b"\r", b"data: c\n\nda", b"ta: d\r"]
+
+    async def body() -> Any:
+        for p in pieces:
+            yield p
+
+    async def go() -> list[str]:
+        transport = httpx.MockTransport(lambda r: httpx.Response(200, content=body()))
+        async with httpx.AsyncClient(transport=transport) as c, c.stream("GET", "http://x/") as r:
+            return [line async for line in sse_lines(r)]
+
+    assert asyncio.run(go()) == [f"data: {ODD}", "data: b", "", "data: c", "", "data: d"]
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_a_stream_with_raw_line_separators_in_its_text_reaches_the_client_whole(proxy: Proxy, tools: bool) -> None:
+    text = f"PROGRESS: a\nSTALE: -\n{ODD}"
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]}
+    end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    proxy.fake.raw([json.dumps(chunk, ensure_ascii=False), json.dumps(end)])
+    bash = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    for c in proxy.client():
+        r = _post(c, [{"role": "user", "content": "go"}], f"odd-{tools}", stream=True, **({"tools": bash} if tools else {}))
+        assert r.status_code == 200, r.text
+        events = [json.loads(e[6:]) for e in r.content.decode().split("\n\n") if e.startswith("data: {")]
+        assert not any("error" in e for e in events), events
+        got = "".join(ch["delta"].get("content") or "" for e in events for ch in e["choices"])
+        assert got == text
+        # written escaped, so a client splitting lines as str.splitlines does (httpx) reads it too
+        assert all(json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {"))

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from ..errors import ProxyError, StaleConnection
-from .stream import Accumulator
+from .stream import Accumulator, sse_lines
 from .validate import bad_upstream, check_upstream_reply, parse_chunk, parse_upstream_json
 
 _HOP_HEADERS = {
@@ -221,7 +221,7 @@ class Live:
                 self.done = True
                 return
             ended = False
-            async for line in self._r.aiter_lines():
+            async for line in sse_lines(self._r):
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
