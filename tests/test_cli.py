@@ -338,3 +338,23 @@ def test_plot_with_no_per_call_json(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert '"per_call"' not in report.read_text()  # no per-call lists (other keys may end in _per_call)
     assert 'id="legend_2"' in chart.read_text()  # a legend for the per-call lines, another for the bars
+
+
+def test_a_report_saved_among_the_runs_is_skipped_and_named_if_given(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(SWE, runs / SWE.name)
+    for _ in range(2):  # the second replay finds the first one's report in the folder
+        r = run_cli("replay", str(runs), "--policy", "base", "--json", str(runs / "replay.json"), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads((runs / "replay.json").read_text())["summary"]["all"]["tasks"] == 1
+    r = run_cli("replay", str(runs / "replay.json"), "--policy", "base", cwd=tmp_path)
+    assert "a report refold wrote (refold-replay-1), not a recorded run" in r.stderr
+
+
+def test_plot_tick_labels_keep_their_values() -> None:
+    from refold.cli._plot import _tokens
+
+    assert [_tokens(v) for v in (0, 999, 2500, 7500, 12500, 20000, 125_000, 1_250_000, 999_999)] == [
+        "0", "999", "2.5k", "7.5k", "12.5k", "20k", "125k", "1.25M", "1000k"
+    ]

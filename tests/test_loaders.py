@@ -118,8 +118,8 @@ def test_mutated_real_files(tmp_path: Path, data: st.DataObject) -> None:
         (("[" * 100_000 + "]" * 100_000).encode(), None),
         (('{"messages": [' + "[" * 5000 + "]" * 5000 + "]}").encode(), None),
         (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": "x"}]}).encode(), 1),
-        (json.dumps({"messages": [{"role": "assistant", "content": "a", "tool_calls": "xx"}]}).encode(), 1),
-        (json.dumps({"messages": [{"role": "assistant", "content": "a", "tool_calls": ["xx", {"function": "f"}]}]}).encode(), 1),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "tool_calls": "xx"}]}).encode(), None),
+        (json.dumps({"messages": [{"role": "assistant", "content": "a", "tool_calls": ["xx", {"function": "f"}]}]}).encode(), None),
         (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": {"restore_of": 3}}]}).encode(), 1),
         (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": {"restore_of": ["a", {"b": 1}]}}]}).encode(), 1),
         (json.dumps({"history": [{"role": 1, "content": "x"}], "trajectory": []}).encode(), None),
@@ -211,3 +211,48 @@ def test_only_regular_files_are_read_and_gzip_stays_within_the_limit(tmp_path: P
         loaders.read_json(bomb)
     monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 8192)
     assert loaders.read_json(bomb)[0]["content"] == "x" * 5000
+
+
+def test_a_bad_json_lines_row_is_named_by_its_line(tmp_path: Path) -> None:
+    from refold import loaders
+
+    path = tmp_path / "run.jsonl"
+    rows = [json.dumps({"role": r, "content": c}) for r, c in (("system", "s"), ("user", "u"), ("assistant", "a"), ("user", "o"))]
+    path.write_text("\n".join([*rows, "", '{"role": bad}']) + "\n")
+    with pytest.raises(TrajectoryError, match=r"invalid JSON Lines at line 6 column 10"):
+        loaders.read_json(path)
+    path.write_text("\n".join(rows) + "\n")
+    assert [m["role"] for m in loaders.read_json(path)] == ["system", "user", "assistant", "user"]
+
+
+def test_lone_surrogates_read_as_the_replacement_character(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task \udc80"},
+        {"role": "assistant", "content": "```bash\nls\n```"},
+        {"role": "user", "content": "out \udc80 \U0001f600"},  # a lone one (surrogateescape) and a real pair
+    ]
+    path.write_text(json.dumps(messages))  # ensure_ascii: the surrogates are \\u escapes, as Python writes them
+    h = load(path)
+    assert h.step(1).observations[0]["content"] == "out \ufffd \U0001f600"
+    assert Renderer(seed_config(Policy())).render(h).messages  # it encodes, tokenizes and hashes
+
+
+@pytest.mark.parametrize(
+    ("calls", "said"),
+    [
+        ("notalist", "message 2 (assistant): 'tool_calls' is not a list"),
+        ([{"function": "bash"}], "message 2 (assistant): tool_calls[0].function is not an object"),
+        (["bash"], "tool_calls[0].function is not an object"),
+        ([{"function": {"name": 3}}], "tool_calls[0].function.name is not a string"),
+        ([{"function": {"name": "bash", "arguments": 7}}], "tool_calls[0].function.arguments is neither"),
+    ],
+)
+def test_a_malformed_tool_call_names_its_message_and_field(tmp_path: Path, calls: Any, said: str) -> None:
+    path = tmp_path / "run.traj.json"
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "x", "tool_calls": calls}]
+    path.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": messages}))
+    with pytest.raises(TrajectoryError) as e:
+        load(path)
+    assert said in str(e.value) and str(path) in str(e.value)

@@ -269,6 +269,10 @@ def test_cli_bad_file_is_reported_and_the_rest_goes_on(tmp_path: Path) -> None:
     assert {f["file"] for f in report["failed"]} == {str(bad), str(trunc)}
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 2 + 2 and sum(bool(r["error"]) for r in rows) == 2
+    assert {r["stale"] for r in rows} == {"recorded"}
+    res = _cli([str(MINI), "--policy", "base,refold", "--tokenizer", "chars4", "--stale", "hindsight", "--csv", str(out_csv)])
+    assert res.returncode == 0, res.stderr
+    assert {r["stale"] for r in csv.DictReader(out_csv.open())} == {"hindsight (simulated)"}  # every row says so
 
 
 def test_cli_all_ok_exits_zero_and_usage_errors_exit_two(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -51,20 +52,44 @@ def read_json(path: str | Path) -> Any:
     except UnicodeDecodeError as e:
         raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start})") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
-        return _json_lines(text, name, e)
+        data = _json_lines(text, name, e)
     except RecursionError:
         raise TrajectoryError(name, "JSON nested too deeply to be a trajectory") from None
+    # a lone surrogate can only come from a \udXXX escape (tool output decoded with surrogateescape):
+    # it cannot be encoded, tokenized or hashed, so it becomes U+FFFD as the proxy makes it
+    return _no_lone_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(x: Any) -> Any:
+    if isinstance(x, str):
+        return _SURROGATE.sub("\ufffd", x)
+    if isinstance(x, list):
+        return [_no_lone_surrogates(v) for v in x]
+    if isinstance(x, dict):
+        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in x.items()}
+    return x
 
 
 def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) > 1:
-        try:
-            return [json.loads(ln) for ln in lines]
-        except (json.JSONDecodeError, RecursionError):
-            pass
+    lines = text.splitlines()
+    if sum(1 for ln in lines if ln.strip()) > 1 and first.msg == "Extra data":  # JSON Lines: one value a line
+        out = []
+        for n, ln in enumerate(lines, 1):
+            if not ln.strip():
+                continue
+            try:
+                out.append(json.loads(ln))
+            except json.JSONDecodeError as e:
+                raise TrajectoryError(name, f"invalid JSON Lines at line {n} column {e.colno}: {e.msg}") from None
+            except RecursionError:
+                raise TrajectoryError(name, f"JSON nested too deeply at line {n}") from None
+        return out
     raise TrajectoryError(name, f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}")
 
 
@@ -76,6 +101,9 @@ def detect_format(data: Any) -> str:
         raise ValueError("a JSON list that is not a list of chat messages (objects with 'role')")
     if not isinstance(data, dict):
         raise ValueError("top level is neither an object nor a list of messages")
+    own = data.get("format")
+    if isinstance(own, str) and own.startswith(("refold-replay", "refold-simulate", "refold-serversim")):
+        raise ValueError(f"a report refold wrote ({own}), not a recorded run")
     fmt = data.get("trajectory_format")
     if isinstance(fmt, str) and fmt.startswith("mini-swe-agent"):
         return fmt
@@ -194,6 +222,26 @@ def _model_name(data: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _check_tool_calls(messages: list[Any], name: str) -> None:
+    """Each recorded tool call as the chat APIs shape it, or one line naming the message and field
+    (rendering and token counts read these fields)."""
+    for i, m in enumerate(messages):
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if calls is None:
+            continue
+        where = f"message {i} ({m.get('role')})"
+        if not isinstance(calls, list):
+            raise TrajectoryError(name, f"{where}: 'tool_calls' is not a list")
+        for j, c in enumerate(calls):
+            fn = c.get("function") if isinstance(c, dict) else None
+            if not isinstance(fn, dict):
+                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function is not an object")
+            if not isinstance(fn.get("name"), str):
+                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function.name is not a string")
+            if not isinstance(fn.get("arguments", ""), str | dict):
+                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function.arguments is neither a string nor an object")
+
+
 def _history(data: Any, name: str, agent: str | None) -> History:
     try:
         fmt = detect_format(data)
@@ -206,6 +254,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
+    _check_tool_calls(messages, name)
     meta: dict[str, Any] = {"format": fmt, "path": name, "session": source}
     if isinstance(data, dict):
         info = data.get("info") or {}

@@ -121,10 +121,11 @@ def _formatter() -> Any:
 
 
 def _tokens(x: float, _pos: object = None) -> str:
-    if abs(x) >= 1e6:
-        return f"{x / 1e6:.1f}M"
-    if abs(x) >= 1e3:
-        return f"{x / 1e3:.0f}k"
+    """A tick label that keeps the tick's value (2.5k, not 2k): up to 3 significant digits."""
+    for scale, unit in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            label = f"{x / scale:.3g}"
+            return f"{label if 'e' not in label else f'{x / scale:.0f}'}{unit}"
     return f"{x:.0f}"
 
 

@@ -38,6 +38,7 @@ CSV_FIELDS = (
     "format",
     "calls",
     "policy",
+    "stale",
     "prompt_tokens",
     "cached_tokens",
     "recomputed_tokens",
@@ -208,8 +209,10 @@ def build_report(
     return report
 
 
-def write_csv(results: Sequence[TaskResult], path: str | Path) -> None:
-    """One row per (task, policy); a failed task is one row with its error."""
+def write_csv(results: Sequence[TaskResult], path: str | Path, stale: str = "recorded") -> None:
+    """One row per (task, policy); a failed task is one row with its error. ``stale``: where the
+    STALE marks came from; anything but the run's own is labeled simulated in every row."""
+    source = stale if stale == "recorded" else f"{stale} (simulated)"
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
         w.writeheader()
@@ -220,6 +223,7 @@ def write_csv(results: Sequence[TaskResult], path: str | Path) -> None:
                 "agent": r.agent,
                 "format": r.format,
                 "calls": r.calls,
+                "stale": source,
                 "reported_prompt_tokens": r.reported.get("prompt_tokens"),
                 "reported_cached_tokens": r.reported.get("cached_tokens"),
             }

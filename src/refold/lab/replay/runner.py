@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -322,6 +323,18 @@ def _is_file(name: str) -> bool:
         return False
 
 
+_OUTPUT_HEAD = re.compile(rb'^\s*\{\s*"format"\s*:\s*"refold-(?:replay|simulate|serversim)')
+
+
+def _refold_output(f: Path) -> bool:
+    """A report refold wrote (``--json`` of replay or simulate), saved among the runs it reports on."""
+    try:
+        with f.open("rb") as fh:
+            return _OUTPUT_HEAD.match(fh.read(200)) is not None
+    except OSError:
+        return False
+
+
 def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     """Files as given, and the trajectory files inside folders (recursively, sorted)."""
     out: list[str] = []
@@ -332,6 +345,7 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
                 str(f)
                 for f in path.rglob("*")
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
+                and not _refold_output(f)
             )
             out.extend(found)
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
