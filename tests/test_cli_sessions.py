@@ -112,3 +112,27 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_parse_age() -> None:
     assert parse_age("30d") == 30 * 86400 and parse_age("12h") == 43200 and parse_age("90s") == 90
     assert parse_age("2w") == 14 * 86400 and parse_age("1.5") == 1.5 * 86400
+
+
+def test_the_proxy_and_the_cli_count_the_same_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from refold.proxy.views import describe
+
+    db = tmp_path / "s.db"
+    build(db)
+    assert main(["sessions", "list", "--store", str(db), "--json"]) == 0
+    sid = next(r["id"] for r in json.loads(capsys.readouterr().out)["sessions"] if r["owner"] == "owner-a")
+    assert main(["sessions", "show", sid, "--store", str(db), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["render"]
+
+    async def go() -> dict[str, Any]:
+        store = SQLiteStore(str(db))
+        try:
+            m = SessionManager(store, lambda: Renderer(Config()))
+            s = await m.find("owner-a", "run")
+            assert s is not None and s.head is not None
+            return describe(s, await s.aview(s.head, m.renderer))["render"]
+        finally:
+            await store.close()
+
+    proxy = asyncio.run(go())
+    assert cli["notes"] >= 5 and proxy["notes"] == cli["notes"]  # masked outputs are notes too

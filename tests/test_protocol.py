@@ -305,3 +305,28 @@ def test_stale_lines_as_models_write_them(reply: str, stale: tuple[int, ...]) ->
 def test_restore_accepts_dash_and_hash_variants(argument: str) -> None:
     steps, error = parse_restore_args(argument, 9)
     assert error is None and steps == [3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("argument", "steps", "rest"),
+    [
+        ("2", [2], None),
+        ("2 # the config file", [2], None),
+        ("2 2>&1", [2], None),
+        ("2 >/dev/null", [2], None),
+        ("2; ls", [], "`ls`"),
+        ("2\nls", [], "`ls`"),
+        ("2 | head -5", [], "`head -5`"),
+        ("2 && echo ok", [], "`echo ok`"),
+        ("2 2>&1 | tail", [], "`2>&1 | tail`"),
+    ],
+)
+def test_a_restore_with_more_shell_after_it_says_what_was_not_run(argument: str, steps: list[int], rest: str | None) -> None:
+    from refold.protocol import CM, parse_restore_args
+
+    got, error = parse_restore_args(argument, 9)
+    assert got == steps
+    if rest is None:
+        assert error is None
+    else:
+        assert error is not None and error.startswith(f"{CM} Not run:") and "Run `restore 2` alone" in error and rest in error

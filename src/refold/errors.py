@@ -89,9 +89,11 @@ class ProxyError(RefoldError):
         type: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
         self.status = status
+        self.headers = dict(headers or {})  # response headers to send with it (an upstream's retry-after)
         self.message = message
         self.type = type
         self.code = code

@@ -9,23 +9,32 @@ from .mechanisms.summary import command_line, summarize, unwrap
 from .protocol import CM
 from .types import Action, Message, Step
 
-_API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+_API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "function_call", "refusal", "audio")
+_IF_SET = ("function_call", "refusal", "audio")  # an SDK's ``refusal: null`` is not sent on
 
 __all__ = ["action_of", "clean", "label", "mask_note", "mask_text", "with_content", "with_text"]
 
 
-_KEPT: dict[tuple[str, ...], tuple[str, ...]] = {}  # a message's keys -> those of them an API receives
+_KEPT: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
+"""A message's keys -> those of them an API receives, and whether one is sent only when set."""
 
 
 def clean(message: Message) -> Message:
     """The message as an API receives it (drops recorder fields such as mini's ``extra``)."""
     shape = tuple(message)
-    keys = _KEPT.get(shape)
-    if keys is None:  # a few shapes per run: the key test runs once per shape
+    kept = _KEPT.get(shape)
+    if kept is None:  # a few shapes per run: the key test runs once per shape
         if len(_KEPT) >= 256:
             _KEPT.clear()
-        keys = _KEPT[shape] = tuple(k for k in _API_KEYS if k in message)
-    return dict(zip(keys, map(message.__getitem__, keys), strict=True))
+        keys = tuple(k for k in _API_KEYS if k in message)
+        kept = _KEPT[shape] = (keys, any(k in keys for k in _IF_SET))
+    keys, optional = kept
+    out = dict(zip(keys, map(message.__getitem__, keys), strict=True))
+    if optional:  # the legacy call, a refusal or an audio reference is sent as the agent wrote it
+        for k in _IF_SET:
+            if k in out and out[k] is None:
+                del out[k]
+    return out
 
 
 def with_text(message: Message, text: str) -> Message:

@@ -309,6 +309,9 @@ def parse_command(command: str) -> ContextCommand | None:
 
 _RESTORE_NOISE = re.compile(r"(?i)\[?\bsteps?\b\]?|\]|(?<!\S)#")
 _RESTORE_DASH = re.compile(r"(?<=\d)\s*+(?:[" + _DASHES + r"]|\.\.)\s*+(?=\d)")  # '3–5', '3 - 5', '3..5'
+_RESTORE_COMMENT = re.compile(r"\s#\s+\D[^\n]*$")
+_RESTORE_REDIRECT = re.compile(r"(?:\s+\d*(?:>>?|<)&?[^\s;&|<>`]*)+\s*$")
+_RESTORE_SHELL = re.compile(r"\s\d+[<>]|[;&|<>`\n]|\$\(")  # what would make the line more than one command
 _RESTORE_WORD = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")  # _MAX_DIGITS
 _MAX_RESTORE_WORDS = 100  # steps or ranges in one restore: more is no real request
 _MAX_RESTORE_CHARS = 2000  # and no real request is longer (the regexes cost ~0.3 us a character)
@@ -318,6 +321,17 @@ def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | Non
     """Steps named by ``restore`` arguments, or an error sentence for the agent."""
     if len(argument) > _MAX_RESTORE_CHARS:  # the cut word gets a '…', so it is reported, never misread
         argument = argument[:_MAX_RESTORE_CHARS] + "…"
+    argument = _RESTORE_COMMENT.sub("", argument)  # `restore 2  # the config` is `restore 2`
+    argument = _RESTORE_REDIRECT.sub("", argument)  # and so is `restore 2 2>&1`
+    shell = _RESTORE_SHELL.search(argument)
+    if shell:  # `restore 2; ls`: refold answers restore, and no shell sees the rest
+        rest = " ".join(argument[shell.start() :].split())
+        rest = rest if len(rest) <= 60 else rest[:59] + "…"
+        return [], (
+            f"{CM} Not run: `restore` is answered by refold, not by your shell, so it must be the whole "
+            f"command. Run `restore {argument[: shell.start()].strip()}` alone, then `{rest.lstrip(';&| ')}` "
+            "in a command of its own."
+        )
     text = _RESTORE_NOISE.sub(" ", argument).replace(",", " ")
     text = _RESTORE_DASH.sub("-", text)
     words = text.split(None, _MAX_RESTORE_WORDS)

@@ -7,6 +7,7 @@ are still replayed and reported), 2 usage errors (raised as RefoldError, printed
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -198,6 +199,7 @@ def replay(
             progress.update(task, advance=1 / max(1, r.sessions), description=Path(r.file).name)
 
         results = replay_paths(files, settings, jobs=jobs, on_result=done)
+    jobs = max(1, min(jobs, len(files), os.cpu_count() or 1))  # what the pool ran (replay_paths caps it)
     seconds = time.perf_counter() - start
     report = build_report(results, settings, seconds=seconds)
     print_table(out, _title(report), COLUMNS, _rows(report), wide)

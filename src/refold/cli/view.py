@@ -112,7 +112,7 @@ def view(
     out = output or Path(stem + ".html")
     if out.is_dir():
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")
-    check_apart([run], [("--output", out)])
+    check_apart([str(run)], [("--output", out)])
     check_output(out, "--output")
     start = time.perf_counter()
     try:

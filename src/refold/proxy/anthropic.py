@@ -36,6 +36,7 @@ from .sessions import owner_of
 from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
 from .surface import Parsed, SurfaceService, as_dict
+from .upstream import informative
 
 _HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
@@ -279,7 +280,7 @@ def _carries(name: str, value: str, tokens: Sequence[str]) -> bool:
 
 
 def anthropic_error(exc: ProxyError) -> JSONResponse:
-    return JSONResponse(wire.error_body(exc.status, exc.message), status_code=exc.status)
+    return JSONResponse(wire.error_body(exc.status, exc.message), status_code=exc.status, headers=exc.headers or None)
 
 
 async def messages(
@@ -340,9 +341,12 @@ async def count_tokens(
         except ValueError:
             data = None
         if isinstance(data, dict) and isinstance(data.get("input_tokens"), int):
-            return JSONResponse(data, headers={"X-Refold-Count": "upstream"})
+            return JSONResponse(data, headers={**informative(r.headers), "X-Refold-Count": "upstream"})
     if r is not None and r.status_code not in (404, 405, 501) and r.status_code >= 400:
-        return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type"))
+        return Response(
+            r.content, status_code=r.status_code, media_type=r.headers.get("content-type"),
+            headers=informative(r.headers),
+        )
     n, method = local_count(service.cfg.tokenizer, out)
     return JSONResponse({"input_tokens": n}, headers={"X-Refold-Count": method})
 

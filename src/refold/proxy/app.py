@@ -70,7 +70,7 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
     async def _proxy_error(request: Request, exc: ProxyError) -> JSONResponse:
         if isinstance(exc, StoreUnavailable):
             metrics.inc("refold_store_errors_total")
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -123,6 +123,7 @@ def _openai_routes(cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics) ->
             SESSION_HEADER: out.session.name,
             "X-Refold-Steps": str(out.steps),
             "X-Refold-Added-Ms": f"{out.added_ms:.3f}",
+            **out.headers,  # the upstream's request id, rate limits (of the round the client is answered with)
         }
         if out.stream:
             return StreamingResponse(chat.sse(out), media_type="text/event-stream", headers=headers)

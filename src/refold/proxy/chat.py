@@ -44,7 +44,7 @@ from .relay import ChatRelay
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import DONE, error_event
-from .upstream import Live, Result, Upstream
+from .upstream import Live, Result, Upstream, retry_hint
 from .validate import check_chat_request
 
 
@@ -77,6 +77,9 @@ class Outcome:
     live: Live | None = None
     """The first round, open at upstream (its first chunk already read)."""
     plan: _Plan | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    """The upstream's informative headers (``upstream.informative``) of the round the client is
+    answered with; for a stream, of its first round (the response starts before a later one)."""
 
 
 class ChatService:
@@ -139,7 +142,7 @@ class ChatService:
             added_ms = (t0 - start) * 1000
             self.metrics.observe("refold_added_latency_ms", added_ms)
             plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip)
-            return Outcome(Result({}), s, steps, True, include_usage, added_ms, live, plan)
+            return Outcome(Result({}), s, steps, True, include_usage, added_ms, live, plan, live.headers)
 
         upstream_ms = 0.0
         rounds = 0
@@ -162,7 +165,7 @@ class ChatService:
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
         shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
-        return Outcome(shown, s, steps, False, include_usage, added_ms)
+        return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
         out = self._deferred.as_sent(s, messages)
@@ -271,8 +274,8 @@ class ChatService:
                     req = {**req, "tools": own} if own else {k: v for k, v in req.items() if k != "tools"}
                 try:
                     live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
-                except ProxyError as e:
-                    yield error_event(e.message, e.code or "upstream_error")
+                except ProxyError as e:  # the response has started: a retry-after goes in the message
+                    yield error_event(e.message + retry_hint(e.headers), e.code or "upstream_error")
                     break
             yield DONE
         finally:

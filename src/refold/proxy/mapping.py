@@ -26,6 +26,7 @@ INTERNAL = "internal"  # step meta key: answered by the proxy, not seen by the c
 SHOWN = "shown"  # internal step meta key: the text of that round the client was streamed
 
 Norm = tuple[Any, ...]
+_MORE = ("function_call", "refusal", "audio")
 ClientStep = tuple[Message, list[Message]]
 
 
@@ -41,13 +42,25 @@ def normalize(m: Message) -> Norm:
             with contextlib.suppress(ValueError):
                 args = json.loads(args)
         calls.append((c.get("id"), fn.get("name"), json.dumps(args, sort_keys=True, ensure_ascii=False)))
-    return (
+    norm: Norm = (
         m.get("role"),
         content_text(m.get("content")),
         tuple(calls),
         m.get("tool_call_id"),
         m.get("name") or None,
     )
+    # a legacy call, a refusal, an audio reference tell replies apart (absent and null alike, so
+    # the norm of every other message, and the session names made from them, stay as they were)
+    more = tuple((k, _dumped(m[k], k == "function_call")) for k in _MORE if m.get(k) is not None)
+    return norm + more if more else norm
+
+
+def _dumped(value: Any, call: bool) -> str:
+    """``value`` as canonical JSON; a call's arguments read as JSON when they are (whitespace aside)."""
+    if call and isinstance(value, dict) and isinstance(value.get("arguments"), str):
+        with contextlib.suppress(ValueError):
+            value = {**value, "arguments": json.loads(value["arguments"])}
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def validate(messages: Any) -> list[Message]:

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from .stream import sse_lines
+
 
 @dataclass
 class Event:
@@ -23,7 +25,7 @@ class Event:
 async def read_events(response: httpx.Response) -> AsyncIterator[Event]:
     """Server-sent events of ``response``, each with the exact lines it came in."""
     lines: list[str] = []
-    async for line in response.aiter_lines():
+    async for line in sse_lines(response):  # not aiter_lines: it splits at U+2028 inside JSON
         if line == "":
             if lines:
                 yield _event(lines)

@@ -10,12 +10,39 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from collections.abc import AsyncIterator
 from typing import Any
+
+import httpx
 
 from ..protocol import _KEY, _MARKUP
 from .validate import scrub_calls
 
 _MARKUPISH = " \t>#*_`-+0123456789.)"
+_BREAK = re.compile(r"\r\n|\r|\n")
+_ESCAPED = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+"""Line breaks to ``str.splitlines`` that JSON text holds only inside strings, where an escape is the same text."""
+
+
+async def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The lines of an event stream, split only where SSE splits them (CRLF, LF, CR). httpx's
+    ``aiter_lines`` also splits at U+2028, U+0085 and the other breaks of ``str.splitlines``,
+    which JSON carries unescaped inside a data line (pydantic-serialized replies do)."""
+    rest = ""
+    async for text in response.aiter_text():
+        rest += text
+        held = rest.endswith("\r")  # maybe the first half of a CRLF
+        parts = _BREAK.split(rest[:-1] if held else rest)
+        rest = parts.pop() + ("\r" if held else "")
+        for line in parts:
+            yield line
+    if rest:
+        parts = _BREAK.split(rest)
+        if parts[-1] == "":
+            parts.pop()
+        for line in parts:
+            yield line
 
 
 def _head_key(line: str) -> str | None:
@@ -98,6 +125,7 @@ class Accumulator:
         self.content: str | None = None
         self.extra: dict[str, str] = {}  # other text deltas, e.g. reasoning_content
         self.calls: dict[int, dict[str, Any]] = {}
+        self.function_call: dict[str, str] | None = None  # the legacy single call, in pieces
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
         self.chunks = 0
@@ -117,6 +145,10 @@ class Accumulator:
                     self.content = (self.content or "") + value
                 elif key in ("reasoning_content", "reasoning", "refusal") and isinstance(value, str):
                     self.extra[key] = self.extra.get(key, "") + value
+                elif key == "function_call" and isinstance(value, dict):
+                    fc = self.function_call = self.function_call or {"name": "", "arguments": ""}
+                    fc["name"] += value.get("name") or ""
+                    fc["arguments"] += value.get("arguments") or ""
             for tc in delta.get("tool_calls") or []:
                 slot = self.calls.setdefault(
                     int(tc.get("index") or 0),
@@ -131,6 +163,8 @@ class Accumulator:
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content, **self.extra}
+        if self.function_call is not None:
+            msg["function_call"] = dict(self.function_call)
         if self.calls:
             msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
             scrub_calls(msg)
@@ -184,6 +218,8 @@ def with_id(chunk: dict[str, Any], ids: dict[str, Any]) -> dict[str, Any]:
 def event(data: dict[str, Any] | str) -> bytes:
     """One SSE event; ``data`` is a chunk or an already serialized payload."""
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    if not payload.isascii():  # clients reading lines with str.splitlines (httpx) break at these
+        payload = payload.translate(_ESCAPED)
     return f"data: {payload}\n\n".encode()
 
 

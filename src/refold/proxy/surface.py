@@ -47,9 +47,12 @@ from .sse import Event, is_sse
 from .surface_calls import recognizable, split_calls
 from .surface_stream import Plan, Splicer, relay, spliced
 from .surface_upstream import Failed, bad_stream, cause, open_stream, post, upstream_answer
-from .upstream import Upstream
+from .upstream import Upstream, informative
 
-_DROP_RESPONSE_HEADERS = {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
+_DROP_RESPONSE_HEADERS = {
+    "content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+    "upgrade", "te", "trailer", "set-cookie", "alt-svc",  # an upstream's cookies and endpoints are its own
+}
 
 
 @dataclass
@@ -209,7 +212,7 @@ class SurfaceService:
                     await opened.aclose()
                     ctype = opened.headers.get("content-type") or "untyped"
                     status, err = adapter.error(bad_stream(f"is {ctype}, not an event stream"))
-                    return JSONResponse(err, status_code=status, headers=out_headers)
+                    return JSONResponse(err, status_code=status, headers={**informative(opened.headers), **out_headers})
                 upstream_ms += (time.perf_counter() - t0) * 1000
                 self._added(start, upstream_ms)
                 self.metrics.inc("refold_streams_relayed_live_total")
@@ -218,11 +221,14 @@ class SurfaceService:
                 else:
                     plan = Plan(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
                     gen = spliced(self, plan, opened)
-                return StreamingResponse(gen, media_type="text/event-stream", headers=out_headers)
+                # the first round's headers: the response starts before a later round is asked for
+                headers = {**informative(opened.headers), **out_headers}
+                return StreamingResponse(gen, media_type="text/event-stream", headers=headers)
             got = await post(self.client, self.url(adapter.path, query), out, up_headers, cfg.timeout)
             if isinstance(got, Failed):
                 return self._failed(adapter, got, out_headers)
-            data = upstream_answer(adapter, got)
+            data = upstream_answer(adapter, got.data)
+            last = got.headers  # of the round whose answer the client gets
             upstream_ms += (time.perf_counter() - t0) * 1000
             self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
             reply = adapter.reply(data)
@@ -235,7 +241,7 @@ class SurfaceService:
         self._added(start, upstream_ms)
         await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
-        return JSONResponse(data, headers=out_headers)
+        return JSONResponse(data, headers={**last, **out_headers})
 
     async def internal(
         self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str, *, settle: bool = False
@@ -283,6 +289,7 @@ class SurfaceService:
 
     def _failed(self, adapter: Adapter, f: Failed, headers: dict[str, str]) -> Response:
         self.metrics.inc("refold_upstream_errors_total", status=str(f.status))
+        headers = {**f.headers, **headers}
         try:
             data = json.loads(f.body)
         except ValueError:

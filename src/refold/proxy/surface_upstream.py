@@ -11,12 +11,13 @@ the upstream status. Transport failures are 502 (504 on a timeout).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 
 from ..errors import ProxyError
+from .upstream import informative, retry_hint
 from .validate import MAX_DEPTH, check_tree
 
 
@@ -27,6 +28,15 @@ class Failed:
     status: int
     body: bytes
     content_type: str
+    headers: dict[str, str] = field(default_factory=dict)  # ``informative`` ones: a 429's retry-after
+
+
+@dataclass
+class Answer:
+    """A non-streamed upstream answer: its JSON body and the headers relayed to the client."""
+
+    data: Any
+    headers: dict[str, str]
 
 
 def cause(f: Failed) -> str:
@@ -41,7 +51,7 @@ def cause(f: Failed) -> str:
         text = f.body.decode("utf-8", "replace").strip()
         message = text.splitlines()[0] if text else "(empty body)"
     message = " ".join(message.split())
-    return f"upstream answered {f.status}: {message[:300]}"
+    return f"upstream answered {f.status}: {message[:300]}{retry_hint(f.headers)}"
 
 
 def timed_out(timeout: float) -> ProxyError:
@@ -77,8 +87,8 @@ def _retryable(e: httpx.HTTPError) -> bool:
 
 async def post(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
-) -> Any | Failed:
-    """A non-streamed upstream call: its JSON body, or what failed."""
+) -> Answer | Failed:
+    """A non-streamed upstream call: its JSON body and headers, or what failed."""
     for retry in (True, False):
         try:
             r = await client.post(url, json=body, headers=headers)
@@ -89,9 +99,9 @@ async def post(
                 continue
             raise unreachable(e) from None
         if r.status_code >= 400:
-            return Failed(r.status_code, r.content, r.headers.get("content-type", "application/json"))
+            return _failed(r, r.content)
         try:
-            return r.json()
+            return Answer(r.json(), informative(r.headers))
         except ValueError:
             raise ProxyError(
                 502, "upstream answered with a body that is not JSON", type="upstream_error",
@@ -119,6 +129,10 @@ async def open_stream(
                 raw = await r.aread()
             finally:
                 await r.aclose()
-            return Failed(r.status_code, raw, r.headers.get("content-type", "application/json"))
+            return _failed(r, raw)
         return r
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _failed(r: httpx.Response, raw: bytes) -> Failed:
+    return Failed(r.status_code, raw, r.headers.get("content-type", "application/json"), informative(r.headers))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from ..errors import ProxyError, StaleConnection
-from .stream import Accumulator
+from .stream import Accumulator, sse_lines
 from .validate import bad_upstream, check_upstream_reply, parse_chunk, parse_upstream_json
 
 _HOP_HEADERS = {
@@ -23,6 +23,36 @@ _HOP_HEADERS = {
 }
 
 
+INFORMATIVE = (
+    "x-request-id",
+    "request-id",
+    "x-ratelimit-",
+    "ratelimit-",
+    "retry-after",  # and retry-after-ms
+    "x-should-retry",
+    "openai-",
+    "anthropic-ratelimit-",
+    "x-amzn-requestid",
+    "x-amzn-bedrock-",
+    "apim-request-id",
+)
+"""Prefixes of the upstream response headers a client is sent as the upstream sent them: request
+ids (what a provider's support asks for), rate limits and retry hints (what a client's back-off
+reads), processing time. An allow-list: framing (content-length, transfer-encoding,
+content-encoding, connection), cookies and anything else the proxy answers for itself stay out."""
+
+
+def informative(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of an upstream answer that are relayed to the client (``INFORMATIVE``)."""
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith(INFORMATIVE)}
+
+
+def retry_hint(headers: Mapping[str, str]) -> str:
+    """`` (retry-after: 7)`` for an error told in an event stream, where no header can carry it."""
+    hints = [f"{k}: {headers[k]}" for k in ("retry-after", "retry-after-ms") if k in headers]
+    return f" ({', '.join(hints)})" if hints else ""
+
+
 @dataclass
 class Result:
     """One upstream completion: the JSON body (synthesized for streams) and, for streams, the raw events."""
@@ -30,6 +60,7 @@ class Result:
     body: dict[str, Any]
     events: list[str] = field(default_factory=list)  # SSE ``data:`` payloads, in order, without [DONE]
     elapsed_ms: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)  # ``informative`` headers of the answer
 
     @property
     def message(self) -> dict[str, Any]:
@@ -78,7 +109,7 @@ class Upstream:
         except httpx.HTTPError as e:
             raise _unreachable(e, "unreachable") from None
         if r.status_code >= 400:
-            raise _error_from(r.status_code, r.content)
+            raise _error_from(r.status_code, r.content, r.headers)
         return r.status_code, _json(r.content)
 
     async def chat(self, body: dict[str, Any], headers: dict[str, str]) -> Result:
@@ -111,8 +142,12 @@ class Upstream:
         except httpx.HTTPError as e:
             raise _unreachable(e, "request failed") from None
         if r.status_code >= 400:
-            raise _error_from(r.status_code, r.content)
-        return Result(check_upstream_reply(_json(r.content)), elapsed_ms=r.elapsed.total_seconds() * 1000)
+            raise _error_from(r.status_code, r.content, r.headers)
+        return Result(
+            check_upstream_reply(_json(r.content)),
+            elapsed_ms=r.elapsed.total_seconds() * 1000,
+            headers=informative(r.headers),
+        )
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str]) -> Live:
         """A streamed completion whose status is checked (errors raise here, before any event is
@@ -134,7 +169,7 @@ class Upstream:
                     raw = await r.aread()
                 finally:
                     await r.aclose()
-                raise _error_from(r.status_code, raw)
+                raise _error_from(r.status_code, raw, r.headers)
             return Live(r, self.timeout)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -150,6 +185,7 @@ class Live:
     def __init__(self, response: httpx.Response, timeout: float = 600.0) -> None:
         self._r = response
         self._timeout = timeout
+        self.headers = informative(response.headers)
         self.events: list[str] = []
         self.acc = Accumulator()
         self.error: ProxyError | None = None
@@ -185,7 +221,7 @@ class Live:
                 self.done = True
                 return
             ended = False
-            async for line in self._r.aiter_lines():
+            async for line in sse_lines(self._r):
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
@@ -215,7 +251,7 @@ class Live:
             await self.aclose()
 
     def result(self) -> Result:
-        return Result(self.acc.body(), self.events)
+        return Result(self.acc.body(), self.events, headers=self.headers)
 
     async def aclose(self) -> None:
         await self._r.aclose()
@@ -264,7 +300,8 @@ def _json(raw: bytes) -> Any:
     return parse_upstream_json(raw)
 
 
-def _error_from(status: int, raw: bytes) -> ProxyError:
+def _error_from(status: int, raw: bytes, headers: Mapping[str, str]) -> ProxyError:
+    kept = informative(headers)  # a 429's retry-after reaches the client's back-off
     try:
         data = json.loads(raw)
     except ValueError:
@@ -276,6 +313,7 @@ def _error_from(status: int, raw: bytes) -> ProxyError:
             f"upstream: {err['message']}",
             type=str(err.get("type") or "upstream_error"),
             code=err.get("code"),
+            headers=kept,
         )
     text = raw[:300].decode("utf-8", "replace").strip()
     return ProxyError(
@@ -283,4 +321,5 @@ def _error_from(status: int, raw: bytes) -> ProxyError:
         f"upstream returned HTTP {status}: {text or '(empty body)'}",
         type="upstream_error",
         code="upstream_error",
+        headers=kept,
     )

@@ -208,9 +208,20 @@ def check_message(m: Any, p: str, fail: Callable[[str, str], ProxyError] = _bad)
         raise fail(f"{p}.role", f"must be one of {', '.join(ROLES)}")
     _content(m, p, fail)
     _tool_calls(m.get("tool_calls"), f"{p}.tool_calls", fail)
-    for key in ("tool_call_id", "name"):
+    for key in ("tool_call_id", "name", "refusal"):
         if m.get(key) is not None and not isinstance(m[key], str):
             raise fail(f"{p}.{key}", "must be a string")
+    fc = m.get("function_call")  # the legacy single call (``functions=``), sent on as it came
+    if fc is not None:
+        if not isinstance(fc, dict):
+            raise fail(f"{p}.function_call", "must be an object with 'name' and 'arguments'")
+        if not isinstance(fc.get("name"), str):
+            raise fail(f"{p}.function_call.name", "must be a string")
+        if fc.get("arguments") is not None and not isinstance(fc["arguments"], str):
+            raise fail(f"{p}.function_call.arguments", "must be a string (JSON text)")
+    audio = m.get("audio")  # a reference to an earlier audio reply
+    if audio is not None and not (isinstance(audio, dict) and isinstance(audio.get("id"), str)):
+        raise fail(f"{p}.audio", "must be an object with a string 'id'")
     if m.get("role") == "tool" and not isinstance(m.get("tool_call_id"), str):
         raise fail(f"{p}.tool_call_id", "is required for a tool message and must be a string")
 
@@ -338,6 +349,13 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
         for key in ("content", "role", "reasoning_content", "refusal"):
             if delta.get(key) is not None and not isinstance(delta[key], str):
                 raise bad_upstream(f"{p}.delta.{key}", "is not a string")
+        fc = delta.get("function_call")
+        if fc is not None:
+            if not isinstance(fc, dict):
+                raise bad_upstream(f"{p}.delta.function_call", "is not an object")
+            for key in ("name", "arguments"):
+                if fc.get(key) is not None and not isinstance(fc[key], str):
+                    raise bad_upstream(f"{p}.delta.function_call.{key}", "is not a string")
         calls = delta.get("tool_calls")
         if calls is None:
             continue

@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from ..errors import ItemError, ProxyError
 from ..pinning import expand_text, pinned_items, resolve
 from ..tokens import tokenizer_name
+from ..types import Shown
 from .body import read_json
 from .config import ProxyConfig
 from .mapping import INTERNAL
@@ -149,7 +150,8 @@ def describe(s: Session, view: View) -> dict[str, Any]:
     """A session as JSON: its current branch step by step, the rendered prompt's stats, other
     branches (a render: run it off the event loop, holding ``s.lock``)."""
     h = view.history
-    stats = view.renderer.render(h).stats
+    rendered = view.renderer.render(h)
+    stats = rendered.stats
     return {
         "id": s.name,
         "head": s.head,
@@ -176,7 +178,8 @@ def describe(s: Session, view: View) -> dict[str, Any]:
             "stubs": stats.stubs,
             "trimmed": stats.trimmed,
             "folded_steps": stats.folded_steps,
-            "notes": stats.notes,
+            # every note in the prompt (masked outputs, condensed replies, folds), as `sessions show`
+            "notes": sum(1 for o in rendered.origins if o.shown is Shown.NOTE),
             "restores": stats.restores,
         },
     }
