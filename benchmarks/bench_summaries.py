@@ -27,7 +27,8 @@ from pathlib import Path
 
 from refold.errors import TrajectoryError
 from refold.loaders import load
-from refold.mechanisms.summary import MAX_CHARS, _summarize, command_line, summarize
+from refold.mechanisms.summary import MAX_CHARS, _summarize, summarize
+from refold.mechanisms.summary_wrap import command_line
 from refold.messages import action_of, mask_note
 from refold.policy import DEFAULT
 from refold.tokens import get_tokenizer

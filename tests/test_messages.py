@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.history import History
-from refold.mechanisms.summary import unwrap
+from refold.mechanisms.summary_wrap import unwrap
 from refold.messages import mask_note, mask_text
 from refold.prompts import ledger_section, span_section, system_section
 from refold.protocol import CM

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.loaders import load
-from refold.mechanisms.summary import MAX_CHARS, command_line, exit_status, summarize, unwrap
+from refold.mechanisms.summary import MAX_CHARS, summarize
+from refold.mechanisms.summary_wrap import command_line, exit_status, unwrap
 
 DATA = Path(__file__).parent / "data"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .mechanisms.summary import command_line, summarize, unwrap
+from .mechanisms.summary import summarize
+from .mechanisms.summary_wrap import command_line, unwrap
 from .protocol import CM
 from .types import Action, Message, Step
 

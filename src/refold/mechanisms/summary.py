@@ -31,9 +31,9 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _swe_search,
 )
 from .summary_verdicts import _PYTEST_TOTAL, _TEST_CMD, _test_summary, first_error
-from .summary_wrap import Unwrapped, command_line, exit_status, unwrap
+from .summary_wrap import command_line, unwrap
 
-__all__ = ["MAX_CHARS", "Summary", "Unwrapped", "command_line", "exit_status", "summarize", "unwrap"]
+__all__ = ["MAX_CHARS", "Summary", "summarize"]
 
 MAX_CHARS = 160
 _SCAN = 400_000  # characters of an output we look at (summaries of huge outputs stay linear and cheap)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...mechanisms.summary import Summary, command_line, summarize
+from ...mechanisms.summary import Summary, summarize
+from ...mechanisms.summary_wrap import command_line
 from ...types import Message, Step, content_text
 
 
