@@ -34,8 +34,9 @@ from typing import Any
 from refold.history import History
 from refold.lab.cache import DEFAULT_PRICES, cost_usd, price_for_model
 from refold.lab.replay import Settings
+from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.report import per_file
-from refold.lab.replay.runner import TaskResult, collect_paths, replay_history, replay_sessions
+from refold.lab.replay.runner import TaskResult, replay_history, replay_sessions
 from refold.loaders import load_all
 
 

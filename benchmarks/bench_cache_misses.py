@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from refold.history import History
 from refold.lab.cache import CALIBRATED, CalibratedCache, ReplayedCache
 from refold.lab.replay.metrics import CallIds
-from refold.lab.replay.runner import collect_paths
+from refold.lab.replay.paths import collect_paths
 
 LARGE = 2000
 """Tokens below the fine grid's hit that make a large miss (as in the calibration table)."""

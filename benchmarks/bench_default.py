@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refold.lab.replay.runner import Settings, collect_paths, replay_paths
+from refold.lab.replay.paths import collect_paths
+from refold.lab.replay.runner import Settings, replay_paths
 from refold.lab.replay.stale import HINDSIGHT_VARIANTS
 
 CACHES = ("vllm", "openai", "anthropic", "gemini-openrouter")

@@ -12,7 +12,8 @@ from refold.mechanisms.dedup import DedupIndex, _extend
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer
-from refold.shell import CommandInfo, analyze
+from refold.shell import analyze
+from refold.shell_info import CommandInfo
 from refold.types import Shown, content_text
 
 from builders import reply, seed_config, text_history
@@ -249,7 +250,7 @@ _VERDICT_WORDS = st.sampled_from(
 @given(st.lists(st.lists(_VERDICT_WORDS, max_size=4).map("".join), max_size=8), st.sampled_from([None, "read", "test", "command"]))
 def test_verdict_rows_equal_trying_every_line(lines: list[str], kind: str | None) -> None:
     from refold.mechanisms import output_verdict
-    from refold.shell import CommandInfo
+    from refold.shell_info import CommandInfo
 
     info = None if kind is None else CommandInfo(kind, (), (), False)
     runs_something = info is None or info.kind not in ("read", "search")

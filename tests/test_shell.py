@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refold.shell import OpenFile, analyze
+from refold.shell import analyze
+from refold.shell_info import OpenFile
 from refold.shell_paths import paths_overlap
 
 

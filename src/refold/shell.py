@@ -13,17 +13,17 @@ last: ``analyze`` marks those ``open_reads``/``open_writes`` and names what a co
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
+from .named_tools import analyze_tool
+from .shell_info import CommandInfo
 from .shell_lex import Simple, lex
 from .shell_lines import first_line
-from .shell_paths import MAX_PATH, is_path, normalize_path, path_words
+from .shell_paths import is_path, normalize_path, patch_paths, path_words
 
-__all__ = ["CommandInfo", "OpenFile", "analyze"]
+__all__ = ["SHELL_TOOLS", "analyze"]
 
 _READERS = {"cat", "nl", "head", "tail", "less", "more", "sed", "awk", "bat", "view", "wc", "diff", "xxd", "od"}
 _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "ls", "tree", "git", "fd"}
@@ -47,52 +47,6 @@ SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "execute_bash", "run
 """Function tools whose ``command`` argument is a shell command (the context commands' recognizer
 reads these exactly as named)."""
 _ANALYZED_AS_SHELL = SHELL_TOOLS | {"run"}  # a tool named "run" may be a shell: reading it so only widens what it touches
-
-
-@dataclass(frozen=True, slots=True)
-class CommandInfo:
-    kind: str  # "read" | "search" | "edit" | "test" | "command"
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    writes_anything: bool  # may change files we cannot name (git checkout, patch, ...)
-    open_reads: bool = False  # reads the file opened last (SWE-agent goto/scroll_down)
-    open_writes: bool = False  # writes the file opened last (SWE-agent edit N:M); see OpenFile
-    opens: str | None = None  # makes this the open file (SWE-agent open/create)
-    first_line: int | None = None  # file line of the output's first line (cat f, sed -n '40,80p' f)
-    filtered: bool = False  # a pipeline's output went through a filter (``make 2>&1 | tail``)
-    exit_of: str | None = None  # the filter whose exit status the command line's is (it ends in one)
-    echo_after: str | None = None  # 'cmd; echo "rc=$?"' -> 'rc=$?', 'cmd && echo ok' -> 'ok': its last line
-
-
-@dataclass(slots=True)
-class OpenFile:
-    """The file SWE-agent's windowed tools act on, for one run: feed it every command in order.
-
-    ``advance(info)`` returns ``info`` with ``open_reads``/``open_writes`` resolved into ``reads``/
-    ``writes`` and then moves to the file ``info`` opens. A write to the open file while none is
-    known becomes ``writes_anything`` (conservative).
-    """
-
-    path: str | None = None
-
-    def resolve(self, info: CommandInfo) -> CommandInfo:
-        if not (info.open_reads or info.open_writes):
-            return info
-        reads, writes, anything = info.reads, info.writes, info.writes_anything
-        if info.open_reads and self.path is not None:
-            reads = tuple(dict.fromkeys((*reads, self.path)))
-        if info.open_writes:
-            if self.path is not None:
-                writes = tuple(dict.fromkeys((*writes, self.path)))
-            else:
-                anything = True
-        return replace(info, reads=reads, writes=writes, writes_anything=anything, open_reads=False, open_writes=False)
-
-    def advance(self, info: CommandInfo) -> CommandInfo:
-        resolved = self.resolve(info)
-        if info.opens is not None:
-            self.path = info.opens
-        return resolved
 
 
 # ---- analysis ---------------------------------------------------------------------------------
@@ -144,7 +98,7 @@ def analyze(command: str, tool: str = "bash") -> CommandInfo:
 def _analyze(command: str, tool: str) -> CommandInfo:
     if tool.lower() not in _ANALYZED_AS_SHELL:
         # A named tool (SWE-agent's editor functions, str_replace_editor, apply_patch, ...).
-        return _analyze_tool(tool, command)
+        return analyze_tool(tool, command)
     facts = _Facts()
     _shell(command.strip(), facts, 0)
     return facts.info()
@@ -220,8 +174,8 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         facts.writes.extend(path_words(moved))
         facts.reads.extend(path_words(operands[:-1]) if head != "mv" else [])
         facts.kinds.append("edit")
-    elif head == "apply_patch" or (head in ("patch", "git") and _patch_paths(body)):
-        named = _patch_paths(body) or _patch_paths(" ".join(rest))
+    elif head == "apply_patch" or (head in ("patch", "git") and patch_paths(body)):
+        named = patch_paths(body) or patch_paths(" ".join(rest))
         if named:
             facts.writes.extend(named)
         else:
@@ -384,65 +338,5 @@ def _inline_code(rest: list[str], body: str) -> str | None:
     return None
 
 
-_PATCH_FILE = re.compile(
-    r"^(?:\*\*\* (?:Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (?:b/)?)(\S[^\n\t]*?)[ \t]*$", re.MULTILINE
-)
 
 
-def _patch_paths(text: str) -> list[str]:
-    """Files a patch names: apply_patch's ``*** Update File: p`` lines, a diff's ``+++ b/p``."""
-    out = []
-    for p in _PATCH_FILE.findall(text):
-        if p != "/dev/null" and len(p) <= MAX_PATH:
-            out.append(normalize_path(p))
-    return out
-
-
-# ---- named tools ------------------------------------------------------------------------------
-
-_PATH_KEYS = ("path", "file", "filename", "file_name", "file_path", "filepath", "target_file", "target", "dir")
-_READ_VERBS = {"view", "open", "read_file", "read", "cat"}
-_OPEN_READ_VERBS = {"goto", "scroll_up", "scroll_down"}
-_WRITE_VERBS = {"create", "str_replace", "insert", "edit", "undo_edit", "write_file", "write", "apply_patch",
-                "edit_file", "multiedit", "replace", "append", "delete_file", "patch", "notebookedit"}  # fmt: skip
-_SEARCH_VERBS = {"search_file", "search_dir", "find_file", "grep", "glob", "search", "find", "ls", "list_dir"}
-
-
-def _analyze_tool(tool: str, arguments: str) -> CommandInfo:
-    args = _json_object(arguments)
-    if args is None:  # not JSON: the old key sniffing, bounded
-        paths = re.findall(r'"(?:path|file|filename|file_path)"\s*+:\s*+"([^"]{1,4096})"', arguments)
-        sub = re.search(r'"command"\s*+:\s*+"(\w++)"', arguments)
-        args = {"command": sub.group(1)} if sub else {}
-        named = [normalize_path(p) for p in paths]
-    else:
-        named = [normalize_path(v) for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v.strip()]
-    verb = str(args.get("command") or args.get("action") or tool).lower()
-    name = tool.lower()
-    if name == "apply_patch" or verb == "apply_patch":
-        patch = " ".join(str(v) for v in args.values() if isinstance(v, str)) or arguments
-        named = _patch_paths(patch) or named
-        return CommandInfo("edit", (), tuple(dict.fromkeys(named)), not named)
-    if name == "create" and named:  # SWE-agent's create opens what it creates
-        return CommandInfo("edit", (), tuple(named[:1]), False, opens=named[0])
-    if verb in _READ_VERBS:
-        return CommandInfo("read", tuple(named), (), False, opens=named[0] if named and name == "open" else None)
-    if verb in _OPEN_READ_VERBS:
-        return CommandInfo("read", tuple(named), (), False, open_reads=not named)
-    if verb in _WRITE_VERBS or name in _WRITE_VERBS:
-        if named:
-            return CommandInfo("edit", (), tuple(dict.fromkeys(named)), False)
-        # SWE-agent's windowed edit/insert/append change the open file
-        return CommandInfo("edit", (), (), False, open_writes=True)
-    if verb in _SEARCH_VERBS:
-        dirs = [normalize_path(v) for v in (args.get("dir"), args.get("directory")) if isinstance(v, str)]
-        return CommandInfo("search", tuple(dict.fromkeys(named + dirs)) or (".",), (), False)
-    return CommandInfo("command", tuple(named), (), False)
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

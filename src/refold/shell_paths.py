@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_PATH", "is_path", "normalize_path", "path_words", "paths_overlap"]
+__all__ = ["MAX_PATH", "is_path", "normalize_path", "patch_paths", "path_words", "paths_overlap"]
 
 MAX_PATH = 4096
 _PATH_CHARS = re.compile(r"[\w./~+-]++")
@@ -41,3 +41,17 @@ def paths_overlap(a: str, b: str) -> bool:
         if x.endswith("/" + y) or y.startswith(x + "/") or ("/" + y + "/") in ("/" + x + "/"):
             return True
     return False
+
+
+_PATCH_FILE = re.compile(
+    r"^(?:\*\*\* (?:Update|Add|Delete) File: |\*\*\* Move to: |\+\+\+ (?:b/)?)(\S[^\n\t]*?)[ \t]*$", re.MULTILINE
+)
+
+
+def patch_paths(text: str) -> list[str]:
+    """Files a patch names: apply_patch's ``*** Update File: p`` lines, a diff's ``+++ b/p``."""
+    out = []
+    for p in _PATCH_FILE.findall(text):
+        if p != "/dev/null" and len(p) <= MAX_PATH:
+            out.append(normalize_path(p))
+    return out

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from .protocol import ContextCommand
-from .shell import CommandInfo
+from .shell_info import CommandInfo
 
 Message = dict[str, Any]
 """An OpenAI-style chat message (role, content, optional tool_calls / tool_call_id / name)."""

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..protocol import CM
-from ..shell import CommandInfo, OpenFile
+from ..shell_info import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
 from .output_verdict import verdict_lines, verdict_rows
 

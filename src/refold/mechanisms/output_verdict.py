@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from itertools import islice
 
-from ..shell import CommandInfo
+from ..shell_info import CommandInfo
 
 _TEST_TAIL = 3  # last non-blank lines of a test run that are never cut
 # Lines that say how a command ended. Case-sensitive ones are test runners' summaries.

@@ -9,6 +9,7 @@ build_report    the versioned JSON report (``refold-replay-1``); ``write_csv`` f
 from __future__ import annotations
 
 from .metrics import PolicyMetrics, measure
+from .paths import collect_paths
 from .policies import (
     BEST_MASK_AFTER,
     POLICIES,
@@ -21,7 +22,7 @@ from .policies import (
 )
 from .recorded import validate_cache
 from .report import FORMAT, build_report, summarize, write_csv
-from .runner import Settings, TaskResult, collect_paths, iter_prompts, replay_file, replay_paths
+from .runner import Settings, TaskResult, iter_prompts, replay_file, replay_paths
 from .stale import STALE_SOURCES, hindsight_marks, with_stale
 
 __all__ = [

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ...chat_tokens import MINI_BASH_TOOL
@@ -39,7 +37,6 @@ __all__ = [
     "CONTEXT_TOOL_POLICIES",
     "Settings",
     "TaskResult",
-    "collect_paths",
     "iter_prompts",
     "replay_file",
     "replay_paths",
@@ -72,7 +69,6 @@ def request_tools(history: History, policy: str) -> list[dict[str, Any]] | None:
         tools.extend(TOOL_SCHEMAS)
     return tools
 
-TRAJECTORY_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,54 +303,6 @@ def _estimate_unrecorded(out: list[TaskResult], histories: Sequence[History], se
 
 def _worker(args: tuple[str, Settings]) -> list[TaskResult]:
     return replay_sessions(*args)
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
-
-
-def _is_file(name: str) -> bool:
-    try:
-        return Path(name).is_file()
-    except OSError:  # a name too long for the file system is no file
-        return False
-
-
-_OUTPUT_HEAD = re.compile(rb'^\s*\{\s*"format"\s*:\s*"refold-(?:replay|simulate|serversim)')
-
-
-def _refold_output(f: Path) -> bool:
-    """A report refold wrote (``--json`` of replay or simulate), saved among the runs it reports on."""
-    try:
-        with f.open("rb") as fh:
-            return _OUTPUT_HEAD.match(fh.read(200)) is not None
-    except OSError:
-        return False
-
-
-def collect_paths(paths: Sequence[str | Path]) -> list[str]:
-    """Files as given, and the trajectory files inside folders (recursively, sorted)."""
-    out: list[str] = []
-    for p in paths:
-        path = Path(p)
-        if _is_dir(path):
-            found = sorted(
-                str(f)
-                for f in path.rglob("*")
-                if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
-                and not _refold_output(f)
-            )
-            out.extend(found)
-        elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
-            out.append(str(path))  # FILE#Agent: one agent's session
-        elif path.exists():
-            raise PolicyError(f"{p}: not a regular file or folder (a device, FIFO or socket)")
-        else:
-            raise PolicyError(f"no such file or folder: {p}")
-    return list(dict.fromkeys(out))
 
 
 def replay_paths(

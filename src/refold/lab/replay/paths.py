@@ -1,0 +1,63 @@
+"""Which files a replay or a simulation reads: the files named, and the trajectory files inside
+the folders named (recursively, sorted; hidden files and refold's own reports left out)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ...errors import PolicyError
+from ...loaders import split_source
+
+__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths"]
+
+TRAJECTORY_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except OSError:  # a name too long for the file system is no file
+        return False
+
+
+_OUTPUT_HEAD = re.compile(rb'^\s*\{\s*"format"\s*:\s*"refold-(?:replay|simulate|serversim)')
+
+
+def _refold_output(f: Path) -> bool:
+    """A report refold wrote (``--json`` of replay or simulate), saved among the runs it reports on."""
+    try:
+        with f.open("rb") as fh:
+            return _OUTPUT_HEAD.match(fh.read(200)) is not None
+    except OSError:
+        return False
+
+
+def collect_paths(paths: Sequence[str | Path]) -> list[str]:
+    """Files as given, and the trajectory files inside folders (recursively, sorted)."""
+    out: list[str] = []
+    for p in paths:
+        path = Path(p)
+        if _is_dir(path):
+            found = sorted(
+                str(f)
+                for f in path.rglob("*")
+                if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
+                and not _refold_output(f)
+            )
+            out.extend(found)
+        elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
+            out.append(str(path))  # FILE#Agent: one agent's session
+        elif path.exists():
+            raise PolicyError(f"{p}: not a regular file or folder (a device, FIFO or socket)")
+        else:
+            raise PolicyError(f"no such file or folder: {p}")
+    return list(dict.fromkeys(out))
