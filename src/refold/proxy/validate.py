@@ -191,13 +191,17 @@ def _tool_calls(calls: Any, p: str, fail: Callable[[str, str], ProxyError]) -> N
             raise fail(f"{q}.id", "must be a string")
         if c.get("type") is not None and not isinstance(c["type"], str):
             raise fail(f"{q}.type", "must be a string")
-        fn = c.get("function")
-        if not isinstance(fn, dict):
-            raise fail(f"{q}.function", "must be an object with 'name' and 'arguments'")
-        if not isinstance(fn.get("name"), str):
-            raise fail(f"{q}.function.name", "must be a string")
-        if fn.get("arguments") is not None and not isinstance(fn["arguments"], str):
-            raise fail(f"{q}.function.arguments", "must be a string (JSON text)")
+        _function(c.get("function"), f"{q}.function", fail)
+
+
+def _function(fn: Any, p: str, fail: Callable[[str, str], ProxyError]) -> None:
+    """A called function (a tool call's, or the legacy ``function_call``): a name and JSON text."""
+    if not isinstance(fn, dict):
+        raise fail(p, "must be an object with 'name' and 'arguments'")
+    if not isinstance(fn.get("name"), str):
+        raise fail(f"{p}.name", "must be a string")
+    if fn.get("arguments") is not None and not isinstance(fn["arguments"], str):
+        raise fail(f"{p}.arguments", "must be a string (JSON text)")
 
 
 def check_message(m: Any, p: str, fail: Callable[[str, str], ProxyError] = _bad) -> None:
@@ -211,14 +215,8 @@ def check_message(m: Any, p: str, fail: Callable[[str, str], ProxyError] = _bad)
     for key in ("tool_call_id", "name", "refusal"):
         if m.get(key) is not None and not isinstance(m[key], str):
             raise fail(f"{p}.{key}", "must be a string")
-    fc = m.get("function_call")  # the legacy single call (``functions=``), sent on as it came
-    if fc is not None:
-        if not isinstance(fc, dict):
-            raise fail(f"{p}.function_call", "must be an object with 'name' and 'arguments'")
-        if not isinstance(fc.get("name"), str):
-            raise fail(f"{p}.function_call.name", "must be a string")
-        if fc.get("arguments") is not None and not isinstance(fc["arguments"], str):
-            raise fail(f"{p}.function_call.arguments", "must be a string (JSON text)")
+    if m.get("function_call") is not None:  # the legacy single call (``functions=``), sent on as it came
+        _function(m["function_call"], f"{p}.function_call", fail)
     audio = m.get("audio")  # a reference to an earlier audio reply
     if audio is not None and not (isinstance(audio, dict) and isinstance(audio.get("id"), str)):
         raise fail(f"{p}.audio", "must be an object with a string 'id'")
