@@ -136,3 +136,16 @@ def test_the_proxy_and_the_cli_count_the_same_notes(tmp_path: Path, capsys: pyte
 
     proxy = asyncio.run(go())
     assert cli["notes"] >= 5 and proxy["notes"] == cli["notes"]  # masked outputs are notes too
+
+
+def test_show_is_one_row_per_step_and_names_function_tools_like_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    from refold.cli.demo import demo_path
+
+    demo = demo_path()
+    assert main(["sessions", "show", str(demo)]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  [")]
+    assert len(rows) == 33  # a heredoc no longer spills over several rows
+    assert "cat <<'EOF' > reproduce_issue.py …" in rows[7]
+    assert main(["sessions", "show", str(demo), "--json"]) == 0
+    step8 = json.loads(capsys.readouterr().out)["steps"][7]
+    assert step8["action"].startswith("cat <<'EOF' > reproduce_issue.py\n") and step8["line"].endswith("…")

@@ -28,6 +28,7 @@ from ..config import Config
 from ..errors import PolicyError, RefoldError
 from ..history import History
 from ..mechanisms.spans import SpanBook
+from ..mechanisms.summary_wrap import command_line
 from ..pinning import expand_messages, expand_text, pin_record, pinned_items, resolve
 from ..render import Renderer
 from ..types import Shown
@@ -149,7 +150,7 @@ def show(
     )
     for st in info["steps"]:
         mark = " (answered by the proxy)" if st["internal"] else ""
-        typer.echo(f"  [{st['index']:>3}] {st['shown']:<28} {st['action'][:60]}{mark}")
+        typer.echo(f"  [{st['index']:>3}] {st['shown']:<28} {st['line']}{mark}")
     for sp in info["spans"]:
         state = f"folded at step {sp['end']}: {sp['conclusion'][:60]}" if sp["end"] else "open"
         typer.echo(f"  span {sp['id']} steps {sp['begin']}-{sp['end'] or '...'} {sp['question'][:50]!r}: {state}")
@@ -260,6 +261,12 @@ def _describe_history(h: History, renderer: Renderer, cfg: Config, header: dict[
                     for a in step.actions
                 )
                 or (step.progress or ""),
+                # one row of the table per step (a heredoc too); a function tool as `tool arg ...`
+                "line": "; ".join(
+                    command_line(a.tool, a.command, 60) if a.context is None
+                    else f"{a.context.name} {a.context.argument}".strip()[:60]
+                    for a in step.actions
+                )[:80] or (step.progress or "")[:60],
                 "progress": step.progress,
                 "stale": list(step.stale),
                 "restore_of": list(step.restore_of),
