@@ -282,6 +282,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     cases = [
         ("--sessions", "0"),
         ("--sessions", "a,b"),
+        ("--sessions", "8,100000"),  # ran for minutes with no output
         ("--policy", "nope"),
         ("--kv-tokens", "1000", "--gpu-gib", "80"),
         ("--kv-tokens", "64"),  # the run's largest request does not fit

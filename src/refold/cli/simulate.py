@@ -55,6 +55,9 @@ from ._plot import Series
 FORMAT = "refold-serversim-1"
 
 
+MAX_SESSIONS = 4096  # far past any one GPU server's concurrency
+
+
 def _ints(text: str, flag: str) -> list[int]:
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
@@ -207,6 +210,8 @@ def simulate_cmd(
     if not names:
         raise PolicyError("no policy selected")
     ws = _ints(sessions, "--sessions")
+    if max(ws) > MAX_SESSIONS:  # each session is replayed requests in one process: 100,000 ran for minutes silently
+        raise PolicyError(f"--sessions: at most {MAX_SESSIONS:,} sessions on one server, got {max(ws):,}")
     if stale not in STALE_SOURCES:
         raise PolicyError(f"unknown --stale {stale!r}; valid choices: {', '.join(STALE_SOURCES)}")
     if tokenizer not in TOKENIZER_NAMES:
