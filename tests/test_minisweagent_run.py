@@ -190,7 +190,7 @@ def test_refold_run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     [
         (["run"], "no task"),
         (["run", "-t", "x", "-c", "/nonexistent/refold.yaml"], "config '/nonexistent/refold.yaml'"),
-        (["run", "-t", "x", "-c", "model.refold.k=0"], "invalid policy field 'k'"),
+        (["run", "-t", "x", "-c", "model.refold.k=0", "-m", "a/b"], "invalid policy field 'k'"),
         (
             ["run", "-t", "x", "-c", "model.inner_model_class=no.such.Model", "-m", "a/b"],
             "Unknown model class",
@@ -199,12 +199,33 @@ def test_refold_run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     ],
 )
 def test_refold_run_errors_are_one_line(
-    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from refold.cli import main
 
     monkeypatch.delenv("MSWEA_MODEL_NAME", raising=False)
     assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("refold: error:") and message in err, err
+
+
+def test_a_config_section_that_is_no_mapping_or_a_template_nothing_fills_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from refold.cli import main
+
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("model: 5\n")  # merged over refold's model section, it dropped RefoldModel
+    assert main(["run", "-t", "x", "-c", str(scalar), "-m", "a/b"]) == 2
+    assert f"config '{scalar}': 'model' must be a mapping of settings, got 5" in capsys.readouterr().err
+    repo, spec = workspace(tmp_path)
+    monkeypatch.chdir(repo)
+    template = tmp_path / "template.yaml"
+    template.write_text('agent:\n  system_template: "{{ nothing_sets_this }}"\n')
+    args = ["run", "-t", "x", "-c", str(spec), "-c", str(template), "-y", "--exit-immediately", "-o", str(tmp_path / "o.json")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1] == "refold: error: a prompt template of the config failed: 'nothing_sets_this' is undefined"
 
 
 def test_shipped_configs_carry_the_protocol() -> None:

@@ -85,6 +85,10 @@ def _run(
     if exit_immediately:
         overrides["agent"]["confirm_exit"] = False
     overrides["agent"]["output_path"] = str(output) if output else str(_default_output())
+    for spec, cfg in zip(specs, configs, strict=True):
+        for section in ("agent", "model", "environment"):  # merging a scalar over a section drops refold's
+            if section in cfg and not isinstance(cfg[section], dict):
+                raise RunError(f"config '{spec}': '{section}' must be a mapping of settings, got {cfg[section]!r:.40}")
     merged = recursive_merge(*configs, overrides)
     result = run_task(merged, task)
     typer.echo(f"exit status: {result.get('exit_status', '')}; trajectory: {merged['agent']['output_path']}")
@@ -113,7 +117,12 @@ def run_task(config: dict[str, Any], task: str) -> dict[str, Any]:
         raise
     except (ValueError, TypeError) as e:
         raise RunError(f"bad configuration: {str(e).splitlines()[0]}") from None
-    result: dict[str, Any] = agent.run(task)
+    from jinja2.exceptions import TemplateError
+
+    try:
+        result: dict[str, Any] = agent.run(task)
+    except TemplateError as e:  # a template of the config names a variable nothing sets
+        raise RunError(f"a prompt template of the config failed: {str(e).splitlines()[0]}") from None
     return result
 
 
