@@ -256,3 +256,17 @@ def test_a_malformed_tool_call_names_its_message_and_field(tmp_path: Path, calls
     with pytest.raises(TrajectoryError) as e:
         load(path)
     assert said in str(e.value) and str(path) in str(e.value)
+
+
+def test_a_lone_surrogate_inside_tool_call_arguments_is_replaced_too(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "cat f\udc80.py"})}}
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "x", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    path.write_text(json.dumps(messages))  # the arguments carry the escape as JSON text of their own
+    h = load(path)
+    assert json.loads(h.step(1).reply["tool_calls"][0]["function"]["arguments"]) == {"command": "cat f\ufffd.py"}

@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.mapping import normalize
-from refold.proxy.validate import scrub_arguments
+from refold.scrub import scrub_arguments
 
 from fake_upstream import FakeUpstream, ServerThread
 

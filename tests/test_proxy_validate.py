@@ -19,8 +19,8 @@ from refold.proxy.validate import (
     check_chunk,
     check_upstream_reply,
     parse_json_body,
-    scrub_text,
 )
+from refold.scrub import scrub_text
 
 from fake_upstream import FakeUpstream, ServerThread
 

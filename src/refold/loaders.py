@@ -16,6 +16,7 @@ from typing import Any
 from .errors import TrajectoryError
 from .history import History
 from .integrations.mini_record import read_pins
+from .scrub import scrub_calls, scrub_value
 
 __all__ = ["AGENT_SEP", "agent_names", "detect_format", "load", "load_all", "read_json", "split_source", "unreplied_calls"]
 from .types import Message
@@ -57,23 +58,11 @@ def read_json(path: str | Path) -> Any:
         data = _json_lines(text, name, e)
     except RecursionError:
         raise TrajectoryError(name, "JSON nested too deeply to be a trajectory") from None
-    # a lone surrogate can only come from a \udXXX escape (tool output decoded with surrogateescape):
-    # it cannot be encoded, tokenized or hashed, so it becomes U+FFFD as the proxy makes it
-    return _no_lone_surrogates(data) if _SURROGATE_ESCAPE.search(text) else data
+    # a lone surrogate only comes from an escape of one in the text (UTF-8 cannot carry it)
+    return scrub_value(data) if _SURROGATE_ESCAPE.search(text) else data
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _no_lone_surrogates(x: Any) -> Any:
-    if isinstance(x, str):
-        return _SURROGATE.sub("\ufffd", x)
-    if isinstance(x, list):
-        return [_no_lone_surrogates(v) for v in x]
-    if isinstance(x, dict):
-        return {_no_lone_surrogates(k): _no_lone_surrogates(v) for k, v in x.items()}
-    return x
 
 
 def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
@@ -255,6 +244,9 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
     _check_tool_calls(messages, name)
+    for m in messages:  # arguments are JSON text: their own escapes may decode to lone surrogates
+        if isinstance(m, dict):
+            scrub_calls(m)
     meta: dict[str, Any] = {"format": fmt, "path": name, "session": source}
     if isinstance(data, dict):
         info = data.get("info") or {}

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from ..protocol import _KEY, _MARKUP
-from .validate import scrub_calls
+from ..scrub import scrub_calls
 
 _MARKUPISH = " \t>#*_`-+0123456789.)"
 _BREAK = re.compile(r"\r\n|\r|\n")

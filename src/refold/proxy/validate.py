@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ProxyError
+from ..scrub import scrub_calls, scrub_text
 
 MAX_DEPTH = 64
 """JSON nesting accepted in a request (a tool's parameter schema needs far less)."""
@@ -27,7 +27,6 @@ MAX_INT = 2**64
 """Integers beyond this are refused: other JSON parsers (and upstreams) cannot read them."""
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _name(param: str) -> str:
@@ -72,51 +71,6 @@ def parse_json_body(raw: bytes) -> Any:
 # ---- the whole tree -----------------------------------------------------------------------------
 
 
-def scrub_text(s: str) -> str:
-    """``s`` with every lone surrogate replaced by U+FFFD (a no-op for text that has none)."""
-    if s.isascii():
-        return s
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", s)
-    return s
-
-
-def scrub_arguments(text: str) -> str:
-    """Tool-call arguments (JSON text) whose escapes decode to lone surrogates, re-encoded with
-    U+FFFD in their place: the command they carry is read, summarized and stored like any text."""
-    if "\\u" not in text:
-        return text
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return text
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(_scrub_value(value), ensure_ascii=False)
-    except (ValueError, RecursionError):
-        pass
-    return text
-
-
-def _scrub_value(v: Any) -> Any:
-    if isinstance(v, str):
-        return scrub_text(v)
-    if isinstance(v, dict):
-        return {scrub_text(str(k)): _scrub_value(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_scrub_value(x) for x in v]
-    return v
-
-
-def scrub_calls(message: dict[str, Any]) -> None:
-    """``scrub_arguments`` on every tool call of a checked message, in place."""
-    for c in message.get("tool_calls") or []:
-        fn = c.get("function") if isinstance(c, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
-            fn["arguments"] = scrub_arguments(fn["arguments"])
 
 
 def check_tree(value: Any, path: str = "body", *, max_depth: int = MAX_DEPTH, upstream: bool = False) -> Any:
