@@ -290,3 +290,29 @@ def test_a_reply_with_a_huge_number_can_be_appended() -> None:
     huge = "9" * 5000  # int() of more than 4300 digits raises ValueError
     step = h.append({"role": "assistant", "content": f"PROGRESS: x\nSTALE: {huge}"}, [{"role": "user", "content": "ok"}])
     assert step.stale == ()
+
+
+def test_developer_and_function_messages_are_kept() -> None:
+    """OpenAI's newer models take the system prompt as 'developer'; a legacy function call is
+    answered by role 'function'. Both are part of what the model was sent (they were dropped)."""
+    msgs = [
+        {"role": "developer", "content": "You are a coder."},
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": None, "function_call": {"name": "bash", "arguments": '{"command": "ls"}'}},
+        {"role": "function", "name": "bash", "content": "a.py"},
+        {"role": "assistant", "content": "done"},
+    ]
+    h = History.from_messages(msgs)
+    assert [m["role"] for m in h.prefix] == ["developer", "user"]
+    assert h.step(1).observations[0]["content"] == "a.py"
+    assert h.messages() == msgs
+    prompt = Renderer(seed_config()).render(h)
+    assert prompt.messages[0]["role"] == "developer"
+    assert prompt.messages[0]["content"].startswith("You are a coder.")  # the protocol follows it
+
+
+@pytest.mark.parametrize("role", [5, None, "weird", "Assistant"])
+def test_a_message_of_no_chat_role_is_refused_by_index(role: object) -> None:
+    msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"}, {"role": role, "content": "out"}]
+    with pytest.raises(TrajectoryError, match=r"run\.json: message 2: role .* is not one of system, developer"):
+        History.from_messages(msgs, source="run.json")

@@ -16,7 +16,14 @@ from .protocol import parse_head
 from .types import Facts, Message, Step, content_text, message_digest
 from .wire import facts_record, read_facts, step_time
 
-CHAT_ROLES = ("system", "user", "assistant", "tool")
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+RECORD_ROLES = ("exit",)
+"""Roles of records a trajectory keeps beside the conversation (mini's closing ``exit``): never sent."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class History:
@@ -151,8 +158,12 @@ class History:
             if not isinstance(m, dict):
                 raise TrajectoryError(source or "<messages>", f"message {i} is not an object")
             role = m.get("role")
+            if role in RECORD_ROLES:
+                continue  # mini's final {"role": "exit"} record is not sent to the model
             if not isinstance(role, str) or role not in CHAT_ROLES:
-                continue  # e.g. mini's final {"role": "exit"} record is not sent to the model
+                raise TrajectoryError(
+                    source or "<messages>", f"message {i}: role {_shown(role)} is not one of {', '.join(CHAT_ROLES)}"
+                )
             if pending is None and m.get("is_demo"):
                 prefix.append(m)  # SWE-agent demonstrations: part of the prompt, not model calls
             elif role == "assistant":
