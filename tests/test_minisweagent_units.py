@@ -120,8 +120,7 @@ def model(**options: Any) -> RefoldModel:
         inner_model_class="minisweagent.models.test_models.DeterministicModel",
         model_name="deterministic",
         outputs=[],
-        refold_tokenizer=None,
-        **options,
+        **{"refold_tokenizer": None, **options},
     )
 
 
@@ -196,3 +195,28 @@ def test_each_call_records_its_wall_time_and_the_history_reads_it() -> None:
     assert h.step(1).meta["time"] == first["extra"]["timestamp"]  # the reply's own time, until the next call
     h2 = History.from_messages([*msgs, second, {"role": "user", "content": "b"}])
     assert h2.step(1).meta["time"] == second["extra"]["refold"]["time"]  # step 1 was complete when call 2 began
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"refold": 5}, "refold must be a mapping of fields, not 5"),
+        ({"refold_spans": 5}, "refold_spans must be a mapping of fields, not 5"),
+        ({"refold_ledger": [1]}, r"refold_ledger must be a mapping of fields, not \[1\]"),
+        ({"refold_boundary": "x"}, "refold_boundary must be a mapping of fields, not 'x'"),
+        ({"refold_commands": 5}, "refold_commands must be a mapping of fields, not 5"),
+        ({"refold_commands": {"restore": 5}}, "refold_commands.restore must be a handler's dotted path or null, not 5"),
+        ({"refold_tokenizer": 5}, "refold_tokenizer must be a string or null, not 5"),
+        ({"refold_tokenizer": "gpt2"}, "refold_tokenizer: unknown tokenizer 'gpt2'; valid choices: qwen3.6"),
+        ({"refold_pins": 5}, "refold_pins must be a string or null, not 5"),
+        ({"refold_cache": 5}, "refold_cache must be a string or null, not 5"),
+        ({"refold_context_tools": "maybe"}, "refold_context_tools must be true or false, not 'maybe'"),
+        ({"refold": {"enabled": "no"}}, "refold.enabled must be true or false, not 'no'"),
+    ],
+)
+def test_wrapper_options_of_the_wrong_type_name_the_option(options: dict[str, Any], words: str) -> None:
+    """A mini config value of the wrong type (-c model.refold=5) is a PolicyError naming the option
+    when the model is built (were: "'int' object is not iterable", an AttributeError traceback
+    from refold_commands or a tokenizer of 5, 'maybe' read as true, "no" as enabled)."""
+    with pytest.raises(PolicyError, match=words):
+        model(**options)

@@ -16,15 +16,45 @@ from ..protocol import COMMAND_NAMES
 _M = TypeVar("_M", bound=BaseModel)
 
 
+def mapping(key: str, value: Any) -> dict[str, Any]:
+    """A config section (``refold``, ``refold_spans``, ...): a mapping of fields, or null for none."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{key} must be a mapping of fields, not {_brief(value)}")
+    return dict(value)
+
+
+def flag(key: str, value: Any) -> bool:
+    """A true/false option (``refold_context_tools``): 'maybe' is no boolean, and no silent true."""
+    if not isinstance(value, bool):
+        raise PolicyError(f"{key} must be true or false, not {_brief(value)}")
+    return value
+
+
+def text(key: str, value: Any) -> str | None:
+    """An option naming something (a tokenizer, a file): a string, or null for off."""
+    if value is not None and not isinstance(value, str):
+        raise PolicyError(f"{key} must be a string or null, not {_brief(value)}")
+    return value
+
+
+def _brief(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
 def resolve_handlers(spec: Mapping[str, str | None] | None) -> tuple[dict[str, Handler], frozenset[str]]:
     """Custom handlers by context command name (dotted paths), and the names switched off (null)."""
     handlers: dict[str, Handler] = {}
     off: set[str] = set()
-    for name, path in (spec or {}).items():
+    for name, path in mapping("refold_commands", spec).items():
         if name not in COMMAND_NAMES:
             raise PolicyError(f"refold_commands.{name}: not a context command ({', '.join(COMMAND_NAMES)})")
         if path is None or path == "":
             off.add(name)
+        elif not isinstance(path, str):
+            raise PolicyError(f"refold_commands.{name} must be a handler's dotted path or null, not {_brief(path)}")
         else:
             handlers[name] = _import(name, path)
     return handlers, frozenset(off)
@@ -45,7 +75,7 @@ def _import(name: str, path: str) -> Handler:
 def parse_section(cls: type[_M], key: str, values: Mapping[str, Any] | None) -> _M:
     """A SpanPolicy / LedgerPolicy / BoundaryConfig from config, or a one-line PolicyError naming the bad field."""
     try:
-        return cls.model_validate(dict(values or {}))
+        return cls.model_validate(mapping(key, values))
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err.get("loc", ()))

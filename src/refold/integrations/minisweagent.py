@@ -55,12 +55,13 @@ from ..policy import Policy
 from ..prompts import response_format_lines, system_section
 from ..protocol import CM, COMMAND_NAMES
 from ..render import Renderer
+from ..tokens import TOKENIZER_NAMES, tokenizer_name
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action
 from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
-from .mini_options import parse_section, resolve_handlers
+from .mini_options import flag, mapping, parse_section, resolve_handlers, text
 from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
 
 logger = logging.getLogger("refold")
@@ -85,8 +86,15 @@ class RefoldModel:
         refold_pins: str | None = None,
         **kwargs: Any,
     ) -> None:
-        options = dict(refold or {})
-        self.enabled = bool(options.pop("enabled", True))
+        options = mapping("refold", refold)
+        self.enabled = flag("refold.enabled", options.pop("enabled", True))
+        refold_tokenizer = text("refold_tokenizer", refold_tokenizer)
+        if refold_tokenizer and tokenizer_name(refold_tokenizer) is None:  # said before the run starts
+            raise PolicyError(
+                f"refold_tokenizer: unknown tokenizer {refold_tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}"
+            )
+        refold_pins = text("refold_pins", refold_pins)
+        refold_cache = text("refold_cache", refold_cache)
         self.policy = Policy.parse(**options)
         self.spans = parse_section(SpanPolicy, "refold_spans", refold_spans)
         self.ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
@@ -112,7 +120,7 @@ class RefoldModel:
             raise PolicyError("inner_model_class must name the model to wrap, not RefoldModel itself")
         self.inner_model_class = f"{inner_class.__module__}.{inner_class.__name__}"
         self.context_tools = False
-        if refold_context_tools and self.enabled:
+        if flag("refold_context_tools", refold_context_tools) and self.enabled:
             offering = with_context_tools(inner_class, schemas)
             if offering is None:
                 logger.warning(
