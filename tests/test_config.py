@@ -36,12 +36,21 @@ def test_overrides_as_mini_takes_them() -> None:
         ("k", "must look like section.field=value"),
         ("cache=azure", "invalid config field 'cache'"),
         ("boundary.peak_weight=-1", "invalid config field 'boundary.peak_weight'"),
+        ("policy=5", "invalid config field 'policy': a mapping of policy fields, not 5"),  # was a TypeError
+        ("tokenizer=gpt2", "invalid config field 'tokenizer': unknown tokenizer 'gpt2'; valid choices: qwen3.6"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_field(assignment: str, needle: str) -> None:
     with pytest.raises(PolicyError) as e:
         DEFAULT.override([assignment])
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_parse_names_a_policy_that_is_no_mapping_and_keeps_known_tokenizer_names() -> None:
+    with pytest.raises(PolicyError, match="invalid config field 'policy': a mapping of policy fields, not 5"):
+        Config.parse(policy=5)
+    assert Config.parse(policy=Policy(k=4), mask_after=3).policy == Policy(k=4, mask_after=3)
+    assert [Config.parse(tokenizer=t).tokenizer for t in ("o200k_base", "chars4", "off")] == ["o200k_base", "chars4", "off"]
 
 
 def test_the_peak_weight_defaults_to_the_profiles_price() -> None:

@@ -23,12 +23,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .errors import PolicyError
 from .mechanisms.ledger import LedgerPolicy
 from .mechanisms.spans import SpanPolicy
 from .policy import Policy, Settings
+from .tokens import TOKENIZER_NAMES, tokenizer_name
 
 MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies", "objects", "pins")
 """The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
@@ -84,9 +85,17 @@ class Config(Settings):
     boundary: BoundaryConfig = BoundaryConfig()
     cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
     tokenizer: str = "qwen3.6"
+    """A tokenizer name (``refold.tokens.TOKENIZER_NAMES`` or an alias), or "off" (no counts)."""
     mechanisms: tuple[str, ...] = MECHANISMS
     """How steps behind the boundary are shaped, in order: built-in names or dotted paths of
     ``refold.render.mechanism.Mechanism`` classes."""
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, name: str) -> str:
+        if name != "off" and tokenizer_name(name) is None:
+            raise ValueError(f"unknown tokenizer {name!r}; valid choices: {', '.join(TOKENIZER_NAMES)}, off")
+        return name
 
     @classmethod
     def parse(cls, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Config:
@@ -95,7 +104,10 @@ class Config(Settings):
         merged = {**(values or {}), **kwargs}
         if "preset" in merged:
             merged = _with_preset(merged)
-        policy = dict(merged.pop("policy", None) or {})
+        raw = merged.pop("policy", None)
+        if raw is not None and not isinstance(raw, Mapping | BaseModel):
+            raise PolicyError(f"invalid config field 'policy': a mapping of policy fields, not {raw!r:.40}")
+        policy = dict(raw or {})
         for key in list(merged):
             if key in Policy.model_fields:
                 policy[key] = merged.pop(key)
@@ -244,7 +256,7 @@ def _value(raw: str) -> Any:
 def _one_line(e: ValidationError) -> str:
     err = e.errors()[0]
     loc = ".".join(str(p) for p in err.get("loc", ()))
-    msg = str(err.get("msg", "invalid value"))
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")  # a validator's own words
     if err.get("type") == "extra_forbidden":
         section = _section_of(loc)
         allowed = ", ".join(section) if section else ", ".join(_SECTIONS)

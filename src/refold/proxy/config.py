@@ -57,6 +57,10 @@ class ProxyConfig:
     """Views building or queued at once; more get a 503 to retry."""
 
     def __post_init__(self) -> None:
+        if self.tokenizer not in ("off", "") and tokenizer_name(self.tokenizer) is None:
+            raise ConfigError(
+                f"unknown --tokenizer {self.tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}, off"
+            )
         if self.tokenizer and self.tokenizer != self.config.tokenizer:
             object.__setattr__(self, "config", self.config.replace(tokenizer=self.tokenizer))
         object.__setattr__(self, "tokenizer", self.config.tokenizer)
@@ -70,10 +74,6 @@ class ProxyConfig:
             raise ConfigError(f"--port must be between 0 and 65535, got {self.port}")
         if not self.timeout > 0:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
-        if self.tokenizer not in ("off", "") and tokenizer_name(self.tokenizer) is None:
-            raise ConfigError(
-                f"unknown --tokenizer {self.tokenizer!r}; valid choices: {', '.join(TOKENIZER_NAMES)}, off"
-            )
         if any(not t.strip() for t in self.tokens):
             raise ConfigError("an empty --token is not allowed")
         if self.view_workers < 1 or self.max_views < 1:
