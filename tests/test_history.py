@@ -316,3 +316,17 @@ def test_a_message_of_no_chat_role_is_refused_by_index(role: object) -> None:
     msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"}, {"role": role, "content": "out"}]
     with pytest.raises(TrajectoryError, match=r"run\.json: message 2: role .* is not one of system, developer"):
         History.from_messages(msgs, source="run.json")
+
+
+@pytest.mark.parametrize("value", ["abc", -5, True, float("nan"), float("inf"), 12.5, [1], 10**30])
+def test_a_mangled_usage_count_reads_as_not_reported(value: object) -> None:
+    """A provider count that is no count (text, negative, a bool, NaN, 1e30) is None for every
+    reader (the view showed "abc tokens" or failed on NaN; simulate made a list 1e30 long)."""
+    usage = {"prompt_tokens": value, "completion_tokens": value, "prompt_tokens_details": {"cached_tokens": value}}
+    reply = {"role": "assistant", "content": "ls", "extra": {"response": {"usage": usage}}}
+    h = History.from_messages([{"role": "user", "content": "task"}, reply, {"role": "user", "content": "out"}])
+    assert h.step(1).meta["usage"] == {"prompt_tokens": None, "cached_tokens": None, "completion_tokens": None}
+    fine = {"prompt_tokens": 1200, "completion_tokens": 30.0, "prompt_tokens_details": {"cached_tokens": 0}}
+    reply = {"role": "assistant", "content": "ls", "extra": {"response": {"usage": fine}}}
+    h = History.from_messages([{"role": "user", "content": "task"}, reply])
+    assert h.step(1).meta["usage"] == {"prompt_tokens": 1200, "cached_tokens": 0, "completion_tokens": 30}

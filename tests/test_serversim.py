@@ -231,6 +231,17 @@ def test_build_trace_from_a_recorded_run() -> None:
     assert {t.out_len for t in fixed.turns} == {7}
 
 
+def test_a_recorded_reply_length_no_model_writes_is_read_as_unknown() -> None:
+    """completion_tokens 10**7 (a mangled record) made a 10M-id placeholder list per call; 10**30
+    an OverflowError traceback from refold simulate. The reply's own tokens stand in for it."""
+    msgs: list[dict[str, object]] = [{"role": "user", "content": "task"}]
+    for i in range(3):
+        usage = {"prompt_tokens": 10, "completion_tokens": 10**7}
+        msgs += [{"role": "assistant", "content": f"ls {i}", "extra": {"response": {"usage": usage}}}, {"role": "user", "content": "out"}]
+    trace = build_trace(History.from_messages(msgs), "base", tokenizer="chars4")
+    assert all(t.out_len < 100 for t in trace.turns)
+
+
 # ---- CLI ----------------------------------------------------------------------------------------
 
 def _cli(*args: str) -> CliResult:

@@ -507,6 +507,22 @@ def test_rows_preview_the_command_and_a_summary_of_the_output(toolcall_file: Pat
     assert outs.pop().startswith("src/calc.py lines 1-60: def operation_1 L1, def operation_13 L13")
 
 
+@pytest.mark.parametrize("cost", [float("nan"), float("inf"), -1.0])
+def test_a_recorded_cost_that_is_no_figure_is_left_out(tmp_path: Path, cost: float) -> None:
+    """A NaN cost (Python's json writes it as NaN) failed the whole page: 'Out of range float
+    values are not JSON compliant'; it is shown as no recorded cost."""
+    data = toolcall_trajectory()
+    replies = [m for m in data["messages"] if m["role"] == "assistant"]
+    replies[0]["extra"]["cost"] = cost
+    path = tmp_path / "nan.traj.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    steps = _toolcall_data(path)["history"]["steps"]
+    assert [s["recorded_cost"] for s in steps] == [None, 0.002, 0.003, 0.004]
+    out = tmp_path / "nan.html"
+    assert CliRunner().invoke(app, ["view", str(path), "-o", str(out), "--policy", "base", "--no-mechanisms"]).exit_code == 0
+    assert out.stat().st_size > 0
+
+
 def test_tool_call_arguments_are_pretty_printed(toolcall_file: Path) -> None:
     d = _toolcall_data(toolcall_file)
     text = decode(d["strings"], _piece(d, 3, "reply")[1])

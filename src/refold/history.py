@@ -247,13 +247,27 @@ def _step_meta(reply: Message, obs: Sequence[Message], next_reply: Message | Non
         meta["refold"] = extra["refold"]
     usage = _dict(extra.get("response")).get("usage")
     if isinstance(usage, dict):
-        details = usage.get("prompt_tokens_details") or {}
+        details = _dict(usage.get("prompt_tokens_details"))
         meta["usage"] = {
-            "prompt_tokens": usage.get("prompt_tokens"),
-            "cached_tokens": details.get("cached_tokens") if isinstance(details, dict) else None,
-            "completion_tokens": usage.get("completion_tokens"),
+            "prompt_tokens": usage_count(usage.get("prompt_tokens")),
+            "cached_tokens": usage_count(details.get("cached_tokens")),
+            "completion_tokens": usage_count(usage.get("completion_tokens")),
         }
     return meta
+
+
+MAX_COUNT = 1 << 24
+"""No model reads or writes 16M tokens in one call: a larger count is a mangled record."""
+
+
+def usage_count(value: Any) -> int | None:
+    """A provider's token count as recorded, or None when the record holds no count ("abc", -5,
+    true, NaN, 1e400): every reader (replay, view, simulate) then treats it as not reported."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...history import History
+from ...history import History, usage_count
 from .policies import Prompt
 
 
@@ -19,8 +19,8 @@ def reasoning_tokens(reply: dict[str, Any]) -> int:
     response = extra.get("response") if isinstance(extra, dict) else None
     usage = response.get("usage") if isinstance(response, dict) else None
     details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    n = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+    n = usage_count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    return n or 0
 
 
 def recorded_completion_tokens(history: History) -> list[int | None]:

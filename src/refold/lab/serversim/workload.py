@@ -105,7 +105,12 @@ def salted(hashes: list[int], start: int, salt: int) -> list[int]:
 def _completion_tokens(history: History, t: int) -> int | None:
     usage = history.step(t + 1).meta.get("usage") or {}
     v = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return v if isinstance(v, int) and v > 0 else None
+    return v if isinstance(v, int) and 0 < v <= MAX_REPLY_TOKENS else None
+
+
+MAX_REPLY_TOKENS = 1 << 18
+"""A recorded reply longer than any model writes in one call (a mangled count) is read as unknown;
+each of its tokens would be a placeholder id held in memory."""
 
 
 def build_trace(

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -70,12 +71,19 @@ def _latency(step: Step, before: Message | None) -> tuple[float | None, bool]:
 
 def _recorded_cost(step: Step) -> float | None:
     extra = step.reply.get("extra")
-    cost = extra.get("cost") if isinstance(extra, dict) else None
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        return float(cost)
+    cost = _dollars(extra.get("cost") if isinstance(extra, dict) else None)
+    if cost is not None:
+        return cost
     usage = step.meta.get("usage")
-    cost = usage.get("cost") if isinstance(usage, dict) else None
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+    return _dollars(usage.get("cost") if isinstance(usage, dict) else None)
+
+
+def _dollars(cost: Any) -> float | None:
+    """A recorded cost, or None when the record holds none (a NaN or infinite cost is no figure,
+    and the page's JSON cannot carry it)."""
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+        return float(cost)
+    return None
 
 
 class _Tables:
