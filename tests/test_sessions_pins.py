@@ -407,6 +407,22 @@ def test_a_pin_keeps_a_gzip_run_gzip(tmp_path: Path, capsys: pytest.CaptureFixtu
     capsys.readouterr()
 
 
+def test_one_agent_of_a_multi_agent_file_is_not_pinned_into_a_new_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """'sessions pin run.traj#Programmer 2' wrote a copy of the whole run to a new file named
+    'run.traj#Programmer' (the pin applied to nothing), after which 'sessions show run.traj#Programmer'
+    read that name as a session and failed. Pins are kept per file: one line, nothing written."""
+    path = tmp_path / "run.traj"
+    path.write_bytes((Path(__file__).parent / "data" / "bill" / "coder_multiagent.traj").read_bytes())
+    before = path.read_bytes()
+    for command in ("pin", "unpin"):
+        assert main(["sessions", command, f"{path}#Programmer", "2"]) == 2
+        err = capsys.readouterr().err
+        assert "holds several agents' runs, so 'Programmer' cannot be pinned alone" in err
+        assert err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.traj"] and path.read_bytes() == before
+    assert main(["sessions", "show", f"{path}#Programmer"]) == 0
+
+
 def test_an_age_past_the_clock_is_one_line() -> None:
     from refold.cli.sessions import parse_age
     from refold.errors import PolicyError

@@ -49,8 +49,14 @@ def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> 
     """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
     names one (that is what a running mini reads before its next call)."""
     from ..integrations.mini_record import PINS, read_pins, write_json
-    from ..loaders import read_json
+    from ..loaders import read_json, split_source
 
+    file, agent = split_source(path)
+    if agent is not None:  # it was written to a new file named 'FILE#Agent', a copy of the whole run
+        raise PolicyError(
+            f"{file}: pins are saved per run file and this one holds several agents' runs, "
+            f"so '{agent}' cannot be pinned alone (nothing was written)"
+        )
     history, cfg, data = load_run(path, overrides)
     if not data:
         raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
