@@ -24,6 +24,7 @@ from refold.lab.replay import (
     replay_paths,
     with_stale,
 )
+from refold.lab.replay.report import SIMULATED_COLUMNS
 from refold.loaders import load
 from refold.tokens import get_tokenizer
 from refold.types import Shown
@@ -270,9 +271,14 @@ def test_cli_bad_file_is_reported_and_the_rest_goes_on(tmp_path: Path) -> None:
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 2 + 2 and sum(bool(r["error"]) for r in rows) == 2
     assert {r["stale"] for r in rows} == {"recorded"}
+    # the simulated columns say so in every row of figures (cost and cached tokens were bare numbers)
+    assert {r["simulated"] for r in rows if not r["error"]} == {SIMULATED_COLUMNS}
+    assert "cost_usd" in SIMULATED_COLUMNS and "cached_tokens" in SIMULATED_COLUMNS
     res = _cli([str(MINI), "--policy", "base,refold", "--tokenizer", "chars4", "--stale", "hindsight", "--csv", str(out_csv)])
     assert res.returncode == 0, res.stderr
-    assert {r["stale"] for r in csv.DictReader(out_csv.open())} == {"hindsight (simulated)"}  # every row says so
+    rows = list(csv.DictReader(out_csv.open()))
+    assert {r["stale"] for r in rows} == {"hindsight (simulated)"}  # every row says so
+    assert all(r["simulated"].endswith("every figure: STALE marks simulated") for r in rows)
 
 
 def test_cli_all_ok_exits_zero_and_usage_errors_exit_two(tmp_path: Path) -> None:

@@ -67,7 +67,13 @@ CSV_FIELDS = (
     "reported_prompt_tokens",
     "reported_cached_tokens",
     "error",
+    "simulated",
 )
+SIMULATED_COLUMNS = (
+    "cached_tokens recomputed_tokens written_tokens peak_kv_tokens peak_kv_gib cost_usd: "
+    "simulated (prefix-cache simulator, KV and price tables); compaction_output_tokens: modeled"
+)
+"""The CSV's own label of its simulated columns, in every row (a row read alone still says so)."""
 
 SIMULATED_NOTE = (
     "Measured: prompt sizes of re-rendered recorded prompts (tokenizer), render time. Simulated: "
@@ -213,6 +219,7 @@ def write_csv(results: Sequence[TaskResult], path: str | Path, stale: str = "rec
     """One row per (task, policy); a failed task is one row with its error. ``stale``: where the
     STALE marks came from; anything but the run's own is labeled simulated in every row."""
     source = stale if stale == "recorded" else f"{stale} (simulated)"
+    simulated = SIMULATED_COLUMNS if stale == "recorded" else f"{SIMULATED_COLUMNS}; every figure: STALE marks simulated"
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
         w.writeheader()
@@ -231,4 +238,5 @@ def write_csv(results: Sequence[TaskResult], path: str | Path, stale: str = "rec
                 w.writerow({**common, "error": r.error})
                 continue
             for name, m in r.policies.items():
-                w.writerow({**common, "policy": name, **{k: v for k, v in m.items() if k != "per_call"}})
+                figures = {k: v for k, v in m.items() if k != "per_call"}
+                w.writerow({**common, "policy": name, **figures, "simulated": simulated})
