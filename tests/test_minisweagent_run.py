@@ -238,3 +238,45 @@ def test_shipped_configs_carry_the_protocol() -> None:
         assert "{{ refold_response_format }}" in text and "PROGRESS:" in text
         if "textbased" in name:
             assert "mswea_bash_command" not in text and cfg["model"]["action_regex"].startswith("```bash")
+
+
+def test_a_config_file_that_is_no_mapping_an_empty_one_and_a_folder_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A YAML list or scalar as a whole config was an AttributeError/TypeError traceback, an empty
+    extra config file too; an --output that is a folder ran the agent and then lost the run to an
+    IsADirectoryError traceback; a mini config class's error said only '2 validation errors for X'."""
+    from refold.cli import main
+
+    monkeypatch.delenv("MSWEA_MODEL_NAME", raising=False)
+    for name, text, words in [
+        ("list.yaml", "- a\n", "must be a mapping of sections (agent, model, environment), got ['a']"),
+        ("num.yaml", "5\n", "must be a mapping of sections (agent, model, environment), got 5"),
+    ]:
+        spec = tmp_path / name
+        spec.write_text(text)
+        assert main(["run", "-t", "x", "-c", str(spec), "-m", "a/b"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"refold: error: config '{spec}' {words}", err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert main(["run", "-t", "x", "-c", str(empty)]) == 2  # read as no settings: on to the next check
+    assert capsys.readouterr().err.strip().startswith("refold: error: no model")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "model:\n  inner_model_class: minisweagent.models.test_models.DeterministicModel\n"
+        "  model_name: deterministic\n  outputs: [a, b]\n"
+    )
+    assert main(["run", "-t", "x", "-c", str(bad), "-y", "--exit-immediately", "-o", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "refold: error: bad configuration: DeterministicModelConfig field 'outputs.0': "
+        "Input should be a valid dictionary (and 1 more)"
+    ), err
+    repo, spec = workspace(tmp_path)
+    monkeypatch.chdir(repo)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    assert main(["run", "-t", "x", "-c", str(spec), "-y", "--exit-immediately", "-o", str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == f"refold: error: --output {folder} is a folder; give a file name"
+    assert list(folder.iterdir()) == []

@@ -66,15 +66,22 @@ def _run(
         raise RunError(
             "mini-swe-agent is not installed; install it with: pip install 'refold[mini]'"
         ) from None
+    if output is not None and output.is_dir():  # mini writes it after every step: the run would be lost
+        raise RunError(f"--output {output} is a folder; give a file name")
     specs = [str(config_path("mini_textbased" if text else "mini")), *(config or [])]
     configs = []
     for spec in specs:
         try:
-            configs.append(get_config_from_spec(spec))
+            loaded = get_config_from_spec(spec)
         except (FileNotFoundError, ValueError) as e:
             raise RunError(f"config '{spec}': {e}") from None
         except Exception as e:  # yaml errors
             raise RunError(f"config '{spec}' is not valid YAML: {str(e).splitlines()[0]}") from None
+        if loaded is None:  # an empty file sets nothing
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise RunError(f"config '{spec}' must be a mapping of sections (agent, model, environment), got {loaded!r:.40}")
+        configs.append(loaded)
     overrides: dict[str, Any] = {"agent": {}, "model": {}}
     if model:
         overrides["model"]["model_name"] = model
@@ -105,6 +112,7 @@ def run_task(config: dict[str, Any], task: str) -> dict[str, Any]:
     from minisweagent.agents import get_agent
     from minisweagent.environments import get_environment
     from minisweagent.models import get_model
+    from pydantic import ValidationError
 
     model_config = config.get("model", {})
     if not (model_config.get("model_name") or os.getenv("MSWEA_MODEL_NAME")):
@@ -115,6 +123,11 @@ def run_task(config: dict[str, Any], task: str) -> dict[str, Any]:
         agent = get_agent(model, env, config.get("agent", {}), default_type="interactive")
     except RefoldError:
         raise
+    except ValidationError as e:  # a mini config class: name the field, not "2 validation errors for X"
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or e.title
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise RunError(f"bad configuration: {e.title} field '{where}': {err.get('msg')}{more}") from None
     except (ValueError, TypeError) as e:
         raise RunError(f"bad configuration: {str(e).splitlines()[0]}") from None
     from jinja2.exceptions import TemplateError
