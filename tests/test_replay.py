@@ -308,3 +308,23 @@ def test_report_records_mask_after() -> None:
 
     assert build_report([], Settings(tokenizer="chars4"))["mask_after"] == BEST_MASK_AFTER
     assert build_report([], Settings(tokenizer="chars4", mask_after=5))["mask_after"] == 5
+
+
+def test_one_agent_that_cannot_be_read_is_named_and_the_others_still_replay(tmp_path: Path) -> None:
+    """A multi-agent file whose one agent had no reply failed whole, named as the file alone
+    ('run.traj: trajectory has no assistant replies'): which agent, and the others were lost."""
+    history = [
+        {"role": "system", "content": "sys", "agent": "Manager"},
+        {"role": "user", "content": "plan the fix", "agent": "Manager"},
+        {"role": "system", "content": "sys", "agent": "Programmer"},
+        {"role": "user", "content": "fix calc.py", "agent": "Programmer"},
+        {"role": "assistant", "content": "look\n```\nls\n```", "agent": "Programmer"},
+        {"role": "user", "content": "calc.py", "agent": "Programmer"},
+    ]
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps({"environment": "swe_main", "trajectory": [], "history": history, "info": {}}))
+    res = _cli([str(path), "--policy", "base", "--tokenizer", "chars4"])
+    assert res.returncode == 1, res.stderr
+    assert f"refold: failed: {path}#Manager: trajectory has no assistant replies" in res.stderr
+    assert "1 of 2 sessions failed" in res.stderr
+    assert "1 task, 1 call" in res.stdout  # the Programmer's session was replayed

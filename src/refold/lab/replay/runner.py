@@ -13,7 +13,7 @@ from ...chat_tokens import MINI_BASH_TOOL
 from ...context import TOOL_SCHEMAS
 from ...errors import PolicyError, RefoldError, TrajectoryError
 from ...history import History
-from ...loaders import load, load_all, split_source
+from ...loaders import AGENT_SEP, agent_names, load, load_all, read_json, split_source
 from ...tokens import TOKENIZER_NAMES, get_tokenizer
 from ..cache import (
     CACHE_NAMES,
@@ -270,7 +270,14 @@ def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
     try:
         histories = load_all(path)
     except Exception as e:  # noqa: BLE001 - one odd file must not end the whole replay
-        failed = TaskResult(file=path, path=split_source(path)[0], error=_error(e))
+        agents = _agents(path)
+        if agents:  # one agent's conversation that cannot be read must not hide the others'
+            each = [replay_file(f"{split_source(path)[0]}{AGENT_SEP}{a}", settings) for a in agents]
+            for r in each:
+                r.sessions = len(agents)
+            return each
+        where = e.path if isinstance(e, TrajectoryError) else path  # FILE#Agent when it was one agent
+        failed = TaskResult(file=where, path=split_source(path)[0], error=_error(e))
         failed.seconds = time.perf_counter() - start
         return [failed]
     out: list[TaskResult] = []
@@ -285,6 +292,17 @@ def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
         out.append(result)
     _estimate_unrecorded(out, histories, settings)
     return out
+
+
+def _agents(path: str) -> list[str]:
+    """The agents of a multi-agent file named without ``#Agent`` (none for any other path)."""
+    file, agent = split_source(path)
+    if agent is not None:
+        return []
+    try:
+        return agent_names(read_json(file))
+    except TrajectoryError:
+        return []
 
 
 def _estimate_unrecorded(out: list[TaskResult], histories: Sequence[History], settings: Settings) -> None:
