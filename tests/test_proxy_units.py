@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -322,3 +323,24 @@ def test_proxy_config_accepts_tokenizer_aliases() -> None:
         ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer=name)
     with pytest.raises(ConfigError, match="tokenizer"):
         ProxyConfig(upstream="http://127.0.0.1:9/v1", tokenizer="nope")
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://", "names no host"),
+        ("http://:8000/v1", "names no host"),
+        ("http://x y/v1", "contains a blank"),
+        ("http://host:99999/v1", "is not a valid URL: Port out of range"),
+        ("http://host:abc/v1", "is not a valid URL: Port could not be cast"),
+    ],
+)
+def test_an_upstream_no_request_could_reach_is_refused_at_start(url: str, words: str) -> None:
+    """It was accepted, and every request was a 502 saying the URL 'is missing an http:// protocol'."""
+    from refold.errors import ConfigError
+    from refold.proxy import ProxyConfig
+
+    with pytest.raises(ConfigError, match=f"--upstream '{re.escape(url)}' {words}"):
+        ProxyConfig(upstream=url)
+    for good in ("https://api.openai.com/v1", "http://[::1]:8000/v1", "http://127.0.0.1:9/v1"):
+        ProxyConfig(upstream=good)

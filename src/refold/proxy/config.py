@@ -66,6 +66,7 @@ class ProxyConfig:
         object.__setattr__(self, "tokenizer", self.config.tokenizer)
         if not self.upstream.startswith(("http://", "https://")):
             raise ConfigError(f"--upstream must be an http(s) URL, got '{self.upstream}'")
+        _check_upstream(self.upstream)
         if self.max_rounds < 0:
             raise ConfigError("--max-rounds must be >= 0")
         if self.max_body < 1024:
@@ -156,3 +157,17 @@ def redact(url: str) -> str:
     user, sep, _ = userinfo.partition(":")
     shown = f"{user}:***" if sep else "***"
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{shown}@{hostport}"))
+
+
+def _check_upstream(url: str) -> None:
+    """A URL every request could be sent to: a host, no blanks, a port that is a number (else each
+    request was a 502 saying the URL 'is missing an http:// protocol')."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is no number or out of range
+    except ValueError as e:
+        raise ConfigError(f"--upstream '{url}' is not a valid URL: {e}") from None
+    if not parts.hostname:
+        raise ConfigError(f"--upstream '{url}' names no host")
+    if any(c.isspace() for c in url):
+        raise ConfigError(f"--upstream '{url}' contains a blank")
