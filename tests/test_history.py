@@ -172,7 +172,11 @@ def _one_line(err: TrajectoryError, path: Path, words: str) -> None:
         (b'{"messages": [{"role": "system", "content": "x"}', "invalid JSON"),
         (b"\xff\xfe\x00garbage", "not UTF-8"),
         (b'{"foo": 1}', "unknown trajectory format"),
-        (b"[1, 2, 3]", "not a list of chat messages"),
+        (b"[1, 2, 3]", "not a list of chat messages (objects with 'role'); item 0 (1) is none"),
+        (b"[]", "not a list of chat messages (objects with 'role') (it is empty)"),
+        # JSON Lines: the row that is no message is named (the whole file was refused unnamed)
+        (b'{"role": "user", "content": "t"}\n{"role": "assistant", "content": "ls"}\n5\n', "item 2 (5) is none"),
+        (b'{"role": "user", "content": "t"}\n{"content": "ls"}\n', "item 1 (an object without 'role') is none"),
         (b'"just a string"', "neither an object"),
         (b'{"trajectory_format": "mini-swe-agent-1", "messages": 5}', "'messages' is not a list"),
         (b'{"trajectory_format": "mini-swe-agent-1", "messages": []}', "no messages"),

@@ -85,9 +85,11 @@ def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
 def detect_format(data: Any) -> str:
     """Name the trajectory format of parsed JSON, or raise ValueError saying what is missing."""
     if isinstance(data, list):
-        if data and all(isinstance(m, dict) and "role" in m for m in data):
+        bad = next((i for i, m in enumerate(data) if not (isinstance(m, dict) and "role" in m)), None)
+        if data and bad is None:
             return "messages"
-        raise ValueError("a JSON list that is not a list of chat messages (objects with 'role')")
+        which = f"; item {bad} ({_kind(data[bad])}) is none" if bad is not None else " (it is empty)"
+        raise ValueError(f"a JSON list that is not a list of chat messages (objects with 'role'){which}")
     if not isinstance(data, dict):
         raise ValueError("top level is neither an object nor a list of messages")
     own = data.get("format")
@@ -106,6 +108,13 @@ def detect_format(data: Any) -> str:
         "unknown trajectory format: expected mini-swe-agent ('trajectory_format', 'messages'), "
         "SWE-agent ('history', 'trajectory') or a list of chat messages"
     )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object without 'role'"
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 30 else text[:27] + "..."
 
 
 AGENT_SEP = "#"
