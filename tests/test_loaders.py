@@ -258,6 +258,28 @@ def test_a_malformed_tool_call_names_its_message_and_field(tmp_path: Path, calls
     assert said in str(e.value) and str(path) in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("part", "said"),
+    [
+        ({"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}, "an Anthropic Messages 'tool_use' block"),
+        ({"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}, "an Anthropic Messages 'tool_result' block"),
+        ({"type": "function_call", "call_id": "c", "name": "bash", "arguments": "{}"}, "an OpenAI Responses 'function_call' block"),
+    ],
+)
+def test_a_message_list_of_another_api_is_refused_naming_the_part(tmp_path: Path, part: dict[str, Any], said: str) -> None:
+    """Anthropic-shaped messages were read as chat messages: their calls and results were left out
+    of every prompt, token count and note (replay reported 10 tokens for the whole run)."""
+    path = tmp_path / "run.json"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "ok"}, part]}]
+    path.write_text(json.dumps({"messages": messages}))
+    with pytest.raises(TrajectoryError) as e:
+        load(path)
+    assert str(e.value) == (
+        f"{path}: message 1: content[1] is {said}; refold reads chat-completions messages "
+        "(tool_calls and role 'tool'), or serves that API live (refold serve)"
+    )
+
+
 def test_a_lone_surrogate_inside_tool_call_arguments_is_replaced_too(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "cat f\udc80.py"})}}

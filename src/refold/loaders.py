@@ -16,6 +16,7 @@ from typing import Any
 from .errors import TrajectoryError
 from .history import History
 from .integrations.mini_record import read_pins
+from .loader_checks import check_parts, check_tool_calls
 from .scrub import scrub_calls, scrub_value
 
 __all__ = ["AGENT_SEP", "agent_names", "detect_format", "load", "load_all", "read_json", "split_source", "unreplied_calls"]
@@ -220,26 +221,6 @@ def _model_name(data: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _check_tool_calls(messages: list[Any], name: str) -> None:
-    """Each recorded tool call as the chat APIs shape it, or one line naming the message and field
-    (rendering and token counts read these fields)."""
-    for i, m in enumerate(messages):
-        calls = m.get("tool_calls") if isinstance(m, dict) else None
-        if calls is None:
-            continue
-        where = f"message {i} ({m.get('role')})"
-        if not isinstance(calls, list):
-            raise TrajectoryError(name, f"{where}: 'tool_calls' is not a list")
-        for j, c in enumerate(calls):
-            fn = c.get("function") if isinstance(c, dict) else None
-            if not isinstance(fn, dict):
-                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function is not an object")
-            if not isinstance(fn.get("name"), str):
-                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function.name is not a string")
-            if not isinstance(fn.get("arguments", ""), str | dict):
-                raise TrajectoryError(name, f"{where}: tool_calls[{j}].function.arguments is neither a string nor an object")
-
-
 def _history(data: Any, name: str, agent: str | None) -> History:
     try:
         fmt = detect_format(data)
@@ -252,7 +233,8 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
-    _check_tool_calls(messages, name)
+    check_tool_calls(messages, name)
+    check_parts(messages, name)
     for m in messages:  # arguments are JSON text: their own escapes may decode to lone surrogates
         if isinstance(m, dict):
             scrub_calls(m)
