@@ -151,6 +151,8 @@ CALIBRATED: dict[str, dict[str, object]] = {
     # 7 of 84 after 8 s). It stays above MAE 0.07: 6-16% of calls are large misses, clustered by
     # run and foretold by no recorded feature nor by the previous call's miss (none reaches 50% on
     # the fit half, which per-call MAE would need); *-replayed replays them from the record.
+    # chunk_reasoned (a reasoned call's prompt held in chunks, no tiers) refitted: no better on the
+    # test half (0.082 vs 0.083), so not used; the misses hit zero or an older prompt's state.
     "openai": {
         "min_tokens": 1024,
         "increment": 128,
