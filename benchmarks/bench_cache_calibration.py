@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"Without the large misses ({half} half, {len(keep)} calls; no shortfall, no miss rate): the fine grid alone "
                     f"MAE {f_mae:.3f}, bias {f_bias:+.3f}; with the time tiers MAE {t_mae:.3f}, bias {t_bias:+.3f}.")
             evidence_lines.append("")
-            entry["states"] = st = states.evidence(runs, params["chunk_offset"])
+            entry["states"] = st = states.evidence(runs, params["chunk_offset"], params["fine_ttl"])
             evidence_lines += [*states.lines(model, st), ""]
             entry["what_precedes_a_large_miss"] = ev = precede.evidence(runs, params)
             evidence_lines += [*precede.lines(model, ev), ""]

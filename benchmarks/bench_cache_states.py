@@ -48,17 +48,23 @@ def _chunk(n: int, offset: int) -> int:
     return v if v >= 1024 else 0
 
 
-def run_states(run: RunLike, offset: int) -> dict[str, Any]:
-    """Per-run counts (see the module doc); ``offset``: the chunk grid's offset (fitted)."""
+def run_states(run: RunLike, offset: int, fine_ttl: float) -> dict[str, Any]:
+    """Per-run counts (see the module doc); ``offset``, ``fine_ttl``: the fitted chunk grid's
+    offset and the fine tier's life (seconds)."""
     seen: list[list[int]] = []  # earlier prompts, in call order
     with_replies: list[list[int]] = []  # and prompt + reply for replies without reasoning
     out: dict[str, Any] = {"replayed": len(run.calls), "scored": 0, "above_fine": 0, "above_fine_with_replies": 0,
-                           "large": 0, "large_zero": 0, "large_older": 0, "large_other": 0, "older_back": [], "days": {}}
+                           "large": 0, "large_zero": 0, "large_older": 0, "large_other": 0, "older_back": [], "days": {},
+                           "after_reasoned": 0, "after_reasoned_stale": 0}
     for k, c in enumerate(run.calls):
         p = len(c.ids)
         if c.step is not None:
             out["scored"] += 1
             rep = round(run.reported[c.step] * p)
+            prev = run.calls[k - 1] if k else None
+            if prev is not None and prev.step is not None and isinstance(prev.generated, int) and prev.generated > 0:
+                out["after_reasoned"] += 1  # a stored call right after a stored reply that reasoned
+                out["after_reasoned_stale"] += c.time is not None and prev.time is not None and c.time - prev.time >= fine_ttl
             if k:
                 lcps = [_lcp(c.ids, s) for s in seen]
                 fine = _fine(min(max(lcps), p))
@@ -91,13 +97,14 @@ def run_states(run: RunLike, offset: int) -> dict[str, Any]:
     return out
 
 
-def evidence(runs: Sequence[RunLike], offset: int) -> dict[str, Any]:
-    per = [run_states(r, offset) for r in runs]
+def evidence(runs: Sequence[RunLike], offset: int, fine_ttl: float) -> dict[str, Any]:
+    per = [run_states(r, offset, fine_ttl) for r in runs]
     halves: dict[str, dict[str, Any]] = {}
     for i, s in enumerate(per):
         h = halves.setdefault("fit" if i % 2 == 0 else "test", {"runs": 0, "older_back": []})
         h["runs"] += 1
-        for k in ("replayed", "scored", "above_fine", "above_fine_with_replies", "large", "large_zero", "large_older", "large_other"):
+        for k in ("replayed", "scored", "above_fine", "above_fine_with_replies", "large", "large_zero", "large_older",
+                  "large_other", "after_reasoned", "after_reasoned_stale"):
             h[k] = h.get(k, 0) + s[k]
         h["older_back"] += s["older_back"]
     days: dict[str, list[int]] = {}
@@ -113,7 +120,7 @@ def evidence(runs: Sequence[RunLike], offset: int) -> dict[str, Any]:
     for h in halves.values():
         b = sorted(h.pop("older_back"))
         h["older_calls_back_median"] = b[len(b) // 2] if b else None
-    return {"halves": halves, "large_misses_by_day": dict(sorted(days.items())),
+    return {"fine_ttl": fine_ttl, "halves": halves, "large_misses_by_day": dict(sorted(days.items())),
             "longest_overlap_of_two_runs_s": round(max(0.0, overlap), 1), "leading_tokens_shared_by_all_runs": shared}
 
 
@@ -127,10 +134,14 @@ def lines(model: str, ev: dict[str, Any]) -> list[str]:
     for half, h in ev["halves"].items():
         out.append(f"| {half} | {h['runs']} | {h['replayed']} | {h['scored']} | {h['above_fine']} | "
                    f"{h['above_fine_with_replies']} | {h['large']} | {h['large_zero']} | {h['large_older']} | {h['large_other']} |")
+    after = sum(h["after_reasoned"] for h in ev["halves"].values())
+    stale = sum(h["after_reasoned_stale"] for h in ev["halves"].values())
     days = ", ".join(f"{d}: {a}/{n}" for d, (a, n) in ev["large_misses_by_day"].items())
     out += ["", "Replies without reasoning are cached: counting them, no reported hit exceeds the fine grid. A large miss "
             "lands on zero or on the hit of an earlier prompt of the run that is not the latest: the call reached a machine "
-            "that had served the run before but not its last calls (several machines serve one prefix). The calls a "
+            "that had served the run before but not its last calls (several machines serve one prefix). A reply that "
+            f"reasoned is followed by a request past the fine tier ({ev['fine_ttl']:g} s) in {stale} of {after} stored calls "
+            "right after one, so holding a reasoned call's prompt in chunks only changes little beside the tiers. The calls a "
             "per-call error can be scored on are those with a recorded usage; the others (format errors: their reply and "
             "usage were not stored) are replayed, so they shape the cache, but have no reported hit (the run's "
             "`instance_cost` includes them, but their output tokens are unknown, so their cached tokens cannot be "
@@ -154,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(runs) < 2:
         print("no gpt-5-mini runs with reported usage on every call in", ", ".join(a.folders))
         return 1
-    offset = CALIBRATED["openai"].get("chunk_offset", 0)
-    print("\n".join(lines("gpt-5-mini", evidence(runs, int(offset) if isinstance(offset, int) else 0))))
+    offset, ttl = CALIBRATED["openai"].get("chunk_offset", 0), CALIBRATED["openai"].get("fine_ttl", 0.0)
+    ev = evidence(runs, offset if isinstance(offset, int) else 0, float(ttl) if isinstance(ttl, int | float) else 0.0)
+    print("\n".join(lines("gpt-5-mini", ev)))
     return 0
 
 

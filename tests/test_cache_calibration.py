@@ -102,7 +102,7 @@ def test_combinations_find_a_value_that_tells_misses() -> None:
 
 
 def test_states_count_the_misses_and_what_can_be_scored(runs: list[Any]) -> None:
-    ev = states.evidence(runs, 640)
+    ev = states.evidence(runs, 640, 1.5)
     fit, test = ev["halves"]["fit"], ev["halves"]["test"]
     # every call stored, none above the documented rule's hit; run b's cold call hit zero
     assert (fit["replayed"], fit["scored"], test["replayed"], test["scored"]) == (CALLS, CALLS, CALLS, CALLS)
@@ -111,5 +111,8 @@ def test_states_count_the_misses_and_what_can_be_scored(runs: list[Any]) -> None
     assert ev["leading_tokens_shared_by_all_runs"] == len(runs[0].calls[0].ids)  # the two runs open alike
     assert ev["longest_overlap_of_two_runs_s"] == 4.0 * (CALLS - 1)  # recorded at the same times
     assert sum(n for _, n in ev["large_misses_by_day"].values()) == 2 * (CALLS - 1)
+    # calls 2 and 4 (0-based) follow a reply that reasoned (odd calls reason), 4 s later: past a 1.5 s tier
+    assert (test["after_reasoned"], test["after_reasoned_stale"]) == (2, 2)
+    assert states.evidence(runs, 640, 5.0)["halves"]["test"]["after_reasoned_stale"] == 0
     text = "\n".join(states.lines("gpt-5-mini", ev))
     assert "| test | 1 | 6 | 6 | 0 | 0 | 1 | 1 | 0 | 0 |" in text
