@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_cache_misses as precede  # a sibling script: what precedes a large miss
+import bench_cache_states as states  # a sibling script: which state each hit came from
 
 from refold.history import History
 from refold.lab.cache import REPLAYED, ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
@@ -81,11 +82,12 @@ Row = tuple[int, int, bool, float]
 
 def _structural(
     run: Run, min_tokens: int, increment: int, cache_generated: bool, per_route: bool,
-    fine_ttl: float | None = None, chunk_offset: int = 0,
+    fine_ttl: float | None = None, chunk_offset: int = 0, chunk_reasoned: bool = False,
 ) -> list[Row]:
     """(prompt, raw hit of the two-tier grid, previous reply reasoned, reported share) per stored call."""
     sim = CalibratedCache("fit", min_tokens=min_tokens, increment=increment, cache_generated=cache_generated,
-                          per_route=per_route, fine_ttl=fine_ttl, chunk_offset=chunk_offset)
+                          per_route=per_route, fine_ttl=fine_ttl, chunk_offset=chunk_offset,
+                          chunk_reasoned=chunk_reasoned)
     rows = []
     reasoned: dict[Any, bool] = {}
     for c in run.calls:
@@ -100,20 +102,22 @@ def _structural(
 
 def _structures(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     out = []
-    for mt, inc, gen, route, ttl in itertools.product(
-        grid["min_tokens"], grid["increment"], grid["cache_generated"], grid["per_route"], grid.get("fine_ttl", [None])
+    for mt, inc, gen, route, ttl, chunked in itertools.product(
+        grid["min_tokens"], grid["increment"], grid["cache_generated"], grid["per_route"], grid.get("fine_ttl", [None]),
+        grid.get("chunk_reasoned", [False]),
     ):
         if inc > mt and grid.get("increment_le_min"):
             continue
-        for off in grid.get("chunk_offset", [0]) if ttl is not None else [0]:
+        for off in grid.get("chunk_offset", [0]) if ttl is not None or chunked else [0]:
             out.append({"min_tokens": mt, "increment": inc, "cache_generated": gen, "per_route": route,
-                        "fine_ttl": ttl, "chunk_offset": off})
+                        "fine_ttl": ttl, "chunk_offset": off, "chunk_reasoned": chunked})
     return out
 
 
 def _rows(runs: list[Run], params: dict[str, Any]) -> list[Row]:
-    keys = ("min_tokens", "increment", "cache_generated", "per_route", "fine_ttl", "chunk_offset")
-    return [row for r in runs for row in _structural(r, *(params[k] for k in keys))]
+    keys = ("min_tokens", "increment", "cache_generated", "per_route", "fine_ttl", "chunk_offset", "chunk_reasoned")
+    defaults: dict[str, Any] = {"fine_ttl": None, "chunk_offset": 0, "chunk_reasoned": False}
+    return [row for r in runs for row in _structural(r, *(params.get(k, defaults.get(k)) for k in keys))]
 
 
 def _score3(rows: list[Row], short: int, shortfall: int, miss: float) -> tuple[float, float, float]:
@@ -324,8 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         train, test = runs[0::2], runs[1::2]
         params = fit(train, grid)
         expected = fit_expected(train, params, grid)
+        # the reasoning fallback as a per-prompt rule instead of time tiers, fitted the same way
+        chunked = fit(train, {**grid, "fine_ttl": [None], "chunk_reasoned": [True]}) if params.get("fine_ttl") is not None else None
         printed: dict[tuple[str, str], tuple[float, float]] = {}
         entry: dict[str, Any] = {"tokenizer": tokenizer, "model": model, "fitted": params, "expected": expected, "halves": {}}
+        if chunked is not None:
+            entry["chunked"] = chunked
         for half, rs in (("fit", train), ("test", test)):
             rows: dict[str, Any] = {}
             variants: list[tuple[str, str, dict[str, Any]]] = [
@@ -336,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                 variants.append((f"`{name}` fitted, one cache for all routes", name, {**params, "per_route": False}))
             if params.get("fine_ttl") is not None:  # what the time tiers buy, all else as fitted
                 variants.append((f"`{name}` fitted, no time tiers (fine grid always)", name, {**params, "fine_ttl": None}))
+            if chunked is not None:
+                variants.append((f"`{name}` refitted: a reasoned call's prompt held in chunks, no time tiers", name, chunked))
             variants += [
                 (f"`{name}-replayed` (the record's states: not a prediction)", f"{name}-replayed", {}),
                 ("`openai-exact`", "openai-exact", {}),
@@ -388,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"Without the large misses ({half} half, {len(keep)} calls; no shortfall, no miss rate): the fine grid alone "
                     f"MAE {f_mae:.3f}, bias {f_bias:+.3f}; with the time tiers MAE {t_mae:.3f}, bias {t_bias:+.3f}.")
             evidence_lines.append("")
+            entry["states"] = st = states.evidence(runs, params["chunk_offset"], params["fine_ttl"])
+            evidence_lines += [*states.lines(model, st), ""]
             entry["what_precedes_a_large_miss"] = ev = precede.evidence(runs, params)
             evidence_lines += [*precede.lines(model, ev), ""]
         result[name] = entry
@@ -419,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, e in result.items():
         lines.append(f"* `{name}`: " + ", ".join(f"{k}={v}" for k, v in e["fitted"].items()))
         lines.append(f"* `{name}-expected`: " + ", ".join(f"{k}={v}" for k, v in e["expected"].items()))
+        if e.get("chunked"):
+            lines.append(f"* `{name}` refitted, reasoned prompts held in chunks (not shipped: no better on the test half): "
+                         + ", ".join(f"{k}={v}" for k, v in e["chunked"].items()))
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")

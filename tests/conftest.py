@@ -36,6 +36,9 @@ if not os.environ.get("CI"):
 # download with retries whose cost depends on which module a worker happens to import first
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+# litellm's aiohttp transport raises in __del__ at interpreter exit ("Exception ignored ... isinstance()"),
+# noise after every run that imported it; its httpx transport has no such destructor
+os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
 
 
 class _LoadsOnFirstUse(types.ModuleType):

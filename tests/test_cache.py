@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from refold.errors import KVCapacityError
 from refold.lab.cache import (
     CACHE_NAMES,
+    CALIBRATED,
     AnthropicCache,
     CacheResult,
     CalibratedCache,
@@ -435,6 +436,28 @@ def test_calibrated_time_tiers_fall_to_coarse_chunks_after_fine_ttl() -> None:
         with pytest.raises(ValueError, match="chunk"):
             CalibratedCache("t", min_tokens=1024, increment=128, **bad)  # type: ignore[arg-type]
     assert calibrated("openai").fine_ttl is not None and calibrated("gemini-openrouter").fine_ttl is None
+
+
+def test_calibrated_chunk_reasoned_holds_a_reasoned_prompt_in_chunks_only() -> None:
+    toks = list(range(10_000))
+    fine, chunk = 1024 + 128 * ((3000 - 1024) // 128), 640 + 1024 * ((3000 - 640) // 1024)
+    sim = CalibratedCache("t", min_tokens=1024, increment=128, chunk_offset=640, chunk_reasoned=True)
+    sim.request(toks[:2000], generated=[1, 2])  # no reasoning: the prompt is held on the fine grid
+    sim.request(toks[:3000], generated=300)  # reasoning: this prompt is held in whole chunks only
+    # the better of the chunk grid of the reasoned prompt and the fine grid of the earlier one
+    assert sim.request(toks[:5000]).cached_tokens == max(chunk, 1024 + 128 * ((2000 - 1024) // 128)) == chunk
+    assert sim.request(toks[:6000]).cached_tokens == 1024 + 128 * ((5000 - 1024) // 128)  # that call did not reason
+    # an unreplied call's output estimate counts as reasoning; off (the default), every prompt is fine
+    off = CalibratedCache("t", min_tokens=1024, increment=128, chunk_offset=640)
+    off.request(toks[:3000], generated=300)
+    assert off.request(toks[:5000]).cached_tokens == fine
+    # stale (past fine_ttl): the chunk grid of the longest prefix held either way
+    tiers = CalibratedCache("t", min_tokens=1024, increment=128, chunk_offset=640, chunk_reasoned=True, fine_ttl=1.0)
+    tiers.now = 0.0
+    tiers.request(toks[:3000], generated=300)
+    tiers.now = 5.0
+    assert tiers.request(toks[:5000]).cached_tokens == chunk
+    assert "chunk_reasoned" not in CALIBRATED["openai"]  # fitted, not shipped (cache_calibration.md)
 
 
 @settings(max_examples=60, deadline=None)

@@ -19,6 +19,7 @@ from refold.loaders import load
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench_cache_calibration as cal  # noqa: E402
 import bench_cache_misses as precede  # noqa: E402
+import bench_cache_states as states  # noqa: E402
 
 CALLS = 6
 
@@ -98,3 +99,20 @@ def test_combinations_find_a_value_that_tells_misses() -> None:
     assert [cond for share, _, cond, _ in over if share == 1.0] == [(("a", "1"),), (("b", "x"),), (("a", "1"), ("b", "x"))]
     effect = precede.rule_effect(calls, (("a", "1"),))
     assert effect["ratio"] == 0.0 and effect["test_after"] == 0.0 < effect["test_before"]
+
+
+def test_states_count_the_misses_and_what_can_be_scored(runs: list[Any]) -> None:
+    ev = states.evidence(runs, 640, 1.5)
+    fit, test = ev["halves"]["fit"], ev["halves"]["test"]
+    # every call stored, none above the documented rule's hit; run b's cold call hit zero
+    assert (fit["replayed"], fit["scored"], test["replayed"], test["scored"]) == (CALLS, CALLS, CALLS, CALLS)
+    assert fit["above_fine"] == fit["above_fine_with_replies"] == test["above_fine_with_replies"] == 0
+    assert (fit["large"], test["large"], test["large_zero"], test["large_older"], test["large_other"]) == (0, 1, 1, 0, 0)
+    assert ev["leading_tokens_shared_by_all_runs"] == len(runs[0].calls[0].ids)  # the two runs open alike
+    assert ev["longest_overlap_of_two_runs_s"] == 4.0 * (CALLS - 1)  # recorded at the same times
+    assert sum(n for _, n in ev["large_misses_by_day"].values()) == 2 * (CALLS - 1)
+    # calls 2 and 4 (0-based) follow a reply that reasoned (odd calls reason), 4 s later: past a 1.5 s tier
+    assert (test["after_reasoned"], test["after_reasoned_stale"]) == (2, 2)
+    assert states.evidence(runs, 640, 5.0)["halves"]["test"]["after_reasoned_stale"] == 0
+    text = "\n".join(states.lines("gpt-5-mini", ev))
+    assert "| test | 1 | 6 | 6 | 0 | 0 | 1 | 1 | 0 | 0 |" in text

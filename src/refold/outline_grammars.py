@@ -110,7 +110,7 @@ def _load_parser(language: str) -> Any:
     try:
         from tree_sitter_language_pack import get_parser
 
-        return get_parser(language)  # type: ignore[arg-type]
+        return get_parser(language)  # type: ignore[arg-type, unused-ignore]  # typed only where the pack is installed
     except Exception:
         return None
 
