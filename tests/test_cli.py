@@ -352,6 +352,24 @@ def test_a_report_saved_among_the_runs_is_skipped_and_named_if_given(tmp_path: P
     assert "a report refold wrote (refold-replay-1), not a recorded run" in r.stderr
 
 
+def test_the_predictions_files_agents_write_beside_their_runs_are_skipped(tmp_path: Path) -> None:
+    """'mini-extra swebench -o runs/refold' writes preds.json next to the runs, SWE-agent
+    all_preds.jsonl: 'refold replay runs/' (as the README says) failed on them with exit 1."""
+    runs = tmp_path / "runs"
+    (runs / "task-1").mkdir(parents=True)
+    shutil.copy(SWE, runs / "task-1" / SWE.name)
+    pred = {"model_name_or_path": "refold", "instance_id": "task-1", "model_patch": "diff --git a/x b/x"}
+    (runs / "preds.json").write_text(json.dumps({"task-1": pred}, indent=2))
+    (runs / "all_preds.jsonl").write_text(json.dumps(pred) + "\n" + json.dumps({**pred, "instance_id": "task-2"}) + "\n")
+    r = run_cli("replay", str(runs), "--policy", "base", "--tokenizer", "chars4", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "1 file in" in r.stderr + r.stdout
+    for name in ("preds.json", "all_preds.jsonl"):  # named, it is said what it is
+        r = run_cli("replay", str(runs / name), "--policy", "base", "--tokenizer", "chars4", cwd=tmp_path)
+        assert r.returncode == 1
+        assert "a SWE-bench predictions file (instance id -> model_patch), not a recorded run" in r.stderr
+
+
 def test_plot_tick_labels_keep_their_values() -> None:
     from refold.cli._plot import _tokens
 

@@ -85,6 +85,8 @@ def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
 
 def detect_format(data: Any) -> str:
     """Name the trajectory format of parsed JSON, or raise ValueError saying what is missing."""
+    if _predictions(data):
+        raise ValueError("a SWE-bench predictions file (instance id -> model_patch), not a recorded run")
     if isinstance(data, list):
         bad = next((i for i, m in enumerate(data) if not (isinstance(m, dict) and "role" in m)), None)
         if data and bad is None:
@@ -109,6 +111,16 @@ def detect_format(data: Any) -> str:
         "unknown trajectory format: expected mini-swe-agent ('trajectory_format', 'messages'), "
         "SWE-agent ('history', 'trajectory') or a list of chat messages"
     )
+
+
+_PREDICTION_KEYS = frozenset({"model_patch", "model_name_or_path"})
+
+
+def _predictions(data: Any) -> bool:
+    """What ``mini-extra swebench`` (``preds.json``) and SWE-agent (``all_preds.jsonl``) write next
+    to the runs: a patch per instance, as a mapping by instance id or a list of records."""
+    rows = list(data.values()) if isinstance(data, dict) else data if isinstance(data, list) else []
+    return bool(rows) and all(isinstance(r, dict) and "role" not in r and _PREDICTION_KEYS & r.keys() for r in rows)
 
 
 def _kind(value: Any) -> str:

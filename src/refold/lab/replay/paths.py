@@ -1,5 +1,6 @@
 """Which files a replay or a simulation reads: the files named, and the trajectory files inside
-the folders named (recursively, sorted; hidden files and refold's own reports left out)."""
+the folders named (recursively, sorted; hidden files, refold's own reports and the predictions
+files agents write next to their runs left out)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,22 @@ def _refold_output(f: Path) -> bool:
         return False
 
 
+_PREDICTIONS_HEAD = re.compile(
+    rb'^\s*(?:\{\s*"[^"\n]{1,300}"\s*:\s*|\[\s*)?\{\s*"(?:model_name_or_path|instance_id|model_patch)"\s*:'
+)
+
+
+def _predictions(f: Path) -> bool:
+    """``preds.json`` of ``mini-extra swebench``, ``all_preds.jsonl`` of SWE-agent: patches, no run."""
+    if f.name.endswith(".gz"):
+        return False
+    try:
+        with f.open("rb") as fh:
+            return _PREDICTIONS_HEAD.match(fh.read(400)) is not None
+    except OSError:
+        return False
+
+
 def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     """Files as given, and the trajectory files inside folders (recursively, sorted)."""
     out: list[str] = []
@@ -52,6 +69,7 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
                 for f in path.rglob("*")
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
                 and not _refold_output(f)
+                and not _predictions(f)
             )
             out.extend(found)
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
