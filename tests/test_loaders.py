@@ -6,6 +6,7 @@ import contextlib
 import copy
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,19 @@ def test_a_message_list_of_another_api_is_refused_naming_the_part(tmp_path: Path
         f"{path}: message 1: content[1] is {said}; refold reads chat-completions messages "
         "(tool_calls and role 'tool'), or serves that API live (refold serve)"
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(5, "message 1: content is int, not text or a list of parts"), ({"a": 1}, "content is dict, not text"),
+     ([1, 2], "message 1: content[0] is int, not a content part")],
+)
+def test_content_that_is_no_text_nor_parts_is_refused(tmp_path: Path, content: Any, said: str) -> None:
+    """It was counted and rendered as its Python text ('5', "{'a': 1}")."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": content}]}))
+    with pytest.raises(TrajectoryError, match=re.escape(said)):
+        load(path)
 
 
 def test_a_lone_surrogate_inside_tool_call_arguments_is_replaced_too(tmp_path: Path) -> None:

@@ -38,11 +38,16 @@ _FOREIGN_PARTS = {
 
 
 def check_parts(messages: list[Any], name: str) -> None:
-    """A content part of another API's shape is refused, naming it: read as chat messages, its calls
-    and results were dropped from every prompt, count and note (Anthropic tool_use blocks)."""
+    """Content as chat messages carry it (text, null, or a list of parts); a part of another API's
+    shape is refused, naming it: read as chat messages, its calls and results were dropped from
+    every prompt, count and note (Anthropic tool_use blocks)."""
     for i, m in enumerate(messages):
         content = m.get("content") if isinstance(m, dict) else None
+        if content is not None and not isinstance(content, str | list):  # 5 was counted as the text "5"
+            raise TrajectoryError(name, f"message {i}: content is {type(content).__name__}, not text or a list of parts")
         for j, part in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(part, dict | str):
+                raise TrajectoryError(name, f"message {i}: content[{j}] is {type(part).__name__}, not a content part")
             kind = part.get("type") if isinstance(part, dict) else None
             if isinstance(kind, str) and kind in _FOREIGN_PARTS:
                 raise TrajectoryError(
