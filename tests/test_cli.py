@@ -126,6 +126,18 @@ def test_no_output_overwrites_the_run_it_reads(tmp_path: Path, args: list[str]) 
     assert run.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    "args", [["replay", "RUN", "--json", "-"], ["replay", "RUN", "--csv", "-"], ["view", "RUN", "-o", "-"],
+             ["simulate", "RUN", "--json", "-"]],
+)
+def test_a_dash_output_is_refused_not_written_as_a_file_named_dash(tmp_path: Path, args: list[str]) -> None:
+    run = tmp_path / "run.traj.json"
+    shutil.copy(SWE, run)
+    r = run_cli(*[a.replace("RUN", run.name) for a in args], cwd=tmp_path)
+    assert_one_line_error(r, "-: writing to standard output is not supported; give a file name")
+    assert not (tmp_path / "-").exists()
+
+
 def test_two_outputs_on_one_file_are_refused(tmp_path: Path) -> None:
     r = run_cli("replay", str(SWE), "--policy", "base", "--json", "o.out", "--csv", "o.out", cwd=tmp_path)
     assert_one_line_error(r, "--json and --csv both name o.out")

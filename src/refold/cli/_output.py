@@ -36,6 +36,8 @@ PlotOpt = Annotated[
 
 def check_output(path: Path, flag: str) -> None:
     """Fail early (a usage error) when ``path`` cannot be written, before any long work starts."""
+    if str(path) == "-":  # the usual name of standard output: it was written to a file named '-'
+        raise PolicyError(f"{flag} -: writing to standard output is not supported; give a file name")
     if path.is_dir():
         raise PolicyError(f"{flag} {path} is a folder; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
