@@ -107,6 +107,9 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     build(tmp_path / "s.db")
     assert main(["sessions", "show", "nope", "--store", str(tmp_path / "s.db")]) == 2
     assert "no session 'nope'" in capsys.readouterr().err
+    # a limit past SQLite's integers was an OverflowError traceback: it lists every session
+    assert main(["sessions", "list", "--store", str(tmp_path / "s.db"), "--limit", "99999999999999999999"]) == 0
+    assert "owner-a" in capsys.readouterr().out
 
 
 def test_parse_age() -> None:

@@ -304,6 +304,9 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         ("--tool-delay", "inf"),
         ("--gpu-gib", "nan"),
         ("--wait-threshold", "nan"),
+        ("--kv-tokens", "99999999999999999999"),  # a MemoryError traceback: the pool is held block by block
+        ("--gpu-gib", "1e300"),  # a ValueError traceback (NaN in the sizing)
+        ("--block-size", "99999999999999999999"),
     ]
     for extra in cases:
         res = _cli(str(RUN), "--tokenizer", "chars4", *extra)

@@ -101,6 +101,7 @@ def list_sessions(
     """Every owner's sessions, most recently updated first."""
     if limit < 1:
         raise PolicyError("--limit must be at least 1")
+    limit = min(limit, 1 << 62)  # more than any store holds: all of them (SQLite takes 64-bit integers)
     records = _with_store(store, lambda st: st.all_sessions(limit))
     rows = [
         {"id": r.sid, "name": r.name, "owner": r.owner, "head": r.head, "created": r.created, "updated": r.updated}

@@ -56,6 +56,8 @@ FORMAT = "refold-serversim-1"
 
 
 MAX_SESSIONS = 4096  # far past any one GPU server's concurrency
+MAX_POOL_TOKENS = 1 << 27  # 134M tokens, the KV of several 8-GPU nodes: the pool is held block by block
+MAX_GPU_GIB = 1_000_000.0
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -220,12 +222,14 @@ def simulate_cmd(
         raise PolicyError("give --kv-tokens or --gpu-gib, not both")
     if output_tokens is not None and output_tokens < 1:
         raise PolicyError(f"--output-tokens must be >= 1, got {output_tokens}")
-    if block_size is not None and block_size < 1:
-        raise PolicyError(f"--block-size must be >= 1, got {block_size}")
+    if block_size is not None and not 1 <= block_size <= MAX_POOL_TOKENS:
+        raise PolicyError(f"--block-size must be between 1 and {MAX_POOL_TOKENS:,}, got {block_size}")
     for flag, value, positive in (("--tool-delay", tool_delay, False), ("--stagger", stagger, False),
                                   ("--wait-threshold", wait_threshold, False), ("--gpu-gib", gpu_gib, True)):
         if value is not None and not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
             raise PolicyError(f"{flag} must be a finite number {'> 0' if positive else '>= 0'}, got {value}")
+    if gpu_gib is not None and gpu_gib > MAX_GPU_GIB:  # 1e300 was a NaN traceback in the sizing
+        raise PolicyError(f"--gpu-gib must be at most {MAX_GPU_GIB:,}, got {gpu_gib:g}")
     gpu_spec(gpu)
     step_time = make_step_time(step_model, model, gpu)
     try:
@@ -243,6 +247,11 @@ def simulate_cmd(
     else:
         capacity = capacity_blocks_for(
             model, gpu_gib if gpu_gib is not None else gpu_spec(gpu).memory_gib, block_size=block_size
+        )
+    if capacity * block_size > MAX_POOL_TOKENS:  # the pool is held block by block: 1e20 was a MemoryError
+        raise PolicyError(
+            f"a KV pool of {capacity * block_size:,} tokens is more than the simulator holds "
+            f"(at most {MAX_POOL_TOKENS:,}); give a smaller --kv-tokens or --gpu-gib"
         )
     cfg = ServerConfig(
         capacity, block_size, max_batched_tokens, tool_delay=tool_delay, stagger=stagger, state_blocks=state
