@@ -264,6 +264,10 @@ def test_cli_runs_and_writes_json(tmp_path: Path) -> None:
     res = _cli(str(RUN), "--tokenizer", "chars4", "--sessions", "1", "--kv-tokens", "100000", "--block-size", "16", "--json", str(out))
     assert res.returncode == 0, res.stderr
     assert json.loads(out.read_text())["settings"]["kv_tokens"] == 100000
+    # a policy named twice is simulated once (it was two identical rows and results)
+    res = _cli(str(RUN), "--tokenizer", "chars4", "--sessions", "1", "--policy", "base,base", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(out.read_text())["results"]) == 1
 
 
 def test_hybrid_state_pins_blocks_and_hits_stop_at_the_prompt() -> None:

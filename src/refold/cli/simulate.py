@@ -205,7 +205,7 @@ def simulate_cmd(
     plot: PlotOpt = None,
 ) -> None:
     """Simulate w agent sessions sharing one vLLM server under each policy (SIMULATED)."""
-    names = [p.strip() for p in policy.split(",") if p.strip()]
+    names = list(dict.fromkeys(p.strip() for p in policy.split(",") if p.strip()))  # each once, as replay does
     for p in names:
         if p not in POLICIES:
             raise PolicyError(f"unknown policy {p!r}; valid choices: {', '.join(POLICIES)}")
