@@ -240,6 +240,21 @@ def test_shipped_configs_carry_the_protocol() -> None:
             assert "mswea_bash_command" not in text and cfg["model"]["action_regex"].startswith("```bash")
 
 
+def test_switched_off_the_shipped_configs_ask_for_no_protocol_lines() -> None:
+    """model.refold.enabled=false is the A/B baseline, yet every shipped template still told the
+    agent to open each reply with PROGRESS/STALE lines (its examples and its numbered rules)."""
+    from jinja2 import StrictUndefined, Template
+    from minisweagent.config import get_config_from_spec
+
+    names = {"system": "Linux", "release": "6", "version": "1", "machine": "x86_64", "task": "T", "cwd": "/"}
+    for name in CONFIGS:
+        agent = get_config_from_spec(str(config_path(name)))["agent"]
+        for enabled, fmt in ((True, response_format_lines(3)), (False, "")):
+            values = {**names, "refold_enabled": enabled, "refold_response_format": fmt, "refold_system_section": ""}
+            text = "".join(Template(agent[k], undefined=StrictUndefined).render(**values) for k in ("system_template", "instance_template"))
+            assert ("PROGRESS" in text and "STALE" in text) is enabled, (name, enabled)
+
+
 def test_a_config_file_that_is_no_mapping_an_empty_one_and_a_folder_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
