@@ -423,6 +423,18 @@ def test_one_agent_of_a_multi_agent_file_is_not_pinned_into_a_new_file(tmp_path:
     assert main(["sessions", "show", f"{path}#Programmer"]) == 0
 
 
+def test_a_bad_saved_config_is_named_with_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """'refold: error: saved refold config: ...' did not say which file holds it."""
+    path = saved_run(tmp_path, steps=2)
+    data = json.loads(path.read_text())
+    data["info"]["config"]["refold"]["cache"] = "azure"
+    path.write_text(json.dumps(data))
+    for command in (["show", str(path)], ["expand", str(path), "1"], ["pin", str(path), "1"]):
+        assert main(["sessions", *command]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"refold: error: {path}: saved refold config: invalid config field 'cache'"), err
+
+
 def test_an_age_past_the_clock_is_one_line() -> None:
     from refold.cli.sessions import parse_age
     from refold.errors import PolicyError

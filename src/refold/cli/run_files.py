@@ -35,7 +35,11 @@ def load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, d
 
     data = read_json(split_source(path)[0])
     history = load(path)
-    cfg = (config_for(data) if isinstance(data, dict) else Config()).override(overrides or [])
+    try:
+        saved = config_for(data) if isinstance(data, dict) else Config()
+    except PolicyError as e:  # a hand-edited info.config.refold: say which file holds it
+        raise PolicyError(f"{split_source(path)[0]}: {e}") from None
+    cfg = saved.override(overrides or [])
     return history, cfg, data if isinstance(data, dict) else {}
 
 
