@@ -48,6 +48,14 @@ class PromptConfig(Settings):
     hiding pays for the protocol text too and for re-sending the prompt from its start; a session
     in which hiding never pays is sent exactly its history. Not with span or ledger prompts, nor
     when the agent's own prompt has the format lines (it is taught those from the first call)."""
+    hide_demos: bool = True
+    """With ``deferred``, the protocol's prompt shows a demonstration in the prefix (a worked example
+    trajectory, SWE-agent's ``is_demo`` messages) as a one-line note; ``restore demo`` answers with
+    it byte-exact. The plain history keeps it, so it is shown until the switch, which the cost rule
+    prices as recomputing the prompt from the demonstration on."""
+    demo_calls: int = Field(default=1, ge=1, le=1000)
+    """With ``hide_demos``, a demonstration is shown at least at this many first calls (the plain
+    history is sent until then)."""
 
 
 class BoundaryConfig(Settings):
