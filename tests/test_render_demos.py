@@ -89,3 +89,10 @@ def test_restore_demo_answers_with_the_demonstration_byte_exact() -> None:
     assert answer.text.split("\n", 1)[1] == DEMO and answer.text.startswith("[context-manager]")
     missing = Answerer(run(demo=False), VLLM, 3).answer(parse_command("restore demonstration"))
     assert not missing.ok and "no demonstration" in missing.text
+
+
+def test_a_run_saved_before_hide_demos_keeps_its_demonstration() -> None:
+    saved = VLLM.saved()
+    del saved["prompt"]["hide_demos"]
+    assert not Config.from_saved(saved).prompt.hide_demos
+    assert Config.from_saved(VLLM.saved()).prompt.hide_demos

@@ -145,13 +145,16 @@ class Config(Settings):
         """The config a run saved (``info.config.refold``); defaults for what it lacks.
 
         Runs saved before ``Config`` existed kept ``format_in_system`` at the top level; runs saved
-        before ``prompt.deferred`` sent the protocol from the first call.
+        before ``prompt.deferred`` sent the protocol from the first call, and before
+        ``prompt.hide_demos`` showed a demonstration at every call.
         """
         data = {k: v for k, v in saved.items() if k in cls.model_fields}
         if "format_in_system" in saved and "prompt" not in data:
             data["prompt"] = {"format_in_system": bool(saved["format_in_system"])}
         if isinstance(data.get("prompt", {}), dict) and "deferred" not in data.get("prompt", {}):
             data["prompt"] = {**data.get("prompt", {}), "deferred": False}  # saved before it: protocol from the start
+        if isinstance(data.get("prompt"), dict) and "hide_demos" not in data["prompt"]:
+            data["prompt"] = {**data["prompt"], "hide_demos": False}  # saved before it: demonstrations shown
         try:
             return cls.model_validate(data)
         except ValidationError as e:
