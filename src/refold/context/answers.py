@@ -118,8 +118,7 @@ class Answerer:
         messages, origins = self._last or ([], [])
         t = self.t + 1
         if self._plain:  # the plain history was sent: the protocol's prompt replaces all after the prefix
-            same = next((i for i, (a, b) in enumerate(zip(messages, self.history.prefix, strict=False)) if a.get("content") != b.get("content")), len(self.history.prefix))
-            now, chars = True, sum(message_chars(m) for m in messages[same:])
+            now, chars = True, sum(message_chars(m) for m in messages[len(self.history.prefix) :])
             tokens = round(chars / self.config.spans.chars_per_token)
         else:
             now, tokens = fold_timing(self.config, self.history, t, span, self.spans, messages, origins)
