@@ -49,6 +49,14 @@ class PromptConfig(Settings):
     hiding pays for the protocol text too and for re-sending the prompt from its start; a session
     in which hiding never pays is sent exactly its history. Not with span or ledger prompts, nor
     when the agent's own prompt has the format lines (it is taught those from the first call)."""
+    hide_demos: bool = True
+    """With ``deferred``, the protocol's prompt shows a demonstration in the prefix (a worked example
+    trajectory, SWE-agent's ``is_demo`` messages) as a one-line note; ``restore demo`` answers with
+    it byte-exact. The plain history keeps it, so it is shown until the switch, which the cost rule
+    prices as recomputing the prompt from the demonstration on."""
+    demo_calls: int = Field(default=1, ge=1, le=1000)
+    """With ``hide_demos``, a demonstration is shown at least at this many first calls (the plain
+    history is sent until then)."""
 
 
 class BoundaryConfig(Settings):
@@ -149,13 +157,16 @@ class Config(Settings):
         """The config a run saved (``info.config.refold``); defaults for what it lacks.
 
         Runs saved before ``Config`` existed kept ``format_in_system`` at the top level; runs saved
-        before ``prompt.deferred`` sent the protocol from the first call.
+        before ``prompt.deferred`` sent the protocol from the first call, and before
+        ``prompt.hide_demos`` showed a demonstration at every call.
         """
         data = {k: v for k, v in saved.items() if k in cls.model_fields}
         if "format_in_system" in saved and "prompt" not in data:
             data["prompt"] = {"format_in_system": bool(saved["format_in_system"])}
         if isinstance(data.get("prompt", {}), dict) and "deferred" not in data.get("prompt", {}):
             data["prompt"] = {**data.get("prompt", {}), "deferred": False}  # saved before it: protocol from the start
+        if isinstance(data.get("prompt"), dict) and "hide_demos" not in data["prompt"]:
+            data["prompt"] = {**data["prompt"], "hide_demos": False}  # saved before it: demonstrations shown
         try:
             return cls.model_validate(data)
         except ValidationError as e:

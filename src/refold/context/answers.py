@@ -25,7 +25,7 @@ from ..mechanisms.spans import Span, SpanBook, block_text, folded_text, parse_sp
 from ..protocol import CM, ContextCommand, parse_restore_args
 from ..render import Renderer
 from ..render.folds import fold_timing
-from ..render.received import message_chars
+from ..render.received import demo_text, message_chars
 from ..restore import restore_text
 from ..types import Answer, Message, Origin, Outcome, content_text
 from .search import ledger_view, objects_view, prompt_states, search_text
@@ -75,6 +75,8 @@ class Answerer:
 
     def answer(self, command: ContextCommand) -> Answer:
         name, arg, t = command.name, command.argument, self.t
+        if name == "restore" and arg.strip().lower() in ("demo", "demonstration"):
+            return self._restore_demo()
         if name == "restore":
             found, error = parse_restore_args(arg, t)
             if error is not None:
@@ -140,6 +142,15 @@ class Answerer:
         text = restore_text(self.history, steps, policy, spans=self.config.spans)
         ok = policy.reversible
         return Answer(text, Outcome("restore", ok, " ".join(map(str, steps))), tuple(steps) if ok else ())
+
+    def _restore_demo(self) -> Answer:
+        """``restore demo``: the prefix's demonstration byte-exact (``prompt.hide_demos``)."""
+        text = demo_text(self.history)
+        if text is None:
+            return refused("restore", f"{CM} restore: this session has no demonstration; use e.g. `restore 3`.")
+        if not self.config.policy.reversible:
+            return refused("restore", restore_text(self.history, [], self.config.policy))
+        return Answer(f"{CM} The demonstration, restored from history:\n{text}", Outcome("restore", True, "demo"))
 
     def _expand(self, argument: str) -> Answer:
         policy, t = self.config.policy, self.t

@@ -48,6 +48,16 @@ class PlainHistory:
         ms = (time.perf_counter() - start) * 1000
         return messages, (self.prefix_origins, _NO_ORIGINS, origins), (t, 0, 0, 0, 0, 0, 0, ms, stable)
 
+    def shared(self, prefix: list[Message]) -> tuple[int, int]:
+        """Leading messages, and their characters, that a prompt starting with ``prefix`` shares with
+        the plain one (all of its prefix, unless a demonstration is hidden: ``prompt.hide_demos``)."""
+        n = chars = 0
+        for a, b in zip(self.prefix, prefix, strict=False):
+            if a != b:
+                break
+            n, chars = n + 1, chars + message_chars(a)
+        return n, chars
+
     def size(self, history: History, t: int) -> tuple[int, int]:
         """Characters of call t's plain prompt and of step t's outputs in it (what the cache lacks)."""
         sizes = self.sizes

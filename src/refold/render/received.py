@@ -41,6 +41,11 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
     policy = config.policy
     prefix = [clean(m) for m in history.prefix]
     origins = [Origin(None, "system" if m.get("role") in SYSTEM_ROLES else "task", Shown.PREFIX) for m in prefix]
+    if policy.protocol and plain_first(config) and config.prompt.hide_demos and policy.reversible:
+        for i, m in enumerate(history.prefix):
+            if m.get("is_demo"):  # shown by the plain history; the protocol's prompt names it in a note
+                prefix[i] = {"role": prefix[i].get("role", "user"), "content": demo_note(content_text(m.get("content")))}
+                origins[i] = Origin(None, "task", Shown.NOTE)
     if policy.protocol:
         section = system_section(
             policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system,
@@ -63,6 +68,21 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
             prefix.insert(0, {"role": "system", "content": section.lstrip()})
             origins.insert(0, Origin(None, "system", Shown.PREFIX))
     return prefix, origins
+
+
+def demo_note(text: str) -> str:
+    """What the protocol's prompt shows in place of a demonstration in the prefix (``prompt.hide_demos``)."""
+    lines = len(text.splitlines())
+    return (
+        f"{CM} A demonstration ({lines} lines) was shown here while you started; it is hidden now that "
+        "your own steps show the format. `restore demo` shows it again."
+    )
+
+
+def demo_text(history: History) -> str | None:
+    """The demonstrations of the prefix as first shown (the answer to ``restore demo``), if any."""
+    demos = [content_text(m.get("content")) for m in history.prefix if m.get("is_demo")]
+    return "\n".join(demos) if demos else None
 
 
 def received_form(step: Step, config: Config, span_note: str | None = None) -> Received:

@@ -214,24 +214,24 @@ class Renderer:
         return LazyRendered(*self._again)
 
     def _plain_or_switch(self, history: History, t: int) -> Rendered | None:
-        """While the plain history is sent: it again (None: the protocol's prompt from now on).
-
-        The protocol's section follows the prefix, so the switch recomputes from there on, like a
-        move; it happens when the rule says that pays against the plain prompt (cached up to this
-        call's outputs), or when the agent used a context command (its own prompt taught it)."""
+        """While the plain history is sent: it again (None: the protocol's prompt from now on). The
+        switch recomputes from after the prefix (from a hidden demonstration on, not within its
+        ``prompt.demo_calls`` first calls), like a move; it happens when the rule says that pays against
+        the plain prompt (cached up to this call's outputs), or when the agent used a context command."""
         plain = self._plain
         assert plain is not None
         size, outputs = plain.size(history, t)
         used = bool(self._recv.restores or self._ledger.ops or self._spans.spans or self._pins.events or self._user_pins)
-        full = Candidate(self._last.chars, plain.prefix_chars)  # the section follows the prefix
+        same, common = plain.shared(self._prefix)
+        full = Candidate(self._last.chars, common)
         if used or (
-            full.size < size
+            (same == len(plain.prefix) or t >= self.config.prompt.demo_calls) and full.size < size
             and should_move(self.config, t, Candidate(size, size - outputs), full, self._recv.idle(t), self._peak_chars)
         ):
             self._plain = None
             assert self._again is not None
             m, o, a = self._again
-            self._again = (m, o, (*a[:-1], len(history.prefix)))  # the prefix is what the last prompt shares
+            self._again = (m, o, (*a[:-1], same))  # what the last prompt shares: the prefix, up to a hidden demonstration
             return None
         self._peak_chars = max(self._peak_chars, size)
         return LazyRendered(*plain.prompt(history, t))

@@ -1,0 +1,98 @@
+"""A demonstration in the prefix (SWE-agent's ``is_demo`` messages, ``prompt.hide_demos``): the plain
+history shows it; the protocol's prompt shows a one-line note in its place, the switch is priced as
+recomputing from the demonstration on, and ``restore demo`` brings it back byte-exact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refold.config import Config
+from refold.context.answers import Answerer
+from refold.history import History
+from refold.mechanisms.boundary import recorded_config
+from refold.protocol import parse_command
+from refold.render import Renderer
+from refold.types import content_text
+
+VLLM = Config.parse(cache="vllm")
+OPENAI = Config.parse(cache="openai")
+DEMO = "Here is a demonstration of how to work.\n" + "\n".join(
+    f"demo line {j}: open file_{j}.py and read what it defines before editing it" for j in range(300)
+)
+
+
+def run(n: int = 8, demo: bool = True) -> History:
+    """A system prompt, a long demonstration, the task, then steps with mid-sized outputs."""
+    prefix: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs with the commands below."}]
+    if demo:
+        prefix.append({"role": "user", "content": DEMO, "is_demo": True})
+    prefix.append({"role": "user", "content": "Fix the bug in calc.py."})
+    h = History(prefix)
+    for i in range(1, n + 1):
+        body = "\n".join(f"{i}:{j} def helper_{j}(x): return x * {j}" for j in range(20))
+        reply: dict[str, Any] = {"role": "assistant", "content": f"Looking at file {i}.\n```bash\ncat f{i}.py\n```"}
+        h.append(reply, [{"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>"}])
+    return h
+
+
+def prompts(config: Config, h: History) -> list[list[dict[str, Any]]]:
+    r = Renderer(config)
+    return [list(r.render(h, t).messages) for t in range(len(h) + 1)]
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    return [content_text(m.get("content")) for m in messages]
+
+
+def test_the_first_call_shows_the_demonstration_and_the_protocol_prompt_a_note() -> None:
+    h = run()
+    plain = prompts(recorded_config(VLLM), h)
+    r = Renderer(VLLM)
+    first = r.render(h, 0)
+    assert r.sent_plain and list(first.messages) == plain[0]  # call 1: the plain history, demonstration and all
+    sent = [r.render(h, t) for t in range(1, len(h) + 1)]
+    switch = next(i + 1 for i, p in enumerate(sent) if list(p.messages) != plain[i + 1])
+    shown = texts(list(sent[switch - 1].messages))
+    assert DEMO not in shown
+    assert shown[0] == texts(plain[switch])[0]  # the system message stays cached
+    assert shown[1].startswith("[context-manager] A demonstration (301 lines)") and "`restore demo`" in shown[1]
+    assert shown[2] == "Fix the bug in calc.py."
+    assert sent[switch - 1].stats.stable == 1  # from the demonstration on, the prompt is recomputed
+    assert all(DEMO not in texts(list(p.messages)) for p in sent[switch - 1 :])
+
+
+def test_hiding_the_demonstration_makes_the_switch_pay_sooner() -> None:
+    def switch(config: Config, h: History) -> int:
+        r = Renderer(config)
+        return next((t for t in range(len(h) + 1) if (r.render(h, t), not r.sent_plain)[1]), len(h) + 1)
+
+    h = run()
+    for config in (VLLM, OPENAI):
+        assert switch(config, h) < switch(config.override(["prompt.hide_demos=false"]), h)
+        assert switch(config, h) >= 1  # never before the agent has seen it once
+        assert switch(config.override(["prompt.demo_calls=4"]), h) >= 4
+    bare = run(demo=False)  # without a demonstration the setting changes nothing
+    assert prompts(VLLM, bare) == prompts(VLLM.override(["prompt.hide_demos=false"]), bare)
+
+
+def test_the_demonstration_stays_where_the_prompt_is_not_deferred_or_hiding_is_off() -> None:
+    h = run()
+    for config in (VLLM.override(["boundary.rule=fixed"]), VLLM.override(["prompt.deferred=false"]),
+                   VLLM.override(["prompt.hide_demos=false"]), VLLM.override(["policy.reversible=false"])):
+        assert all(DEMO in texts(p) for p in prompts(config, h))
+
+
+def test_restore_demo_answers_with_the_demonstration_byte_exact() -> None:
+    h = run()
+    answer = Answerer(h, VLLM, 3).answer(parse_command("restore demo"))
+    assert answer.ok and answer.outcome is not None and answer.outcome.target == "demo"
+    assert answer.text.split("\n", 1)[1] == DEMO and answer.text.startswith("[context-manager]")
+    missing = Answerer(run(demo=False), VLLM, 3).answer(parse_command("restore demonstration"))
+    assert not missing.ok and "no demonstration" in missing.text
+
+
+def test_a_run_saved_before_hide_demos_keeps_its_demonstration() -> None:
+    saved = VLLM.saved()
+    del saved["prompt"]["hide_demos"]
+    assert not Config.from_saved(saved).prompt.hide_demos
+    assert Config.from_saved(VLLM.saved()).prompt.hide_demos
