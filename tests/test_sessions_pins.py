@@ -435,6 +435,20 @@ def test_a_bad_saved_config_is_named_with_its_file(tmp_path: Path, capsys: pytes
         assert err.startswith(f"refold: error: {path}: saved refold config: invalid config field 'cache'"), err
 
 
+def test_a_pin_leaves_the_rest_of_the_run_as_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A lone surrogate in a recorded output (tool output decoded with surrogateescape) is read as
+    U+FFFD, and a pin wrote that reading back: the recorded bytes were gone for good."""
+    path = saved_run(tmp_path, steps=2)
+    data = json.loads(path.read_text())
+    data["messages"][3]["content"] = "out \udc80 ünï"
+    path.write_text(json.dumps(data))
+    assert main(["sessions", "pin", str(path), "1"]) == 0
+    capsys.readouterr()
+    text = path.read_text()
+    assert "\\udc80" in text and "\ufffd" not in text and "\\ufffd" not in text
+    assert json.loads(text)["info"]["refold_pins"][0]["item"] == "1"
+
+
 def test_an_age_past_the_clock_is_one_line() -> None:
     from refold.cli.sessions import parse_age
     from refold.errors import PolicyError

@@ -24,8 +24,9 @@ from .types import Message
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
-def read_json(path: str | Path) -> Any:
-    """Read a JSON file (``.gz`` too) with one-line errors naming the file."""
+def read_json(path: str | Path, *, scrub: bool = True) -> Any:
+    """Read a JSON file (``.gz`` too) with one-line errors naming the file; lone surrogates become
+    U+FFFD unless ``scrub`` is off (to write the file back as it was)."""
     p = Path(path)
     name = str(path)
     try:
@@ -60,7 +61,7 @@ def read_json(path: str | Path) -> Any:
     except RecursionError:
         raise TrajectoryError(name, "JSON nested too deeply to be a trajectory") from None
     # a lone surrogate only comes from an escape of one in the text (UTF-8 cannot carry it)
-    return scrub_value(data) if _SURROGATE_ESCAPE.search(text) else data
+    return scrub_value(data) if scrub and _SURROGATE_ESCAPE.search(text) else data
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

@@ -65,6 +65,7 @@ def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> 
     if not data:
         raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
     record = pin_record(history, item, on=on, where=path, config=cfg)
+    data = read_json(path, scrub=False)  # written back as recorded: a lone surrogate stays one, not U+FFFD
     records = [*read_pins(data, path), record]
     info = data.setdefault("info", {})
     if not isinstance(info, dict):

@@ -52,7 +52,10 @@ def write_json(path: str | Path, data: Any) -> None:
         mode = path.stat().st_mode & 0o7777
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        text = json.dumps(data, indent=2, ensure_ascii=False).encode()
+        try:
+            text = json.dumps(data, indent=2, ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate (as recorded) only fits as its \u escape
+            text = json.dumps(data, indent=2).encode()
         was_gzip = False
         if path.exists():
             with path.open("rb") as f:
