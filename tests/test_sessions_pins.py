@@ -449,6 +449,17 @@ def test_a_pin_leaves_the_rest_of_the_run_as_recorded(tmp_path: Path, capsys: py
     assert json.loads(text)["info"]["refold_pins"][0]["item"] == "1"
 
 
+def test_a_pin_through_a_symlink_writes_the_run_it_points_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The link was replaced by a copy holding the pin; the run it pointed at had none."""
+    real = saved_run(tmp_path, steps=2)
+    link = tmp_path / "link.traj.json"
+    link.symlink_to(real)
+    assert main(["sessions", "pin", str(link), "1"]) == 0
+    capsys.readouterr()
+    assert link.is_symlink()
+    assert [r["item"] for r in json.loads(real.read_text())["info"]["refold_pins"]] == ["1"]
+
+
 def test_an_age_past_the_clock_is_one_line() -> None:
     from refold.cli.sessions import parse_age
     from refold.errors import PolicyError

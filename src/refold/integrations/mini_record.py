@@ -45,6 +45,8 @@ def write_json(path: str | Path, data: Any) -> None:
     """Write ``data`` to ``path`` atomically (a reader never sees half a file), keeping its mode;
     a file the user may not write stays untouched (PermissionError)."""
     path = Path(path)
+    if path.is_symlink():  # write the run it points at: replacing the link left that run unchanged
+        path = path.resolve()
     mode = None
     if path.exists():
         if not os.access(path, os.W_OK):
