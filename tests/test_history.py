@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,24 @@ def test_a_mangled_usage_count_reads_as_not_reported(value: object) -> None:
     reply = {"role": "assistant", "content": "ls", "extra": {"response": {"usage": fine}}}
     h = History.from_messages([{"role": "user", "content": "task"}, reply])
     assert h.step(1).meta["usage"] == {"prompt_tokens": 1200, "cached_tokens": 0, "completion_tokens": 30}
+
+
+def test_append_names_what_is_not_a_message() -> None:
+    """An SDK's message object, or one observation not in a list, was an AttributeError ("'str'
+    object has no attribute 'get'") from deep inside; now a TypeError saying what to pass."""
+    from openai.types.chat import ChatCompletionMessage
+
+    sdk = ChatCompletionMessage(role="assistant", content="ls")
+    reply = {"role": "assistant", "content": "ls"}
+    h = History([{"role": "user", "content": "t"}])
+    for args, said in [
+        ((sdk, []), "the reply must be a dict message, not ChatCompletionMessage; pass message.model_dump()"),
+        ((reply, {"role": "user", "content": "x"}), "observations must be a list of dict messages, not dict"),
+        ((reply, "x"), "observations must be a list of dict messages, not str"),
+        ((reply, [sdk]), "observation 0 must be a dict message, not ChatCompletionMessage"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(said)):
+            h.append(*args)
+    assert len(h) == 0
+    h.append(reply, (m for m in [{"role": "user", "content": "x"}]))  # any iterable of messages
+    assert h.step(1).observations == ({"role": "user", "content": "x"},)

@@ -84,8 +84,9 @@ class History:
         they are not the ones the messages say, so equal digests always render equally.
         ``meta`` is for what no rendering reads (usage, flags).
         """
+        observations = _check_messages(reply, observations)
         reply = _copy(reply)
-        obs = tuple(_copy(list(observations)))
+        obs = tuple(_copy(observations))
         recorded = read_facts(reply, obs)
         facts = recorded if facts is None else facts
         covered: list[Message] = [reply, *obs]
@@ -216,6 +217,22 @@ class History:
 
 
 _ATOMS = frozenset((str, int, float, bool, type(None)))  # immutable: shared, not copied
+
+
+def _check_messages(reply: Any, observations: Any) -> list[Message]:
+    """Messages as dicts (an SDK's message object, or one observation not in a list, was an
+    AttributeError from deep inside)."""
+    if not isinstance(reply, dict):
+        hint = "; pass message.model_dump()" if hasattr(reply, "model_dump") else ""
+        raise TypeError(f"History.append: the reply must be a dict message, not {type(reply).__name__}{hint}")
+    if isinstance(observations, dict | str | bytes) or not isinstance(observations, Iterable):
+        raise TypeError(f"History.append: observations must be a list of dict messages, not {type(observations).__name__}")
+    out = list(observations)
+    for i, m in enumerate(out):
+        if not isinstance(m, dict):
+            hint = "; pass message.model_dump()" if hasattr(m, "model_dump") else ""
+            raise TypeError(f"History.append: observation {i} must be a dict message, not {type(m).__name__}{hint}")
+    return out
 
 
 def _copy(value: Any) -> Any:
