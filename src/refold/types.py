@@ -164,6 +164,8 @@ class RenderStats:
     trimmed: int = 0
     folded_steps: int = 0
     notes: int = 0
+    """Notes of folded steps (adjacent folded steps share one). Masked outputs and condensed replies
+    are notes too but not counted here: count ``Shown.NOTE`` in ``Rendered.origins`` for every note."""
     restores: int = 0
     render_ms: float = 0.0
     stable: int = 0
