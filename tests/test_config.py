@@ -38,6 +38,7 @@ def test_overrides_as_mini_takes_them() -> None:
         ("boundary.peak_weight=-1", "invalid config field 'boundary.peak_weight'"),
         ("policy=5", "invalid config field 'policy': a mapping of policy fields, not 5"),  # was a TypeError
         ("tokenizer=gpt2", "invalid config field 'tokenizer': unknown tokenizer 'gpt2'; valid choices: qwen3.6"),
+        ("spans.rationale=(", "invalid config field 'spans.rationale': not a regular expression"),  # was re.error at session start
     ],
 )
 def test_bad_values_are_one_line_naming_the_field(assignment: str, needle: str) -> None:

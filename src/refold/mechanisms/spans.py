@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..policy import Settings
 from ..prompts import span_reminder
@@ -50,6 +50,7 @@ class SpanPolicy(Settings):
     """``substance``: a concrete anchor and a reason, filler taken out (``mechanisms.guardrail``);
     ``keywords``: any word matching ``rationale`` or a file:line reference (refold 0.1)."""
     rationale: str = RATIONALE
+    """``keywords`` guardrail: a regular expression (case-insensitive) a conclusion must match."""
     remind_after: int | None = Field(default=8, ge=1)
     """Remind the agent of an open span every this many steps (None: never)."""
     edit_chars: int = Field(default=600, ge=40)
@@ -61,6 +62,15 @@ class SpanPolicy(Settings):
     command is answered either way."""
     chars_per_token: float = Field(4.0, gt=0)
     """How a fold's reported cost estimates tokens from characters."""
+
+    @field_validator("rationale")
+    @classmethod
+    def _a_pattern(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as e:  # compiled when a session starts: a traceback there, one line here
+            raise ValueError(f"not a regular expression ({e})") from None
+        return pattern
 
 
 DEFAULT_SPANS = SpanPolicy()
