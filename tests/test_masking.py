@@ -71,3 +71,20 @@ def test_a_short_output_stays_unmasked_however_many_notes_follow_it() -> None:
     r = Renderer(Config.parse(mask_after=2, reminders=True)).render(text_history(steps))
     outputs = [o for o in r.origins if o.part == "output"]
     assert outputs and all(o.shown != Shown.NOTE for o in outputs)
+
+
+def test_in_a_step_with_several_outputs_only_those_over_the_floor_become_notes() -> None:
+    """The 200-character floor holds per output: a masked step's short output (a one-line echo
+    beside a long read) stays as received, since its note would be no shorter than it."""
+    from refold.config import Config
+    from refold.render import Renderer
+    from refold.types import Shown
+
+    from builders import tool_history
+
+    long = "\n".join(f"line {n} of a long listing with words in it" for n in range(40))
+    steps = [("Looking.", [(f"cat f{i}.txt", long), (f"echo done {i}", f"done {i}")]) for i in range(1, 16)]
+    r = Renderer(Config.parse(mask_after=2, prompt={"deferred": False})).render(tool_history(steps))
+    first = [(o.shown, m["content"]) for m, o in zip(r.messages, r.origins, strict=True) if o.step == 1 and o.part == "output"]
+    assert [s for s, _ in first] == [Shown.NOTE, Shown.RECEIVED]
+    assert first[1][1].startswith("[step 1]\ndone 1") and "restore 1" in first[0][1]

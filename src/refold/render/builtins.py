@@ -212,11 +212,16 @@ class Masking:
         i = step.index
         if i not in view.behind.masked:
             return
-        reversible = view.config.policy.reversible
+        p = view.config.policy
+        several = len(step.observations) > 1
         for j, obs in enumerate(step.observations):
+            if several and plan.origins[1 + j].shown is Shown.RECEIVED and (
+                output_chars(content_text(plan.msgs[1 + j].get("content"))) < p.mask_min_chars
+            ):
+                continue  # the floor holds per output: a short one (a format-error retry) outweighs no note
             note = view.mask_notes.get((i, j))
             if note is None:
-                note = view.mask_notes[(i, j)] = with_content(obs, mask_note(step, j, reversible=reversible))
+                note = view.mask_notes[(i, j)] = with_content(obs, mask_note(step, j, reversible=p.reversible))
             plan.put(1 + j, note, Origin(i, "output", Shown.NOTE, (i,)))
 
     def dirty_from(self, prev: Layout, view: LayoutView) -> int | None:
