@@ -271,7 +271,18 @@ def test_timed_out_run_counts_progress_dots() -> None:
     )
     s = summarize("pytest -q", text)
     assert s.kind == "test" and s.status == -1
-    assert s.text == "tests (no final line): 15 passed, 2 failed, 1 errors so far"
+    # the timeout is said (it was left out for test runs: a killed run read like one still going)
+    assert s.text == "Command 'pytest -q' timed out after 60 seconds; tests (no final line): 15 passed, 2 failed, 1 errors so far"
+
+
+def test_mini_1x_timeout_template_is_read_as_a_timeout() -> None:
+    text = (
+        "The last command <command>pytest -q\necho 'a </command> in a string'</command> timed out and has been killed.\n"
+        "The output of the command was:\n <output>\n........F. [ 50%]\n</output>\n"
+        "Please try another command and make sure to avoid those requiring interactive input."
+    )
+    s = summarize("pytest -q", text)
+    assert s.text == "timed out and was killed; tests (no final line): 9 passed, 1 failed so far"
 
 
 def test_test_run_that_never_started() -> None:

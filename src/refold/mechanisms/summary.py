@@ -114,7 +114,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     verb = tool if tool not in ("bash", "shell", "execute_bash", "run") else cmd_head
 
     def out(kind: str, line: str, informative: bool = True) -> Summary:
-        if u.exception and kind != "test":
+        if u.exception and (kind != "test" or "timed out" in u.exception):
             line = f"{_one_line(u.exception, 70)}; {line}"
         return Summary(kind, line, status, informative)
 

@@ -30,6 +30,8 @@ _RC = re.compile(r"<returncode>\s*(-?\d{1,9})\s*</returncode>")
 _EXC = re.compile(r"<exception>(.*?)</exception>", re.DOTALL)
 _WRAPPED = re.compile(r"^\s*<(?:returncode|exception|warning|output)>")
 _ELIDED = re.compile(r"<elided_chars>\s*(\d{1,12}) characters elided\s*</elided_chars>")
+# mini 1.x's timeout template: no <returncode>, the partial output inside <output>
+_TIMED_OUT = re.compile(r"The last command <command>.{0,20000}?</command> timed out and has been killed\.", re.DOTALL)
 _SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
 
 
@@ -66,6 +68,10 @@ def unwrap(text: str) -> Unwrapped:
                 elided = int(em.group(1)) if em else None
             else:
                 body = _RC.sub("", _EXC.sub("", text))
+    elif text.startswith("The last command <command>") and (t := _TIMED_OUT.match(text)):
+        exception = "timed out and was killed"
+        inner = _between(text[t.end() :], "output")
+        body = inner if inner is not None else text[t.end() :]
     if text.startswith("{") and '"returncode"' in text[:200]:
         status, body, exception = _json_observation(text, status, body, exception)
     lines = body.rstrip().split("\n")
