@@ -78,7 +78,13 @@ def test_commands() -> None:
     c = parse_command('fold_span "because the cache key differs"')
     assert c is not None and c.argument == "because the cache key differs"
     assert parse_command("restored 3") is None
-    assert parse_command("cd x && restore 3") is None
+    # agents that run every command in a fresh shell open it with a cd: that changes nothing for
+    # a context command (it went to the shell: 'restore: command not found', nothing restored)
+    for line in ("cd x && restore 3", "cd '/a b'; restore 3", "cd && cd /testbed && restore 3"):
+        c = parse_command(line)
+        assert c is not None and (c.name, c.argument) == ("restore", "3"), line
+    assert parse_command("cd x | restore 3") is None and parse_command("cd x\nrestore 3") is None
+    assert parse_command("cd x && ls") is None and parse_command("cdx && restore 3") is None
     assert parse_command("ls") is None
 
 

@@ -57,9 +57,15 @@ COMMANDS = st.one_of(
             "pinch",
             "echo restore 3",
             "drop\u00e9 1",
+            "cd /testbed && restore 3",  # a leading cd changes nothing for a context command
+            "cd /testbed && ls",
+            "cd '/a b'; fold 3 4",
+            "cd /t && cd x && expand 7",
+            "cd /x | restore 3",
+            "cdx && restore 3",
         ]
     ),
-    st.text(alphabet="restoflda_pinxbg 0123\n\t\"\\é", max_size=20),
+    st.text(alphabet="restoflda_pinxbgc&;/' 0123\n\t\"\\é", max_size=24),
 )
 
 
@@ -101,6 +107,9 @@ def test_the_pieces() -> None:
     assert may_be_command("restore ", names) is True and may_be_command("fold_span(", names) is True
     assert may_be_command("restored", names) is False and may_be_command("ls", names) is False
     assert may_be_command("x", names) is False and may_be_command("fold_", names) is None
+    assert may_be_command("cd /testbed &", names) is None and may_be_command("cd /testbed && re", names) is None
+    assert may_be_command("cd /testbed && restore ", names) is True and may_be_command("cd /t && ls", names) is False
+    assert may_be_command("ca", names) is False and may_be_command("cd /x | r", names) is False
     assert command_prefix('{"command": "ls -') == "ls -"
     assert command_prefix('{"cmd":"a\\nb\\u00e9\\') == "a\nb\u00e9"
     assert command_prefix('{"command": ["rest') == "rest"

@@ -294,9 +294,25 @@ class ContextCommand:
     argument: str
 
 
+# ``cd /testbed && restore 3``: agents that run each command in a fresh shell open most of them
+# with a cd, which changes nothing for a context command
+_CD_WORD = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s;&|'\"`$()<>]+)"
+CD_PREFIX = re.compile(r"\s*cd(?:[ \t]+" + _CD_WORD + r")?[ \t]*(?:&&|;)[ \t]*")
+CD_OPEN = re.compile(r"\s*c(?:d(?:[ \t]+(?:" + _CD_WORD + r"|'[^'\n]*|\"[^\"\n]*)?)?[ \t]*&?)?")
+"""What may still become a ``CD_PREFIX`` as more of the command arrives (``proxy.early``)."""
+
+
+def without_cd(command: str) -> str:
+    """``command`` after any leading ``cd DIR &&`` (or ``;``) prefixes."""
+    while m := CD_PREFIX.match(command):
+        command = command[m.end() :]
+    return command
+
+
 def parse_command(command: str) -> ContextCommand | None:
-    """A context command when the whole action is one (``restore 3``), else None."""
-    m = _COMMAND_RE.match(command.strip())
+    """A context command when the whole action is one (``restore 3``, also after ``cd DIR &&``),
+    else None."""
+    m = _COMMAND_RE.match(without_cd(command).strip())
     if not m:
         return None
     arg = m.group(2).strip()

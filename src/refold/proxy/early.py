@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context.recognize import Recognizer
-from ..protocol import SHELL_LANGS
+from ..protocol import CD_OPEN, SHELL_LANGS, without_cd
 from ..shell import SHELL_TOOLS
 
 _MARKERS = ("```", "<mswea_bash_command>")
@@ -32,8 +32,8 @@ def may_be_command(prefix: str, names: Collection[str]) -> bool | None:
     ``names`` (``protocol.parse_command``'s rule: a name, then a word boundary): False when it
     cannot be whatever follows, True when it begins like one (only the whole command decides),
     None while too little has arrived to tell."""
-    p = prefix.lstrip()
-    if not p:
+    p = without_cd(prefix).lstrip()
+    if not p or CD_OPEN.fullmatch(p):  # ``cd /testbed &&`` may still lead to one
         return None
     maybe = False
     for name in names:
