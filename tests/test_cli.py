@@ -388,3 +388,17 @@ def test_plot_tick_labels_keep_their_values() -> None:
     assert [_tokens(v) for v in (0, 999, 2500, 7500, 12500, 20000, 125_000, 1_250_000, 999_999)] == [
         "0", "999", "2.5k", "7.5k", "12.5k", "20k", "125k", "1.25M", "1000k"
     ]
+
+
+def test_replay_off_a_terminal_says_how_far_it_is(tmp_path: Path) -> None:
+    """A long run's replay takes minutes: piped or logged it was silent to the end. Now a line at
+    each quarter of the policy replays, naming the file and, replayed in this process, the policy
+    (a file that fails still counts: it is done)."""
+    shutil.copy(SWE, tmp_path / SWE.name)
+    bad = _malformed(tmp_path)
+    r = run_cli("replay", str(tmp_path), "--policy", "base,refold", cwd=tmp_path)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("refold replay: ")]
+    shares = [int(ln.split("%")[0].rsplit(" ", 1)[1]) for ln in lines]
+    assert shares == sorted(set(shares)) and shares[-1] == 100 and len(shares) >= 3, r.stderr  # the bad file is half
+    assert all(" of 4 policy replays done (" in ln for ln in lines)
+    assert any(f"{SWE.name} refold)" in ln for ln in lines) and bad.name in r.stderr

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -61,6 +63,32 @@ def write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as e:
         raise PolicyError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+Tick = Callable[[float, str], None]
+"""Advance a long job by some units of work, naming what was just done."""
+
+
+@contextmanager
+def progress_ticks(console: Console, label: str, total: float, unit: str) -> Iterator[Tick]:
+    """A long job's progress on stderr: the bar on a terminal; elsewhere (logs, pipes) a line at
+    each quarter, so a job of minutes is not silent."""
+    if console.is_terminal:
+        with progress_bar(console, label) as bar:
+            task = bar.add_task("", total=total)
+            yield lambda n, what: bar.update(task, advance=n, description=what)
+        return
+    done, said = 0.0, 0
+
+    def tick(n: float, what: str) -> None:
+        nonlocal done, said
+        done += n
+        quarter = min(4, int(4 * done / max(total, 1e-9) + 1e-9))
+        if quarter > said:
+            said = quarter
+            print(f"refold {label}: {25 * quarter}% of {round(total):,} {unit} done ({what})", file=sys.stderr, flush=True)
+
+    yield tick
 
 
 def progress_bar(console: Console, label: str | None = None) -> Progress:

@@ -37,7 +37,7 @@ from ._output import (
     plot_output,
     plural,
     print_table,
-    progress_bar,
+    progress_ticks,
     write_output,
 )
 from ._plot import replay_series
@@ -191,15 +191,19 @@ def replay(
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
-    with progress_bar(err, "replay") as progress:
-        task = progress.add_task("", total=len(files))
+    jobs = max(1, min(jobs, len(files), os.cpu_count() or 1))  # what the pool runs (replay_paths caps it alike)
+    per = len(settings.policies)
+    with progress_ticks(err, "replay", len(files) * per, "policy replays") as tick:
+
+        def one_policy(r: TaskResult, name: str) -> None:  # in this process only: a long file's policies
+            tick(1 / max(1, r.sessions), f"{Path(r.file).name} {name}")
 
         def done(r: TaskResult) -> None:
             # one file's agents are one result each: together they advance it by one file
-            progress.update(task, advance=1 / max(1, r.sessions), description=Path(r.file).name)
+            left = per - (len(r.policies) if jobs == 1 else 0)  # what ``policy`` did not count
+            tick(left / max(1, r.sessions), Path(r.file).name)
 
-        results = replay_paths(files, settings, jobs=jobs, on_result=done)
-    jobs = max(1, min(jobs, len(files), os.cpu_count() or 1))  # what the pool ran (replay_paths caps it)
+        results = replay_paths(files, settings, jobs=jobs, on_result=done, on_policy=one_policy)
     seconds = time.perf_counter() - start
     report = build_report(results, settings, seconds=seconds)
     print_table(out, _title(report), COLUMNS, _rows(report), wide)

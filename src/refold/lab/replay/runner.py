@@ -195,7 +195,11 @@ def _reported(history: History) -> dict[str, int | None]:
     return out
 
 
-def replay_history(history: History, settings: Settings, result: TaskResult) -> None:
+PolicyDone = Callable[[TaskResult, str], None]
+"""Called after each policy of a session is replayed (a long run takes minutes per file)."""
+
+
+def replay_history(history: History, settings: Settings, result: TaskResult, on_policy: PolicyDone | None = None) -> None:
     """Fill ``result`` with every selected policy's metrics for one loaded history."""
     opts = settings.options()
     tok = opts.tokenizer
@@ -241,6 +245,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult) -> 
         result.policies[name] = m.to_dict(per_call=settings.per_call)
         if keep:
             result.validation = validate_cache(history, keep, tok)
+        if on_policy:
+            on_policy(result, name)
 
 
 def _error(e: Exception) -> str:
@@ -249,21 +255,21 @@ def _error(e: Exception) -> str:
     return f"{type(e).__name__}: {e}" if isinstance(e, RefoldError) or str(e) else type(e).__name__
 
 
-def replay_file(path: str, settings: Settings) -> TaskResult:
+def replay_file(path: str, settings: Settings, on_policy: PolicyDone | None = None) -> TaskResult:
     """Replay one session (a file, or ``FILE#Agent``); a file that cannot be read becomes a
     result with ``error`` set (a multi-agent file without ``#Agent`` is such an error)."""
     start = time.perf_counter()
     result = TaskResult(file=path, path=split_source(path)[0])
     try:
         history = load(path)
-        replay_history(history, settings, result)
+        replay_history(history, settings, result, on_policy)
     except Exception as e:  # noqa: BLE001 - one odd file must not end the whole replay
         result.error = _error(e)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
+def replay_sessions(path: str, settings: Settings, on_policy: PolicyDone | None = None) -> list[TaskResult]:
     """Replay every session of a file: one result per agent of a multi-agent file, named
     ``FILE#Agent``, each its own conversation with its own cache; else one result."""
     start = time.perf_counter()
@@ -272,7 +278,7 @@ def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
     except Exception as e:  # noqa: BLE001 - one odd file must not end the whole replay
         agents = _agents(path)
         if agents:  # one agent's conversation that cannot be read must not hide the others'
-            each = [replay_file(f"{split_source(path)[0]}{AGENT_SEP}{a}", settings) for a in agents]
+            each = [replay_file(f"{split_source(path)[0]}{AGENT_SEP}{a}", settings, on_policy) for a in agents]
             for r in each:
                 r.sessions = len(agents)
             return each
@@ -285,7 +291,7 @@ def replay_sessions(path: str, settings: Settings) -> list[TaskResult]:
         t0 = time.perf_counter()
         result = TaskResult(file=history.source, path=split_source(path)[0], sessions=len(histories))
         try:
-            replay_history(history, settings, result)
+            replay_history(history, settings, result, on_policy)
         except Exception as e:  # noqa: BLE001
             result.error = _error(e)
         result.seconds = time.perf_counter() - t0
@@ -329,15 +335,17 @@ def replay_paths(
     *,
     jobs: int = 1,
     on_result: Callable[[TaskResult], None] | None = None,
+    on_policy: PolicyDone | None = None,
 ) -> list[TaskResult]:
     """Replay ``files`` (in this order in the output, whatever ``jobs`` is): one result per
-    session, so a multi-agent file gives one per agent (``FILE#Agent``)."""
+    session, so a multi-agent file gives one per agent (``FILE#Agent``). ``on_policy`` is called
+    only when the files are replayed in this process (``jobs`` 1, or one file)."""
     settings.check()
     results: list[TaskResult] = []
     jobs = max(1, min(jobs, len(files) or 1, os.cpu_count() or 1))
     if jobs == 1:
         for f in files:
-            for r in replay_sessions(f, settings):
+            for r in replay_sessions(f, settings, on_policy):
                 results.append(r)
                 if on_result:
                     on_result(r)
