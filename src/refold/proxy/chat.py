@@ -45,6 +45,7 @@ from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import DONE, error_event
 from .upstream import Live, Result, Upstream, retry_hint
+from .usage import add, count
 from .validate import check_chat_request
 
 
@@ -146,6 +147,7 @@ class ChatService:
 
         upstream_ms = 0.0
         rounds = 0
+        total: dict[str, Any] | None = None  # usage over the request's rounds
         while True:
             final = not answering or rounds >= cfg.max_rounds
             if final and answering:  # rounds used up: this round's prompt offers no command
@@ -156,6 +158,7 @@ class ChatService:
             result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self._usage(result)
+            total = add(total, result.body.get("usage"))
             n_choices = len(result.body.get("choices") or [])
             calls = context_calls(result.message, rec) if not final and n_choices == 1 else None
             if calls is None:
@@ -165,6 +168,8 @@ class ChatService:
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
         shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
+        if rounds and total is not None:  # the internal rounds' tokens were spent for this answer too
+            shown.body = {**shown.body, "usage": total}
         return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
@@ -252,6 +257,7 @@ class ChatService:
                     break
                 result = live.result()
                 self._usage(result)
+                relay.prior = add(relay.prior, result.body.get("usage"))  # the next round reports the sum
                 out, found = relay.end(result)
                 if found is None:  # stored before the client has the whole answer
                     client = self._remember_stream(p, relay.shown, relay.text)
@@ -293,17 +299,7 @@ class ChatService:
     # ---- accounting ----------------------------------------------------------------------------
 
     def _usage(self, result: Result) -> None:
-        self.metrics.inc("refold_upstream_calls_total")
-        u = result.usage
-        details = u.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        for name, value in (
-            ("prompt", u.get("prompt_tokens")),
-            ("cached", cached),
-            ("completion", u.get("completion_tokens")),
-        ):
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                self.metrics.inc(f"refold_upstream_{name}_tokens_total", float(value))
+        count(self.metrics, "chat", result.usage)
 
     def _count_tokens(self, full: list[Message], rendered: list[Message]) -> None:
         """Tokens-saved accounting runs off the request path (memoized per message)."""

@@ -33,6 +33,7 @@ from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
 from .surface import Parsed, SurfaceService, as_dict
 from .upstream import Upstream
+from .usage import add
 
 
 class Conversations:
@@ -274,10 +275,11 @@ class ResponsesSplicer(SplicedRound):
         data = self.fixed(data)
         if not isinstance(data, dict) or not isinstance(data.get("output"), list):
             return data
-        if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values():
+        if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values() and self.prior_usage is None:
             return data
         output = [o for n, o in enumerate(data["output"]) if self._map.get(n, 0) is not None]
-        return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output]}
+        usage = {"usage": add(self.prior_usage, data.get("usage"))} if self.prior_usage is not None else {}
+        return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output], **usage}
 
 
 class ResponsesAdapter:

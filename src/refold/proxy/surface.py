@@ -48,6 +48,7 @@ from .surface_calls import recognizable, split_calls
 from .surface_stream import Plan, Splicer, relay, spliced
 from .surface_upstream import Failed, bad_stream, cause, open_stream, post, upstream_answer
 from .upstream import Upstream, informative
+from .usage import add, count
 
 _DROP_RESPONSE_HEADERS = {
     "content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
@@ -196,6 +197,7 @@ class SurfaceService:
             added = []  # a round the proxy does not answer offers no context command
         rounds = 0
         upstream_ms = 0.0
+        total: dict[str, Any] | None = None  # usage over the request's rounds
         while True:
             final = not answering or rounds >= cfg.max_rounds
             if final and answering:  # rounds used up: this round's prompt offers no command
@@ -217,7 +219,7 @@ class SurfaceService:
                 self._added(start, upstream_ms)
                 self.metrics.inc("refold_streams_relayed_live_total")
                 if not answering:
-                    gen = relay(adapter, parsed, opened)
+                    gen = relay(adapter, parsed, opened, self.metrics)
                 else:
                     plan = Plan(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
                     gen = spliced(self, plan, opened)
@@ -230,7 +232,8 @@ class SurfaceService:
             data = upstream_answer(adapter, got.data)
             last = got.headers  # of the round whose answer the client gets
             upstream_ms += (time.perf_counter() - t0) * 1000
-            self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
+            count(self.metrics, adapter.key, as_dict(data).get("usage"))
+            total = add(total, as_dict(data).get("usage"))
             reply = adapter.reply(data)
             # a round the proxy does not answer goes to the client as the model wrote it
             calls = context_calls(recognizable(reply), rec) if reply is not None and not final else None
@@ -239,6 +242,8 @@ class SurfaceService:
             rounds += 1
             base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")
         self._added(start, upstream_ms)
+        if rounds and total is not None and isinstance(data, dict):  # the internal rounds' tokens too
+            data = {**data, "usage": total}
         await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
         return JSONResponse(data, headers={**last, **out_headers})
