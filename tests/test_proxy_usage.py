@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from starlette.testclient import TestClient
 
 from refold.config import DEFAULT
 from refold.proxy import ProxyConfig, create_app
@@ -163,3 +164,35 @@ def test_a_relayed_stream_is_counted(tmp_path: Path) -> None:
             m = httpx.get(f"{px.url}/metrics").text
             assert _metric(m, "refold_upstream_calls_total") == 1
             assert _metric(m, "refold_upstream_prompt_tokens_total") == 10
+
+
+@pytest.mark.parametrize("surface", ["messages", "responses"])
+def test_tokens_saved_and_sessions_loaded_on_every_surface(tmp_path: Path, surface: str) -> None:
+    """/metrics on a proxy serving only /v1/messages or /v1/responses: the prompt tokens of the full
+    conversation and of the rendered one are counted (they were chat only), and the sessions held
+    in memory are reported at scrape time (the gauge was set by chat requests alone)."""
+    fake: FakeAnthropic | FakeResponses = FakeAnthropic() if surface == "messages" else FakeResponses()
+    with ServerThread(fake.app) as up:
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="chars4",
+                          config=DEFAULT.override(["prompt.deferred=false"]))
+        app = create_app(cfg)
+        with TestClient(app, base_url="http://127.0.0.1") as c:
+            h = {"x-api-key": "sk-a", "anthropic-version": "2023-06-01"}
+            big = "line of output\n" * 200
+            if surface == "messages":
+                msgs: list[Any] = [{"role": "user", "content": "task"}]
+                for t in range(6):
+                    r = c.post("/v1/messages", json={"model": "m", "max_tokens": 9, "messages": msgs}, headers=h)
+                    assert r.status_code == 200, r.text
+                    msgs += [{"role": "assistant", "content": r.json()["content"]}, {"role": "user", "content": f"{t} {big}"}]
+            else:
+                items: list[Any] = [{"role": "user", "content": "task"}]
+                for t in range(6):
+                    r = c.post("/v1/responses", json={"model": "m", "input": items}, headers=h)
+                    assert r.status_code == 200, r.text
+                    items += [*r.json()["output"], {"role": "user", "content": f"{t} {big}"}]
+            assert _metric(c.get("/metrics", headers=h).text, "refold_sessions_loaded") == 1
+        m = app.state.metrics  # the lifespan's end waited for the background counts
+        full, rendered = m.value("refold_prompt_tokens_full_total"), m.value("refold_prompt_tokens_rendered_total")
+        assert full > 0 and rendered > 0
+        assert m.value("refold_tokens_saved_total") - m.value("refold_tokens_added_total") == full - rendered

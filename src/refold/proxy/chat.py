@@ -41,6 +41,7 @@ from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .relay import ChatRelay
+from .saved import SavedTokens
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import DONE, error_event
@@ -92,8 +93,7 @@ class ChatService:
         self.upstream = upstream
         self.metrics = metrics
         self.strip = cfg.strip_protocol
-        self._tok: Any = None
-        self._background: set[asyncio.Task[None]] = set()
+        self.saved = SavedTokens(cfg.tokenizer, metrics)
         self._plain = PlainRenderers(cfg.config)
         self._shown = ShownReplies()
         self._deferred = Deferred()
@@ -135,7 +135,7 @@ class ChatService:
             req["tools"] = [*(tools or []), *added]
         up_headers = self.upstream.headers(client_key, dict(headers))
         strip = self.strip and single
-        self._count_tokens(messages, messages_out)
+        self.saved.count(messages, messages_out)
         t0 = time.perf_counter()
         if stream:
             live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
@@ -301,33 +301,8 @@ class ChatService:
     def _usage(self, result: Result) -> None:
         count(self.metrics, "chat", result.usage)
 
-    def _count_tokens(self, full: list[Message], rendered: list[Message]) -> None:
-        """Tokens-saved accounting runs off the request path (memoized per message)."""
-        if not self.cfg.tokenizer or self.cfg.tokenizer == "off":
-            return
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._count_sync, full, rendered))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _count_sync(self, full: list[Message], rendered: list[Message]) -> None:
-        try:
-            from ..chat_tokens import count_messages
-            from ..tokens import get_tokenizer
-
-            if self._tok is None:
-                self._tok = get_tokenizer(self.cfg.tokenizer)
-            a = count_messages([clean(m) for m in full], self._tok)
-            b = count_messages(rendered, self._tok)
-        except Exception:  # noqa: BLE001 - metrics must never fail a request
-            return
-        self.metrics.inc("refold_prompt_tokens_full_total", a)
-        self.metrics.inc("refold_prompt_tokens_rendered_total", b)
-        self.metrics.inc("refold_tokens_saved_total", max(0, a - b))  # counters only go up
-        self.metrics.inc("refold_tokens_added_total", max(0, b - a))
-
     async def drain(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.saved.drain()
 
 
 async def _first(live: Live) -> None:

@@ -41,6 +41,7 @@ from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
+from .saved import SavedTokens
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .sse import Event, is_sse
@@ -131,6 +132,7 @@ class SurfaceService:
         self._shown = ShownReplies()
         self._deferred = Deferred()
         self._plain = PlainRenderers(cfg.config)
+        self.saved = SavedTokens(cfg.tokenizer, metrics)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
         out = self._deferred.as_sent(s, messages)
@@ -188,6 +190,7 @@ class SurfaceService:
                 await self.manager.hold(s, None)  # nothing left in it this request could answer
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
+        self.saved.count(parsed.messages, [*rendered.messages, *([turn.tail] if turn.tail else [])])
         if held is not None and calls is not None:  # context commands left out of the reply the client holds
             base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True)
         stream = bool(body.get("stream"))
