@@ -36,6 +36,7 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .custom_calls import as_function
 from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
@@ -105,6 +106,7 @@ class ChatService:
     ) -> Outcome:
         start = time.perf_counter()
         body = check_chat_request(body)
+        body["messages"] = [as_function(m) if m.get("role") == "assistant" else m for m in body["messages"]]
         tools = body.get("tools")
         cfg = self.cfg
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), body["messages"], owner))
