@@ -196,3 +196,15 @@ def test_tokens_saved_and_sessions_loaded_on_every_surface(tmp_path: Path, surfa
         full, rendered = m.value("refold_prompt_tokens_full_total"), m.value("refold_prompt_tokens_rendered_total")
         assert full > 0 and rendered > 0
         assert m.value("refold_tokens_saved_total") - m.value("refold_tokens_added_total") == full - rendered
+
+
+def test_chat_upstream_errors_are_counted(tmp_path: Path) -> None:
+    """An upstream error on chat completions (streamed or not) is counted in
+    refold_upstream_errors_total by status, as on the other surfaces (chat never counted one)."""
+    f = FakeUpstream()
+    with ServerThread(f.app) as up, TestClient(create_app(_cfg(f"{up.url}/v1", tmp_path)), base_url="http://127.0.0.1") as c:
+        for stream in (False, True):
+            body = {"model": "m", "messages": [SYSTEM, {"role": "user", "content": "FAIL:429"}], "stream": stream}
+            assert c.post("/v1/chat/completions", json=body).status_code == 429
+        m = c.get("/metrics").text
+        assert re.search(r'^refold_upstream_errors_total\{status="429"\} 2\.0$', m, re.M), m[-2000:]

@@ -23,8 +23,9 @@ with no context command answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,8 +141,9 @@ class ChatService:
         self.saved.count(messages, messages_out)
         t0 = time.perf_counter()
         if stream:
-            live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
-            await _first(live)
+            with self._counted():
+                live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
+                await _first(live)
             added_ms = (t0 - start) * 1000
             self.metrics.observe("refold_added_latency_ms", added_ms)
             plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip)
@@ -157,7 +159,8 @@ class ChatService:
                     _, _, messages_out = self._render(s, s.view(base, cfg.renderer), None, False)
                 req = {**req, "tools": tools} if tools is not None else {k: v for k, v in req.items() if k != "tools"}
             t0 = time.perf_counter()
-            result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
+            with self._counted():
+                result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self._usage(result)
             total = add(total, result.body.get("usage"))
@@ -281,7 +284,8 @@ class ChatService:
                     own = [t for t in req.get("tools") or [] if t not in p.added]
                     req = {**req, "tools": own} if own else {k: v for k, v in req.items() if k != "tools"}
                 try:
-                    live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
+                    with self._counted():
+                        live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
                 except ProxyError as e:  # the response has started: a retry-after goes in the message
                     yield error_event(e.message + retry_hint(e.headers), e.code or "upstream_error")
                     break
@@ -299,6 +303,16 @@ class ChatService:
         return client
 
     # ---- accounting ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """An upstream call whose failure (an error status, unreachable, timed out, a malformed
+        answer) is counted in ``refold_upstream_errors_total`` by the status the client gets."""
+        try:
+            yield
+        except ProxyError as e:
+            self.metrics.inc("refold_upstream_errors_total", status=str(e.status))
+            raise
 
     def _usage(self, result: Result) -> None:
         count(self.metrics, "chat", result.usage)
