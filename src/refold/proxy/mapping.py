@@ -52,7 +52,27 @@ def normalize(m: Message) -> Norm:
     # a legacy call, a refusal, an audio reference tell replies apart (absent and null alike, so
     # the norm of every other message, and the session names made from them, stay as they were)
     more = tuple((k, _dumped(m[k], k == "function_call")) for k in _MORE if m.get(k) is not None)
+    parts = _parts(m.get("content"))
+    if parts is not None:  # an image, file or audio part tells messages with the same text apart
+        more += (("parts", parts),)
     return norm + more if more else norm
+
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+
+
+def _parts(content: Any) -> str | None:
+    """The content's parts that are not text (images, files, audio, documents), as canonical JSON
+    without their ``cache_control``; None when there are none (a message of text alone)."""
+    if not isinstance(content, list):
+        return None
+    other = [
+        {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p
+        for p in content
+        if not isinstance(p, str)
+        and not (isinstance(p, dict) and p.get("type", "text") in _TEXT_PARTS and isinstance(p.get("text"), str))
+    ]
+    return json.dumps(other, sort_keys=True, ensure_ascii=False) if other else None
 
 
 def _dumped(value: Any, call: bool) -> str:
