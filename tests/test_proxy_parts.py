@@ -86,3 +86,42 @@ def test_messages_each_request_is_sent_its_own_attachment(tmp_path: Path) -> Non
             sent = fake.messages_requests[-1]["body"]["messages"][0]["content"]
             want = [{"type": "text", "text": content}] if isinstance(content, str) else content
             assert [{k: v for k, v in b.items() if k != "cache_control"} for b in sent] == want
+
+
+def test_responses_replies_of_server_side_items_alone_are_told_apart(tmp_path: Path) -> None:
+    """Two conversations with one opening whose replies are only server-side items (an MCP call,
+    an image generation: no text, no function call): each is sent its own items."""
+    from test_proxy_responses import FakeResponses
+
+    fake = FakeResponses()
+    user = {"role": "user", "content": "go"}
+    replies = [
+        [{"type": "mcp_list_tools", "id": "ml_1", "server_label": "s", "tools": []},
+         {"type": "mcp_call", "id": "mc_1", "server_label": "s", "name": "t", "arguments": "{}", "output": "r"}],
+        [{"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": "BASE64IMG"}],
+    ]
+    with ServerThread(fake.app) as up, TestClient(create_app(_cfg(f"{up.url}/v1", tmp_path)), base_url="http://127.0.0.1") as c:
+        for items in replies:
+            r = c.post("/v1/responses", json={"model": "m", "input": [user, *items, {"role": "user", "content": "more"}]},
+                       headers={"Authorization": "Bearer k"})
+            assert r.status_code == 200
+            assert fake.requests[-1]["body"]["input"][1:-1] == items
+
+
+def test_messages_replies_of_server_tool_blocks_are_told_apart(tmp_path: Path) -> None:
+    fake = FakeAnthropic()
+    h = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+    def searched(n: int) -> list[dict[str, Any]]:
+        return [{"type": "server_tool_use", "id": f"srvtoolu_{n}", "name": "web_search", "input": {"query": f"q{n}"}},
+                {"type": "web_search_tool_result", "tool_use_id": f"srvtoolu_{n}", "content": []},
+                {"type": "text", "text": "Nothing found."}]
+
+    with ServerThread(fake.app) as up, TestClient(create_app(_cfg(f"{up.url}/v1", tmp_path)), base_url="http://127.0.0.1") as c:
+        for n in (1, 2):
+            msgs = [{"role": "user", "content": "search"}, {"role": "assistant", "content": searched(n)},
+                    {"role": "user", "content": "again"}]
+            r = c.post("/v1/messages", json={"model": "m", "max_tokens": 9, "messages": msgs}, headers=h)
+            assert r.status_code == 200
+            sent = fake.messages_requests[-1]["body"]["messages"][1]["content"]
+            assert [b.get("id") or b.get("tool_use_id") for b in sent[:2]] == [f"srvtoolu_{n}"] * 2
