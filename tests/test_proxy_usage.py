@@ -208,3 +208,23 @@ def test_chat_upstream_errors_are_counted(tmp_path: Path) -> None:
             assert c.post("/v1/chat/completions", json=body).status_code == 429
         m = c.get("/metrics").text
         assert re.search(r'^refold_upstream_errors_total\{status="429"\} 2\.0$', m, re.M), m[-2000:]
+
+
+def test_chat_stream_without_tools_reports_each_round_once(tmp_path: Path) -> None:
+    """An agent without tools: its round is held to its end (a command block may be a context
+    command), usage chunk too; the usage it reports is its own round's, then with a restore the
+    two rounds' sum (a held usage chunk was counted twice)."""
+    f = Counting()
+    with ServerThread(f.app) as up, ServerThread(create_app(_cfg(f"{up.url}/v1", tmp_path))) as px:
+        client = openai.OpenAI(base_url=f"{px.url}/v1", api_key="k", max_retries=0, timeout=60)
+        msgs: list[Any] = [SYSTEM, {"role": "user", "content": "task"}]
+        for note, ks in (("out RESTORE:1", [1]), ("out 2", [2, 3])):
+            stream = client.chat.completions.create(model="m", messages=msgs, stream=True,
+                                                    stream_options={"include_usage": True})
+            text, usages = "", []
+            for ch in stream:
+                text += "".join(c.delta.content or "" for c in ch.choices)
+                if ch.usage is not None:
+                    usages.append(ch.usage.model_dump(exclude_none=True))
+            assert usages == [_expected(ks)]
+            msgs += [{"role": "assistant", "content": text}, {"role": "user", "content": note}]

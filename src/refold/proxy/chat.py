@@ -262,8 +262,8 @@ class ChatService:
                     break
                 result = live.result()
                 self._usage(result)
+                out, found = relay.end(result)  # a usage chunk held to the round's end goes out here
                 relay.prior = add(relay.prior, result.body.get("usage"))  # the next round reports the sum
-                out, found = relay.end(result)
                 if found is None:  # stored before the client has the whole answer
                     client = self._remember_stream(p, relay.shown, relay.text)
                     await self._deferred.save(self.manager, p.s, client)
