@@ -221,9 +221,12 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response, metrics: Me
     if not ended_properly(events):
         yield adapter.stream_error("upstream stream ended before its final event (cut off)")
         return
-    with contextlib.suppress(ProxyError):
-        count(metrics, adapter.key, as_usage(upstream_answer(adapter, adapter.aggregate(events))))
+    try:
+        answer = upstream_answer(adapter, adapter.aggregate(events))
+    except ProxyError:  # relayed as the upstream sent it; nothing to count or remember
+        return
+    count(metrics, adapter.key, as_usage(answer))
     if not finished:
         with contextlib.suppress(ProxyError):
-            await adapter.done(parsed, upstream_answer(adapter, adapter.aggregate(events)))
+            await adapter.done(parsed, answer)
 
