@@ -258,3 +258,15 @@ def test_the_validators_as_plain_functions() -> None:
     assert parse_json_body(b'{"a": "\\ud83d\\ude00"}') == {"a": "😀"}
     assert check_upstream_reply({"choices": [{"message": {"content": "x"}, "logprobs": {"v": float("-inf")}}]})["choices"][0]["logprobs"] == {"v": None}
     assert check_chunk({"choices": [{"index": 0, "delta": {"content": "\udc80"}}]})["choices"][0]["delta"]["content"] == "\ufffd"
+
+
+def test_a_compressed_request_body_is_a_415_saying_so(tmp_path: Path) -> None:
+    import gzip
+
+    cfg = ProxyConfig(upstream="http://127.0.0.1:9/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+    body = gzip.compress(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')
+    with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
+        for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses"):
+            r = c.post(path, content=body, headers={"content-type": "application/json", "content-encoding": "gzip"})
+            assert r.status_code == 415, (path, r.text)
+            assert "Content-Encoding 'gzip'" in r.text

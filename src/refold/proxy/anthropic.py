@@ -37,6 +37,7 @@ from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
 from .surface import Parsed, SurfaceService, as_dict
 from .upstream import informative
+from .usage import add
 
 _HOP = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
@@ -122,6 +123,7 @@ class AnthropicSplicer(SplicedRound):
         self._open: dict[int, str] = {}  # the client's index of a block still open -> its type
         self._calls = 0  # tool_use blocks of this round sent
         self._text: list[str] = []
+        self._usage: dict[str, Any] = {}  # this round's message_start usage
 
     def begin(self, final: bool) -> None:
         super().begin(final)
@@ -190,12 +192,18 @@ class AnthropicSplicer(SplicedRound):
     def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
         if kind == "message_start":
+            self._usage = as_dict(as_dict(data.get("message")).get("usage"))
             if self._started:
                 return []  # the answer's message is open already
             self._started = True
             return [ev.raw]
-        if kind == "message_delta" and as_dict(data.get("delta")).get("stop_reason") == "tool_use" and not self._calls:
-            return [sse(ev.name, {**data, "delta": {**data["delta"], "stop_reason": "end_turn"}})]  # no call left to run
+        if kind == "message_delta":
+            changed: dict[str, Any] = {}
+            if as_dict(data.get("delta")).get("stop_reason") == "tool_use" and not self._calls:
+                changed["delta"] = {**data["delta"], "stop_reason": "end_turn"}  # no call left to run
+            if self.prior_usage is not None:  # its counts are the whole answer's (Anthropic's are cumulative)
+                changed["usage"] = add(self.prior_usage, {**self._usage, **as_dict(data.get("usage"))})
+            return [sse(ev.name, {**data, **changed})] if changed else [ev.raw]
         if kind not in _BLOCK_EVENTS or not isinstance(data.get("index"), int):
             return [ev.raw]
         i = data["index"]

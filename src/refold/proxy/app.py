@@ -56,6 +56,8 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
             yield
         finally:
             await state["chat"].drain()
+            if "surfaces" in state:
+                await state["surfaces"].saved.drain()
             pool.close()
             await upstream.close()
             await st.close()
@@ -148,6 +150,7 @@ def _ops_routes(state: dict[str, Any], metrics: Metrics) -> APIRouter:
         tenant(request)
         st: Store = state["store"]
         metrics.gauge("refold_store_up", 0.0 if st.known_fault() else 1.0)
+        metrics.gauge("refold_sessions_loaded", len(state["manager"]._sessions))  # every surface's
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @router.get("/healthz")

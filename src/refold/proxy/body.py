@@ -11,7 +11,15 @@ from .validate import parse_json_body
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with a 413 as soon as it is longer than ``limit`` bytes."""
+    """The request body, refused with a 413 as soon as it is longer than ``limit`` bytes; a
+    compressed one (``Content-Encoding``) with a 415 saying so (it was read as text that is not
+    UTF-8)."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ProxyError(
+            415, f"Content-Encoding {encoding[:40]!r} is not supported: send the request body uncompressed",
+            code="unsupported_content_encoding",
+        )
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")

@@ -23,8 +23,9 @@ with no context command answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,15 +37,18 @@ from ..render import Renderer
 from ..types import Message
 from .commands import context_calls, observations
 from .config import ProxyConfig
+from .custom_calls import as_function
 from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .relay import ChatRelay
+from .saved import SavedTokens
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .stream import DONE, error_event
 from .upstream import Live, Result, Upstream, retry_hint
+from .usage import add, count
 from .validate import check_chat_request
 
 
@@ -91,8 +95,7 @@ class ChatService:
         self.upstream = upstream
         self.metrics = metrics
         self.strip = cfg.strip_protocol
-        self._tok: Any = None
-        self._background: set[asyncio.Task[None]] = set()
+        self.saved = SavedTokens(cfg.tokenizer, metrics)
         self._plain = PlainRenderers(cfg.config)
         self._shown = ShownReplies()
         self._deferred = Deferred()
@@ -104,6 +107,7 @@ class ChatService:
     ) -> Outcome:
         start = time.perf_counter()
         body = check_chat_request(body)
+        body["messages"] = [as_function(m) if m.get("role") == "assistant" else m for m in body["messages"]]
         tools = body.get("tools")
         cfg = self.cfg
         s = await self.manager.get(owner, session_name(headers.get("x-refold-session"), body["messages"], owner))
@@ -134,11 +138,12 @@ class ChatService:
             req["tools"] = [*(tools or []), *added]
         up_headers = self.upstream.headers(client_key, dict(headers))
         strip = self.strip and single
-        self._count_tokens(messages, messages_out)
+        self.saved.count(messages, messages_out)
         t0 = time.perf_counter()
         if stream:
-            live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
-            await _first(live)
+            with self._counted():
+                live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
+                await _first(live)
             added_ms = (t0 - start) * 1000
             self.metrics.observe("refold_added_latency_ms", added_ms)
             plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip)
@@ -146,6 +151,7 @@ class ChatService:
 
         upstream_ms = 0.0
         rounds = 0
+        total: dict[str, Any] | None = None  # usage over the request's rounds
         while True:
             final = not answering or rounds >= cfg.max_rounds
             if final and answering:  # rounds used up: this round's prompt offers no command
@@ -153,9 +159,11 @@ class ChatService:
                     _, _, messages_out = self._render(s, s.view(base, cfg.renderer), None, False)
                 req = {**req, "tools": tools} if tools is not None else {k: v for k, v in req.items() if k != "tools"}
             t0 = time.perf_counter()
-            result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
+            with self._counted():
+                result = await self.upstream.chat({**req, "messages": messages_out}, up_headers)
             upstream_ms += (time.perf_counter() - t0) * 1000
             self._usage(result)
+            total = add(total, result.body.get("usage"))
             n_choices = len(result.body.get("choices") or [])
             calls = context_calls(result.message, rec) if not final and n_choices == 1 else None
             if calls is None:
@@ -165,6 +173,8 @@ class ChatService:
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
         shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
+        if rounds and total is not None:  # the internal rounds' tokens were spent for this answer too
+            shown.body = {**shown.body, "usage": total}
         return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
@@ -252,7 +262,8 @@ class ChatService:
                     break
                 result = live.result()
                 self._usage(result)
-                out, found = relay.end(result)
+                out, found = relay.end(result)  # a usage chunk held to the round's end goes out here
+                relay.prior = add(relay.prior, result.body.get("usage"))  # the next round reports the sum
                 if found is None:  # stored before the client has the whole answer
                     client = self._remember_stream(p, relay.shown, relay.text)
                     await self._deferred.save(self.manager, p.s, client)
@@ -273,7 +284,8 @@ class ChatService:
                     own = [t for t in req.get("tools") or [] if t not in p.added]
                     req = {**req, "tools": own} if own else {k: v for k, v in req.items() if k != "tools"}
                 try:
-                    live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
+                    with self._counted():
+                        live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
                 except ProxyError as e:  # the response has started: a retry-after goes in the message
                     yield error_event(e.message + retry_hint(e.headers), e.code or "upstream_error")
                     break
@@ -292,46 +304,21 @@ class ChatService:
 
     # ---- accounting ----------------------------------------------------------------------------
 
-    def _usage(self, result: Result) -> None:
-        self.metrics.inc("refold_upstream_calls_total")
-        u = result.usage
-        details = u.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        for name, value in (
-            ("prompt", u.get("prompt_tokens")),
-            ("cached", cached),
-            ("completion", u.get("completion_tokens")),
-        ):
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                self.metrics.inc(f"refold_upstream_{name}_tokens_total", float(value))
-
-    def _count_tokens(self, full: list[Message], rendered: list[Message]) -> None:
-        """Tokens-saved accounting runs off the request path (memoized per message)."""
-        if not self.cfg.tokenizer or self.cfg.tokenizer == "off":
-            return
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._count_sync, full, rendered))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _count_sync(self, full: list[Message], rendered: list[Message]) -> None:
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """An upstream call whose failure (an error status, unreachable, timed out, a malformed
+        answer) is counted in ``refold_upstream_errors_total`` by the status the client gets."""
         try:
-            from ..chat_tokens import count_messages
-            from ..tokens import get_tokenizer
+            yield
+        except ProxyError as e:
+            self.metrics.inc("refold_upstream_errors_total", status=str(e.status))
+            raise
 
-            if self._tok is None:
-                self._tok = get_tokenizer(self.cfg.tokenizer)
-            a = count_messages([clean(m) for m in full], self._tok)
-            b = count_messages(rendered, self._tok)
-        except Exception:  # noqa: BLE001 - metrics must never fail a request
-            return
-        self.metrics.inc("refold_prompt_tokens_full_total", a)
-        self.metrics.inc("refold_prompt_tokens_rendered_total", b)
-        self.metrics.inc("refold_tokens_saved_total", max(0, a - b))  # counters only go up
-        self.metrics.inc("refold_tokens_added_total", max(0, b - a))
+    def _usage(self, result: Result) -> None:
+        count(self.metrics, "chat", result.usage)
 
     async def drain(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.saved.drain()
 
 
 async def _first(live: Live) -> None:

@@ -52,7 +52,53 @@ def normalize(m: Message) -> Norm:
     # a legacy call, a refusal, an audio reference tell replies apart (absent and null alike, so
     # the norm of every other message, and the session names made from them, stay as they were)
     more = tuple((k, _dumped(m[k], k == "function_call")) for k in _MORE if m.get(k) is not None)
+    parts = _parts(m.get("content"))
+    if parts is not None:  # an image, file or audio part tells messages with the same text apart
+        more += (("parts", parts),)
+    items = _server_items(m) if m.get("role") == "assistant" else None
+    if items is not None:  # so do a reply's server-side tool items (a web search, an MCP call, an image)
+        more += (("items", items),)
     return norm + more if more else norm
+
+
+_READ_ITEMS = frozenset({
+    "text", "thinking", "redacted_thinking", "tool_use",  # Messages blocks the norm reads (or ignores: thinking)
+    "message", "reasoning", "function_call", "custom_tool_call", "local_shell_call",  # Responses items
+})
+
+
+def _server_items(m: Message) -> str | None:
+    """A surface reply's native blocks or items that neither its text nor its calls show (Anthropic
+    ``server_tool_use``/``web_search_tool_result``/``mcp_tool_use``, Responses ``web_search_call``,
+    ``mcp_call``, ``image_generation_call``, ...): their types and ids, which a client sends back
+    as it got them; None when there are none."""
+    extra = m.get("extra")
+    if not isinstance(extra, dict):
+        return None
+    found = []
+    for key in ("anthropic", "responses"):  # anthropic_wire.KEY, responses_wire.KEY
+        native = extra.get(key)
+        for b in native if isinstance(native, list) else []:
+            if isinstance(b, dict) and b.get("type") not in _READ_ITEMS:
+                found.append([b.get("type"), b.get("id"), b.get("call_id"), b.get("tool_use_id")])
+    return json.dumps(found) if found else None
+
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+
+
+def _parts(content: Any) -> str | None:
+    """The content's parts that are not text (images, files, audio, documents), as canonical JSON
+    without their ``cache_control``; None when there are none (a message of text alone)."""
+    if not isinstance(content, list):
+        return None
+    other = [
+        {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p
+        for p in content
+        if not isinstance(p, str)
+        and not (isinstance(p, dict) and p.get("type", "text") in _TEXT_PARTS and isinstance(p.get("text"), str))
+    ]
+    return json.dumps(other, sort_keys=True, ensure_ascii=False) if other else None
 
 
 def _dumped(value: Any, call: bool) -> str:

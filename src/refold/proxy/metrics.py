@@ -24,7 +24,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 _BUCKETS_MS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 _HELP = {
-    "refold_requests_total": "Chat completion requests answered, by HTTP status.",
+    "refold_requests_total": "Chat completions, Messages and Responses requests answered, by HTTP status.",
     "refold_upstream_calls_total": "Calls made to the upstream server (including internal rounds).",
     "refold_internal_rounds_total": "Upstream calls answered by the proxy itself (context commands).",
     "refold_restores_total": "Steps restored for the model by the proxy.",

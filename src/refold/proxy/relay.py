@@ -24,6 +24,7 @@ from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandEnd, CommandGate, command_value
 from .stream import HeadStripper, event, split_chunk, text_chunk, usage_only, with_id
 from .upstream import Result
+from .usage import add
 
 _HEAD = ("id", "object", "created", "model", "system_fingerprint")
 
@@ -162,6 +163,8 @@ class ChatRelay:
         self.sid = sid
         self.strip = strip
         self.include_usage = include_usage
+        self.prior: dict[str, Any] | None = None
+        """The usage of the request's earlier (internal) rounds: added to the usage this round reports."""
         self.ids: dict[str, Any] = {}
         self.role_sent = False
         self.begin(final=True, spliced=False)
@@ -184,6 +187,8 @@ class ChatRelay:
         self.text = ""
 
     def _send(self, chunk: dict[str, Any]) -> list[bytes]:
+        if self.prior is not None and isinstance(chunk.get("usage"), dict):
+            chunk = {**chunk, "usage": add(self.prior, chunk["usage"])}
         return [event(with_id(chunk, self.ids))] if self.include_usage or not usage_only(chunk) else []
 
     def feed(self, raw: str, chunk: dict[str, Any]) -> list[bytes]:

@@ -7,7 +7,8 @@ also after a restart or on another replica, is expanded into the whole conversat
 rendered like any other, and sent upstream without ``previous_response_id`` (the upstream's
 stored copy holds the unfolded history). A ``previous_response_id`` the proxy does not know (made
 elsewhere, by another key, or pruned with ``refold sessions prune``) gets the error the OpenAI API
-gives: 400 ``previous_response_not_found``. Passed through unchanged: a request whose input holds
+gives: 400 ``previous_response_not_found``. A response answered in the background (queued, no output
+yet) takes its output from the upstream when a request continues it (``responses_pending``). Passed through unchanged: a request whose input holds
 ``item_reference`` items, a harness's own compaction request, any request with
 ``X-Refold-Passthrough: 1``; ``/v1/responses/compact`` and the other Responses paths are forwarded
 unchanged (``passthrough``).
@@ -29,10 +30,12 @@ from ..history import History
 from ..types import Message, Rendered
 from . import responses_wire as wire
 from .records import Store
+from .responses_pending import PENDING, finished, pending, running
 from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
 from .surface import Parsed, SurfaceService, as_dict
 from .upstream import Upstream
+from .usage import add
 
 
 class Conversations:
@@ -274,10 +277,11 @@ class ResponsesSplicer(SplicedRound):
         data = self.fixed(data)
         if not isinstance(data, dict) or not isinstance(data.get("output"), list):
             return data
-        if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values():
+        if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values() and self.prior_usage is None:
             return data
         output = [o for n, o in enumerate(data["output"]) if self._map.get(n, 0) is not None]
-        return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output]}
+        usage = {"usage": add(self.prior_usage, data.get("usage"))} if self.prior_usage is not None else {}
+        return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output], **usage}
 
 
 class ResponsesAdapter:
@@ -338,7 +342,7 @@ class ResponsesAdapter:
     async def done(self, parsed: Parsed, data: Any) -> None:
         owner = parsed.state.get("owner")
         if isinstance(data, dict) and isinstance(data.get("id"), str) and isinstance(data.get("output"), list) and owner:
-            outputs = [i for i in data["output"] if isinstance(i, dict)]
+            outputs = [i for i in data["output"] if isinstance(i, dict)] if not running(data) else [PENDING]
             await self.conversations.put(
                 owner, data["id"], parsed.state.get("previous"), parsed.state.get("prior", 0),
                 [*parsed.state["items"], *outputs],
@@ -371,6 +375,11 @@ async def responses(
         prior = await adapter.conversations.get(owner, previous)
         if prior is None:
             raise not_found(previous)
+        if pending(prior):  # answered in the background: its output is read from the upstream now
+            url = service.url(f"{adapter.path}/{previous}", "")
+            output = await finished(service.client, url, adapter.headers(key, headers), service.cfg.timeout, previous)
+            prior = [*prior[:-1], *output]
+            await adapter.conversations.put(owner, previous, None, 0, prior)
     if passthrough:
         service.metrics.inc("refold_passthrough_total", surface=adapter.key)
         response: Response = await forward(adapter.path, body, adapter.headers(key, headers), query)

@@ -92,6 +92,8 @@ class SplicedRound(HeldRound):
         self._later_name = self._later_args = ""
         self.left_out: list[str] = []  # ids of the round's calls left out (context commands)
         self.guard: CallGuard | None = None
+        self.prior_usage: dict[str, Any] | None = None
+        """The usage of the answer's earlier (internal) rounds: the final round reports the sum."""
 
     def begin(self, final: bool) -> None:
         super().begin(final)

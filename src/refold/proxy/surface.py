@@ -41,6 +41,7 @@ from .deferred import Deferred
 from .mapping import INTERNAL, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
+from .saved import SavedTokens
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .sse import Event, is_sse
@@ -48,6 +49,7 @@ from .surface_calls import recognizable, split_calls
 from .surface_stream import Plan, Splicer, relay, spliced
 from .surface_upstream import Failed, bad_stream, cause, open_stream, post, upstream_answer
 from .upstream import Upstream, informative
+from .usage import add, count
 
 _DROP_RESPONSE_HEADERS = {
     "content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
@@ -130,6 +132,7 @@ class SurfaceService:
         self._shown = ShownReplies()
         self._deferred = Deferred()
         self._plain = PlainRenderers(cfg.config)
+        self.saved = SavedTokens(cfg.tokenizer, metrics)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
         out = self._deferred.as_sent(s, messages)
@@ -187,6 +190,7 @@ class SurfaceService:
                 await self.manager.hold(s, None)  # nothing left in it this request could answer
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
+        self.saved.count(parsed.messages, [*rendered.messages, *([turn.tail] if turn.tail else [])])
         if held is not None and calls is not None:  # context commands left out of the reply the client holds
             base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True)
         stream = bool(body.get("stream"))
@@ -196,6 +200,7 @@ class SurfaceService:
             added = []  # a round the proxy does not answer offers no context command
         rounds = 0
         upstream_ms = 0.0
+        total: dict[str, Any] | None = None  # usage over the request's rounds
         while True:
             final = not answering or rounds >= cfg.max_rounds
             if final and answering:  # rounds used up: this round's prompt offers no command
@@ -217,7 +222,7 @@ class SurfaceService:
                 self._added(start, upstream_ms)
                 self.metrics.inc("refold_streams_relayed_live_total")
                 if not answering:
-                    gen = relay(adapter, parsed, opened)
+                    gen = relay(adapter, parsed, opened, self.metrics)
                 else:
                     plan = Plan(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
                     gen = spliced(self, plan, opened)
@@ -230,7 +235,8 @@ class SurfaceService:
             data = upstream_answer(adapter, got.data)
             last = got.headers  # of the round whose answer the client gets
             upstream_ms += (time.perf_counter() - t0) * 1000
-            self.metrics.inc("refold_upstream_calls_total")  # labelled as chat does: none
+            count(self.metrics, adapter.key, as_dict(data).get("usage"))
+            total = add(total, as_dict(data).get("usage"))
             reply = adapter.reply(data)
             # a round the proxy does not answer goes to the client as the model wrote it
             calls = context_calls(recognizable(reply), rec) if reply is not None and not final else None
@@ -239,6 +245,8 @@ class SurfaceService:
             rounds += 1
             base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")
         self._added(start, upstream_ms)
+        if rounds and total is not None and isinstance(data, dict):  # the internal rounds' tokens too
+            data = {**data, "usage": total}
         await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
         return JSONResponse(data, headers={**last, **out_headers})

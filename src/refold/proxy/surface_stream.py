@@ -30,8 +30,10 @@ from .spliced import visible_text
 from .sse import Event, ended_properly, read_events
 from .surface_calls import recognizable
 from .surface_upstream import Failed, cause, upstream_answer
+from .usage import add, count
 
 if TYPE_CHECKING:
+    from .metrics import Metrics
     from .sessions import Session
     from .surface import Adapter, Parsed, SurfaceService
 
@@ -51,6 +53,10 @@ class Splicer(Protocol):
 
     left_out: list[str]
     """Ids of the round's calls left out for the client (context commands, answered later)."""
+
+    prior_usage: dict[str, Any] | None
+    """The usage of the answer's earlier (internal) rounds: the final round's closing event reports
+    the sum with its own."""
 
     def begin(self, final: bool) -> None:
         """A round starts; ``final``: it cannot be internal."""
@@ -146,8 +152,8 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             if not ended_properly(events):  # cut off: neither answered nor recorded as a round
                 yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                 return
-            service.metrics.inc("refold_upstream_calls_total")
             data = sp.fixed(upstream_answer(adapter, adapter.aggregate(events)))
+            count(service.metrics, adapter.key, as_usage(data))
             reply = adapter.reply(data)
             calls = None
             if not final and not sp.released and reply is not None:
@@ -169,6 +175,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             before += shown
             rounds += 1
             p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown)
+            sp.prior_usage = add(sp.prior_usage, as_usage(data))  # the final round reports the sum
             added = p.added
             if rounds >= cfg.max_rounds:  # the last round offers no context command
                 async with p.s.lock:
@@ -190,7 +197,11 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             await r.aclose()
 
 
-async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIterator[bytes]:
+def as_usage(data: Any) -> Any:
+    return data.get("usage") if isinstance(data, dict) else None
+
+
+async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response, metrics: Metrics) -> AsyncIterator[bytes]:
     """A round that cannot be internal, byte for byte."""
     events: list[Event] = []
     finished = False
@@ -210,7 +221,12 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response) -> AsyncIte
     if not ended_properly(events):
         yield adapter.stream_error("upstream stream ended before its final event (cut off)")
         return
+    try:
+        answer = upstream_answer(adapter, adapter.aggregate(events))
+    except ProxyError:  # relayed as the upstream sent it; nothing to count or remember
+        return
+    count(metrics, adapter.key, as_usage(answer))
     if not finished:
         with contextlib.suppress(ProxyError):
-            await adapter.done(parsed, upstream_answer(adapter, adapter.aggregate(events)))
+            await adapter.done(parsed, answer)
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from ..errors import ProxyError, StaleConnection
+from .custom_calls import as_function, outbound
 from .stream import Accumulator, sse_lines
 from .validate import bad_upstream, check_upstream_reply, parse_chunk, parse_upstream_json
 
@@ -67,7 +68,7 @@ class Result:
         choices = self.body.get("choices") or [{}]
         first = choices[0] if isinstance(choices[0], dict) else {}
         msg = first.get("message") or {}
-        return msg if isinstance(msg, dict) else {}
+        return as_function(msg) if isinstance(msg, dict) else {}
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -115,6 +116,7 @@ class Upstream:
     async def chat(self, body: dict[str, Any], headers: dict[str, str]) -> Result:
         """One completion (a stream is read to its end and added up); a pooled connection the
         server closed before answering is retried once."""
+        body = outbound(body)
         if body.get("stream"):
             live = await self.open_stream(body, headers)
             try:
@@ -152,6 +154,7 @@ class Upstream:
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str]) -> Live:
         """A streamed completion whose status is checked (errors raise here, before any event is
         relayed) and whose chunks are read as they arrive (``Live.chunks``)."""
+        body = outbound(body)
         for retry in (True, False):
             req = self._client.build_request(
                 "POST", f"{self.base_url}/chat/completions", json=body, headers=headers

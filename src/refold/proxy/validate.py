@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import ProxyError
 from ..scrub import scrub_calls, scrub_text
+from .custom_calls import check_custom
 
 MAX_DEPTH = 64
 """JSON nesting accepted in a request (a tool's parameter schema needs far less)."""
@@ -145,6 +146,9 @@ def _tool_calls(calls: Any, p: str, fail: Callable[[str, str], ProxyError]) -> N
             raise fail(f"{q}.id", "must be a string")
         if c.get("type") is not None and not isinstance(c["type"], str):
             raise fail(f"{q}.type", "must be a string")
+        if c.get("type") == "custom" and "function" not in c:  # a free-form tool's call
+            check_custom(c, q, fail)
+            continue
         _function(c.get("function"), f"{q}.function", fail)
 
 
