@@ -52,6 +52,19 @@ class Run:
     history: History
 
 
+def gpt5mini_runs(argv: list[str] | None, doc: str) -> list[Run] | None:
+    """The gpt-5-mini runs with reported usage in the folders named on the command line (the
+    sibling analyses' input), or None after saying there are too few."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("folders", nargs="+")
+    a = ap.parse_args(argv)
+    runs = _runs(collect_paths(a.folders), "o200k", "gpt-5-mini")
+    if len(runs) < 2:
+        print("no gpt-5-mini runs with reported usage on every call in", ", ".join(a.folders))
+        return None
+    return runs
+
+
 def _runs(files: list[str], tokenizer: str, want: str) -> list[Run]:
     tok = get_tokenizer(tokenizer)
     out = []

@@ -16,7 +16,6 @@ Used by bench_cache_calibration.py (its "What precedes a large miss" section); r
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import time
@@ -27,7 +26,6 @@ from typing import Any, Protocol
 from refold.history import History
 from refold.lab.cache import CALIBRATED, CalibratedCache, ReplayedCache
 from refold.lab.replay.metrics import CallIds
-from refold.lab.replay.paths import collect_paths
 
 LARGE = 2000
 """Tokens below the fine grid's hit that make a large miss (as in the calibration table)."""
@@ -308,12 +306,8 @@ def lines(model: str, ev: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     import bench_cache_calibration as cal  # a sibling script: the runs and the fitted parameters
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folders", nargs="+")
-    a = ap.parse_args(argv)
-    runs = cal._runs(collect_paths(a.folders), "o200k", "gpt-5-mini")
-    if len(runs) < 2:
-        print("no gpt-5-mini runs with reported usage on every call in", ", ".join(a.folders))
+    runs = cal.gpt5mini_runs(argv, __doc__)
+    if runs is None:
         return 1
     print("\n".join(lines("gpt-5-mini", evidence(runs, dict(CALIBRATED["openai"])))))
     return 0

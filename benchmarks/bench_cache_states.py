@@ -21,14 +21,11 @@ Used by bench_cache_calibration.py (its "Which state each hit came from" section
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from bench_cache_misses import LARGE, RunLike
-
-from refold.lab.replay.paths import collect_paths
 
 
 def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
@@ -158,12 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from refold.lab.cache import CALIBRATED
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folders", nargs="+")
-    a = ap.parse_args(argv)
-    runs = cal._runs(collect_paths(a.folders), "o200k", "gpt-5-mini")
-    if len(runs) < 2:
-        print("no gpt-5-mini runs with reported usage on every call in", ", ".join(a.folders))
+    runs = cal.gpt5mini_runs(argv, __doc__)
+    if runs is None:
         return 1
     offset, ttl = CALIBRATED["openai"].get("chunk_offset", 0), CALIBRATED["openai"].get("fine_ttl", 0.0)
     ev = evidence(runs, offset if isinstance(offset, int) else 0, float(ttl) if isinstance(ttl, int | float) else 0.0)
