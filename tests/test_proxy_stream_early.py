@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.context.recognize import Recognizer
-from refold.protocol import COMMAND_NAMES, bash_block
+from refold.protocol import COMMAND_NAMES, MAX_CDS, bash_block, parse_command
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
 from refold.proxy.deferred import Deferred, LaterCalls
@@ -63,13 +64,17 @@ COMMANDS = st.one_of(
             "cd /t && cd x && expand 7",
             "cd /x | restore 3",
             "cdx && restore 3",
+            "cd a; " * 8 + "restore 3",  # MAX_CDS prefixes are read past, no more
+            "cd a; " * 9 + "restore 3",
+            "cd " + "a" * 4096 + " && restore 3",  # a directory name up to PATH_MAX
+            "cd " + "a" * 4097 + " && restore 3",
         ]
     ),
     st.text(alphabet="restoflda_pinxbgc&;/' 0123\n\t\"\\é", max_size=24),
 )
 
 
-@given(COMMANDS, st.integers(0, 80), st.sampled_from(["command", "cmd"]), st.booleans())
+@given(COMMANDS, st.one_of(st.integers(0, 80), st.integers(0, 4200)), st.sampled_from(["command", "cmd"]), st.booleans())
 @settings(max_examples=400, deadline=None)
 def test_an_early_no_is_the_final_no(command: str, cut: int, key: str, argv: bool) -> None:
     """Whatever the arguments' prefix: when the verdict says no, the whole call is not a context
@@ -85,7 +90,7 @@ def test_an_early_no_is_the_final_no(command: str, cut: int, key: str, argv: boo
         assert verdict is True
 
 
-@given(COMMANDS, st.integers(0, 60))
+@given(COMMANDS, st.integers(0, 4200))
 @settings(max_examples=300, deadline=None)
 def test_a_command_gate_releases_only_what_is_no_context_command(command: str, cut: int) -> None:
     text = f"I will check.\n```bash\n{command}\n```\nrest"
@@ -98,6 +103,21 @@ def test_a_command_gate_releases_only_what_is_no_context_command(command: str, c
     else:
         assert "```" not in out
         assert out + g.end(drop=False) == text
+
+
+def test_a_long_run_of_cd_prefixes_is_decided_early_and_in_linear_time() -> None:
+    """A model repeating ``cd a;`` (or naming an impossible directory) kept the gate undecided to
+    the reply's end and re-read all of it at every chunk: 48 KB took 20 s of the event loop."""
+    assert parse_command("cd a; " * MAX_CDS + "restore 3") is not None
+    assert parse_command("cd a; " * (MAX_CDS + 1) + "restore 3") is None
+    assert parse_command("cd " + "a" * 4097 + " && restore 3") is None
+    for command in ("cd a; " * 8000 + "ls", "cd " + "a" * 48000 + " && ls"):
+        text = f"I will check.\n```bash\n{command}\n```\n"
+        g = CommandGate(COMMAND_NAMES)
+        start = time.perf_counter()
+        out = "".join(g.feed(text[i : i + 7]) for i in range(0, len(text), 7))
+        assert g.released and out == text
+        assert time.perf_counter() - start < 2.0  # was 20.7 s and 4.8 s
 
 
 def test_the_pieces() -> None:

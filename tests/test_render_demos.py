@@ -96,3 +96,42 @@ def test_a_run_saved_before_hide_demos_keeps_its_demonstration() -> None:
     del saved["prompt"]["hide_demos"]
     assert not Config.from_saved(saved).prompt.hide_demos
     assert Config.from_saved(VLLM.saved()).prompt.hide_demos
+
+
+def history_demo_run(n: int = 8) -> History:
+    """A demonstration put in the history (SWE-agent ``put_demos_in_history``): user and assistant
+    messages of a worked example, each ``is_demo``, before the task."""
+    prefix: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs with the commands below."}]
+    for k in range(4):
+        prefix.append({"role": "user", "content": f"demo observation {k}\n" + DEMO, "is_demo": True})
+        prefix.append({"role": "assistant", "content": f"demo thought {k}\n```\nls\n```", "is_demo": True})
+    prefix.append({"role": "user", "content": "Fix the bug in calc.py."})
+    h = History.from_messages(prefix)
+    for i in range(1, n + 1):
+        body = "\n".join(f"{i}:{j} def helper_{j}(x): return x * {j}" for j in range(20))
+        reply: dict[str, Any] = {"role": "assistant", "content": f"Looking at file {i}.\n```bash\ncat f{i}.py\n```"}
+        h.append(reply, [{"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>"}])
+    return h
+
+
+def test_a_demonstration_of_several_messages_is_one_note_in_the_users_voice() -> None:
+    h = history_demo_run()
+    assert len(h.prefix) == 10
+    r = Renderer(VLLM)
+    sent = [r.render(h, t) for t in range(len(h) + 1)]
+    hidden = [p for p in sent if not any(DEMO in s for s in texts(list(p.messages)))]
+    assert hidden, "the demonstration is never hidden"
+    for p in hidden:
+        msgs = list(p.messages)
+        notes = [m for m in msgs if "A demonstration" in content_text(m.get("content"))]
+        assert len(notes) == 1 and notes[0]["role"] == "user"  # was one note per message, four as the assistant
+        lines = sum(len(content_text(m.get("content")).splitlines()) for m in h.prefix if m.get("is_demo"))
+        assert f"(8 messages, {lines} lines)" in content_text(notes[0].get("content"))
+        assert [m["role"] for m in msgs[:3]] == ["system", "user", "user"]
+        assert content_text(msgs[2].get("content")) == "Fix the bug in calc.py."
+        assert len(p.origins) == len(msgs)
+    for t in (len(h), 3, 0, len(h) - 1, 5):  # the memo equals rendering from scratch in any order
+        got, fresh = r.render(h, t), Renderer(VLLM).render(h, t)
+        assert list(got.messages) == list(fresh.messages) and got.origins == fresh.origins
+    answer = Answerer(h, VLLM, 3).answer(parse_command("restore demo"))
+    assert answer.ok and all(content_text(m.get("content")) in answer.text for m in h.prefix if m.get("is_demo"))

@@ -328,3 +328,23 @@ def test_one_agent_that_cannot_be_read_is_named_and_the_others_still_replay(tmp_
     assert f"refold: failed: {path}#Manager: trajectory has no assistant replies" in res.stderr
     assert "1 of 2 sessions failed" in res.stderr
     assert "1 task, 1 call" in res.stdout  # the Programmer's session was replayed
+
+
+def test_one_agents_malformed_message_fails_that_agent_alone(tmp_path: Path) -> None:
+    """A message of one agent without a role failed every agent of the file (the role was checked
+    before the message was known to be another agent's), each named with that agent's fault."""
+    history = [
+        {"role": "system", "content": "sys", "agent": "Manager"},
+        {"content": "plan the fix", "agent": "Manager"},
+        {"role": "system", "content": "sys", "agent": "Programmer"},
+        {"role": "user", "content": "fix calc.py", "agent": "Programmer"},
+        {"role": "assistant", "content": "look\n```\nls\n```", "agent": "Programmer"},
+        {"role": "user", "content": "calc.py", "agent": "Programmer"},
+    ]
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps({"environment": "swe_main", "trajectory": [], "history": history, "info": {}}))
+    res = _cli([str(path), "--policy", "base", "--tokenizer", "chars4"])
+    assert res.returncode == 1, res.stderr
+    assert f"refold: failed: {path}#Manager: history[1] has no 'role'" in res.stderr
+    assert f"{path}#Programmer" not in res.stderr and "1 of 2 sessions failed" in res.stderr
+    assert "1 task, 1 call" in res.stdout  # the Programmer's session was replayed

@@ -326,10 +326,10 @@ def _sweagent_messages(data: dict[str, Any], name: str, agent: str | None = None
         raise TrajectoryError(name, "field 'history' is not a list")
     out: list[Message] = []
     for i, m in enumerate(history):
+        if agent is not None and isinstance(m, dict) and m.get("agent") != agent:
+            continue  # another agent's conversation: never part of this one's prompts (nor its faults)
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise TrajectoryError(name, f"history[{i}] has no 'role'")
-        if agent is not None and m.get("agent") != agent:
-            continue  # another agent's conversation: never part of this one's prompts
         msg: Message = {"role": m["role"], "content": m.get("content", "")}
         if m.get("is_demo"):
             msg["is_demo"] = True  # a demonstration: prompt prefix, not a model call

@@ -296,17 +296,25 @@ class ContextCommand:
 
 # ``cd /testbed && restore 3``: agents that run each command in a fresh shell open most of them
 # with a cd, which changes nothing for a context command
-_CD_WORD = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s;&|'\"`$()<>]+)"
+_CD_WORD = r"(?:'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|[^\s;&|'\"`$()<>]{1,4096})"  # no longer than PATH_MAX
 CD_PREFIX = re.compile(r"\s*cd(?:[ \t]+" + _CD_WORD + r")?[ \t]*(?:&&|;)[ \t]*")
-CD_OPEN = re.compile(r"\s*c(?:d(?:[ \t]+(?:" + _CD_WORD + r"|'[^'\n]*|\"[^\"\n]*)?)?[ \t]*&?)?")
+CD_OPEN = re.compile(r"\s*c(?:d(?:[ \t]+(?:" + _CD_WORD + r"|'[^'\n]{0,4096}|\"[^\"\n]{0,4096})?)?[ \t]*&?)?")
 """What may still become a ``CD_PREFIX`` as more of the command arrives (``proxy.early``)."""
 
 
+MAX_CDS = 8
+"""Leading ``cd DIR &&`` prefixes read past at most: a reply streaming a long run of them (a model
+repeating itself) was re-read at every chunk while the proxy's early relay waited for its end."""
+
+
 def without_cd(command: str) -> str:
-    """``command`` after any leading ``cd DIR &&`` (or ``;``) prefixes."""
-    while m := CD_PREFIX.match(command):
-        command = command[m.end() :]
-    return command
+    """``command`` after its leading ``cd DIR &&`` (or ``;``) prefixes, ``MAX_CDS`` at most."""
+    at = 0
+    for _ in range(MAX_CDS):
+        if not (m := CD_PREFIX.match(command, at)):
+            break
+        at = m.end()
+    return command[at:]
 
 
 def parse_command(command: str) -> ContextCommand | None:

@@ -7,6 +7,7 @@ span's reminder, the budget line). Later stages replace outputs but keep those n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import Config
@@ -42,10 +43,7 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
     prefix = [clean(m) for m in history.prefix]
     origins = [Origin(None, "system" if m.get("role") in SYSTEM_ROLES else "task", Shown.PREFIX) for m in prefix]
     if policy.protocol and plain_first(config) and config.prompt.hide_demos and policy.reversible:
-        for i, m in enumerate(history.prefix):
-            if m.get("is_demo"):  # shown by the plain history; the protocol's prompt names it in a note
-                prefix[i] = {"role": prefix[i].get("role", "user"), "content": demo_note(content_text(m.get("content")))}
-                origins[i] = Origin(None, "task", Shown.NOTE)
+        prefix, origins = _demos_as_notes(history.prefix, prefix, origins)
     if policy.protocol:
         section = system_section(
             policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system,
@@ -70,11 +68,37 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
     return prefix, origins
 
 
-def demo_note(text: str) -> str:
+def _demos_as_notes(
+    recorded: Sequence[Message], prefix: list[Message], origins: list[Origin]
+) -> tuple[list[Message], list[Origin]]:
+    """``prefix`` with each run of demonstration messages (shown by the plain history) as one note: a
+    demonstration put in the history (SWE-agent ``put_demos_in_history``) is several user and
+    assistant messages, which are one demonstration, not one each (nor a note in the assistant's voice)."""
+    msgs: list[Message] = []
+    shown: list[Origin] = []
+    run: list[Message] = []
+    for m, p, o in [*zip(recorded, prefix, origins, strict=True), (None, None, None)]:
+        if m is not None and m.get("is_demo"):
+            run.append(m)
+            continue
+        if run:
+            role = run[0].get("role", "user")
+            text = "\n".join(content_text(d.get("content")) for d in run)
+            msgs.append({"role": "user" if role == "assistant" else role, "content": demo_note(text, len(run))})
+            shown.append(Origin(None, "task", Shown.NOTE))
+            run = []
+        if p is not None and o is not None:
+            msgs.append(p)
+            shown.append(o)
+    return msgs, shown
+
+
+def demo_note(text: str, messages: int = 1) -> str:
     """What the protocol's prompt shows in place of a demonstration in the prefix (``prompt.hide_demos``)."""
     lines = len(text.splitlines())
+    size = f"{lines} lines" if messages == 1 else f"{messages} messages, {lines} lines"
     return (
-        f"{CM} A demonstration ({lines} lines) was shown here while you started; it is hidden now that "
+        f"{CM} A demonstration ({size}) was shown here while you started; it is hidden now that "
         "your own steps show the format. `restore demo` shows it again."
     )
 
