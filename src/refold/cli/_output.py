@@ -72,7 +72,7 @@ Tick = Callable[[float, str], None]
 @contextmanager
 def progress_ticks(console: Console, label: str, total: float, unit: str) -> Iterator[Tick]:
     """A long job's progress on stderr: the bar on a terminal; elsewhere (logs, pipes) a line at
-    each quarter, so a job of minutes is not silent."""
+    each quarter, so a job of minutes is not silent. ``unit`` says what ``total`` counts."""
     if console.is_terminal:
         with progress_bar(console, label) as bar:
             task = bar.add_task("", total=total)
@@ -86,7 +86,7 @@ def progress_ticks(console: Console, label: str, total: float, unit: str) -> Ite
         quarter = min(4, int(4 * done / max(total, 1e-9) + 1e-9))
         if quarter > said:
             said = quarter
-            print(f"refold {label}: {25 * quarter}% of {round(total):,} {unit} done ({what})", file=sys.stderr, flush=True)
+            print(f"refold {label}: {25 * quarter}% of {unit} done ({what})", file=sys.stderr, flush=True)
 
     yield tick
 

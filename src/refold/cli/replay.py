@@ -193,7 +193,7 @@ def replay(
     start = time.perf_counter()
     jobs = max(1, min(jobs, len(files), os.cpu_count() or 1))  # what the pool runs (replay_paths caps it alike)
     per = len(settings.policies)
-    with progress_ticks(err, "replay", len(files) * per, "policy replays") as tick:
+    with progress_ticks(err, "replay", len(files) * per, f"{len(files)} file(s) x {per} policies") as tick:
 
         def one_policy(r: TaskResult, name: str) -> None:  # in this process only: a long file's policies
             tick(1 / max(1, r.sessions), f"{Path(r.file).name} {name}")
