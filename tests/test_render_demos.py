@@ -135,3 +135,26 @@ def test_a_demonstration_of_several_messages_is_one_note_in_the_users_voice() ->
         assert list(got.messages) == list(fresh.messages) and got.origins == fresh.origins
     answer = Answerer(h, VLLM, 3).answer(parse_command("restore demo"))
     assert answer.ok and all(content_text(m.get("content")) in answer.text for m in h.prefix if m.get("is_demo"))
+
+
+def test_a_restored_demonstration_is_held_like_any_restore() -> None:
+    """``restore demo``'s answer is a restore: never masked before ``restore_hold`` steps pass (it
+    was an ordinary output, masked a few calls later while the agent worked from it)."""
+    from refold.wire import answer_record
+
+    h = run(n=4)
+    answer = Answerer(h, VLLM, 4).answer(parse_command("restore demo"))
+    call = {"role": "assistant", "content": "I need the demonstration.\n```bash\nrestore demo\n```"}
+    h.append(call, [{"role": "user", "content": answer.text, "extra": answer_record("restore", answer)}])
+    assert h.steps[-1].restores and not h.steps[-1].restore_of
+    body = "\n".join(f"def later_{j}(x): return x - {j}" for j in range(30))
+    for i in range(20):
+        h.append({"role": "assistant", "content": f"Next.\n```bash\ncat g{i}.py\n```"}, [{"role": "user", "content": body + str(i)}])
+    config = Config.parse(cache="vllm", policy={"restore_hold": 10}, boundary={"rule": "fixed"}, prompt={"deferred": False})
+    r = Renderer(config)
+    for t in range(5, 5 + 11):  # the restore (step 5) stays as answered through its hold
+        out = r.render(h, t)
+        shown = [o.shown for o in out.origins if o.step == 5 and o.part == "output"]
+        assert shown and shown[0].value == "restored", (t, shown)
+    later = [o.shown.value for o in Renderer(config).render(h, len(h)).origins if o.step == 5 and o.part == "output"]
+    assert later == ["note"]  # and then masked like any restore (restorable again)

@@ -111,6 +111,12 @@ class Step:
             return (c if type(c) is str else content_text(c),)
         return tuple([c if type(c := m.get("content")) is str else content_text(c) for m in obs])
 
+    @property
+    def restores(self) -> bool:
+        """Whether its output answers a restore from history (of steps, or ``restore demo``): shown
+        as answered, never stubbed, held visible like any restore."""
+        return bool(self.restore_of) or any(o.name == "restore" and o.ok and o.target == "demo" for o in self.outcomes)
+
 
 def content_text(content: Any) -> str:
     """The text of a message content: a string, or the text parts of a content list."""

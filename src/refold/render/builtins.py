@@ -159,7 +159,7 @@ class _DedupStage(BaseStage):
             self.index.note_writes(step.index, a.effects)
 
     def shape_form(self, step: Step, rec: Received, form: Form, behind: Behind) -> None:
-        if not self.on or step.restore_of:  # a restore is shown as answered, never as a pointer to itself
+        if not self.on or step.restores:  # a restore is shown as answered, never as a pointer to itself
             return
         infos = [a.effects for a in step.actions]
         fallback = infos[0] if infos else None
@@ -256,7 +256,7 @@ class _MaskingStage(BaseStage):
         self.restores: set[int] = set()  # restore steps not yet masked
 
     def cross(self, step: Step, behind: Behind) -> None:
-        if step.restore_of:
+        if step.restores:
             self.restores.add(step.index)
 
     def settle(self, b: int, behind: Behind) -> None:

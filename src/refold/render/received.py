@@ -127,7 +127,7 @@ def received_form(step: Step, config: Config, span_note: str | None = None) -> R
     suffix = "\n" + "\n".join(notes) if notes else ""
     last = len(observations) - 1
     # one Origin for every output: it is frozen, and this runs once per step of every call
-    origin = Origin(step.index, "output", Shown.RESTORED if step.restore_of else Shown.RECEIVED, step.restore_of)
+    origin = Origin(step.index, "output", Shown.RESTORED if step.restores else Shown.RECEIVED, step.restore_of)
     protocol, index = policy.protocol, step.index
     for j, obs in enumerate(observations):
         content = obs.get("content")
@@ -177,7 +177,7 @@ class ReceivedLog:
         self.cum.append(self.cum[-1] + form.chars)
         self.times.append(time)
         self.notes.append(note)
-        if step.restore_of:
+        if step.restores:
             self.restores.append(step.index)
 
     def chars(self, b: int, t: int) -> int:
