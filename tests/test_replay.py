@@ -310,12 +310,21 @@ def test_report_records_mask_after() -> None:
     assert build_report([], Settings(tokenizer="chars4", mask_after=5))["mask_after"] == 5
 
 
-def test_one_agent_that_cannot_be_read_is_named_and_the_others_still_replay(tmp_path: Path) -> None:
-    """A multi-agent file whose one agent had no reply failed whole, named as the file alone
-    ('run.traj: trajectory has no assistant replies'): which agent, and the others were lost."""
+@pytest.mark.parametrize(
+    ("manager_task", "fault"),
+    [
+        # one agent had no reply: the file failed whole, named as the file alone
+        ({"role": "user", "content": "plan the fix", "agent": "Manager"}, "trajectory has no assistant replies"),
+        # one agent's message without a role failed every agent (checked before its agent was known)
+        ({"content": "plan the fix", "agent": "Manager"}, "history[1] has no 'role'"),
+    ],
+)
+def test_one_agent_that_cannot_be_read_is_named_and_the_others_still_replay(
+    tmp_path: Path, manager_task: dict[str, str], fault: str
+) -> None:
     history = [
         {"role": "system", "content": "sys", "agent": "Manager"},
-        {"role": "user", "content": "plan the fix", "agent": "Manager"},
+        manager_task,
         {"role": "system", "content": "sys", "agent": "Programmer"},
         {"role": "user", "content": "fix calc.py", "agent": "Programmer"},
         {"role": "assistant", "content": "look\n```\nls\n```", "agent": "Programmer"},
@@ -325,26 +334,6 @@ def test_one_agent_that_cannot_be_read_is_named_and_the_others_still_replay(tmp_
     path.write_text(json.dumps({"environment": "swe_main", "trajectory": [], "history": history, "info": {}}))
     res = _cli([str(path), "--policy", "base", "--tokenizer", "chars4"])
     assert res.returncode == 1, res.stderr
-    assert f"refold: failed: {path}#Manager: trajectory has no assistant replies" in res.stderr
-    assert "1 of 2 sessions failed" in res.stderr
-    assert "1 task, 1 call" in res.stdout  # the Programmer's session was replayed
-
-
-def test_one_agents_malformed_message_fails_that_agent_alone(tmp_path: Path) -> None:
-    """A message of one agent without a role failed every agent of the file (the role was checked
-    before the message was known to be another agent's), each named with that agent's fault."""
-    history = [
-        {"role": "system", "content": "sys", "agent": "Manager"},
-        {"content": "plan the fix", "agent": "Manager"},
-        {"role": "system", "content": "sys", "agent": "Programmer"},
-        {"role": "user", "content": "fix calc.py", "agent": "Programmer"},
-        {"role": "assistant", "content": "look\n```\nls\n```", "agent": "Programmer"},
-        {"role": "user", "content": "calc.py", "agent": "Programmer"},
-    ]
-    path = tmp_path / "run.traj"
-    path.write_text(json.dumps({"environment": "swe_main", "trajectory": [], "history": history, "info": {}}))
-    res = _cli([str(path), "--policy", "base", "--tokenizer", "chars4"])
-    assert res.returncode == 1, res.stderr
-    assert f"refold: failed: {path}#Manager: history[1] has no 'role'" in res.stderr
+    assert f"refold: failed: {path}#Manager: {fault}" in res.stderr
     assert f"{path}#Programmer" not in res.stderr and "1 of 2 sessions failed" in res.stderr
     assert "1 task, 1 call" in res.stdout  # the Programmer's session was replayed
