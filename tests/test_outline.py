@@ -59,6 +59,16 @@ def test_strip_plain_nl_unnumbered_blank_lines() -> None:
     assert (code, numbers) == ("a\n\nb", [1, 2, 3])
 
 
+def test_strip_nl_ba_whose_last_blank_line_lost_its_tab() -> None:
+    # mini strips an output's trailing whitespace: 'nl -ba f | sed -n 240,243p' ending at a blank
+    # file line prints "   243\t", recorded as "   243"; the span must still be read as numbered
+    text = "<returncode>0</returncode>\n<output>\n   240\tdef f():\n   241\t    pass\n   242\tx = 1\n   243\n</output>"
+    code, numbers = strip_line_numbers(text)
+    assert (code, numbers) == ("def f():\n    pass\nx = 1\n", [240, 241, 242, 243])
+    # a bare number that does not continue the count is content, not a line number
+    assert strip_line_numbers("   240\ta\n   241\tb\n   7")[1] is None
+
+
 def test_strip_swe_agent_window() -> None:
     code, numbers = strip_line_numbers(swe_view("x = 1\n\ny = 2", 40))
     assert code == "x = 1\n\ny = 2"

@@ -118,6 +118,11 @@ def file_lines(lines: Sequence[str], first_line: int | None = None) -> tuple[lis
                 code.append(m.group(2))
             elif not line.strip() and code:
                 code.append("")
+            elif pattern is _NUMBERED[0] and code and line.strip() == str(last + 1):
+                # an empty file line's number whose tab was stripped with the output's trailing
+                # whitespace ('nl -ba f | sed -n 240,520p' ending at a blank line)
+                last += 1
+                code.append("")
             else:
                 break
         else:
