@@ -34,6 +34,28 @@ def test_without_progress_the_first_line_stays() -> None:
     assert text.count("_filter_or_exclude") == 1  # already in the first line: not repeated
 
 
+def test_an_unlabeled_fence_is_the_command_of_swe_agent_replies() -> None:
+    # SWE-agent and CodeR fence their command without a language: it is what the step ran and stays
+    h = History([SYSTEM, TASK])
+    reply = (
+        "The `mode` parameter was added. Now update the `open` call in from_file.\n" + "More reasoning here.\n" * 8
+        + "\n```\nedit 264:265\n    with open(filename, mode=mode) as f:\nend_of_edit\n```"
+    )
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None
+    assert text.endswith("```\nedit 264:265\n    with open(filename, mode=mode) as f:\nend_of_edit\n```")
+    assert "end_of_edit" not in text.split("```")[0]  # the command's words are not listed as mentions
+
+
+def test_quoted_code_is_not_a_command_when_a_shell_block_is_there() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "THOUGHT: the function reads\n```\ndef f(): pass\n```\n" + "More reasoning here.\n" * 8 + "```bash\nls\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and "def f(): pass" not in text and text.endswith("```bash\nls\n```")
+
+
 def test_a_short_reply_is_not_condensed() -> None:
     h = History([SYSTEM, TASK])
     step = h.append({"role": "assistant", "content": "THOUGHT: look.\n\n```bash\nls\n```"}, [{"role": "user", "content": "a"}])

@@ -245,8 +245,14 @@ def _command_body(body: str) -> str | None:
 
 def command_spans(text: str) -> list[tuple[int, int]]:
     """Where each shell-fenced block and each ``<mswea_bash_command>`` form sits in a reply: what
-    the agent ran, as opposed to code it quoted while reasoning."""
-    spans = [(at, end) for at, end, info, _ in fenced_blocks(text) if info.strip() in SHELL_LANGS]
+    the agent ran, as opposed to code it quoted while reasoning. Failing both, the first unlabeled
+    fenced block, which ``bash_block`` takes for the command (SWE-agent's and CodeR's replies)."""
+    blocks = list(fenced_blocks(text))
+    spans = [(at, end) for at, end, info, _ in blocks if info.strip() in SHELL_LANGS]
+    if not spans and _XML_OPEN not in text:
+        spans = next(
+            ([(at, end)] for at, end, info, body in blocks if not info.strip() and _command_body(body) is not None), []
+        )
     pos = 0
     while (at := text.find(_XML_OPEN, pos)) >= 0 and (end := text.find(_XML_CLOSE, at)) >= 0:
         spans.append((at, end + len(_XML_CLOSE)))
