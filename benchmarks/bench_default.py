@@ -38,6 +38,18 @@ def totals(results: list[Any], policy: str) -> dict[str, float]:
     return out
 
 
+def over_base(results: list[Any], policy: str = "default") -> tuple[int, int, float]:
+    """Sessions whose simulated cost under ``policy`` exceeds base's: how many, of how many, and the
+    worst ratio (1.0 when none does)."""
+    ratios = [
+        r.policies[policy]["cost_usd"] / r.policies["base"]["cost_usd"]
+        for r in results
+        if not r.error and r.policies.get(policy) and (r.policies.get("base") or {}).get("cost_usd")
+    ]
+    over = [x for x in ratios if x > 1.0]
+    return len(over), len(ratios), max(over, default=1.0)
+
+
 def peak_ratio(results: list[Any], policy: str) -> float:
     """Median over runs (files) of peak KV against base's; a multi-agent file's agents run one after
     another, so its peak is its largest agent's."""
@@ -106,11 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             "masking_needed_rate": mask["needed_rate"],
             "errors": bad,
         }
+        row["sessions_over_base"], row["sessions"], row["worst_session_cost"] = over_base(res)
         report["caches"][cache] = row
         lines.append(
             f"{cache:18s} tokens {row['tokens']:.3f}x  peak KV p50 {row['peak_kv_p50']:.3f}x  cost {row['cost']:.3f}x  "
             f"recomputed {int(row['recomputed_tokens']):,} (base {int(row['base_recomputed_tokens']):,})  lost {int(row['lost_tokens'])}  "
             f"hidden-then-needed {row['needed_rate']:.2%} (masking n=5: {row['masking_needed_rate']:.2%})"
+            + f"  sessions costing more than base {row['sessions_over_base']}/{row['sessions']} (worst {row['worst_session_cost']:.3f}x)"
             + (f"  errors: {len(bad)}" if bad else "")
         )
     lines += ["", "where each file's peak KV is (vllm; default's peak call against base's prompt there and base's peak):"]
@@ -118,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"  {p['ratio']:.3f}x  {p['file'][:52]:52s} {(p['agent'] or '-')[:10]:10s} call {p['call']:3d}/{p['calls']:<3d} "
             f"{p['peak']:7,d} (base there {p['base_there']:7,d}, base peak {p['base_peak']:7,d})  tokens {p['tokens']:.3f}x"
-            + (f"  {p['sessions_over_base']} session(s) over base" if p["sessions_over_base"] else "")
+            + (f"  {p['sessions_over_base']} session(s) over base in tokens" if p["sessions_over_base"] else "")
         )
     # the target is read on the default estimator (``hindsight`` = produced); the others bracket it
     report["hindsight"] = {}

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.mechanisms.dedup import DedupIndex, _extend
+from refold.messages import mask_note
 from refold.policy import Policy
 from refold.protocol import CM
 from refold.render import Renderer
@@ -52,6 +53,14 @@ def outline_entries(text: str) -> list[tuple[int, str]]:
 
 
 # ---- verdicts ---------------------------------------------------------------------------------
+
+
+def test_a_stub_counts_the_outputs_lines_as_a_mask_note_does() -> None:
+    out = mini("\n".join(code(30)) + "\n")  # 30 lines and a blank one; the wrapper adds 3 more
+    (_, first), (kind, stub) = run(DedupIndex(), [("cat m.py", out), ("cat m.py", out)])
+    assert kind == "stub" and f"{CM} Output omitted (31 lines):" in stub
+    note = mask_note(text_history([(reply("read", "-", "cat m.py"), out)]).step(1), 0, reversible=True)
+    assert "(exit 0; 31 lines)" in note
 
 
 def test_trimmed_mini_output_keeps_its_returncode() -> None:

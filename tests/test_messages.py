@@ -49,6 +49,18 @@ def test_note_sizes_count_only_that_output() -> None:
     assert "): tests: 1 failed, 9 passed; first failure: tests/t.py::test_foo." in second
 
 
+def test_a_note_counts_a_reads_trailing_blank_lines() -> None:
+    # sed -n '242,262p' of a file whose line 262 is empty prints 21 lines, the last one blank
+    rows = [f"    value_{i} = compute({i})  # file line {i}" for i in range(242, 262)] + [""]
+    out = "<returncode>0</returncode>\n<output>\n" + "\n".join(rows) + "\n</output>"
+    note = mask_note(text_history([(reply("read", "-", "sed -n '242,262p' src/m.py"), out)]).step(1), 0, reversible=True)
+    assert "(exit 0; 21 lines)" in note and "lines 242-262" in note
+    assert unwrap(out).lines == 21 and unwrap(out).body.count("\n") == 19  # the body still ends at its text
+    # a harness's trailer after the output is not a line the command printed
+    swe = "\n".join(rows[:-1]) + "\n\n(Open file: /m.py)\n(Current directory: /repo)\nbash-$"
+    assert unwrap(swe).lines == 20
+
+
 def test_a_note_counts_chars_when_lines_are_long() -> None:
     minified = "<returncode>0</returncode>\n<output>\n" + '{"k": 1, ' * 300 + "}\n</output>"
     note = mask_note(text_history([(reply("read", "-", "cat data.json"), minified)]).step(1), 0, reversible=True)

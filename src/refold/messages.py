@@ -84,8 +84,8 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     s = summarize(command, text, tool)
     which = "Output" if len(texts) <= 1 else f"Output {j + 1} of {len(texts)}"
     shown = command_line(tool, command, 40) if command.strip() else ""
-    body = unwrap(text).body  # what the command printed: the harness's wrapper is not the output
-    lines = body.count("\n") + 1 if body else 0
+    u = unwrap(text)  # what the command printed: the harness's wrapper is not the output
+    body, lines = u.body, u.lines
     size = f"{lines:,} line{'' if lines == 1 else 's'}"
     if len(body) > 200 * max(lines, 1):  # long lines: the line count alone would understate it
         size += f", {len(body):,} chars"

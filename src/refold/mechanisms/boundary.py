@@ -22,6 +22,11 @@ Where KV memory is what the user pays for (a self-hosted server), each side also
 the session's largest prompt so far: ``q*(t + R)*max(0, |P| - peak)``, memory sized for the peak
 being held at every call of the run at ``q``, a cached token's price. Keeping the boundary when a
 large output arrives raises the peak by that output; moving may not. On hosted APIs q = 0.
+q is at most c: a cached token's price already pays for its memory and its attention at a call,
+so pricing memory held for the peak above c would charge a token more for being remembered than
+for being read. Where the rule misjudges (SIMULATED, benchmarks/results/default.txt: sessions
+costing more than base) it is mostly R: replayed with each run's true remaining calls, 16 of 99
+sessions cost more than base under vllm become 6, and 3 without the peak term.
 """
 
 from __future__ import annotations

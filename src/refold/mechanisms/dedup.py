@@ -23,6 +23,7 @@ from ..protocol import CM
 from ..shell_info import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
 from .output_verdict import verdict_lines, verdict_rows
+from .summary_wrap import printed_lines
 
 _W = 3  # lines per shingle
 _MAX_CANDIDATES = 8  # most recent positions kept per shingle
@@ -281,8 +282,9 @@ class DedupIndex:
 
     def _stub_text(self, step: int, sources: list[int], body: str, info: CommandInfo | None, lo: int, hi: int) -> str:
         refs = " and ".join(f"[step {s}]" for s in sources)
-        text = f"{CM} Output omitted ({hi - lo} lines): it repeats what {refs} shows above.{self._restore_hint(step)}"
         lines = body.split("\n")
+        n = printed_lines(body) if (lo, hi) == (0, len(lines)) else hi - lo  # the output's lines, as a mask note counts them
+        text = f"{CM} Output omitted ({n} line{'' if n == 1 else 's'}): it repeats what {refs} shows above.{self._restore_hint(step)}"
         if len(lines) < self.outline_min_lines:
             return text
         return text + _outline_suffix(lines, _file_numbers(lines, info), info, self.outline_min_lines)

@@ -10,7 +10,7 @@ run's counts and first failure; an error's first error line. Deterministic, boun
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..shell import analyze
@@ -108,6 +108,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         # 'cmd; echo $?': that line is the status, no output; 'cat f && echo ok': no line of f. A
         # command's closing echo may be its verdict ('... || echo "Passed (errored as expected)"')
         body, echoed_status = echoed
+        u = replace(u, blank_tail=0)  # blank lines before the echoed line are in ``body``
         status = status if echoed_status is None else echoed_status
     lines = _nonblank(body)
     cmd_head = cmd.split(None, 1)[0].rsplit("/", 1)[-1] if cmd else ""
@@ -202,7 +203,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
-        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered, info.first_line)
+        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
         if r:
             return out("read", r)
 

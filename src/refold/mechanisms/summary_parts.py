@@ -72,9 +72,11 @@ def _read_summary(
     head_chars: int | None = None,
     numbered: Numbered | None = None,
     first_line: int | None = None,
+    blank_tail: int = 0,
 ) -> str | None:
     """``first_line``: the file line the command's output starts at, when the shell analysis knows it
-    (``cat f | head``, ``nl -ba f | sed -n '40,80p'``)."""
+    (``cat f | head``, ``nl -ba f | sed -n '40,80p'``); ``blank_tail``: blank lines printed after
+    ``body`` (``Unwrapped.blank_tail``), file lines of an unnumbered read like any other."""
     if elided is not None and head_chars is not None:
         shown = _elided_numbered(body, head_chars)
         if shown:
@@ -96,6 +98,8 @@ def _read_summary(
     code, numbers = numbered.lines
     n = len(code.split("\n")) if code else 0
     start: int | None = None
+    if not numbers and n:
+        n += blank_tail  # a numbered read numbers its blank lines: its rows end at its last number
     if numbers:
         start, end = numbers[0], numbers[-1]
     else:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .summary_parts import _one_line
 
-__all__ = ["Unwrapped", "command_line", "exit_status", "unwrap"]
+__all__ = ["Unwrapped", "command_line", "exit_status", "printed_lines", "unwrap"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,14 @@ class Unwrapped:
     exception: str | None  # mini 2.x <exception> (e.g. a timeout)
     elided: int | None  # characters mini elided between head and tail
     head_chars: int | None = None  # body[:head_chars] is the head when elided, the rest the tail
+    blank_tail: int = 0
+    """Blank lines the command printed after the body's last line (the body ends at its last
+    printed text; ``sed -n '242,262p'`` of a file whose line 262 is empty prints one)."""
+
+    @property
+    def lines(self) -> int:
+        """How many lines the command printed: what every note and stub counts (never the wrapper's)."""
+        return (self.body.count("\n") + 1 if self.body else 0) + self.blank_tail
 
 
 # ---- wrappers ---------------------------------------------------------------------------------
@@ -74,10 +82,16 @@ def unwrap(text: str) -> Unwrapped:
         body = inner if inner is not None else text[t.end() :]
     if text.startswith("{") and '"returncode"' in text[:200]:
         status, body, exception = _json_observation(text, status, body, exception)
-    lines = body.rstrip().split("\n")
+    text_end = body.rstrip()
+    lines = text_end.split("\n")
+    printed = len(lines)
     while lines and (not lines[-1].strip() or _SWE_TRAILER.match(lines[-1].strip())):
         lines.pop()  # SWE-agent's state lines after every observation
-    return Unwrapped("\n".join(lines), status, exception, elided, head_chars)
+    blank = 0
+    if len(lines) == printed and elided is None:  # no trailer: what follows the last text is the command's
+        after = body[len(text_end) :].split("\n")  # the rest of the last line, then one part per line
+        blank = max(0, len(after) - 1 - (after[-1] == ""))  # a final newline ends a line, starts none
+    return Unwrapped("\n".join(lines), status, exception, elided, head_chars, blank)
 
 
 def _json_observation(
@@ -97,6 +111,11 @@ def _json_observation(
     info = data.get("exception_info") or data.get("exception")
     exception = " ".join(info.split()) if isinstance(info, str) and info.strip() else exception
     return status, body, exception
+
+
+def printed_lines(text: str) -> int:
+    """How many lines a recorded observation's command printed (``Unwrapped.lines``)."""
+    return unwrap(text).lines
 
 
 def exit_status(text: str) -> int | None:
