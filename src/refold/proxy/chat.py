@@ -39,7 +39,7 @@ from .commands import context_calls, observations
 from .config import ProxyConfig
 from .custom_calls import as_function
 from .deferred import Deferred
-from .mapping import INTERNAL, SHOWN
+from .mapping import INTERNAL, SETTLES, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .relay import ChatRelay
@@ -84,6 +84,8 @@ class Outcome:
     headers: dict[str, str] = field(default_factory=dict)
     """The upstream's informative headers (``upstream.informative``) of the round the client is
     answered with; for a stream, of its first round (the response starts before a later one)."""
+    answer: tuple[str, Message] | None = None
+    """(the tip it followed, the reply): the non-streamed answer, recorded once it is sent."""
 
 
 class ChatService:
@@ -175,7 +177,13 @@ class ChatService:
         shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
         if rounds and total is not None:  # the internal rounds' tokens were spent for this answer too
             shown.body = {**shown.body, "usage": total}
-        return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers)
+        answer = (base, result.message) if n_choices == 1 else None
+        return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers, answer=answer)
+
+    async def delivered(self, outcome: Outcome) -> None:
+        """The non-streamed answer was sent: a resend of this request is a new attempt."""
+        if outcome.answer is not None:
+            await self.manager.deliver(outcome.session, *outcome.answer)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
         out = self._deferred.as_sent(s, messages)
@@ -189,7 +197,7 @@ class ChatService:
         reply = clean(message)
         if reply.get("content") is None:
             reply["content"] = ""
-        meta: dict[str, Any] = {INTERNAL: True}
+        meta: dict[str, Any] = {INTERNAL: True, **({SETTLES: True} if settle else {})}
         if shown:
             meta[SHOWN] = shown
         async with s.lock:
@@ -251,6 +259,7 @@ class ChatService:
             p.rec, strip=p.strip, include_usage=outcome.include_usage, deferred=self._deferred, sid=p.s.sid
         )
         self.metrics.inc("refold_streams_relayed_live_total")
+        answer: Message | None = None
         try:
             while True:
                 relay.begin(final=p.final or p.rounds >= self.cfg.max_rounds, spliced=bool(p.shown))
@@ -272,6 +281,7 @@ class ChatService:
                 if relay.early:
                     self.metrics.inc("refold_rounds_released_early_total")
                 if found is None:
+                    answer = result.message
                     break
                 # an internal round: the client sees the next round in the same response
                 p.shown.append(relay.text)
@@ -290,6 +300,8 @@ class ChatService:
                     yield error_event(e.message + retry_hint(e.headers), e.code or "upstream_error")
                     break
             yield DONE
+            if answer is not None:  # the client has the whole answer
+                await self.manager.deliver(p.s, p.base, answer)
         finally:
             await live.aclose()
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ..context.recognize import Recognizer
 from ..context.tools import offer
@@ -38,7 +39,7 @@ from ..types import Message, Rendered
 from .commands import context_calls, observations
 from .config import ProxyConfig
 from .deferred import Deferred
-from .mapping import INTERNAL, SHOWN
+from .mapping import INTERNAL, SETTLES, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .saved import SavedTokens
@@ -249,7 +250,8 @@ class SurfaceService:
             data = {**data, "usage": total}
         await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
-        return JSONResponse(data, headers={**last, **out_headers})
+        sent = BackgroundTask(self.manager.deliver, s, base, reply) if reply is not None else None
+        return JSONResponse(data, headers={**last, **out_headers}, background=sent)
 
     async def internal(
         self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str, *, settle: bool = False
@@ -261,7 +263,7 @@ class SurfaceService:
         plain: Message = {k: reply[k] for k in ("role", "content", "tool_calls") if k in reply}
         if plain.get("content") is None:
             plain["content"] = ""
-        meta: dict[str, Any] = {INTERNAL: True}
+        meta: dict[str, Any] = {INTERNAL: True, **({SETTLES: True} if settle else {})}
         if shown:
             meta[SHOWN] = shown
         async with s.lock:

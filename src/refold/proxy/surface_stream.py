@@ -167,6 +167,8 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                     await service.kept(p.s, adapter.key, reply, sp.left_out, before)
                 for out in tail:
                     yield out
+                if reply is not None:  # the client has the whole answer
+                    await service.manager.deliver(p.s, p.base, reply)
                 return
             visible = visible_text(str(reply.get("content") or ""), not reply.get("tool_calls"))
             for out in sp.finish(True, visible):
