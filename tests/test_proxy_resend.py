@@ -46,12 +46,14 @@ class Upstream:
     def __init__(self) -> None:
         self.script: list[Any] = []
         self.requests: list[list[dict[str, Any]]] = []
+        self.bodies: list[dict[str, Any]] = []
         self.app = FastAPI()
 
         @self.app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
             body = await request.json()
             self.requests.append(body["messages"])
+            self.bodies.append(body)
             msg = self.script.pop(0)
             if msg == FAIL:
                 return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}}, status_code=500)

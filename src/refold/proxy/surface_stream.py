@@ -98,6 +98,7 @@ class Plan:
     rec: Recognizer
     headers: dict[str, str]
     query: str
+    clash: tuple[str, ...] = ()  # ``context.tools.clashes`` of the agent's tools
 
 
 def context_ids(reply: Message, rec: Recognizer) -> set[str]:
@@ -176,7 +177,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             shown = sp.shown()
             before += shown
             rounds += 1
-            p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown)
+            p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown, clash=p.clash)
             sp.prior_usage = add(sp.prior_usage, as_usage(data))  # the final round reports the sum
             added = p.added
             if rounds >= cfg.max_rounds:  # the last round offers no context command
