@@ -1,20 +1,30 @@
-"""A custom (free-form) tool named like a shell (``{"type": "custom", "name": "bash"}``): its text
-input is the command, so ``restore 1`` given to it is a context command the proxy answers, on the
-Responses API and on chat completions, as through a function tool's ``{"command": ...}``."""
+"""Shell forms of a context command: a custom (free-form) tool named like a shell (``{"type":
+"custom", "name": "bash"}``), whose text input is the command, so ``restore 1`` given to it is
+answered on the Responses API and on chat completions; and ``ls; restore 1``, a restore after
+another command, answered "Not run" as ``restore 1 && ls`` is."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from starlette.testclient import TestClient
 
 from refold.config import DEFAULT
 from refold.context.tools import offer
+from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import context_calls
 from refold.proxy.responses_wire import reply_message
+from test_proxy_held_restart import _sse_message
+from test_proxy_resend import BASH, SYSTEM, Client, Upstream, _first_turn, reply
 from test_proxy_responses import message
+from test_proxy_stream_early import Scripted, call
 from test_proxy_surface_stream import Paused, paused_proxy
+
+from fake_upstream import ServerThread
 
 CUSTOM_BASH = {"type": "custom", "name": "bash", "description": "Run a shell command (the input is the command)."}
 
@@ -58,3 +68,34 @@ def _run(fake: Paused, url: str) -> None:
     assert "Step 1 restored" in str(outs["c1"])
     kinds = {i["call_id"]: i["type"] for i in fake.requests[2]["input"] if i.get("call_id")}
     assert kinds["c1"] == "custom_tool_call_output"  # the answer to a custom call is in its shape
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool) -> None:
+    """``ls; restore 1`` in the shell tool, decided on the whole call (not streamed, or its
+    command whole in its first delta): answered "Not run" naming both parts, never sent to the
+    client's shell (which would say ``restore: command not found``), as ``restore 1 && ls`` is."""
+    up = Upstream()
+    up.script += [reply("c0", "cat a.py"), reply("c1", "ls; restore 1"), reply("c2", "ls")]
+    with ServerThread(up.app) as srv, Client(srv.url, str(tmp_path / "s.db"), f"after-{stream}", stream, False) as c:
+        msgs = _first_turn(up, c)
+        status, got = c.post(msgs)
+        assert status == 200 and [t["id"] for t in got["tool_calls"]] == ["c2"]
+    answer = [m for m in up.requests[2] if m.get("tool_call_id") == "c1"]
+    assert len(answer) == 1 and "Not run" in answer[0]["content"] and "`ls`" in answer[0]["content"]
+
+
+def test_chat_streamed_a_call_released_by_its_first_word_stays_the_clients() -> None:
+    """Streamed in pieces, ``ls; restore 1`` is released by its first word (``ls``): it reaches
+    the client's shell and is recorded with no context command answered (a relayed call is never
+    answered too: the client would see both)."""
+    s = Scripted()
+    s.replies.append(call(0, "bash", json.dumps({"command": "ls; restore 1"}), "c1"))
+    with ServerThread(s.app) as srv:
+        cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=":memory:", tokenizer="off")
+        with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
+            body = {"model": "m", "messages": [SYSTEM, {"role": "user", "content": "t"}], "tools": [BASH], "stream": True}
+            r = c.post("/v1/chat/completions", json=body, headers={"X-Refold-Session": "released"})
+    got = _sse_message(r.text)
+    assert json.loads(got["tool_calls"][0]["function"]["arguments"]) == {"command": "ls; restore 1"}
+    assert len(s.requests) == 1  # not answered: no internal round
