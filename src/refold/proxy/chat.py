@@ -148,6 +148,7 @@ class ChatService:
             with self._counted():
                 live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
                 await _first(live)
+            count(self.metrics, "chat", None)  # the call, once open; its tokens when it ends
             added_ms = (t0 - start) * 1000
             self.metrics.observe("refold_added_latency_ms", added_ms)
             plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip, clash)
@@ -278,7 +279,7 @@ class ChatService:
                     yield error_event(live.error.message, live.error.code or "upstream_error")
                     break
                 result = live.result()
-                self._usage(result)
+                count(self.metrics, "chat", result.usage, call=False)  # the call was counted when opened
                 out, found = relay.end(result)  # a usage chunk held to the round's end goes out here
                 relay.prior = add(relay.prior, result.body.get("usage"))  # the next round reports the sum
                 if found is None:  # stored before the client has the whole answer
@@ -306,6 +307,7 @@ class ChatService:
                 try:
                     with self._counted():
                         live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
+                    count(self.metrics, "chat", None)
                 except ProxyError as e:  # the response has started: a retry-after goes in the message
                     yield error_event(e.message + retry_hint(e.headers), e.code or "upstream_error")
                     break

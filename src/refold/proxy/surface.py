@@ -194,9 +194,10 @@ class SurfaceService:
                 await self.manager.hold(s, None)  # nothing left in it this request could answer
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
-        self.saved.count(parsed.messages, [*rendered.messages, *([turn.tail] if turn.tail else [])])
         if held is not None and calls is not None:  # context commands left out of the reply the client holds
             base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True, clash=clash)
+        # what the first upstream call is sent (after the held round), as on chat completions
+        self.saved.count(parsed.messages, [*rendered.messages, *([turn.tail] if turn.tail else [])])
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
@@ -225,6 +226,7 @@ class SurfaceService:
                 upstream_ms += (time.perf_counter() - t0) * 1000
                 self._added(start, upstream_ms)
                 self.metrics.inc("refold_streams_relayed_live_total")
+                count(self.metrics, adapter.key, None)  # the call, once open; its tokens when it ends
                 if not answering:
                     gen = relay(adapter, parsed, opened, self.metrics)
                 else:

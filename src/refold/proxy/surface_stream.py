@@ -154,7 +154,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                 return
             data = sp.fixed(upstream_answer(adapter, adapter.aggregate(events)))
-            count(service.metrics, adapter.key, as_usage(data))
+            count(service.metrics, adapter.key, as_usage(data), call=False)  # counted when opened
             reply = adapter.reply(data)
             calls = None
             if not final and not sp.released and reply is not None:
@@ -195,6 +195,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error(cause(got))
                 return
             r = got
+            count(service.metrics, adapter.key, None)
     finally:
         if r is not None:
             await r.aclose()
@@ -228,7 +229,7 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response, metrics: Me
         answer = upstream_answer(adapter, adapter.aggregate(events))
     except ProxyError:  # relayed as the upstream sent it; nothing to count or remember
         return
-    count(metrics, adapter.key, as_usage(answer))
+    count(metrics, adapter.key, as_usage(answer), call=False)  # counted when opened
     if not finished:
         with contextlib.suppress(ProxyError):
             await adapter.done(parsed, answer)
