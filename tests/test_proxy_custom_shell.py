@@ -72,10 +72,17 @@ def _run(fake: Paused, url: str) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool) -> None:
-    """``ls; restore 1`` in the shell tool, decided on the whole call (not streamed, or its
-    command whole in its first delta): answered "Not run" naming both parts, never sent to the
-    client's shell (which would say ``restore: command not found``), as ``restore 1 && ls`` is."""
+    """``ls; restore 1`` in the shell tool, not streamed (the whole call decides): answered "Not
+    run" naming both parts, never sent to the client's shell (which would say ``restore: command
+    not found``), as ``restore 1 && ls`` is. Streamed, even with the command whole in its first
+    delta, it is the client's: a stream decides by the first word (``proxy.early``)."""
     up = Upstream()
+    if stream:
+        up.script += [reply("c0", "cat a.py"), reply("c1", "ls; restore 1")]
+        with ServerThread(up.app) as srv, Client(srv.url, str(tmp_path / "s.db"), "after-s", True, False) as c:
+            status, got = c.post(_first_turn(up, c))
+        assert status == 200 and [t["id"] for t in got["tool_calls"]] == ["c1"] and len(up.requests) == 2
+        return
     up.script += [reply("c0", "cat a.py"), reply("c1", "ls; restore 1"), reply("c2", "ls")]
     with ServerThread(up.app) as srv, Client(srv.url, str(tmp_path / "s.db"), f"after-{stream}", stream, False) as c:
         msgs = _first_turn(up, c)

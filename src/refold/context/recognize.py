@@ -21,11 +21,12 @@ LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger", "pin", "unpin"})
 ALWAYS = frozenset({"restore", "expand"})  # a non-reversible policy answers that nothing comes back
 
 
-def from_shell(command: str) -> ContextCommand | None:
-    """The context command a shell command is, or None to run it."""
+def from_shell(command: str, *, compound: bool = False) -> ContextCommand | None:
+    """The context command a shell command is, or None to run it; ``compound``: also a restore
+    after another command (``Recognizer.compound``)."""
     cmd = parse_command(command)
     if cmd is None:
-        return _after_another(command) if "restore" in command else None
+        return _after_another(command) if compound and "restore" in command else None
     if cmd.name in ("fold", "drop", "pin", "unpin") and not parse_ids(cmd.argument):
         return None
     if cmd.name == "expand" and not parse_ids(cmd.argument) and parse_span_id(cmd.argument) is None:
@@ -76,12 +77,16 @@ class Recognizer:
     """Read the only ```bash command of a reply without tool calls."""
     shell_tool: bool = True
     """The agent has a shell tool (one of ``SHELL_TOOLS``)."""
+    compound: bool = False
+    """Read a restore after another command (``ls; restore 3``) as one, answered "Not run": only
+    where the whole call decides. A streamed call is released by its first word (``ls``), and a
+    call relayed must never be answered too (``proxy.early``), so streams leave it to the shell."""
 
     def command(self, tool: str, command: str) -> ContextCommand | None:
         """The context command an action (``tool`` called with ``command``) is, else None."""
         if tool in COMMAND_NAMES:
             return from_tool_call(tool, command) if tool in self.functions else None
-        cmd = from_shell(command)
+        cmd = from_shell(command, compound=self.compound)
         return cmd if cmd is not None and cmd.name in self.shell else None
 
     @property

@@ -102,6 +102,7 @@ def offer(
     switched_off: Collection[str] = (),
     text: bool | None = None,
     beside_shell: bool = True,
+    compound: bool = False,
 ) -> tuple[list[dict[str, Any]], Recognizer]:
     """The context function tools to send next to the agent's ``tools`` (only when it sends tools
     and ``offer``; never one named like a tool of its own; restore and expand only under a reversible
@@ -109,7 +110,7 @@ def offer(
     recognizer for its replies. ``text``: read a ```bash block of a reply without
     tool calls (default: when the agent sends no tools). ``beside_shell=False``: none when the agent
     has a shell tool, whose calls carry the context commands already (their schemas would cost
-    every call several hundred prompt tokens for nothing new)."""
+    every call several hundred prompt tokens for nothing new). ``compound``: ``Recognizer.compound``."""
     own = frozenset(str((t.get("function") or {}).get("name")) for t in tools or [])
     clash = clashes(config, tools)
     config = config.override(list(clash)) if clash else config
@@ -127,4 +128,4 @@ def offer(
         and taught(config, name)
     ]
     functions = frozenset(t["function"]["name"] for t in added)
-    return added, Recognizer(functions, names, not tools if text is None else text, bool(own & SHELL_TOOLS))
+    return added, Recognizer(functions, names, not tools if text is None else text, bool(own & SHELL_TOOLS), compound)

@@ -173,7 +173,7 @@ class Delivered:
         """Whether the client's ``reply`` is this one, in any form it was shown (after internal
         rounds' text ``before``, without its PROGRESS/STALE head, without calls left out of it)."""
         other = Delivered.of(reply)
-        if not set(other.ids) <= set(self.ids) or bool(other.ids) != bool(self.ids):
+        if not set(other.ids) <= set(self.ids):  # another sample's calls have other ids
             return False
         seen = other.text.strip()
         forms = dict.fromkeys((self.text, strip_head(self.text)))
