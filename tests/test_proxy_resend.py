@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -219,3 +220,42 @@ def test_delivered_records_are_stored_counted_and_pruned(store_url: str) -> None
         await st.close()
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("surface", ["messages", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_surfaces_a_resend_after_a_delivered_answer_has_none_of_its_internal_rounds(
+    tmp_path: Path, surface: str, stream: bool
+) -> None:
+    from test_proxy_anthropic_rounds import bash, text
+    from test_proxy_responses import fcall, message
+    from test_proxy_surface_stream import paused_proxy
+
+    if surface == "messages":
+        path, key, tools = "/v1/messages", "messages", [{"name": "Bash", "input_schema": {"type": "object"}}]
+        first, again = [bash("toolu_0", "cat a.py")], [bash("toolu_r", "restore 1")]
+        a, b = [text("A"), bash("toolu_a", "echo A")], [text("B"), bash("toolu_b", "echo B")]
+    else:
+        path, key, tools = "/v1/responses", "input", [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
+        first, again = [fcall("call_0", "exec_command", {"cmd": "cat a.py"})], [fcall("call_r", "exec_command", {"cmd": "restore 1"})]
+        a = [message("m_a", "A"), fcall("call_a", "exec_command", {"cmd": "echo A"})]
+        b = [message("m_b", "B"), fcall("call_b", "exec_command", {"cmd": "echo B"})]
+    with paused_proxy(tmp_path) as (fake, url), httpx.Client(base_url=url, timeout=30) as c:
+        h = {"x-api-key": "k", "anthropic-version": "2023-06-01", "X-Refold-Session": f"s-{surface}-{stream}"}
+        fake.script += [(first, None)]
+        body: dict[str, Any] = {"model": "m", "max_tokens": 64, key: [{"role": "user", "content": "fix it"}], "tools": tools}
+        r0 = c.post(path, json=body, headers=h)
+        assert r0.status_code == 200
+        if surface == "messages":
+            turn = [{"role": "assistant", "content": r0.json()["content"]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "x = 1"}]}]
+        else:
+            turn = [*r0.json()["output"], {"type": "function_call_output", "call_id": "call_0", "output": "x = 1"}]
+        body = {**body, key: [*body[key], *turn], "stream": stream}
+        fake.script += [(again, None), (a, None)]
+        assert c.post(path, json=body, headers=h).status_code == 200
+        assert len(fake.requests) == 3 and "restored" in json.dumps(fake.requests[2])
+        fake.script += [(b, None)]
+        r = c.post(path, json=body, headers=h)  # sample B of the same turn
+        assert r.status_code == 200
+        assert len(fake.requests) == 4 and fake.requests[3][key] == fake.requests[1][key]  # no restore in it
