@@ -21,7 +21,7 @@ from test_proxy_resend import BASH, SYSTEM, Upstream, reply
 
 from fake_upstream import ServerThread
 
-NOW = DEFAULT.override(["prompt.deferred=false", "policy.mask_after=1"])  # protocol and masks from the start
+NOW = DEFAULT.override(["prompt.deferred=false", "policy.mask_after=1", "boundary.rule=fixed"])  # protocol, masks early
 
 
 def _tool(name: str) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def _tool(name: str) -> dict[str, Any]:
 
 def _history() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "fix the parser"}]
-    for i in range(4):
+    for i in range(10):
         out += [reply(f"c{i}", f"cat f{i}.py"), {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}\n" * 200}]
     return out
 
@@ -65,8 +65,10 @@ def test_an_agents_own_restore_tool_owns_the_name(tmp_path: Path, stream: bool, 
     names = [t["function"]["name"] for t in sent["tools"]]
     assert names.count("restore") == 1 and sent["tools"][1] == own and "expand" not in names
     prompt = json.dumps(sent["messages"])
-    assert "restore <step>" not in prompt and "restore" not in prompt.replace("restore 1", "")
+    assert "restore <step>" not in prompt and "`restore" not in prompt  # no command offered, in any form
+    assert "hidden" in prompt and "It cannot be restored." in prompt  # mask notes say so, not `restore N`
     assert "restore <step>" in json.dumps(control["messages"])  # the same history, offered, says it
+    assert "`restore 1` shows it" in json.dumps(control["messages"])
     assert "restore" in [t["function"]["name"] for t in control["tools"]]
 
 
