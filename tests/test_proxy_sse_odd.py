@@ -1,6 +1,7 @@
 """Odd but valid event streams from a chat-completions upstream: an event whose JSON spans several
 ``data:`` lines (SSE joins them with a newline; pretty-printed chunks), comments, ``event:`` lines
-and CRLF line ends are read as one chunk each; a malformed chunk is still an error event."""
+and CRLF line ends are read as one chunk each, a byte order mark opening the stream is dropped;
+a malformed chunk is still an error event."""
 
 from __future__ import annotations
 
@@ -64,3 +65,14 @@ def test_a_malformed_chunk_is_still_an_error(tmp_path: Path) -> None:
             body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
             r = c.post("/v1/chat/completions", json=body)
     assert '"error"' in r.text and r.text.endswith("data: [DONE]\n\n")
+
+
+def test_a_byte_order_mark_opening_the_stream_hides_no_chunk(tmp_path: Path) -> None:
+    events = ["\ufeff", f"data: {json.dumps(_chunk({'role': 'assistant', 'content': 'Hello'}))}\n\n",
+              f"data: {json.dumps(_chunk({}, 'stop'))}\n\n", "data: [DONE]\n\n"]
+    with ServerThread(_upstream(events)) as up:
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+        with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            r = c.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200 and _sse_message(r.text)["content"] == "Hello"
