@@ -165,3 +165,23 @@ def test_context_commands_with_huge_numbers_answer_without_raising(command: str,
     if cmd is not None:
         text = answer(h, cmd).text
         assert text.startswith("[context-manager] restore:") and "is not a step number" in text and len(text) < 400
+
+
+@pytest.mark.parametrize(
+    ("command", "others"),
+    [("ls; restore 1", "ls"), ("ls && restore 1 && pwd", "ls; pwd"), ("ls\nrestore 1", "ls"),
+     ("cd /x; ls | restore 1", "cd /x; ls"), ("restore 1 && ls", "ls")],
+)
+def test_a_restore_after_another_command_is_not_run_naming_both(command: str, others: str) -> None:
+    """Answered as ``restore 3 && ls`` is: nothing runs, the answer names both parts."""
+    assert (from_shell(command) is None) == (not command.startswith("restore"))  # streams: the first word decides
+    cmd = from_shell(command, compound=True)  # where the whole call decides (not streamed)
+    assert cmd is not None and cmd.name == "restore"
+    a = answer(three_steps().h, cmd)
+    assert not a.ok and "Not run" in a.text and "`restore 1` alone" in a.text and f"`{others}`" in a.text
+
+
+@pytest.mark.parametrize("command", ['echo "a; restore 1"', "git restore a.py; ls", "cat <<EOF\nrestore 1\nEOF",
+                                     "ls; restored 1", "ls; 'restore' 1"])
+def test_restore_as_data_or_another_programs_word_is_a_shell_command(command: str) -> None:
+    assert from_shell(command, compound=True) is None

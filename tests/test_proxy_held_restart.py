@@ -279,21 +279,21 @@ def test_a_held_record_is_kept_forgotten_with_its_answer_and_pruned(store_url: s
         s1 = _step(1, p)
         assert await st.put_held(sid, record) is False  # no such session
         await st.commit(Commit(sid, "n", "o", None, s1.digest, (p, [{"role": "user", "content": "p"}]), (s1,)))
-        assert await st.state(sid) == (s1.digest, 0, "")
+        assert await st.state(sid) == (s1.digest, 0, "", 0)
         assert await st.put_held(sid, record) is True
-        assert await st.state(sid) == (s1.digest, 0, held_key(record))
+        assert await st.state(sid) == (s1.digest, 0, held_key(record), 0)
         data = await st.load(sid)
         assert data is not None and data.held == record
         s2 = _step(2, s1.digest)
         await st.commit(Commit(sid, "n", "o", s1.digest, s2.digest, None, (s2,)))  # not the answer: kept
-        assert (await st.state(sid) or ("", 0, ""))[2] == held_key(record)
+        assert (await st.state(sid) or ("", 0, "", 0))[2] == held_key(record)
         s3 = _step(3, s2.digest)
         await st.commit(Commit(sid, "n", "o", s2.digest, s3.digest, None, (s3,), settle=True))
-        assert await st.state(sid) == (s3.digest, 0, "")
+        assert await st.state(sid) == (s3.digest, 0, "", 0)
         data = await st.load(sid)
         assert data is not None and data.held is None
         assert await st.put_held(sid, record) and await st.put_held(sid, None)
-        assert (await st.state(sid) or ("", 0, "x"))[2] == ""
+        assert (await st.state(sid) or ("", 0, "x", 0))[2] == ""
         await st.put_held(sid, record)
         assert await st.prune(10**12) >= 1 and await st.state(sid) is None and await st.load(sid) is None
         await st.close()
@@ -320,21 +320,21 @@ def test_a_version_4_store_is_migrated_to_hold_calls(tmp_path: Path) -> None:
 
     async def go() -> None:
         st = SQLiteStore(str(path))
-        assert st.schema == SCHEMA_VERSION == 5
+        assert st.schema == SCHEMA_VERSION == 6  # 005-held, then 006-delivered
         data = await st.load("a")
         assert data is not None and data.record.head == s1.digest and data.held is None
-        assert await st.state("a") == (s1.digest, 0, "")
+        assert await st.state("a") == (s1.digest, 0, "", 0)
         assert await st.put_held("a", {"after": s1.reply, "calls": {}})
         await st.close()
 
     asyncio.run(go())
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
-    assert [n for (n,) in db.execute("SELECT name FROM migrations ORDER BY name")][-1] == "005-held"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert [n for (n,) in db.execute("SELECT name FROM migrations ORDER BY name")][-2:] == ["005-held", "006-delivered"]
     assert db.execute("SELECT count(*) FROM held").fetchone()[0] == 1
 
 
-def test_a_version_4_redis_store_is_marked_5(redis_url: str) -> None:
+def test_a_version_4_redis_store_is_marked_6(redis_url: str) -> None:
     import redis
 
     r = redis.Redis.from_url(redis_url)
@@ -343,11 +343,11 @@ def test_a_version_4_redis_store_is_marked_5(redis_url: str) -> None:
     async def go() -> None:
         st = RedisStore(redis_url, namespace="refold4")
         assert await st.state("nothing") is None
-        assert st.schema == 5
+        assert st.schema == 6
         await st.close()
 
     asyncio.run(go())
-    assert r.get("refold4:meta:schema") == b"5"
+    assert r.get("refold4:meta:schema") == b"6"
     r.close()
 
 

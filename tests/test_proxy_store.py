@@ -241,7 +241,8 @@ def test_an_unversioned_store_is_migrated_and_a_newer_one_refused(tmp_path: Path
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     names = [n for (n,) in db.execute("SELECT name FROM migrations ORDER BY name")]
     assert names == [
-        "001-sessions-prefixes-steps-heads", "002-migrations-meta-updated-index", "003-pins", "004-responses", "005-held"
+        "001-sessions-prefixes-steps-heads", "002-migrations-meta-updated-index", "003-pins", "004-responses", "005-held",
+        "006-delivered",
     ]
     db.execute("PRAGMA user_version = 99")
     db.close()

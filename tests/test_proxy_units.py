@@ -140,9 +140,11 @@ def test_observations_answer_every_call() -> None:
 def test_plan_offers_context_tools_the_client_lacks() -> None:
     bash = {"type": "function", "function": {"name": "bash"}}
     mine = {"type": "function", "function": {"name": "expand"}}
-    added, rec = offer(Config(), [bash, mine])
+    added, rec = offer(Config(), [bash, {"type": "function", "function": {"name": "search_ledger"}}])
     names = [t["function"]["name"] for t in added]
-    assert names == ["restore", "begin_span", "fold_span", "fold", "drop", "search_ledger"]
+    assert names == ["restore", "begin_span", "fold_span", "expand"]  # its own ledger command: no ledger
+    added, rec = offer(Config(), [bash, mine])
+    assert added == []  # its own expand: nothing restorable, no spans, no ledger (context.tools.clashes)
     assert rec.possible and "expand" not in rec.functions  # the client's own tool stays the client's
     reply = {"role": "assistant", "tool_calls": [call("expand", {"x": "3"})]}
     assert context_calls(reply, rec) is None

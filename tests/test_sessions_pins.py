@@ -223,10 +223,10 @@ async def exercise(store: Any) -> None:
     s1 = StoredStep(message_digest([reply, *obs], parent=p), p, reply, obs, {})
     assert not await store.add_pin("a", {"target": "1", "at": 1, "on": True})  # no such session
     await store.commit(Commit("a", "n", "o", None, s1.digest, (p, [{"role": "user", "content": "p"}]), (s1,)))
-    assert await store.state("a") == (s1.digest, 0, "")
+    assert await store.state("a") == (s1.digest, 0, "", 0)
     for on in (True, False, True):
         assert await store.add_pin("a", {"target": "1", "at": 1, "on": on})
-    assert await store.state("a") == (s1.digest, 3, "") and await store.state("b") is None
+    assert await store.state("a") == (s1.digest, 3, "", 0) and await store.state("b") is None
     data = await store.load("a")
     assert [r["on"] for r in data.pins] == [True, False, True]
     assert await store.prune(10**12) == 1 and await store.state("a") is None

@@ -14,22 +14,37 @@ from dataclasses import dataclass
 from ..mechanisms.ledger import parse_ids
 from ..mechanisms.spans import parse_span_id
 from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
+from ..shell_lex import lex
 
 SPAN_COMMANDS = frozenset({"begin_span", "fold_span", "fold_steps"})
 LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger", "pin", "unpin"})
 ALWAYS = frozenset({"restore", "expand"})  # a non-reversible policy answers that nothing comes back
 
 
-def from_shell(command: str) -> ContextCommand | None:
-    """The context command a shell command is, or None to run it."""
+def from_shell(command: str, *, compound: bool = False) -> ContextCommand | None:
+    """The context command a shell command is, or None to run it; ``compound``: also a restore
+    after another command (``Recognizer.compound``)."""
     cmd = parse_command(command)
     if cmd is None:
-        return None
+        return _after_another(command) if compound and "restore" in command else None
     if cmd.name in ("fold", "drop", "pin", "unpin") and not parse_ids(cmd.argument):
         return None
     if cmd.name == "expand" and not parse_ids(cmd.argument) and parse_span_id(cmd.argument) is None:
         return None
     return cmd
+
+
+def _after_another(command: str) -> ContextCommand | None:
+    """``ls; restore 3`` (a restore after a command that is not ``cd DIR``): answered as
+    ``restore 3 && ls`` is, "Not run" naming both parts (``parse_restore_args``), never sent to a
+    shell that would say ``restore: command not found``. A ``restore`` quoted, in a heredoc or as
+    another program's argument (``git restore f``) is no command of its own."""
+    simples = [s for s in lex(command) if s.words]
+    for k, s in enumerate(simples[1:], start=1):
+        if s.words[0] == "restore" and s.raw[0] == "restore":
+            others = [" ".join(o.raw) for o in (*simples[:k], *simples[k + 1 :])]
+            return ContextCommand("restore", " ".join(s.raw[1:]) + "; " + "; ".join(others))
+    return None
 
 
 def from_tool_call(name: str, arguments: str) -> ContextCommand:
@@ -62,12 +77,16 @@ class Recognizer:
     """Read the only ```bash command of a reply without tool calls."""
     shell_tool: bool = True
     """The agent has a shell tool (one of ``SHELL_TOOLS``)."""
+    compound: bool = False
+    """Read a restore after another command (``ls; restore 3``) as one, answered "Not run": only
+    where the whole call decides. A streamed call is released by its first word (``ls``), and a
+    call relayed must never be answered too (``proxy.early``), so streams leave it to the shell."""
 
     def command(self, tool: str, command: str) -> ContextCommand | None:
         """The context command an action (``tool`` called with ``command``) is, else None."""
         if tool in COMMAND_NAMES:
             return from_tool_call(tool, command) if tool in self.functions else None
-        cmd = from_shell(command)
+        cmd = from_shell(command, compound=self.compound)
         return cmd if cmd is not None and cmd.name in self.shell else None
 
     @property

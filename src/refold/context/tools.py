@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import Config
 from ..shell import SHELL_TOOLS
-from .recognize import Recognizer, active
+from .recognize import LEDGER_COMMANDS, SPAN_COMMANDS, Recognizer, active
 
 
 def _tool(name: str, description: str, arg: str, arg_doc: str) -> dict[str, Any]:
@@ -73,6 +73,27 @@ def answered(config: Config, switched_off: Collection[str] = ()) -> frozenset[st
     return active(spans=config.spans.enabled, ledger=config.ledger.enabled) - frozenset(switched_off)
 
 
+_REVERSIBLE, _SPANS, _LEDGER = "policy.reversible=false", "spans.enabled=false", "ledger.enabled=false"
+_OWN_NAME_OFF: dict[str, tuple[str, ...]] = {
+    # the span and ledger sections and answers name restore and expand too
+    "restore": (_REVERSIBLE, _SPANS, _LEDGER),
+    "expand": (_REVERSIBLE, _SPANS, _LEDGER),
+    **{name: (_SPANS,) for name in SPAN_COMMANDS},
+    **{name: (_LEDGER,) for name in LEDGER_COMMANDS},
+}
+
+
+def clashes(config: Config, tools: Sequence[dict[str, Any]] | None) -> tuple[str, ...]:
+    """``config`` overrides under which a prompt offers no context command the agent's own tools
+    are named like (its own ``restore`` or ``expand``: the plain prompt, nothing hidden called
+    restorable, no ``restore <step>``, no spans, no ledger; its own ``fold``: no ledger; its own
+    ``fold_span``: no spans). The protocol's command names are fixed, so a command the agent's
+    tool owns is off, not renamed; () when none clashes."""
+    own = {str((t.get("function") or {}).get("name")) for t in tools or [] if isinstance(t, dict)}
+    on = {_REVERSIBLE: config.policy.reversible, _SPANS: config.spans.enabled, _LEDGER: config.ledger.enabled}
+    return tuple(sorted({o for name, offs in _OWN_NAME_OFF.items() if name in own for o in offs if on[o]}))
+
+
 def offer(
     config: Config,
     tools: Sequence[dict[str, Any]] | None,
@@ -81,15 +102,19 @@ def offer(
     switched_off: Collection[str] = (),
     text: bool | None = None,
     beside_shell: bool = True,
+    compound: bool = False,
 ) -> tuple[list[dict[str, Any]], Recognizer]:
     """The context function tools to send next to the agent's ``tools`` (only when it sends tools
     and ``offer``; never one named like a tool of its own; restore and expand only under a reversible
-    policy) and the recognizer for its replies. ``text``: read a ```bash block of a reply without
+    policy; none named like a tool of the agent's own, nor any of its family: ``clashes``) and the
+    recognizer for its replies. ``text``: read a ```bash block of a reply without
     tool calls (default: when the agent sends no tools). ``beside_shell=False``: none when the agent
     has a shell tool, whose calls carry the context commands already (their schemas would cost
-    every call several hundred prompt tokens for nothing new)."""
-    names = answered(config, switched_off)
+    every call several hundred prompt tokens for nothing new). ``compound``: ``Recognizer.compound``."""
     own = frozenset(str((t.get("function") or {}).get("name")) for t in tools or [])
+    clash = clashes(config, tools)
+    config = config.override(list(clash)) if clash else config
+    names = answered(config, switched_off) - own  # a command named like the agent's own tool is its tool's
     if not beside_shell and own & SHELL_TOOLS:
         offer = False
     added = [
@@ -103,4 +128,4 @@ def offer(
         and taught(config, name)
     ]
     functions = frozenset(t["function"]["name"] for t in added)
-    return added, Recognizer(functions, names, not tools if text is None else text, bool(own & SHELL_TOOLS))
+    return added, Recognizer(functions, names, not tools if text is None else text, bool(own & SHELL_TOOLS), compound)

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ..errors import ProxyError, StoreUnavailable
 from ..history import History
@@ -129,7 +130,7 @@ def _openai_routes(cfg: ProxyConfig, state: dict[str, Any], metrics: Metrics) ->
         }
         if out.stream:
             return StreamingResponse(chat.sse(out), media_type="text/event-stream", headers=headers)
-        return JSONResponse(out.result.body, headers=headers)
+        return JSONResponse(out.result.body, headers=headers, background=BackgroundTask(chat.delivered, out))
 
     @router.get("/v1/models")
     @router.get("/models")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..context.recognize import Recognizer
-from ..context.tools import offer
+from ..context.tools import clashes, offer
 from ..errors import ProxyError
 from ..messages import clean
 from ..render import Renderer
@@ -39,7 +39,7 @@ from .commands import context_calls, observations
 from .config import ProxyConfig
 from .custom_calls import as_function
 from .deferred import Deferred
-from .mapping import INTERNAL, SHOWN
+from .mapping import INTERNAL, SETTLES, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .relay import ChatRelay
@@ -66,6 +66,7 @@ class _Plan:
     final: bool
     answering: bool
     strip: bool
+    clash: tuple[str, ...] = ()
     rounds: int = 0
     shown: list[str] = field(default_factory=list)
 
@@ -84,6 +85,8 @@ class Outcome:
     headers: dict[str, str] = field(default_factory=dict)
     """The upstream's informative headers (``upstream.informative``) of the round the client is
     answered with; for a stream, of its first round (the response starts before a later one)."""
+    answer: tuple[str, Message] | None = None
+    """(the tip it followed, the reply): the non-streamed answer, recorded once it is sent."""
 
 
 class ChatService:
@@ -115,17 +118,18 @@ class ChatService:
         messages = [unanswered(m) if m.get("role") == "assistant" else m for m in sent]
         single = body.get("n") in (None, 1)
         added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0,
-                           beside_shell=cfg.context_tools_beside_shell)
+                           beside_shell=cfg.context_tools_beside_shell, compound=body.get("stream") is not True)
+        clash = clashes(cfg.config, tools)  # the agent's own tool named like a context command
         async with s.lock:
             turn = await self.manager.turn(s, messages, lambda ms: self._held_as_sent(s, ms))
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None and single
-            base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering)
+            base, steps, messages_out = await self._render_off(s, turn.view, turn.tail, answering, clash)
             held = self._deferred.take(s, turn.view.history) if answering else None
             found = context_calls(held, rec) if held is not None else None
             if held is not None and found is None:
                 await self.manager.hold(s, None)  # nothing left in it this request could answer
         if held is not None and found is not None:  # left out of the last reply
-            base, steps, messages_out = await self._internal(s, base, held, found, "", settle=True)
+            base, steps, messages_out = await self._internal(s, base, held, found, "", settle=True, clash=clash)
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
         stream = body.get("stream") is True
@@ -144,9 +148,10 @@ class ChatService:
             with self._counted():
                 live = await self.upstream.open_stream({**req, "messages": messages_out}, up_headers)
                 await _first(live)
+            count(self.metrics, "chat", None)  # the call, once open; its tokens when it ends
             added_ms = (t0 - start) * 1000
             self.metrics.observe("refold_added_latency_ms", added_ms)
-            plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip)
+            plan = _Plan(s, rec, req, added, up_headers, base, live, not answering, answering, strip, clash)
             return Outcome(Result({}), s, steps, True, include_usage, added_ms, live, plan, live.headers)
 
         upstream_ms = 0.0
@@ -169,34 +174,42 @@ class ChatService:
             if calls is None:
                 break
             rounds += 1
-            base, steps, messages_out = await self._internal(s, base, result.message, calls, "")
+            base, steps, messages_out = await self._internal(s, base, result.message, calls, "", clash=clash)
         added_ms = (time.perf_counter() - start) * 1000 - upstream_ms
         self.metrics.observe("refold_added_latency_ms", added_ms)
         shown = Result(self._shown.body(s.sid, result.body, strip), result.events)
         if rounds and total is not None:  # the internal rounds' tokens were spent for this answer too
             shown.body = {**shown.body, "usage": total}
-        return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers)
+        answer = (base, result.message) if n_choices == 1 else None
+        return Outcome(shown, s, steps, False, include_usage, added_ms, headers=result.headers, answer=answer)
+
+    async def delivered(self, outcome: Outcome) -> None:
+        """The non-streamed answer was sent: a resend of this request is a new attempt."""
+        if outcome.answer is not None:
+            await self.manager.deliver(outcome.session, *outcome.answer)
 
     def _held_as_sent(self, s: Session, messages: list[Message]) -> list[Message]:
         out = self._deferred.as_sent(s, messages)
         return out if out is messages else [unanswered(m) if m.get("role") == "assistant" else m for m in out]
 
     async def _internal(
-        self, s: Session, base: str, message: Message, calls: Any, shown: str, *, settle: bool = False
+        self, s: Session, base: str, message: Message, calls: Any, shown: str, *, settle: bool = False,
+        clash: tuple[str, ...] = (),
     ) -> tuple[str, int, list[Message]]:
         """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
         self.metrics.inc("refold_internal_rounds_total")
         reply = clean(message)
         if reply.get("content") is None:
             reply["content"] = ""
-        meta: dict[str, Any] = {INTERNAL: True}
+        meta: dict[str, Any] = {INTERNAL: True, **({SETTLES: True} if settle else {})}
         if shown:
             meta[SHOWN] = shown
         async with s.lock:
             view = s.view(base, self.cfg.renderer)
-            stored, obs, answers = observations(view.history, reply, calls, self.cfg.config)
+            config = self._plain.config_for(clash) if clash else self.cfg.config
+            stored, obs, answers = observations(view.history, reply, calls, config)
             tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
-            out = self._render(s, s.view(tip, self.cfg.renderer), None, True)
+            out = self._render(s, s.view(tip, self.cfg.renderer), None, True, clash)
         self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
         for c in calls:
             if c.context is not None:
@@ -204,18 +217,25 @@ class ChatService:
         self.metrics.inc("refold_turns_recorded_total")
         return out
 
-    def _render(self, s: Session, view: View, tail: Message | None, offered: bool) -> tuple[str, int, list[Message]]:
-        renderer = view.renderer if offered else self._plain_renderer(s.sid)
-        return self._render_with(renderer, view, tail)
+    def _render(
+        self, s: Session, view: View, tail: Message | None, offered: bool, clash: tuple[str, ...] = ()
+    ) -> tuple[str, int, list[Message]]:
+        return self._render_with(self._renderer(s, view, offered, clash), view, tail)
+
+    def _renderer(self, s: Session, view: View, offered: bool, clash: tuple[str, ...]) -> Renderer:
+        """The view's own renderer; ``plain`` when no command is offered; one under ``clash``
+        (``context.tools.clashes``) when the agent's tools own some of the commands' names."""
+        if not offered:
+            return self._plain.get(s.sid)
+        return self._plain.get(s.sid, clash) if clash else view.renderer
 
     async def _render_off(
-        self, s: Session, view: View, tail: Message | None, offered: bool
+        self, s: Session, view: View, tail: Message | None, offered: bool, clash: tuple[str, ...] = ()
     ) -> tuple[str, int, list[Message]]:
         """``_render`` in a worker thread: a first render of a long history takes seconds, and other
         sessions' requests must not wait for it. The caller holds ``s.lock`` (the renderer and
         history are this session's alone); the shared plain-renderer cache is read here, on the loop."""
-        renderer = view.renderer if offered else self._plain_renderer(s.sid)
-        return await asyncio.to_thread(self._render_with, renderer, view, tail)
+        return await asyncio.to_thread(self._render_with, self._renderer(s, view, offered, clash), view, tail)
 
     def _render_with(self, renderer: Renderer, view: View, tail: Message | None) -> tuple[str, int, list[Message]]:
         rendered = renderer.render(view.history)
@@ -224,9 +244,6 @@ class ChatService:
         if tail is not None:
             out.append(clean(tail))
         return view.history.digest, len(view.history), out
-
-    def _plain_renderer(self, sid: str) -> Renderer:
-        return self._plain.get(sid)
 
     # ---- streaming ---------------------------------------------------------------------------
 
@@ -251,6 +268,7 @@ class ChatService:
             p.rec, strip=p.strip, include_usage=outcome.include_usage, deferred=self._deferred, sid=p.s.sid
         )
         self.metrics.inc("refold_streams_relayed_live_total")
+        answer: Message | None = None
         try:
             while True:
                 relay.begin(final=p.final or p.rounds >= self.cfg.max_rounds, spliced=bool(p.shown))
@@ -261,7 +279,7 @@ class ChatService:
                     yield error_event(live.error.message, live.error.code or "upstream_error")
                     break
                 result = live.result()
-                self._usage(result)
+                count(self.metrics, "chat", result.usage, call=False)  # the call was counted when opened
                 out, found = relay.end(result)  # a usage chunk held to the round's end goes out here
                 relay.prior = add(relay.prior, result.body.get("usage"))  # the next round reports the sum
                 if found is None:  # stored before the client has the whole answer
@@ -272,11 +290,14 @@ class ChatService:
                 if relay.early:
                     self.metrics.inc("refold_rounds_released_early_total")
                 if found is None:
+                    answer = result.message
                     break
                 # an internal round: the client sees the next round in the same response
                 p.shown.append(relay.text)
                 p.rounds += 1
-                p.base, _, messages_out = await self._internal(p.s, p.base, result.message, found, relay.text)
+                p.base, _, messages_out = await self._internal(
+                    p.s, p.base, result.message, found, relay.text, clash=p.clash
+                )
                 req = p.req
                 if p.rounds >= self.cfg.max_rounds:  # the last round offers no command
                     async with p.s.lock:
@@ -286,10 +307,13 @@ class ChatService:
                 try:
                     with self._counted():
                         live = await self.upstream.open_stream({**req, "messages": messages_out}, p.headers)
+                    count(self.metrics, "chat", None)
                 except ProxyError as e:  # the response has started: a retry-after goes in the message
                     yield error_event(e.message + retry_hint(e.headers), e.code or "upstream_error")
                     break
             yield DONE
+            if answer is not None:  # the client has the whole answer
+                await self.manager.deliver(p.s, p.base, answer)
         finally:
             await live.aclose()
 

@@ -56,6 +56,8 @@ def _call(call: dict[str, Any], rec: Recognizer) -> Action:
         except ValueError:
             args = None
         command = args.get("command", args.get("cmd")) if isinstance(args, dict) else None
+        if call.get("type") == "custom" and isinstance(raw, str):  # a free-form tool: its input is the command
+            command = raw
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         if isinstance(command, str):

@@ -7,13 +7,20 @@ whitespace), against the visible steps of a branch. Steps the proxy answered its
 context-command rounds) are skipped: the client never saw their commands. A reply also matches
 in the form the client was shown it: without its PROGRESS/STALE head (``--strip-protocol``) and
 after the text of internal rounds streamed before it (kept in their meta as ``SHOWN``).
+
+Internal rounds that end a branch belong to the request that ran them. A resend of that request
+(the client retrying, or sampling the same turn again) reuses them while its answer never reached
+the client (a retry after a failure: the restore is not asked again); once an answer was delivered
+(``Delivered``, stored with the session) the resend starts where that request began, without the
+earlier attempt's rounds, and a reply the client sends after them continues that branch only if it
+is the reply delivered there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +31,7 @@ from .validate import check_messages
 
 INTERNAL = "internal"  # step meta key: answered by the proxy, not seen by the client
 SHOWN = "shown"  # internal step meta key: the text of that round the client was streamed
+SETTLES = "settles"  # internal step meta key: it answers calls left out of the reply the client holds
 
 Norm = tuple[Any, ...]
 _MORE = ("function_call", "refusal", "audio")
@@ -139,6 +147,40 @@ def split(messages: Sequence[Message]) -> tuple[list[Message], list[ClientStep]]
 
 
 @dataclass(frozen=True, slots=True)
+class Delivered:
+    """A final reply that reached the client after internal rounds: its text and call ids."""
+
+    text: str
+    ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, reply: Message) -> Delivered:
+        calls = reply.get("tool_calls")
+        ids = [c.get("id") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+        return cls(content_text(reply.get("content")), tuple(i for i in ids if isinstance(i, str)))
+
+    def record(self) -> dict[str, Any]:
+        return {"text": self.text, "ids": list(self.ids)}
+
+    @classmethod
+    def read(cls, record: Any) -> Delivered | None:
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            return None
+        ids = record.get("ids")
+        return cls(record["text"], tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ())
+
+    def agrees(self, reply: Message, before: str) -> bool:
+        """Whether the client's ``reply`` is this one, in any form it was shown (after internal
+        rounds' text ``before``, without its PROGRESS/STALE head, without calls left out of it)."""
+        other = Delivered.of(reply)
+        if not set(other.ids) <= set(self.ids):  # another sample's calls have other ids
+            return False
+        seen = other.text.strip()
+        forms = dict.fromkeys((self.text, strip_head(self.text)))
+        return any(f.strip() == seen or (before + f).strip() == seen for f in forms)
+
+
+@dataclass(frozen=True, slots=True)
 class Match:
     matched: int  # visible steps of the branch the client's list agrees with
     base: str  # digest to append the client's new steps onto
@@ -153,16 +195,20 @@ def match(
     stored_prefix: Sequence[Message],
     chain: Sequence[StoredStep],
     norm: Callable[[StoredStep], tuple[Norm, tuple[Norm, ...]]],
+    delivered: Mapping[str, Sequence[Delivered]] | None = None,
 ) -> Match | None:
-    """How ``prefix``+``steps`` continue (or fork from) ``chain``; None if the prefixes differ."""
+    """How ``prefix``+``steps`` continue (or fork from) ``chain``; None if the prefixes differ.
+    ``delivered``: per internal tip, the final replies that reached the client after it."""
     if [normalize(m) for m in prefix] != [normalize(m) for m in stored_prefix]:
         return None
-    base = last_visible = prefix_digest
+    base = last_visible = start = prefix_digest  # start: where the request that ran trailing rounds began
     j = 0
     before = ""  # text streamed to the client by internal rounds since the last visible step
     for s in chain:
         if s.meta.get(INTERNAL):
             base = s.digest
+            if s.meta.get(SETTLES):  # answers the client's held reply: every later attempt needs it
+                start = s.digest
             shown = s.meta.get(SHOWN)
             before += shown if isinstance(shown, str) else ""
             continue
@@ -175,6 +221,12 @@ def match(
         before = ""
         if tuple(normalize(o) for o in obs) != n_obs:
             return Match(j, s.parent, list(steps[j:]), False)
-        base = last_visible = s.digest
+        base = last_visible = start = s.digest
         j += 1
+    sent = (delivered or {}).get(base, ()) if base != start else ()
+    if sent:  # the rounds since ``start`` led to an answer the client got
+        if j >= len(steps):
+            return Match(j, start, [], True)  # a resend: a new attempt, without those rounds
+        if not any(d.agrees(steps[j][0], before) for d in sent):
+            return Match(j, start, list(steps[j:]), False)  # another attempt's reply
     return Match(j, base, list(steps[j:]), True)

@@ -63,6 +63,14 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE TABLE IF NOT EXISTS held (sid TEXT PRIMARY KEY, key TEXT NOT NULL, body TEXT NOT NULL)",
         ),
     ),
+    (
+        "006-delivered",
+        (
+            # final replies that reached the client after internal rounds (a resend is a new attempt)
+            "CREATE TABLE IF NOT EXISTS delivered (sid TEXT NOT NULL, tip TEXT NOT NULL, key TEXT NOT NULL, "
+            "body TEXT NOT NULL, PRIMARY KEY (sid, tip, key))",
+        ),
+    ),
 )
 assert len(MIGRATIONS) == SCHEMA_VERSION
 

@@ -24,17 +24,29 @@ def plain_config(config: Config) -> Config:
 
 
 class PlainRenderers:
-    """One ``plain_config`` renderer per session, the most recently used kept."""
+    """One ``plain_config`` renderer per session, the most recently used kept; and, the same way,
+    one per session for prompts that offer no command the agent's own tools are named like
+    (``context.tools.clashes``: its own ``restore`` tool)."""
 
     def __init__(self, config: Config) -> None:
+        self.base = config
         self.config = plain_config(config)
-        self._by_sid: OrderedDict[str, Renderer] = OrderedDict()
+        self._configs: dict[tuple[str, ...], Config] = {}
+        self._by_sid: OrderedDict[tuple[str, tuple[str, ...] | None], Renderer] = OrderedDict()
 
-    def get(self, sid: str) -> Renderer:
-        r = self._by_sid.get(sid)
+    def get(self, sid: str, overrides: tuple[str, ...] | None = None) -> Renderer:
+        """The session's plain renderer, or (``overrides``) its renderer under those overrides."""
+        key = (sid, overrides)
+        r = self._by_sid.get(key)
         if r is None:
-            r = self._by_sid[sid] = Renderer(self.config)
+            r = self._by_sid[key] = Renderer(self.config if overrides is None else self.config_for(overrides))
             while len(self._by_sid) > _SESSIONS:
                 self._by_sid.popitem(last=False)
-        self._by_sid.move_to_end(sid)
+        self._by_sid.move_to_end(key)
         return r
+
+    def config_for(self, overrides: tuple[str, ...]) -> Config:
+        c = self._configs.get(overrides)
+        if c is None:
+            c = self._configs[overrides] = self.base.override(list(overrides))
+        return c

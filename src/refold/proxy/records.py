@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ..types import Message
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The store layout this refold writes; older stores are migrated on open, newer ones refused."""
 
 
@@ -72,6 +72,9 @@ class SessionData:
     held: dict[str, Any] | None = None
     """Context calls left out of the reply the client holds, answered before the next upstream call
     (``deferred.Deferred``): stored so a restart between the two requests loses none."""
+    delivered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per internal tip, the final replies (``mapping.Delivered`` records) that reached the client
+    after its rounds: a resend then starts a new attempt instead of reusing them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +110,14 @@ class Store(Protocol):
 
     async def head(self, sid: str) -> str | None: ...
 
-    async def state(self, sid: str) -> tuple[str, int, str] | None:
-        """(head, number of pin records, key of the held calls or ""): what a cached copy of the
-        session must match."""
+    async def state(self, sid: str) -> tuple[str, int, str, int] | None:
+        """(head, number of pin records, key of the held calls or "", number of delivered
+        records): what a cached copy of the session must match."""
+        ...
+
+    async def put_delivered(self, sid: str, tip: str, record: dict[str, Any]) -> bool:
+        """Remember that ``record`` (a final reply) reached the client after internal tip ``tip``
+        (False: no such session)."""
         ...
 
     async def put_held(self, sid: str, record: dict[str, Any] | None) -> bool:

@@ -3,7 +3,8 @@
 Keys (``refold:`` namespace): ``s:{sid}`` hash (name, owner, head, created, updated, and the
 held context calls ``held``/``held_key`` while there are any),
 ``p:{sid}`` and ``st:{sid}`` hashes of prefixes and steps by digest, ``h:{sid}`` list of retired
-branch heads, ``pin:{sid}`` list of the user's pins (JSON, in order),
+branch heads, ``pin:{sid}`` list of the user's pins (JSON, in order), ``d:{sid}`` list of the
+final replies delivered after internal rounds (JSON ``{"tip", "record"}``),
 ``r:{owner}\x1f{id}`` hash of a Responses API response (its items, its parent) with ``r:all``
 sorted by last use, ``o:{owner}`` sorted set of the owner's sessions, ``all`` sorted set of every
 session by last update (listing, pruning), ``schema`` the layout version. Content is written first
@@ -61,12 +62,19 @@ end
 return 1
 """
 
+# Remember a reply delivered after internal rounds (ARGV[1]), if the session exists.
+_DELIVERED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1
+"""
+
 # Delete one session if it was not updated since ARGV[1] (a write racing the prune wins).
 _PRUNE = """
 local updated = redis.call('HGET', KEYS[1], 'updated')
 if updated and tonumber(updated) >= tonumber(ARGV[1]) then return 0 end
 local owner = redis.call('HGET', KEYS[1], 'owner')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
 redis.call('ZREM', KEYS[6], ARGV[2])
 if owner then redis.call('ZREM', ARGV[3] .. owner, ARGV[2]) end
 return updated and 1 or 0
@@ -139,6 +147,7 @@ class RedisStore:
         self._prune = self._r.register_script(_PRUNE)
         self._pin = self._r.register_script(_PIN)
         self._held = self._r.register_script(_HELD)
+        self._delivered = self._r.register_script(_DELIVERED)
         self._resp_put = self._r.register_script(_RESP_PUT)
         self._resp_get = self._r.register_script(_RESP_GET)
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
@@ -164,7 +173,8 @@ class RedisStore:
 
     async def _migrate(self) -> None:
         """v0/1 (no ``schema`` key) -> v2: index every session in ``all``; v3 adds ``pin:`` lists,
-        v4 ``r:`` hashes, v5 the ``held`` fields of ``s:`` (nothing to rewrite); newer is refused."""
+        v4 ``r:`` hashes, v5 the ``held`` fields of ``s:``, v6 ``d:`` lists (nothing to rewrite); newer is
+        refused."""
         raw = await self._r.get(self._k("meta", "schema"))
         version = int(raw) if raw is not None else 0
         if version > SCHEMA_VERSION:
@@ -192,7 +202,8 @@ class RedisStore:
         pipe.hgetall(self._k("st", sid))
         pipe.lrange(self._k("h", sid), 0, -1)
         pipe.lrange(self._k("pin", sid), 0, -1)
-        rec, prefixes, steps, heads, pins = await pipe.execute()
+        pipe.lrange(self._k("d", sid), 0, -1)
+        rec, prefixes, steps, heads, pins, sent = await pipe.execute()
         if not rec or b"head" not in rec:
             return None
         r = {k.decode(): v.decode() for k, v in rec.items()}
@@ -206,21 +217,28 @@ class RedisStore:
             [h.decode() for h in heads],
             [json.loads(p) for p in pins],
             json.loads(r["held"]) if r.get("held") else None,
+            _delivered(sent),
         )
 
     async def head(self, sid: str) -> str | None:
         value = await self._guard(lambda: self._r.hget(self._k("s", sid), "head"))
         return value.decode() if value is not None else None
 
-    async def state(self, sid: str) -> tuple[str, int, str] | None:
+    async def state(self, sid: str) -> tuple[str, int, str, int] | None:
         return await self._guard(lambda: self._state(sid))
 
-    async def _state(self, sid: str) -> tuple[str, int, str] | None:
+    async def _state(self, sid: str) -> tuple[str, int, str, int] | None:
         pipe = self._r.pipeline(transaction=True)
         pipe.hmget(self._k("s", sid), "head", "held_key")
         pipe.llen(self._k("pin", sid))
-        (head, key), pins = await pipe.execute()
-        return (head.decode(), int(pins), key.decode() if key else "") if head is not None else None
+        pipe.llen(self._k("d", sid))
+        (head, key), pins, sent = await pipe.execute()
+        return (head.decode(), int(pins), key.decode() if key else "", int(sent)) if head is not None else None
+
+    async def put_delivered(self, sid: str, tip: str, record: dict[str, Any]) -> bool:
+        body = json.dumps({"tip": tip, "record": record}, ensure_ascii=False, sort_keys=True)
+        ok = await self._guard(lambda: self._delivered(keys=[self._k("s", sid), self._k("d", sid)], args=[body]))
+        return bool(ok)
 
     async def put_held(self, sid: str, record: dict[str, Any] | None) -> bool:
         body = "" if record is None else json.dumps(record, ensure_ascii=False, sort_keys=True)
@@ -301,7 +319,8 @@ class RedisStore:
         n = 0
         for raw in await self._r.zrangebyscore(self._k("all", "sessions"), "-inf", f"({before!r}"):
             sid = raw.decode()
-            keys = [self._k(kind, sid) for kind in ("s", "p", "st", "h", "pin")] + [self._k("all", "sessions")]
+            keys = [self._k(kind, sid) for kind in ("s", "p", "st", "h", "pin")]
+            keys += [self._k("all", "sessions"), self._k("d", sid)]
             n += int(await self._prune(keys=keys, args=[repr(before), sid, self._k("o", "")]))
         index = self._k("r", "all")
         for raw in await self._r.zrangebyscore(index, "-inf", f"({before!r}"):
@@ -326,6 +345,15 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._r.aclose()
+
+
+def _delivered(raw: list[bytes]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for item in raw:
+        value = json.loads(item)
+        if isinstance(value, dict) and isinstance(value.get("tip"), str) and isinstance(value.get("record"), dict):
+            out.setdefault(value["tip"], []).append(value["record"])
+    return out
 
 
 def _json_list(raw: bytes) -> list[Message]:

@@ -67,8 +67,8 @@ def _call(item: dict[str, Any]) -> dict[str, Any]:
     if kind == "local_shell_call":
         action = item.get("action") or {}
         name, args = "shell", json.dumps({"command": action.get("command", [])}, ensure_ascii=False)
-    elif kind == "custom_tool_call":
-        name, args = str(item.get("name") or ""), str(item.get("input") or "")
+    elif kind == "custom_tool_call":  # a free-form tool: its input is the text (a shell tool's: the command)
+        name, args = canonical_call(str(item.get("name") or ""), str(item.get("input") or ""), free_form=True)
     else:
         raw = item.get("arguments")
         name, args = str(item.get("name") or ""), raw if isinstance(raw, str) else json.dumps(raw or {})
@@ -220,14 +220,20 @@ def _input_content(content: Any) -> Any:
 def _output_item(m: Message, o: Origin, history: History) -> dict[str, Any]:
     call_id = m.get("tool_call_id")
     output = _input_content(m.get("content"))
+    kind = "function_call_output"
     if o.step is not None and 1 <= o.step <= len(history):
-        for obs in history.step(o.step).observations:
+        step = history.step(o.step)
+        for obs in step.observations:
             native = (obs.get("extra") or {}).get(KEY)
             if obs.get("tool_call_id") == call_id and isinstance(native, dict):
                 item = copy.deepcopy(native)
                 item["output"] = output
                 return item
-    return {"type": "function_call_output", "call_id": call_id, "output": output}
+        calls = (step.reply.get("extra") or {}).get(KEY)
+        for item in calls if isinstance(calls, list) else []:  # the proxy's answer to a custom tool's call
+            if isinstance(item, dict) and _kind(item) == "custom_tool_call" and item.get("call_id") == call_id:
+                kind = "custom_tool_call_output"
+    return {"type": kind, "call_id": call_id, "output": output}
 
 
 def build(

@@ -14,6 +14,7 @@ the steps it names (``History.pin`` semantics: from the call after the step coun
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import re
@@ -30,7 +31,7 @@ from ..pinning import Item, resolve
 from ..render import Renderer
 from ..types import Message, message_digest
 from ..wire import read_stored
-from .mapping import ClientStep, Match, Norm, match, normalize, split
+from .mapping import INTERNAL, ClientStep, Delivered, Match, Norm, match, normalize, split
 from .records import Commit, SessionData, Store, StoredStep, held_key
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
@@ -108,6 +109,8 @@ class Session:
     pins: list[dict[str, Any]] = field(default_factory=list)  # the user's pins, as stored
     held: dict[str, Any] | None = None  # context calls left out of the reply the client holds (``Deferred``)
     held_key: str = ""
+    delivered: dict[str, list[Delivered]] = field(default_factory=dict)  # per internal tip (``mapping.match``)
+    sent: int = 0  # delivered records, as the store counts them
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     checked: float = -1e9  # time.monotonic() when head and pins last agreed with the store
 
@@ -116,6 +119,11 @@ class Session:
         self.prefixes = data.prefixes
         self.steps = data.steps
         self.held, self.held_key = data.held, held_key(data.held)
+        self.delivered = {
+            tip: [d for d in (Delivered.read(r) for r in records) if d is not None]
+            for tip, records in data.delivered.items()
+        }
+        self.sent = sum(len(records) for records in data.delivered.values())
         if data.pins != self.pins:  # a view's history holds the pins it was built with
             self.pins = list(data.pins)
             self.views.clear()
@@ -132,6 +140,7 @@ class Session:
         self.prefixes, self.steps, self.tips = {}, {}, []
         self.pins = []
         self.held, self.held_key = None, ""
+        self.delivered, self.sent = {}, 0
         self.views.clear()
         self.norms.clear()
 
@@ -165,9 +174,8 @@ class Session:
         return v
 
     async def aview(self, digest: str, renderer: Callable[[], Renderer]) -> View:
-        """``view``, with a history not built yet built in a worker thread: replaying thousands
-        of steps takes seconds, which must not stall other sessions' requests on the event loop.
-        The caller holds ``lock``, so no step of this session is added meanwhile."""
+        """``view``, a new history built in a worker thread (replaying thousands of steps takes
+        seconds: no stalling other sessions); the caller holds ``lock`` (no step is added meanwhile)."""
         v = self.views.get(digest)
         if v is None:
             built = await asyncio.to_thread(self.build, digest, renderer)
@@ -202,7 +210,7 @@ class Session:
         found: Match | None = None
         for tip in reversed(self.tips):
             p, chain = self.chain(tip)
-            m = match(prefix, steps, p, self.prefixes[p], chain, self.norm)
+            m = match(prefix, steps, p, self.prefixes[p], chain, self.norm, self.delivered)
             if m is not None and (found is None or (m.full, m.matched) > (found.full, found.matched)):
                 found = m
         return found
@@ -257,7 +265,7 @@ class SessionManager:
             if s.head is not None:
                 s.reset()
             return
-        if state == (s.head, len(s.pins), s.held_key) and not force:  # a pin set elsewhere (the CLI, a replica) reloads
+        if state == (s.head, len(s.pins), s.held_key, s.sent) and not force:  # a pin set elsewhere (the CLI, a replica) reloads
             s.checked = checked
             return
         data = await self.store.load(s.sid)
@@ -289,6 +297,18 @@ class SessionManager:
             return
         if await self.store.put_held(s.sid, record):
             s.held, s.held_key = record, held_key(record)
+
+    async def deliver(self, s: Session, tip: str, reply: Message) -> None:
+        """``reply`` reached the client after internal step ``tip``: a resend is a new attempt (``match``)."""
+        step = s.steps.get(tip)
+        d = Delivered.of(reply)
+        if step is None or not step.meta.get(INTERNAL) or d in s.delivered.get(tip, ()):
+            return
+        async with s.lock:
+            with contextlib.suppress(ProxyError):  # unrecorded, a resend reuses the rounds (as a retry)
+                if await self.store.put_delivered(s.sid, tip, d.record()):
+                    s.delivered.setdefault(tip, []).append(d)
+                    s.sent += 1
 
     async def turn(
         self, s: Session, messages: list[Message], prepare: Callable[[list[Message]], list[Message]] | None = None

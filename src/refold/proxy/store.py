@@ -171,9 +171,14 @@ class SQLiteStore:
             heads = [h for (h,) in db.execute("SELECT head FROM heads WHERE sid=? ORDER BY retired", (sid,))]
             pins = [json.loads(b) for (b,) in db.execute("SELECT body FROM pins WHERE sid=? ORDER BY seq", (sid,))]
             held = db.execute("SELECT body FROM held WHERE sid=?", (sid,)).fetchone()
+            delivered: dict[str, list[dict[str, Any]]] = {}
+            for tip, body in db.execute("SELECT tip, body FROM delivered WHERE sid=? ORDER BY rowid", (sid,)):
+                delivered.setdefault(tip, []).append(json.loads(body))
         finally:
             end_transaction(db)
-        return SessionData(SessionRecord(*row), prefixes, steps, heads, pins, json.loads(held[0]) if held else None)
+        return SessionData(
+            SessionRecord(*row), prefixes, steps, heads, pins, json.loads(held[0]) if held else None, delivered
+        )
 
     async def head(self, sid: str) -> str | None:
         return await self._run(self._read, self._head, sid)
@@ -182,16 +187,32 @@ class SQLiteStore:
         row = self._rdb.execute("SELECT head FROM sessions WHERE sid=?", (sid,)).fetchone()
         return row[0] if row else None
 
-    async def state(self, sid: str) -> tuple[str, int, str] | None:
+    async def state(self, sid: str) -> tuple[str, int, str, int] | None:
         return await self._run(self._read, self._state, sid)
 
-    def _state(self, sid: str) -> tuple[str, int, str] | None:
+    def _state(self, sid: str) -> tuple[str, int, str, int] | None:
         row = self._rdb.execute(
-            "SELECT head, (SELECT count(*) FROM pins WHERE sid=?1), (SELECT key FROM held WHERE sid=?1) "
-            "FROM sessions WHERE sid=?1",
+            "SELECT head, (SELECT count(*) FROM pins WHERE sid=?1), (SELECT key FROM held WHERE sid=?1), "
+            "(SELECT count(*) FROM delivered WHERE sid=?1) FROM sessions WHERE sid=?1",
             (sid,),
         ).fetchone()
-        return (row[0], int(row[1]), row[2] or "") if row else None
+        return (row[0], int(row[1]), row[2] or "", int(row[3])) if row else None
+
+    async def put_delivered(self, sid: str, tip: str, record: dict[str, Any]) -> bool:
+        return await self._run(self._write, self._put_delivered, sid, tip, record)
+
+    def _put_delivered(self, sid: str, tip: str, record: dict[str, Any]) -> bool:
+        db = self._db
+        body = json.dumps(record, ensure_ascii=False, sort_keys=True)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("SELECT 1 FROM sessions WHERE sid=?", (sid,)).fetchone() is None:
+                return False
+            db.execute("INSERT OR IGNORE INTO delivered VALUES (?,?,?,?)", (sid, tip, held_key(record), body))
+            db.execute("COMMIT")
+        finally:
+            end_transaction(db)
+        return True
 
     async def put_held(self, sid: str, record: dict[str, Any] | None) -> bool:
         return await self._run(self._write, self._put_held, sid, record)
@@ -328,7 +349,7 @@ class SQLiteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             old = "SELECT sid FROM sessions WHERE updated < ?"
-            for table in ("steps", "prefixes", "heads", "pins", "held"):
+            for table in ("steps", "prefixes", "heads", "pins", "held", "delivered"):
                 db.execute(f"DELETE FROM {table} WHERE sid IN ({old})", (before,))
             n = db.execute("DELETE FROM sessions WHERE updated < ?", (before,)).rowcount
             db.execute("DELETE FROM responses WHERE used < ?", (before,))

@@ -28,9 +28,13 @@ _ESCAPED = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 async def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
     """The lines of an event stream, split only where SSE splits them (CRLF, LF, CR). httpx's
     ``aiter_lines`` also splits at U+2028, U+0085 and the other breaks of ``str.splitlines``,
-    which JSON carries unescaped inside a data line (pydantic-serialized replies do)."""
+    which JSON carries unescaped inside a data line (pydantic-serialized replies do). A byte order
+    mark opening the stream is dropped, as SSE says (it would hide the first ``data:`` line)."""
     rest = ""
+    first = True
     async for text in response.aiter_text():
+        if first and text:
+            text, first = text.removeprefix("\ufeff"), False
         rest += text
         held = rest.endswith("\r")  # maybe the first half of a CRLF
         parts = _BREAK.split(rest[:-1] if held else rest)

@@ -29,16 +29,17 @@ from typing import Any, Protocol
 
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ..context.recognize import Recognizer
-from ..context.tools import offer
+from ..context.tools import clashes, offer
 from ..errors import ProxyError
 from ..history import History
 from ..types import Message, Rendered
 from .commands import context_calls, observations
 from .config import ProxyConfig
 from .deferred import Deferred
-from .mapping import INTERNAL, SHOWN
+from .mapping import INTERNAL, SETTLES, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .saved import SavedTokens
@@ -151,9 +152,10 @@ class SurfaceService:
     ) -> httpx.Response | Failed:
         return await open_stream(self.client, self.url(adapter.path, query), body, headers, self.cfg.timeout)
 
-    def _render(self, view: View, plain: str | None = None) -> tuple[str, Rendered]:
-        """The view's prompt; ``plain`` (a session id): one that offers no context command."""
-        renderer = view.renderer if plain is None else self._plain.get(plain)
+    def _render(self, view: View, plain: str | None = None, clash: tuple[str, ...] = ()) -> tuple[str, Rendered]:
+        """The view's prompt; ``plain`` (a session id): one that offers no context command, or
+        (``clash``, ``context.tools.clashes``) none the agent's own tools are named like."""
+        renderer = view.renderer if plain is None else self._plain.get(plain, clash or None)
         rendered = renderer.render(view.history)
         self.metrics.observe("refold_render_ms", rendered.stats.render_ms)
         return view.history.digest, rendered
@@ -177,22 +179,25 @@ class SurfaceService:
         parsed.messages = [unanswered(m) if m.get("role") == "assistant" else m
                            for m in self._shown.as_sent(s.sid, parsed.messages)]
         added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools and cfg.max_rounds > 0,
-                           beside_shell=cfg.context_tools_beside_shell)
+                           beside_shell=cfg.context_tools_beside_shell, compound=not body.get("stream"))
+        clash = clashes(cfg.config, parsed.tools)  # the agent's own tool named like a context command
         async with s.lock:
             turn = await self.manager.turn(s, parsed.messages, lambda ms: self._held_as_sent(s, ms))
             view = turn.view
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
             # seconds for a long first request
-            base, rendered = await asyncio.to_thread(self._render, view, None if answering else s.sid)
+            base, rendered = await asyncio.to_thread(self._render, view, s.sid if clash or not answering else None,
+                                                     clash if answering else ())
             held = self._deferred.take(s, view.history) if answering else None
             calls = context_calls(recognizable(held), rec) if held is not None else None
             if held is not None and calls is None:
                 await self.manager.hold(s, None)  # nothing left in it this request could answer
         self.metrics.inc("refold_turns_recorded_total", turn.added)
         self.metrics.inc("refold_branches_total", int(turn.branched))
-        self.saved.count(parsed.messages, [*rendered.messages, *([turn.tail] if turn.tail else [])])
         if held is not None and calls is not None:  # context commands left out of the reply the client holds
-            base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True)
+            base, view, rendered = await self.internal(adapter, s, base, held, calls, "", settle=True, clash=clash)
+        # what the first upstream call is sent (after the held round), as on chat completions
+        self.saved.count(parsed.messages, [*rendered.messages, *([turn.tail] if turn.tail else [])])
         stream = bool(body.get("stream"))
         up_headers = adapter.headers(client_key, headers)
         out_headers = {"X-Refold-Session": s.name, "X-Refold-Steps": str(len(view.history))}
@@ -221,10 +226,11 @@ class SurfaceService:
                 upstream_ms += (time.perf_counter() - t0) * 1000
                 self._added(start, upstream_ms)
                 self.metrics.inc("refold_streams_relayed_live_total")
+                count(self.metrics, adapter.key, None)  # the call, once open; its tokens when it ends
                 if not answering:
                     gen = relay(adapter, parsed, opened, self.metrics)
                 else:
-                    plan = Plan(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query)
+                    plan = Plan(adapter, parsed, body, s, base, turn.tail, added, rec, up_headers, query, clash)
                     gen = spliced(self, plan, opened)
                 # the first round's headers: the response starts before a later round is asked for
                 headers = {**informative(opened.headers), **out_headers}
@@ -243,16 +249,18 @@ class SurfaceService:
             if calls is None or reply is None:
                 break
             rounds += 1
-            base, view, rendered = await self.internal(adapter, s, base, reply, calls, "")
+            base, view, rendered = await self.internal(adapter, s, base, reply, calls, "", clash=clash)
         self._added(start, upstream_ms)
         if rounds and total is not None and isinstance(data, dict):  # the internal rounds' tokens too
             data = {**data, "usage": total}
         await adapter.done(parsed, data)
         out_headers["X-Refold-Steps"] = str(len(view.history))
-        return JSONResponse(data, headers={**last, **out_headers})
+        sent = BackgroundTask(self.manager.deliver, s, base, reply) if reply is not None else None
+        return JSONResponse(data, headers={**last, **out_headers}, background=sent)
 
     async def internal(
-        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str, *, settle: bool = False
+        self, adapter: Adapter, s: Session, base: str, reply: Message, calls: Any, shown: str, *, settle: bool = False,
+        clash: tuple[str, ...] = (),
     ) -> tuple[str, View, Rendered]:
         """Record an internal round (the reply, the proxy's answers) and render the next prompt."""
         cfg = self.cfg
@@ -261,16 +269,17 @@ class SurfaceService:
         plain: Message = {k: reply[k] for k in ("role", "content", "tool_calls") if k in reply}
         if plain.get("content") is None:
             plain["content"] = ""
-        meta: dict[str, Any] = {INTERNAL: True}
+        meta: dict[str, Any] = {INTERNAL: True, **({SETTLES: True} if settle else {})}
         if shown:
             meta[SHOWN] = shown
         async with s.lock:
             view = s.view(base, cfg.renderer)
-            stored, obs, answers = observations(view.history, plain, calls, cfg.config)
+            config = self._plain.config_for(clash) if clash else cfg.config
+            stored, obs, answers = observations(view.history, plain, calls, config)
             stored["extra"] = {**stored["extra"], adapter.key: native}
             tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
             view = s.view(tip, cfg.renderer)
-            base, rendered = self._render(view)
+            base, rendered = self._render(view, s.sid if clash else None, clash)
         self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
         for c in calls:
             if c.context is not None:

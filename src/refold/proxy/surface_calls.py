@@ -21,12 +21,15 @@ _CALL_ITEMS = frozenset({"tool_use", "function_call", "custom_tool_call", "local
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-def canonical_call(name: str, arguments: str) -> tuple[str, str]:
+def canonical_call(name: str, arguments: str, *, free_form: bool = False) -> tuple[str, str]:
     """How the session records a call: a harness's shell tool as ``bash`` with ``{"command": str}``
     (what refold's shell analysis and context-command recognizer read); other tools as issued.
-    Only the session sees this form; what goes upstream is the call's native block or item."""
+    ``free_form``: a custom tool's text input, the command itself. Only the session sees this
+    form; what goes upstream is the call's native block or item."""
     if name.lower() not in SHELL_NAMES:
         return name, arguments
+    if free_form:
+        return "bash", json.dumps({"command": arguments}, ensure_ascii=False)
     try:
         args = json.loads(arguments)
     except ValueError:

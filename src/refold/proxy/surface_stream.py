@@ -98,6 +98,7 @@ class Plan:
     rec: Recognizer
     headers: dict[str, str]
     query: str
+    clash: tuple[str, ...] = ()  # ``context.tools.clashes`` of the agent's tools
 
 
 def context_ids(reply: Message, rec: Recognizer) -> set[str]:
@@ -153,7 +154,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error("upstream stream ended before its final event (cut off)")
                 return
             data = sp.fixed(upstream_answer(adapter, adapter.aggregate(events)))
-            count(service.metrics, adapter.key, as_usage(data))
+            count(service.metrics, adapter.key, as_usage(data), call=False)  # counted when opened
             reply = adapter.reply(data)
             calls = None
             if not final and not sp.released and reply is not None:
@@ -167,6 +168,8 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                     await service.kept(p.s, adapter.key, reply, sp.left_out, before)
                 for out in tail:
                     yield out
+                if reply is not None:  # the client has the whole answer
+                    await service.manager.deliver(p.s, p.base, reply)
                 return
             visible = visible_text(str(reply.get("content") or ""), not reply.get("tool_calls"))
             for out in sp.finish(True, visible):
@@ -174,7 +177,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             shown = sp.shown()
             before += shown
             rounds += 1
-            p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown)
+            p.base, view, rendered = await service.internal(adapter, p.s, p.base, reply, calls, shown, clash=p.clash)
             sp.prior_usage = add(sp.prior_usage, as_usage(data))  # the final round reports the sum
             added = p.added
             if rounds >= cfg.max_rounds:  # the last round offers no context command
@@ -192,6 +195,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                 yield adapter.stream_error(cause(got))
                 return
             r = got
+            count(service.metrics, adapter.key, None)
     finally:
         if r is not None:
             await r.aclose()
@@ -225,7 +229,7 @@ async def relay(adapter: Adapter, parsed: Parsed, r: httpx.Response, metrics: Me
         answer = upstream_answer(adapter, adapter.aggregate(events))
     except ProxyError:  # relayed as the upstream sent it; nothing to count or remember
         return
-    count(metrics, adapter.key, as_usage(answer))
+    count(metrics, adapter.key, as_usage(answer), call=False)  # counted when opened
     if not finished:
         with contextlib.suppress(ProxyError):
             await adapter.done(parsed, answer)

@@ -180,6 +180,35 @@ class Upstream:
         await self._client.aclose()
 
 
+async def _payloads(r: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
+    """A chat stream's ``data:`` payloads, checked (None: ``[DONE]``): one per line, as servers
+    send them, and an event whose JSON spans several data lines (SSE joins them with a newline,
+    e.g. pretty-printed chunks) as one."""
+    pending: list[str] = []
+    async for line in sse_lines(r):
+        if line.startswith("data:") and not pending:
+            piece = line[5:].strip()
+            if piece == "[DONE]":
+                yield piece, None
+                continue
+            try:
+                chunk = parse_chunk(piece)
+            except ProxyError:
+                if not piece.startswith("{"):
+                    raise
+                pending = [piece]  # maybe the first line of a longer event: its blank line decides
+                continue
+            yield piece, chunk
+        elif line.startswith("data:"):
+            pending.append(line[5:].removeprefix(" "))
+        elif not line and pending:
+            payload, pending = "\n".join(pending), []
+            yield payload, parse_chunk(payload)
+    if pending:
+        payload = "\n".join(pending)
+        yield payload, parse_chunk(payload)
+
+
 class Live:
     """An upstream stream read as it arrives: every chunk is checked before it is handed on, and
     ``result()`` adds up what was read. A failure (transport, a malformed chunk, an error event)
@@ -224,17 +253,13 @@ class Live:
                 self.done = True
                 return
             ended = False
-            async for line in sse_lines(self._r):
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
+            async for data, checked in _payloads(self._r):
+                if checked is None:  # [DONE]
                     ended = True
                     break
-                chunk = parse_chunk(payload)
-                self.events.append(payload)
-                self.acc.add(chunk)
-                yield payload, chunk
+                self.events.append(data)
+                self.acc.add(checked)
+                yield data, checked
             if not self.events:
                 raise bad_upstream("stream", "ended without a single chunk")
             if not ended and self.acc.finish is None:  # cut off: a partial reply must not pass as whole

@@ -66,9 +66,12 @@ def figures(surface: str, usage: Any) -> tuple[float | None, float | None, float
     )
 
 
-def count(metrics: Metrics, surface: str, usage: Any) -> None:
-    """One upstream call and the tokens its answer reports."""
-    metrics.inc("refold_upstream_calls_total")
+def count(metrics: Metrics, surface: str, usage: Any, *, call: bool = True) -> None:
+    """One upstream call and the tokens its answer reports. A stream's call is counted when it is
+    open (``count(m, s, None)``: a client that drops mid-stream leaves it counted) and its tokens
+    when it ends (``call=False``)."""
+    if call:
+        metrics.inc("refold_upstream_calls_total")
     for name, value in zip(("prompt", "cached", "completion"), figures(surface, usage), strict=True):
         if value is not None:
             metrics.inc(f"refold_upstream_{name}_tokens_total", value)
