@@ -338,7 +338,7 @@ def simulate_cmd(
     seconds = time.perf_counter() - start
     kv_gib = capacity * block_size * kv_spec(model).bytes_per_token() / (1 << 30)
     title = (
-        f"refold simulate (SIMULATED): {plural(len(files), 'run')}, KV pool {capacity * block_size:,} tokens "
+        f"refold simulate (SIMULATED): {plural(len(files), 'file')} ({plural(len(histories), 'session')}), KV pool {capacity * block_size:,} tokens "
         f"({kv_gib:.1f} GiB {model}), step time {step_model}"
         + (f" {model} on {gpu}" if step_model == "roofline" else "")
         + f", tool delay {tool_delay:g}s, stale {stale}, tokenizer {tokenizer}"
@@ -381,7 +381,7 @@ def simulate_cmd(
                 "output_tokens": output_tokens,
                 "wait_threshold": wait_threshold,
             },
-            "sessions_per_file": len(histories),
+            "sessions": len(histories),  # one per agent of a multi-agent file
             "uncalibrated": uncalibrated(model, hybrid is not None, step_model),
             "results": [r.to_dict() for r in results],
             "max_sessions": maxima,
