@@ -231,6 +231,22 @@ def test_keyboard_scrubs(page: Page, run: History) -> None:
     assert page.text("#call-label").startswith(f"call {len(run) - 1} /")
 
 
+def test_keys_still_scrub_after_ticking_a_checkbox(page: Page) -> None:
+    """A ticked checkbox or mechanism switch keeps the focus; the arrow keys still move between
+    calls (they were swallowed as if typed into a text field). A text field still keeps them."""
+    page.page.locator("#link-scroll").click()
+    page.page.keyboard.press("ArrowRight")
+    assert page.text("#call-label").startswith("call 2 /")
+    page.page.locator("#switches input").first.click()
+    page.page.keyboard.press("ArrowRight")
+    assert page.text("#call-label").startswith("call 3 /")
+    page.page.keyboard.press(" ")  # space ticks the checkbox, it does not start playing
+    assert page.text("#play") == "Play"
+    page.page.locator("#search").click()
+    page.page.keyboard.press("ArrowLeft")
+    assert page.text("#call-label").startswith("call 3 /")
+
+
 def test_reply_shows_progress_and_stale(page: Page) -> None:
     page.jump(5)
     marks = page.text("#marks")

@@ -194,12 +194,14 @@ function init() {
   document.addEventListener("keydown", (ev) => {
     const t = ev.target;
     if (ev.key === "Escape") { closePanel(); return; }
-    if (t instanceof HTMLElement && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA")) return;
+    const typing = t instanceof HTMLInputElement ? !["checkbox", "radio", "button", "submit"].includes(t.type)
+      : t instanceof HTMLElement && (t.tagName === "SELECT" || t.tagName === "TEXTAREA");
+    if (typing) return; // a text field, the slider or a list keeps its keys; a ticked checkbox does not
     const moves = { ArrowLeft: -1, ArrowRight: 1, PageUp: -10, PageDown: 10 };
     if (ev.key in moves) setCall(state.call + moves[ev.key]);
     else if (ev.key === "Home") setCall(1);
     else if (ev.key === "End") setCall(N);
-    else if (ev.key === " " && !(t instanceof HTMLButtonElement)) togglePlay();
+    else if (ev.key === " " && !(t instanceof HTMLButtonElement || t instanceof HTMLInputElement)) togglePlay();
     else if (ev.key === "g") { $("jump").focus(); $("jump").select(); }
     else if (ev.key === "/") { $("search").focus(); }
     else if (ev.key === "d") showDiff();
