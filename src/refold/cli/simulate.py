@@ -18,7 +18,7 @@ from ..errors import PolicyError, RefoldError
 from ..lab.cache import kv_spec
 from ..lab.cache.kv import hybrid_block_size
 from ..lab.cache.kv import state_blocks as state_blocks_for
-from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths
+from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, same_runs
 from ..lab.serversim import (
     GPUS,
     MODELS,
@@ -264,6 +264,8 @@ def simulate_cmd(
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
     check_apart(files, [("--json", json_out), ("--plot", plot)])
+    for copy, first in same_runs(files):
+        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
