@@ -375,6 +375,31 @@ def test_filter_shows_one_kind_of_row(page: Page) -> None:
     assert page.page.locator(".row.filtered").count() == 0
 
 
+FIND_SHIFTED_CALL = """() => { const v = VARIANTS.get("masking"); const ps = promptsOf(v);
+  for (let c = 2; c <= N; c++) { const keep = v.calls[c - 1][0], prev = new Set(ps[c - 2]);
+    const again = ps[c - 1].slice(keep).filter((pid) => prev.has(pid));
+    if (keep < ps[c - 2].length && again.length) return c; }
+  return 0; }"""
+
+
+def test_new_marks_only_messages_the_previous_prompt_lacked(page: Page) -> None:
+    """Masking changes an old output: every message after it is recomputed (the cache breaks),
+    but a reply sent unchanged at the previous call is not 'new at this call'."""
+    page.page.select_option("#policy", "masking")
+    call = page.page.evaluate(FIND_SHIFTED_CALL)
+    assert call, "the fixture has a call where masking changes an earlier message"
+    page.jump(call)
+    prev = set(page.page.evaluate(f"promptsOf(VARIANTS.get('masking'))[{call - 2}]"))
+    rows = page.page.locator("#prompt .row").evaluate_all(
+        "rs => rs.map((r, i) => [i, r.classList.contains('new')])"
+    )
+    cur = page.page.evaluate(f"promptsOf(VARIANTS.get('masking'))[{call - 1}]")
+    assert [n for i, n in rows] == [pid not in prev for pid in cur]
+    assert page.page.locator("#prompt .row.rc:not(.new)").count() > 0  # recomputed, yet sent before
+    page.page.select_option("#filter", "new")
+    assert page.page.locator("#prompt .row:not(.filtered)").count() == sum(pid not in prev for pid in cur)
+
+
 def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
     data = _data(report)
     stats = next(v for v in data["variants"] if v["id"] == "refold")["stats"]
@@ -402,7 +427,9 @@ def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
     # where the cache ended is marked in the prompt pane
     page.jump(moved)
     assert page.page.locator("#prompt .row.cut").count() == 1
-    assert page.page.locator("#prompt .row.new").count() == page.rows("prompt").count() - keep
+    prev, cur = page.page.evaluate(f"[promptsOf(VARIANTS.get('refold'))[{moved - 2}], promptsOf(VARIANTS.get('refold'))[{moved - 1}]]")
+    assert page.page.locator("#prompt .row.rc").count() >= page.rows("prompt").count() - keep  # recomputed
+    assert page.page.locator("#prompt .row.new").count() == sum(pid not in set(prev) for pid in cur[keep:])
 
 
 def test_per_call_figures_are_labeled_simulated_and_recorded(tabs: Tabs, toolcall_report: Path) -> None:
