@@ -247,6 +247,18 @@ def test_keys_still_scrub_after_ticking_a_checkbox(page: Page) -> None:
     assert page.text("#call-label").startswith("call 3 /")
 
 
+def test_a_pane_of_a_quarter_million_rows_still_draws(page: Page) -> None:
+    """The widest row sets the token bars' scale; with ~200k rows, Math.max(...rows) threw a
+    RangeError (too many arguments) and the panes stayed empty."""
+    drawn = page.page.evaluate(
+        """() => { const one = historyRows;
+          historyRows = (c) => { const r = one(c); return Array.from({ length: 250000 }, (_, i) => r[i % r.length]); };
+          try { renderPanes(); return document.querySelectorAll('#history .row').length; }
+          catch (e) { return String(e); } finally { historyRows = one; renderPanes(); } }"""
+    )
+    assert drawn == 250000
+
+
 def test_reply_shows_progress_and_stale(page: Page) -> None:
     page.jump(5)
     marks = page.text("#marks")

@@ -105,7 +105,10 @@ function renderPanes() {
   const place = placement(prompt);
   const prompt2 = w ? promptsOf(w)[c - 1] : [];
   Object.assign(view, { prompt, hist, place, prompt2, keep: v.calls[c - 1][0] });
-  const maxTok = Math.max(1, ...hist.map((r) => tokensOf(r.pid)), ...prompt.map(tokensOf), ...prompt2.map(tokensOf));
+  let maxTok = 1; // a loop: Math.max(...rows) throws past ~120k arguments (a very long run)
+  for (const r of hist) maxTok = Math.max(maxTok, tokensOf(r.pid));
+  for (const pid of prompt) maxTok = Math.max(maxTok, tokensOf(pid));
+  for (const pid of prompt2) maxTok = Math.max(maxTok, tokensOf(pid));
   $("prompt").replaceChildren(promptRows("prompt", v, prompt, maxTok));
   $("pane-history").hidden = !!w;
   $("pane-compare").hidden = !w;
