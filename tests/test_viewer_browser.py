@@ -259,6 +259,25 @@ def test_a_pane_of_a_quarter_million_rows_still_draws(page: Page) -> None:
     assert drawn == 250000
 
 
+def test_calls_whose_reply_was_not_stored_are_named(tabs: Tabs, tmp_path: Path) -> None:
+    """A mini 2.x run with format errors: the page said '3 model calls' and its totals left the
+    unstored calls out without a word, while refold replay counts them (the figures disagreed)."""
+    from refold.loaders import load
+
+    traj = Path(__file__).parent / "data" / "bill" / "mini2_formaterror.traj.json"
+    history = load(traj)
+    lost = len(history.meta["unreplied"])
+    assert lost
+    path = tmp_path / "report.html"
+    path.write_text(build_report(history, variants=["refold"], tokenizer="chars4", mechanisms=False), encoding="utf-8")
+    page = Page(tabs, path.as_uri())
+    sub = page.text("#subtitle")
+    assert f"{len(history)} model calls shown" in sub
+    assert f"{lost} more whose reply was not stored" in sub and "not in any figure here" in sub
+    assert page.errors == []
+    page.close()
+
+
 def test_reply_shows_progress_and_stale(page: Page) -> None:
     page.jump(5)
     marks = page.text("#marks")
