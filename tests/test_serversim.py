@@ -281,6 +281,9 @@ def test_cli_counts_the_sessions_of_a_multi_agent_file(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["sessions"] == 2 and len(report["files"]) == 1
     assert "sessions_per_file" not in report  # it held the total, not a per-file count
+    assert "replays the runs again" not in res.stdout  # w = 1: no run is used twice
+    res = _cli(str(coder), "--tokenizer", "chars4", "--sessions", "3", "--kv-tokens", "100000")
+    assert "w above 2 replays the runs again: session i is run i mod 2" in " ".join(res.stdout.split())
 
 
 def test_hybrid_state_pins_blocks_and_hits_stop_at_the_prompt() -> None:

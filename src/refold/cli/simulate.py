@@ -355,7 +355,9 @@ def simulate_cmd(
         )
     out.print(
         f"{plural(len(files), 'file')} ({plural(len(histories), 'session')}) in {seconds:.1f} s. "
-        "Every figure is SIMULATED (no GPU).",
+        "Every figure is SIMULATED (no GPU)."
+        + (f" w above {len(histories)} replays the runs again: session i is run i mod {len(histories)} "
+           "(copies share no cache past the prefix all runs share)." if max(ws) > len(histories) else ""),
         highlight=False,
     )
     out.print("Uncalibrated: " + "; ".join(uncalibrated(model, hybrid is not None, step_model)), highlight=False)
