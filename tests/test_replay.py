@@ -337,3 +337,29 @@ def test_one_agent_that_cannot_be_read_is_named_and_the_others_still_replay(
     assert f"refold: failed: {path}#Manager: {fault}" in res.stderr
     assert f"{path}#Programmer" not in res.stderr and "1 of 2 sessions failed" in res.stderr
     assert "1 task, 1 call" in res.stdout  # the Programmer's session was replayed
+
+
+def test_a_file_named_twice_or_through_a_link_is_replayed_once(tmp_path: Path) -> None:
+    """The same file through a symlink or a second spelling of its path is one run, not two."""
+    from refold.lab.replay import collect_paths
+
+    run = tmp_path / "runs" / "a.traj.gz"
+    run.parent.mkdir()
+    run.write_bytes(SWE_SMALL.read_bytes())
+    (tmp_path / "runs" / "link.traj.gz").symlink_to(run)
+    files = collect_paths([tmp_path / "runs", run, tmp_path / "runs" / ".." / "runs" / "a.traj.gz"])
+    assert files == [str(run)]
+
+
+def test_replay_warns_of_copies_of_one_run(tmp_path: Path) -> None:
+    """Two files holding the same run (a copy, or the .gz of a .json) are both counted, and the
+    replay says so: their totals would otherwise be silently doubled."""
+    import gzip
+
+    (tmp_path / "a.traj.json").write_bytes(gzip.decompress(SWE_SMALL.read_bytes()))
+    (tmp_path / "b.traj.json.gz").write_bytes(SWE_SMALL.read_bytes())
+    (tmp_path / "c.traj").write_bytes(SWEA.read_bytes())
+    r = run_cli("replay", str(tmp_path), "--tokenizer", "chars4", "--policy", "base", "--no-validate")
+    assert r.returncode == 0, r.stderr
+    assert f"{tmp_path / 'b.traj.json.gz'} holds the same run as {tmp_path / 'a.traj.json'}" in r.stderr
+    assert r.stderr.count("holds the same run") == 1  # c.traj is another run

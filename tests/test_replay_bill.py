@@ -75,6 +75,16 @@ def test_load_of_multi_agent_file_names_agents() -> None:
     assert split_source(str(MINI2)) == (str(MINI2), None)
 
 
+@pytest.mark.parametrize("command", ["view", "sessions show"])
+def test_cli_error_names_the_agent_form_first(command: str, tmp_path: Path) -> None:
+    """A CLI user is told to name an agent (FILE#Agent) and which commands take them all, not only a Python call."""
+    out = ["-o", str(tmp_path / "r.html")] if command == "view" else []
+    r = run_cli(*command.split(), str(CODER), *out)
+    assert r.returncode != 0
+    assert f"'{CODER}#Manager'" in r.stderr and "refold replay" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_single_agent_files_unchanged() -> None:
     (h,) = load_all(MINI2)
     assert h.source == str(MINI2) and "agent" not in h.meta

@@ -29,7 +29,7 @@ from refold.lab.serversim import (
 )
 from refold.loaders import load
 
-from conftest import CliResult, run_cli
+from conftest import DATA, CliResult, run_cli
 
 B = 16
 RUN = Path(__file__).parent / "data" / "mswea-gemini3pro__django__django-16255.traj.json"
@@ -268,6 +268,22 @@ def test_cli_runs_and_writes_json(tmp_path: Path) -> None:
     res = _cli(str(RUN), "--tokenizer", "chars4", "--sessions", "1", "--policy", "base,base", "--json", str(out))
     assert res.returncode == 0, res.stderr
     assert len(json.loads(out.read_text())["results"]) == 1
+
+
+def test_cli_counts_the_sessions_of_a_multi_agent_file(tmp_path: Path) -> None:
+    """A CodeR file holds one session per agent: the title and the JSON count sessions, not files."""
+    coder = DATA / "bill" / "coder_multiagent.traj"
+    out = tmp_path / "sim.json"
+    res = _cli(str(coder), "--tokenizer", "chars4", "--sessions", "1", "--kv-tokens", "100000", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    title = res.stdout.split("KV pool")[0]
+    assert "1 file (2 sessions)" in title, title
+    report = json.loads(out.read_text())
+    assert report["sessions"] == 2 and len(report["files"]) == 1
+    assert "sessions_per_file" not in report  # it held the total, not a per-file count
+    assert "replays the runs again" not in res.stdout  # w = 1: no run is used twice
+    res = _cli(str(coder), "--tokenizer", "chars4", "--sessions", "3", "--kv-tokens", "100000")
+    assert "w above 2 replays the runs again: session i is run i mod 2" in " ".join(res.stdout.split())
 
 
 def test_hybrid_state_pins_blocks_and_hits_stop_at_the_prompt() -> None:

@@ -311,6 +311,20 @@ def test_view_command_writes_the_report(tmp_path: Path) -> None:
     assert '"refold-view-1"' in out.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(("agent", "name"), [("Man/ager", "run.traj.Man_ager.html"), ("../../up", "run.traj.______up.html")])
+def test_default_report_name_of_an_agent_stays_in_the_folder(tmp_path: Path, agent: str, name: str) -> None:
+    """The agent's name went into the default file name as is: 'Man/ager' named a folder that does
+    not exist, '../..' a file outside the current folder."""
+    from conftest import run_cli
+
+    turns = [("system", "s"), ("user", "t"), ("assistant", "x")]
+    history = [{"role": r, "content": c, "agent": a} for a in (agent, "P") for r, c in turns]
+    (tmp_path / "run.traj").write_text(json.dumps({"history": history, "trajectory": []}), encoding="utf-8")
+    r = run_cli("view", f"run.traj#{agent}", "--tokenizer", "chars4", "--policy", "base", "--no-mechanisms", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / name).is_file() and f"wrote {name} " in r.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "error", "message"),
     [

@@ -231,6 +231,53 @@ def test_keyboard_scrubs(page: Page, run: History) -> None:
     assert page.text("#call-label").startswith(f"call {len(run) - 1} /")
 
 
+def test_keys_still_scrub_after_ticking_a_checkbox(page: Page) -> None:
+    """A ticked checkbox or mechanism switch keeps the focus; the arrow keys still move between
+    calls (they were swallowed as if typed into a text field). A text field still keeps them."""
+    page.page.locator("#link-scroll").click()
+    page.page.keyboard.press("ArrowRight")
+    assert page.text("#call-label").startswith("call 2 /")
+    page.page.locator("#switches input").first.click()
+    page.page.keyboard.press("ArrowRight")
+    assert page.text("#call-label").startswith("call 3 /")
+    page.page.keyboard.press(" ")  # space ticks the checkbox, it does not start playing
+    assert page.text("#play") == "Play"
+    page.page.locator("#search").click()
+    page.page.keyboard.press("ArrowLeft")
+    assert page.text("#call-label").startswith("call 3 /")
+
+
+def test_a_pane_of_a_quarter_million_rows_still_draws(page: Page) -> None:
+    """The widest row sets the token bars' scale; with ~200k rows, Math.max(...rows) threw a
+    RangeError (too many arguments) and the panes stayed empty."""
+    drawn = page.page.evaluate(
+        """() => { const one = historyRows;
+          historyRows = (c) => { const r = one(c); return Array.from({ length: 250000 }, (_, i) => r[i % r.length]); };
+          try { renderPanes(); return document.querySelectorAll('#history .row').length; }
+          catch (e) { return String(e); } finally { historyRows = one; renderPanes(); } }"""
+    )
+    assert drawn == 250000
+
+
+def test_calls_whose_reply_was_not_stored_are_named(tabs: Tabs, tmp_path: Path) -> None:
+    """A mini 2.x run with format errors: the page said '3 model calls' and its totals left the
+    unstored calls out without a word, while refold replay counts them (the figures disagreed)."""
+    from refold.loaders import load
+
+    traj = Path(__file__).parent / "data" / "bill" / "mini2_formaterror.traj.json"
+    history = load(traj)
+    lost = len(history.meta["unreplied"])
+    assert lost
+    path = tmp_path / "report.html"
+    path.write_text(build_report(history, variants=["refold"], tokenizer="chars4", mechanisms=False), encoding="utf-8")
+    page = Page(tabs, path.as_uri())
+    sub = page.text("#subtitle")
+    assert f"{len(history)} model calls shown" in sub
+    assert f"{lost} more whose reply was not stored" in sub and "not in any figure here" in sub
+    assert page.errors == []
+    page.close()
+
+
 def test_reply_shows_progress_and_stale(page: Page) -> None:
     page.jump(5)
     marks = page.text("#marks")
@@ -359,6 +406,31 @@ def test_filter_shows_one_kind_of_row(page: Page) -> None:
     assert page.page.locator(".row.filtered").count() == 0
 
 
+FIND_SHIFTED_CALL = """() => { const v = VARIANTS.get("masking"); const ps = promptsOf(v);
+  for (let c = 2; c <= N; c++) { const keep = v.calls[c - 1][0], prev = new Set(ps[c - 2]);
+    const again = ps[c - 1].slice(keep).filter((pid) => prev.has(pid));
+    if (keep < ps[c - 2].length && again.length) return c; }
+  return 0; }"""
+
+
+def test_new_marks_only_messages_the_previous_prompt_lacked(page: Page) -> None:
+    """Masking changes an old output: every message after it is recomputed (the cache breaks),
+    but a reply sent unchanged at the previous call is not 'new at this call'."""
+    page.page.select_option("#policy", "masking")
+    call = page.page.evaluate(FIND_SHIFTED_CALL)
+    assert call, "the fixture has a call where masking changes an earlier message"
+    page.jump(call)
+    prev = set(page.page.evaluate(f"promptsOf(VARIANTS.get('masking'))[{call - 2}]"))
+    rows = page.page.locator("#prompt .row").evaluate_all(
+        "rs => rs.map((r, i) => [i, r.classList.contains('new')])"
+    )
+    cur = page.page.evaluate(f"promptsOf(VARIANTS.get('masking'))[{call - 1}]")
+    assert [n for i, n in rows] == [pid not in prev for pid in cur]
+    assert page.page.locator("#prompt .row.rc:not(.new)").count() > 0  # recomputed, yet sent before
+    page.page.select_option("#filter", "new")
+    assert page.page.locator("#prompt .row:not(.filtered)").count() == sum(pid not in prev for pid in cur)
+
+
 def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
     data = _data(report)
     stats = next(v for v in data["variants"] if v["id"] == "refold")["stats"]
@@ -386,7 +458,9 @@ def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
     # where the cache ended is marked in the prompt pane
     page.jump(moved)
     assert page.page.locator("#prompt .row.cut").count() == 1
-    assert page.page.locator("#prompt .row.new").count() == page.rows("prompt").count() - keep
+    prev, cur = page.page.evaluate(f"[promptsOf(VARIANTS.get('refold'))[{moved - 2}], promptsOf(VARIANTS.get('refold'))[{moved - 1}]]")
+    assert page.page.locator("#prompt .row.rc").count() >= page.rows("prompt").count() - keep  # recomputed
+    assert page.page.locator("#prompt .row.new").count() == sum(pid not in set(prev) for pid in cur[keep:])
 
 
 def test_per_call_figures_are_labeled_simulated_and_recorded(tabs: Tabs, toolcall_report: Path) -> None:

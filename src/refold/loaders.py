@@ -181,8 +181,8 @@ def load(path: str | Path) -> History:
     if agent is None and names:
         raise TrajectoryError(
             file,
-            f"holds {len(names)} agents ({_listed(names)}); load one as '{file}{AGENT_SEP}{_short(names[0])}' "
-            "or all with refold.loaders.load_all",
+            f"holds {len(names)} agents ({_listed(names)}); name one as '{file}{AGENT_SEP}{_short(names[0])}' "
+            "(refold replay and simulate take every agent; in Python, refold.loaders.load_all)",
         )
     if agent is not None and agent not in names:
         known = _listed(names) if names else "none: it is a single-agent file"

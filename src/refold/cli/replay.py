@@ -25,6 +25,7 @@ from ..lab.replay import (
     build_report,
     collect_paths,
     replay_paths,
+    same_runs,
     write_csv,
 )
 from ._output import (
@@ -188,6 +189,8 @@ def replay(
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
     check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
+    for copy, first in same_runs(files):
+        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..errors import PolicyError
+from ..errors import PolicyError, RefoldError
 from ..history import History
 from ..pinning import pin_record, pinned_items
 
@@ -49,6 +49,42 @@ def file_header(path: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"format": "refold-run-1", "path": path, "pins": pinned_items(read_pins(data, path))}
 
 
+def _writable(path: Path, what: str) -> None:
+    """A file with no write permission bit is read-only for everyone, root included (root may
+    write it, but the owner marked it so: a recorded data set)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # a new file (the live pins file), or the write names the problem
+    if not mode & 0o222:
+        raise PolicyError(f"{what} is read-only (no write permission); nothing was written")
+
+
+def _live_pins(path: str, info: dict[str, Any]) -> Path | None:
+    """The pins file a live mini run re-reads (``info.config.refold.pins_file``), checked before
+    anything is written: it must be a pins file (or not exist yet), since a run may name any file."""
+    from ..integrations.mini_record import PINS
+    from ..loaders import read_json
+
+    config = info.get("config")
+    refold = config.get("refold") if isinstance(config, dict) else None
+    live = refold.get("pins_file") if isinstance(refold, dict) else None
+    if not isinstance(live, str) or not live:
+        return None
+    side = Path(live).expanduser()
+    if not side.is_absolute():
+        side = Path(path).resolve().parent / side
+    if side.exists():
+        try:
+            data = read_json(side)
+        except RefoldError:
+            data = None
+        if not (isinstance(data, dict) and set(data) <= {PINS}):
+            raise PolicyError(f"{path}: its pins file {side} holds something other than pins; nothing was written")
+        _writable(side, str(side))
+    return side
+
+
 def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
     """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
     names one (that is what a running mini reads before its next call)."""
@@ -61,6 +97,7 @@ def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> 
             f"{file}: pins are saved per run file and this one holds several agents' runs, "
             f"so '{agent}' cannot be pinned alone (nothing was written)"
         )
+    _writable(Path(file), file)
     history, cfg, data = load_run(path, overrides)
     if not data:
         raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
@@ -70,14 +107,11 @@ def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> 
     info = data.setdefault("info", {})
     if not isinstance(info, dict):
         raise PolicyError(f"{path}: field 'info' is not an object")
+    side = _live_pins(path, info)
     info[PINS] = records
     try:
         write_json(path, data)
-        live = ((info.get("config") or {}).get("refold") or {}).get("pins_file")
-        if isinstance(live, str) and live:
-            side = Path(live).expanduser()
-            if not side.is_absolute():
-                side = Path(path).resolve().parent / side
+        if side is not None:
             known = read_pins(read_json(side), str(side)) if side.is_file() else []
             write_json(side, {PINS: [*known, record]})
     except OSError as e:

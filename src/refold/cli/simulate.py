@@ -18,7 +18,7 @@ from ..errors import PolicyError, RefoldError
 from ..lab.cache import kv_spec
 from ..lab.cache.kv import hybrid_block_size
 from ..lab.cache.kv import state_blocks as state_blocks_for
-from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths
+from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, same_runs
 from ..lab.serversim import (
     GPUS,
     MODELS,
@@ -264,6 +264,8 @@ def simulate_cmd(
     if not files:
         raise PolicyError("no trajectory files found in the given paths")
     check_apart(files, [("--json", json_out), ("--plot", plot)])
+    for copy, first in same_runs(files):
+        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
@@ -338,7 +340,7 @@ def simulate_cmd(
     seconds = time.perf_counter() - start
     kv_gib = capacity * block_size * kv_spec(model).bytes_per_token() / (1 << 30)
     title = (
-        f"refold simulate (SIMULATED): {plural(len(files), 'run')}, KV pool {capacity * block_size:,} tokens "
+        f"refold simulate (SIMULATED): {plural(len(files), 'file')} ({plural(len(histories), 'session')}), KV pool {capacity * block_size:,} tokens "
         f"({kv_gib:.1f} GiB {model}), step time {step_model}"
         + (f" {model} on {gpu}" if step_model == "roofline" else "")
         + f", tool delay {tool_delay:g}s, stale {stale}, tokenizer {tokenizer}"
@@ -353,7 +355,9 @@ def simulate_cmd(
         )
     out.print(
         f"{plural(len(files), 'file')} ({plural(len(histories), 'session')}) in {seconds:.1f} s. "
-        "Every figure is SIMULATED (no GPU).",
+        "Every figure is SIMULATED (no GPU)."
+        + (f" w above {len(histories)} replays the runs again: session i is run i mod {len(histories)} "
+           "(copies share no cache past the prefix all runs share)." if max(ws) > len(histories) else ""),
         highlight=False,
     )
     out.print("Uncalibrated: " + "; ".join(uncalibrated(model, hybrid is not None, step_model)), highlight=False)
@@ -381,7 +385,7 @@ def simulate_cmd(
                 "output_tokens": output_tokens,
                 "wait_threshold": wait_threshold,
             },
-            "sessions_per_file": len(histories),
+            "sessions": len(histories),  # one per agent of a multi-agent file
             "uncalibrated": uncalibrated(model, hybrid is not None, step_model),
             "results": [r.to_dict() for r in results],
             "max_sessions": maxima,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -108,7 +109,9 @@ def view(
         raise PolicyError(f"no such file: {run}")
     if Path(file).is_dir():
         raise PolicyError(f"{run} is a folder; refold view takes one trajectory file")
-    stem = Path(file).name.removesuffix(".gz").removesuffix(".json") + (f".{agent}" if agent else "")
+    # an agent's name is any text ('Man/ager', '../x'): only safe characters go into the file name
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", agent) if agent else ""
+    stem = Path(file).name.removesuffix(".gz").removesuffix(".json") + (f".{safe}" if agent else "")
     out = output or Path(stem + ".html")
     if out.is_dir():
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")

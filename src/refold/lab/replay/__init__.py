@@ -9,7 +9,7 @@ build_report    the versioned JSON report (``refold-replay-1``); ``write_csv`` f
 from __future__ import annotations
 
 from .metrics import PolicyMetrics, measure
-from .paths import collect_paths
+from .paths import collect_paths, same_runs
 from .policies import (
     BEST_MASK_AFTER,
     POLICIES,
@@ -40,6 +40,7 @@ __all__ = [
     "TaskResult",
     "build_report",
     "collect_paths",
+    "same_runs",
     "hindsight_marks",
     "iter_prompts",
     "make_projector",

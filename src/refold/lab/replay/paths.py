@@ -4,6 +4,9 @@ files agents write next to their runs left out)."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 from ...errors import PolicyError
 from ...loaders import split_source
 
-__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths"]
+__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths", "same_runs"]
 
 TRAJECTORY_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
 
@@ -78,4 +81,38 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
             raise PolicyError(f"{p}: not a regular file or folder (a device, FIFO or socket)")
         else:
             raise PolicyError(f"no such file or folder: {p}")
-    return list(dict.fromkeys(out))
+    seen: dict[tuple[str, str | None], str] = {}  # one file through a link or a second spelling: once
+    for name in out:
+        file, agent = split_source(name)
+        seen.setdefault((os.path.realpath(file), agent), name)
+    return list(seen.values())
+
+
+def _digest(name: str) -> str | None:
+    """A hash of the file's bytes (a ``.gz`` file's uncompressed bytes), or None if unreadable."""
+    h = hashlib.sha256()
+    try:
+        with open(name, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        with gzip.open(name, "rb") if gz else open(name, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except (OSError, EOFError, gzip.BadGzipFile):  # the replay names what is wrong with it
+        return None
+    return h.hexdigest()
+
+
+def same_runs(files: Sequence[str]) -> list[tuple[str, str]]:
+    """``(copy, first)`` for each file whose content equals an earlier file's: a copy of a run, or
+    the ``.gz`` of a ``.json`` beside it. Both are replayed; the caller says so (totals count it twice)."""
+    first: dict[tuple[str, str | None], str] = {}
+    out: list[tuple[str, str]] = []
+    for name in files:
+        file, agent = split_source(name)
+        digest = _digest(file)
+        if digest is None:
+            continue
+        earlier = first.setdefault((digest, agent), name)
+        if earlier != name:
+            out.append((name, earlier))
+    return out

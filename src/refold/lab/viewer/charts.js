@@ -43,7 +43,7 @@ function chartFrame(container, n, maxY) {
 function drawSizeChart(container, series, onPick) {
   const { tokens, cached, base } = series;
   const n = tokens.length;
-  const maxY = Math.max(1, ...tokens, ...base);
+  const maxY = [...tokens, ...base].reduce((a, b) => Math.max(a, b), 1); // no spread into Math.max: a long run's calls
   const { svg, x, y } = chartFrame(container, n, maxY);
   const bw = (CHART.w - CHART.l - CHART.r) / n;
   const gap = bw > 4 ? Math.min(1, bw * 0.15) : 0;

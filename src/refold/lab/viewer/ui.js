@@ -76,10 +76,12 @@ function promptRows(pane, v, prompt, maxTok) {
   const c = state.call;
   const cached = v.cached[c - 1];
   const keep = v.calls[c - 1][0];
+  // new = not in the previous call's prompt; a message after a change is recomputed but not new
+  const before = c > 1 ? new Set(promptsOf(v)[c - 2].slice(keep)) : null;
   const f = document.createDocumentFragment();
   let pos = 0, cut = false;
   prompt.forEach((pid, i) => {
-    const row = makeRow(pane, i, pid, shownOf(pid), maxTok, anchorOf(pid), c > 1 && i >= keep);
+    const row = makeRow(pane, i, pid, shownOf(pid), maxTok, anchorOf(pid), before !== null && i >= keep && !before.has(pid));
     if (pos + tokensOf(pid) > cached) {
       row.classList.add("rc");
       if (!cut) { row.classList.add("cut"); cut = true; }
@@ -103,7 +105,10 @@ function renderPanes() {
   const place = placement(prompt);
   const prompt2 = w ? promptsOf(w)[c - 1] : [];
   Object.assign(view, { prompt, hist, place, prompt2, keep: v.calls[c - 1][0] });
-  const maxTok = Math.max(1, ...hist.map((r) => tokensOf(r.pid)), ...prompt.map(tokensOf), ...prompt2.map(tokensOf));
+  let maxTok = 1; // a loop: Math.max(...rows) throws past ~120k arguments (a very long run)
+  for (const r of hist) maxTok = Math.max(maxTok, tokensOf(r.pid));
+  for (const pid of prompt) maxTok = Math.max(maxTok, tokensOf(pid));
+  for (const pid of prompt2) maxTok = Math.max(maxTok, tokensOf(pid));
   $("prompt").replaceChildren(promptRows("prompt", v, prompt, maxTok));
   $("pane-history").hidden = !!w;
   $("pane-compare").hidden = !w;
