@@ -123,14 +123,16 @@ def answer_message(name: str, answer: Answer, tool_call_id: str | None) -> dict[
 
 
 def usage(response: Any) -> dict[str, Any]:
-    """The provider's own prompt/cached token counts, when the inner model recorded a response."""
+    """The provider's own prompt/cached token counts, when the inner model recorded a response
+    (a chat completion's ``usage``, or a Responses API response's)."""
     found = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(found, dict):
         return {}
     out: dict[str, Any] = {}
-    if isinstance(found.get("prompt_tokens"), int):
-        out["provider_prompt_tokens"] = found["prompt_tokens"]
-    details = found.get("prompt_tokens_details")
+    prompt = found.get("prompt_tokens", found.get("input_tokens"))  # chat / Responses API names
+    if isinstance(prompt, int):
+        out["provider_prompt_tokens"] = prompt
+    details = found.get("prompt_tokens_details", found.get("input_tokens_details"))
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         cached = found.get("cache_read_input_tokens")  # Anthropic's name, when litellm passes it on

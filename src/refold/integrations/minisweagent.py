@@ -63,6 +63,7 @@ from .cache_control import place_cache_control
 from .context_tools import with_context_tools
 from .mini_options import flag, mapping, parse_section, resolve_handlers, text
 from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
+from .mini_responses import answer_item, is_responses_class, to_chat, to_items
 
 logger = logging.getLogger("refold")
 
@@ -119,10 +120,14 @@ class RefoldModel:
         if inner_class is RefoldModel:
             raise PolicyError("inner_model_class must name the model to wrap, not RefoldModel itself")
         self.inner_model_class = f"{inner_class.__module__}.{inner_class.__name__}"
+        self.responses = is_responses_class(inner_class)  # a run of Responses items, not chat messages
         self.context_tools = False
         if flag("refold_context_tools", refold_context_tools) and self.enabled:
             offering = with_context_tools(inner_class, schemas)
-            if offering is None:
+            if offering is None and self.responses:
+                logger.info("refold_context_tools: %s uses the Responses API; the agent issues context "
+                            "commands through the bash tool", self.inner_model_class)
+            elif offering is None:
                 logger.warning(
                     "refold_context_tools: %s is not a litellm tool-call model; the agent can still "
                     "issue context commands through the bash tool",
@@ -145,19 +150,24 @@ class RefoldModel:
         return self.inner.config  # mini reads e.g. model.config.model_name
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        history = self._sync(messages)
+        run = to_chat(messages) if self.responses else messages
+        history = self._sync(run)
         if self._pins.changed(history):
-            history = self._sync(messages, rebuild=True)
-        chat = [m for m in messages if m.get("role") in CHAT_ROLES]
+            history = self._sync(run, rebuild=True)
+        chat = [m for m in run if m.get("role") in CHAT_ROLES]
         rendered: Rendered | None = None
+        cache_control = self.cache_control and not self.responses
         if self.enabled:
             rendered = self._renderer.render(history)
-            sent = place_cache_control(rendered) if self.cache_control else copy.deepcopy(rendered.messages)
+            sent = place_cache_control(rendered) if cache_control else copy.deepcopy(rendered.messages)
         else:
             sent = [clean(m) for m in chat]
-        info = call_info(history, rendered, sent, chat, self._get_tokenizer(), self.cache_control)
+        info = call_info(history, rendered, sent, chat, self._get_tokenizer(), cache_control)
+        inner_sent: list[dict[str, Any]] = sent
+        if self.responses:  # the same prompt as the Responses items the inner model sends
+            inner_sent = to_items(sent, rendered.origins, history) if rendered is not None else list(messages)
         try:
-            reply = self.inner.query(sent, **kwargs)
+            reply = self.inner.query(inner_sent, **kwargs)
         except FormatError as e:
             # mini saves e.messages; keep what this (billed) call was sent next to the error
             if e.messages and isinstance(e.messages[0], dict):
@@ -167,7 +177,7 @@ class RefoldModel:
             raise
         reply = dict(reply)
         extra = dict(reply.get("extra") or {})
-        info |= usage(extra.get("response"))
+        info |= usage(reply if self.responses else extra.get("response"))
         self._intercept(extra, info)
         extra["refold"] = info
         reply["extra"] = extra
@@ -196,7 +206,8 @@ class RefoldModel:
         issued = info["actions"]
         for i, act in enumerate(read_actions(message)):
             if act.context is not None:
-                results.append(self._answer(act, answerer))
+                answered = self._answer(act, answerer)
+                results.append(answer_item(answered) if self.responses else answered)
                 continue
             # one env action at a time, so the inner model formats it exactly as it would alone
             single = {**message, "extra": {**message["extra"], "actions": [issued[i]]}}
