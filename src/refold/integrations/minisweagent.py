@@ -24,7 +24,14 @@ Model config keys (everything else goes to the inner model)::
       refold_ledger: {prompt: true, budget_tokens: 128000}  # LedgerPolicy fields; budget line
       refold_context_tools: true        # offer the context commands as function tools (tool calls)
       refold_format_in_system: false    # the agent's templates carry {{ refold_response_format }}
+      refold_boundary: {rule: cost}     # BoundaryConfig fields (when the boundary moves)
+      refold_cache: null                # cache profile the cost rule prices (null: from model_name)
+      refold_pins: null                 # a pins file read before every call (refold sessions pin)
       set_cache_control: default_end    # Anthropic breakpoints, placed by refold (mini sets it for claude)
+
+Another ``refold*`` key (a typo such as ``refold_spanz``) is an error when the model is built; it
+would reach the inner model, which ignores it. ``inner_model_class`` may be one of mini's
+Responses-API classes (``litellm_response``, ...): ``mini_responses`` translates their items.
 
 ``refold_format_in_system`` (default: automatic) says whether refold's system section repeats the
 PROGRESS/STALE format lines; automatic leaves them out when the task or system prompt has them.
@@ -61,11 +68,24 @@ from ..wire import action as make_action
 from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
-from .mini_options import flag, mapping, parse_section, resolve_handlers, text
+from .mini_options import check_keys, flag, mapping, parse_section, resolve_handlers, text
 from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
 from .mini_responses import answer_item, is_responses_class, to_chat, to_items
 
 logger = logging.getLogger("refold")
+REFOLD_KEYS = (
+    "refold",
+    "refold_tokenizer",
+    "refold_commands",
+    "refold_spans",
+    "refold_ledger",
+    "refold_context_tools",
+    "refold_format_in_system",
+    "refold_boundary",
+    "refold_cache",
+    "refold_pins",
+)
+"""The model config keys RefoldModel reads (``inner_model_class`` and ``set_cache_control`` too)."""
 
 class RefoldModel:
     """A mini Model that sends refold's rendering of the history to an inner model."""
@@ -87,6 +107,7 @@ class RefoldModel:
         refold_pins: str | None = None,
         **kwargs: Any,
     ) -> None:
+        check_keys(kwargs, REFOLD_KEYS)
         options = mapping("refold", refold)
         self.enabled = flag("refold.enabled", options.pop("enabled", True))
         refold_tokenizer = text("refold_tokenizer", refold_tokenizer)
@@ -101,9 +122,13 @@ class RefoldModel:
         self.ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
         cache = refold_cache or profile_for_model(str(kwargs.get("model_name", "")))
-        self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
-            boundary=parse_section(BoundaryConfig, "refold_boundary", refold_boundary), cache=cache
-        )
+        boundary = parse_section(BoundaryConfig, "refold_boundary", refold_boundary)
+        try:
+            self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
+                boundary=boundary, cache=cache
+            )
+        except PolicyError as e:  # the only field given here that can be invalid: the cache profile
+            raise PolicyError(f"refold_cache: {str(e).split(': ', 1)[-1]}") from None
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
         self.cache_control = set_cache_control is not None
