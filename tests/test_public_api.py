@@ -32,3 +32,30 @@ def test_every_public_name_exported_is_in_all() -> None:
 def test_all_is_sorted_and_short() -> None:
     assert refold.__all__ == sorted(refold.__all__)
     assert len(refold.__all__) == len(set(refold.__all__)) <= 30
+
+
+def _readme() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_library_section_runs_as_written(tmp_path: object) -> None:
+    """The README's library block, run as a user would (on the shipped run instead of run.traj.json)."""
+    import re
+    from pathlib import Path
+
+    section = _readme().split("## Library", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shipped = Path(refold.__file__).parent / "data" / "django__django-11477.traj.json.gz"
+    code = code.replace('"run.traj.json"', repr(str(shipped)))
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert len(namespace["prompt"].messages) > 0  # type: ignore[attr-defined]
+    # the spans / ledger configuration the README names is the API's
+    said = re.search(r"\(`(Renderer\(Config\(spans=.*?\)\)\))`", _readme(), re.S)
+    assert said is not None
+    from refold import Config, LedgerPolicy, Renderer, SpanPolicy  # noqa: F401
+
+    renderer = eval(" ".join(said.group(1).split()))
+    assert renderer.config.spans.prompt and renderer.config.ledger.budget_tokens == 128000
