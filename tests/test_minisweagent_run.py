@@ -189,7 +189,7 @@ def test_refold_run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     ("args", "message"),
     [
         (["run"], "no task"),
-        (["run", "-t", "x", "-c", "/nonexistent/refold.yaml"], "config '/nonexistent/refold.yaml'"),
+        (["run", "-t", "x", "-c", "/nonexistent/refold.yaml"], "config '/nonexistent/refold.yaml': no such file (nor"),
         (["run", "-t", "x", "-c", "model.refold.k=0", "-m", "a/b"], "invalid policy field 'k'"),
         (
             ["run", "-t", "x", "-c", "model.inner_model_class=no.such.Model", "-m", "a/b"],

@@ -73,7 +73,9 @@ def _run(
     for spec in specs:
         try:
             loaded = get_config_from_spec(spec)
-        except (FileNotFoundError, ValueError) as e:
+        except FileNotFoundError:  # mini's message lists the same path five times
+            raise RunError(f"config '{spec}': no such file (nor one in mini's config folders)") from None
+        except ValueError as e:
             raise RunError(f"config '{spec}': {e}") from None
         except Exception as e:  # yaml errors
             raise RunError(f"config '{spec}' is not valid YAML: {str(e).splitlines()[0]}") from None
