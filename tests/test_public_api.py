@@ -59,3 +59,21 @@ def test_readme_library_section_runs_as_written(tmp_path: object) -> None:
 
     renderer = eval(" ".join(said.group(1).split()))
     assert renderer.config.spans.prompt and renderer.config.ledger.budget_tokens == 128000
+
+
+def test_restore_text_takes_a_step_number_a_list_or_the_config() -> None:
+    """``restore_text(h, 7)`` was "'int' object is not iterable", ``restore_text(h, ["7"])`` a
+    comparison TypeError from inside, and the run's Config an AttributeError ('reversible')."""
+    from refold import Config, History, restore_text
+
+    h = History.from_messages(
+        [{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"}, {"role": "user", "content": "a.py"}]
+    )
+    assert restore_text(h, 1) == restore_text(h, [1]) == restore_text(h, (1,), Config())
+    assert "a.py" in restore_text(h, 1)
+    for bad in (["1"], [1.0], [True]):
+        with pytest.raises(TypeError, match="restore_text: steps must be step numbers"):
+            restore_text(h, bad)  # type: ignore[arg-type]
+    with pytest.raises(IndexError, match="no step 2"):
+        restore_text(h, 2)
+    assert "switched off" in restore_text(h, 1, Config.parse(reversible=False))
