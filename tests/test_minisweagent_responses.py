@@ -35,14 +35,18 @@ NOTES = "".join(f"note line {i}: the quick brown fox jumps over the lazy dog\n" 
 class FakeResponses:
     """Stands in for ``litellm.responses``: one bash call per turn, records every input it is sent."""
 
-    def __init__(self, commands: list[str]) -> None:
-        self.commands = commands
+    def __init__(self, commands: list[str | tuple[str, dict[str, Any]]]) -> None:
+        self.commands = commands  # a bash command, or (context tool, arguments)
         self.inputs: list[list[dict[str, Any]]] = []
+        self.tools: list[list[str]] = []
 
     def __call__(self, *, model: str, input: list[dict[str, Any]], **kwargs: Any) -> Any:
         self.inputs.append(json.loads(json.dumps(input)))
+        self.tools.append([t["name"] for t in kwargs.get("tools") or []])
         i = len(self.inputs) - 1
-        text = f"PROGRESS: step {i + 1}\nSTALE: -\n\nTHOUGHT: running {self.commands[i]!r}."
+        command = self.commands[i]
+        name, args = ("bash", {"command": command}) if isinstance(command, str) else command
+        text = f"PROGRESS: step {i + 1}\nSTALE: -\n\nTHOUGHT: running {command!r}."
         return ResponsesAPIResponse(
             id=f"resp_{i}",
             object="response",
@@ -65,8 +69,8 @@ class FakeResponses:
                     "type": "function_call",
                     "id": f"fc_{i}",
                     "call_id": f"call_{i}",
-                    "name": "bash",
-                    "arguments": json.dumps({"command": self.commands[i]}),
+                    "name": name,
+                    "arguments": json.dumps(args),
                     "status": "completed",
                 },
             ],
@@ -79,7 +83,7 @@ class FakeResponses:
         )
 
 
-def run(tmp: Path, commands: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[FakeResponses, Any, Path]:
+def run(tmp: Path, commands: list[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[FakeResponses, Any, Path]:
     repo = tmp / "repo"
     repo.mkdir()
     (repo / "notes.txt").write_text(NOTES)
@@ -167,3 +171,16 @@ def test_to_items_round_trip_is_what_mini_sends_unrendered() -> None:
     mini_would_send += [dict(i) for i in run_items[2]["output"]]
     mini_would_send += [{k: v for k, v in m.items() if k != "extra"} for m in run_items[3:]]
     assert to_items(rendered.messages, rendered.origins, history) == mini_would_send
+
+
+def test_responses_model_is_offered_the_context_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the shipped config (refold_context_tools: true) the Responses model gets restore & co as
+    function tools next to bash, and a call of one is answered from the history, never run."""
+    commands: list[Any] = ["cat notes.txt", ("restore", {"step": "1"}), "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    fake, agent, traj = run(tmp_path, commands, monkeypatch)
+    assert len(fake.inputs) == 3
+    assert fake.tools[0][0] == "bash" and {"restore", "fold_span", "search_ledger"} <= set(fake.tools[0])
+    (answer,) = [o for o in fake.inputs[2] if o.get("type") == "function_call_output" and o["call_id"] == "call_1"]
+    assert answer["output"].startswith("[step 2]\n" + CM + " Step 1 restored") and "note line 39" in answer["output"]
+    assert not any("EXECUTED-BY-SHELL" in json.dumps(x) for x in fake.inputs)
+    assert load(traj).step(2).restore_of == (1,)
