@@ -77,3 +77,36 @@ def test_restore_text_takes_a_step_number_a_list_or_the_config() -> None:
     with pytest.raises(IndexError, match="no step 2"):
         restore_text(h, 2)
     assert "switched off" in restore_text(h, 1, Config.parse(reversible=False))
+
+
+def test_a_restore_answered_in_a_library_loop_stays_shown_when_recorded() -> None:
+    """An answer appended as a plain message was masked like any output a few calls later (the
+    history never learned the step restored); ``observation`` records it, so it is held shown."""
+    from refold import Config, History, Renderer, Shown, parse_command
+    from refold.context.answers import answer
+    from refold.wire import observation
+
+    config = Config.parse(boundary={"rule": "fixed"})
+    body = "".join(f"def f{j}(x):\n    return x + {j}\n" for j in range(60))
+    shown = {}
+    for recorded in (False, True):
+        h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "task"}])
+
+        def step(command: str, out: dict[str, object], h: History = h) -> None:
+            h.append({"role": "assistant", "content": f"PROGRESS: p\nSTALE: -\n\n```bash\n{command}\n```"}, [out])
+
+        step("cat a.py", {"role": "user", "content": body})
+        for i in range(8):
+            step(f"echo {i}", {"role": "user", "content": str(i)})
+        cmd = parse_command("restore 1")
+        assert cmd is not None
+        a = answer(h, cmd, config)
+        step("restore 1", observation(cmd.name, a) if recorded else {"role": "user", "content": a.text})
+        for i in range(8):
+            step(f"echo x{i}", {"role": "user", "content": "x"})
+        prompt = Renderer(config).render(h)
+        shown[recorded] = {o.shown for o in prompt.origins if o.step == 10 and o.part != "reply"}
+        assert h.step(10).restore_of == ((1,) if recorded else ())
+    assert shown == {False: {Shown.NOTE}, True: {Shown.RESTORED}}
+    tool = observation("restore", a, "call_9")
+    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_9" and tool["extra"]["restore_of"] == [1]

@@ -16,7 +16,7 @@ from typing import Any
 from ..history import History
 from ..messages import clean
 from ..types import Answer, Message, Rendered
-from ..wire import answer_record
+from ..wire import observation
 from .cache_control import breakpoints
 
 FORMAT = "refold-mini-1"
@@ -105,20 +105,9 @@ def call_info(
 
 def answer_message(name: str, answer: Answer, tool_call_id: str | None) -> dict[str, Any]:
     """The observation that answers context command ``name`` (a tool message for a tool call)."""
-    msg: dict[str, Any] = {
-        "role": "user",
-        "content": answer.text,
-        "extra": {
-            "raw_output": answer.text,
-            "returncode": 0,
-            "timestamp": time.time(),
-            "exception_info": "",
-            **answer_record(name, answer),
-        },
-    }
-    if tool_call_id:
-        msg["role"] = "tool"
-        msg["tool_call_id"] = tool_call_id
+    msg = observation(name, answer, tool_call_id)
+    mini = {"raw_output": answer.text, "returncode": 0, "timestamp": time.time(), "exception_info": ""}
+    msg["extra"] = mini | msg["extra"]
     return msg
 
 
