@@ -146,6 +146,7 @@ class RefoldModel:
             raise PolicyError("inner_model_class must name the model to wrap, not RefoldModel itself")
         self.inner_model_class = f"{inner_class.__module__}.{inner_class.__name__}"
         self.responses = is_responses_class(inner_class)  # a run of Responses items, not chat messages
+        self.cache_control = self.cache_control and not self.responses  # breakpoints are chat content parts
         self.context_tools = False
         if flag("refold_context_tools", refold_context_tools) and self.enabled:
             offering = with_context_tools(inner_class, schemas)
@@ -181,13 +182,12 @@ class RefoldModel:
             history = self._sync(run, rebuild=True)
         chat = [m for m in run if m.get("role") in CHAT_ROLES]
         rendered: Rendered | None = None
-        cache_control = self.cache_control and not self.responses
         if self.enabled:
             rendered = self._renderer.render(history)
-            sent = place_cache_control(rendered) if cache_control else copy.deepcopy(rendered.messages)
+            sent = place_cache_control(rendered) if self.cache_control else copy.deepcopy(rendered.messages)
         else:
             sent = [clean(m) for m in chat]
-        info = call_info(history, rendered, sent, chat, self._get_tokenizer(), cache_control)
+        info = call_info(history, rendered, sent, chat, self._get_tokenizer(), self.cache_control)
         inner_sent: list[dict[str, Any]] = sent
         if self.responses:  # the same prompt as the Responses items the inner model sends
             inner_sent = to_items(sent, rendered.origins, history) if rendered is not None else list(messages)
