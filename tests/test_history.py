@@ -157,6 +157,19 @@ def test_extend_from_messages() -> None:
     assert h.extend_from_messages(more) == 0
 
 
+def test_extend_from_messages_waits_for_a_replys_observations() -> None:
+    """A loop syncing right after the model replied recorded the step without its observations;
+    the next sync, with them, was "step 2 gained messages after it was recorded"."""
+    msgs = [SYSTEM, TASK, {"role": "assistant", "content": "a"}, {"role": "user", "content": "o"}]
+    h = History.from_messages(msgs)
+    msgs.append({"role": "assistant", "content": "b"})
+    assert h.extend_from_messages(msgs) == 0 and len(h) == 1
+    msgs.append({"role": "user", "content": "p"})
+    assert h.extend_from_messages(msgs) == 1
+    assert h.step(2).observations == ({"role": "user", "content": "p"},)
+    assert h.digest == History.from_messages(msgs).digest
+
+
 # ---- bad input: one line naming the file and the problem ------------------------------------
 
 

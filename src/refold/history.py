@@ -230,7 +230,7 @@ class History:
                 pending = (m, [])
             elif pending:
                 pending[1].append(m)
-        if pending:
+        if pending and pending[1]:  # a reply whose observations have not come yet waits for them
             self.append(pending[0], pending[1], meta=_step_meta(*pending))
             added += 1
         return added
