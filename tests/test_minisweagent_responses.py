@@ -184,3 +184,50 @@ def test_responses_model_is_offered_the_context_tools(tmp_path: Path, monkeypatc
     assert answer["output"].startswith("[step 2]\n" + CM + " Step 1 restored") and "note line 39" in answer["output"]
     assert not any("EXECUTED-BY-SHELL" in json.dumps(x) for x in fake.inputs)
     assert load(traj).step(2).restore_of == (1,)
+
+
+def test_openrouter_responses_model_is_wrapped_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenRouterResponseModel (its own HTTP call, the task as an ``input_text`` message item): each
+    call is sent the earlier steps, and a restore is answered from the history."""
+    import requests
+
+    commands = ["cat notes.txt", "restore 1", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    fake = FakeResponses(commands)
+
+    class Reply:
+        status_code = 200
+
+        def __init__(self, data: dict[str, Any]) -> None:
+            self.data, self.text = data, json.dumps(data)
+
+        def raise_for_status(self) -> None:
+            pass
+
+        def json(self) -> dict[str, Any]:
+            return self.data
+
+    def post(url: str, headers: Any = None, data: str = "", timeout: Any = None) -> Reply:
+        body = json.loads(data)
+        out = fake(model=body["model"], input=body["input"]).model_dump(mode="json")
+        out["usage"]["cost"] = 0.001  # OpenRouter reports the cost
+        return Reply(out)
+
+    monkeypatch.setattr(requests, "post", post)
+    monkeypatch.setenv("OPENROUTER_API_KEY", "test")
+    monkeypatch.setenv("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")
+    (tmp_path / "notes.txt").write_text(NOTES)
+    config = recursive_merge(
+        get_config_from_spec(str(config_path("mini"))),
+        {
+            "agent": {"mode": "yolo", "confirm_exit": False, "output_path": str(tmp_path / "t.json"), "cost_limit": 0},
+            "model": {"model_name": "openai/gpt-5-mini", "inner_model_class": "openrouter_response", "cost_tracking": "ignore_errors"},
+            "environment": {"cwd": str(tmp_path)},
+        },
+    )
+    agent = get_agent(get_model(config=config["model"]), get_environment(config["environment"], default_type="local"), config["agent"], default_type="interactive")
+    assert agent.run("Read the notes.")["exit_status"] == "Submitted"
+    assert [len([i for i in x if i.get("type") == "function_call_output"]) for x in fake.inputs] == [0, 1, 2]
+    task = fake.inputs[0][1]
+    assert task["type"] == "message" and task["content"][0]["type"] == "input_text"  # as mini sends it
+    (answer,) = [o for o in fake.inputs[2] if o.get("type") == "function_call_output" and o["call_id"] == "call_1"]
+    assert "Step 1 restored" in answer["output"] and "note line 39" in answer["output"]
