@@ -24,6 +24,9 @@ def test_overrides_as_mini_takes_them() -> None:
     c = DEFAULT.override(["policy.k=5", "spans.prompt=true", "ledger.budget_tokens=8000", "mask_after=null", "cache=openai"])
     assert (c.policy.k, c.spans.prompt, c.ledger.budget_tokens, c.policy.mask_after, c.cache) == (5, True, 8000, None, "openai")
     assert DEFAULT.policy.k == 3  # frozen: the original is untouched
+    # one assignment given as a string (it was read letter by letter: "override 'p' must look like ...")
+    assert DEFAULT.override("policy.k=4").policy.k == 4
+    assert DEFAULT.override(["policy.dedup=false"]).policy.dedup is False  # a switch still takes true/false
 
 
 @pytest.mark.parametrize(
@@ -39,6 +42,11 @@ def test_overrides_as_mini_takes_them() -> None:
         ("policy=5", "invalid config field 'policy': a mapping of policy fields, not 5"),  # was a TypeError
         ("tokenizer=gpt2", "invalid config field 'tokenizer': unknown tokenizer 'gpt2'; valid choices: qwen3.6"),
         ("spans.rationale=(", "invalid config field 'spans.rationale': not a regular expression"),  # was re.error at session start
+        # true/false where a number goes was read as 1/0 (`mask_after: true` masked after one step)
+        ("policy.mask_after=true", "invalid config field 'policy.mask_after': Input should be a number, not true or false"),
+        ("k=true", "invalid config field 'policy.k': Input should be a number, not true or false"),
+        ("policy.reply_after=false", "invalid config field 'policy.reply_after': Input should be a number"),
+        ("boundary.peak_weight=true", "invalid config field 'boundary.peak_weight': Input should be a number"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_field(assignment: str, needle: str) -> None:

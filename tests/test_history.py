@@ -157,6 +157,19 @@ def test_extend_from_messages() -> None:
     assert h.extend_from_messages(more) == 0
 
 
+def test_extend_from_messages_waits_for_a_replys_observations() -> None:
+    """A loop syncing right after the model replied recorded the step without its observations;
+    the next sync, with them, was "step 2 gained messages after it was recorded"."""
+    msgs = [SYSTEM, TASK, {"role": "assistant", "content": "a"}, {"role": "user", "content": "o"}]
+    h = History.from_messages(msgs)
+    msgs.append({"role": "assistant", "content": "b"})
+    assert h.extend_from_messages(msgs) == 0 and len(h) == 1
+    msgs.append({"role": "user", "content": "p"})
+    assert h.extend_from_messages(msgs) == 1
+    assert h.step(2).observations == ({"role": "user", "content": "p"},)
+    assert h.digest == History.from_messages(msgs).digest
+
+
 # ---- bad input: one line naming the file and the problem ------------------------------------
 
 
@@ -356,3 +369,28 @@ def test_append_names_what_is_not_a_message() -> None:
     assert len(h) == 0
     h.append(reply, (m for m in [{"role": "user", "content": "x"}]))  # any iterable of messages
     assert h.step(1).observations == ({"role": "user", "content": "x"},)
+
+
+def test_lone_surrogates_become_replacement_characters() -> None:
+    """Output decoded with ``surrogateescape`` ("\\udc80") was a UnicodeEncodeError from the digest
+    when building a History from messages; now it is stored as U+FFFD, as the loaders and proxy do."""
+    msgs = [
+        {"role": "system", "content": "sys \udc80"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "```bash\ncat f\n```"},
+        {"role": "user", "content": [{"type": "text", "text": "bytes \udcff\ud800 here"}]},
+    ]
+    h = History.from_messages(msgs)
+    assert h.prefix[0]["content"] == "sys \ufffd"
+    assert h.step(1).observations[0]["content"][0]["text"] == "bytes \ufffd\ufffd here"
+    h.append({"role": "assistant", "content": "again \udc80"}, [{"role": "user", "content": "x"}])
+    assert h.step(2).reply["content"] == "again \ufffd"
+    rendered = Renderer(seed_config()).render(h)
+    json.dumps(rendered.messages).encode()  # a prompt any client can send
+    assert History.from_messages([{**m} for m in h.messages()]).digest == h.digest
+
+
+@pytest.mark.parametrize("value", [{"role": "user", "content": "x"}, "hello", 5])
+def test_from_messages_names_what_is_not_a_message_list(value: object) -> None:
+    with pytest.raises(TrajectoryError, match=f"messages must be a list of dict messages, not {type(value).__name__}"):
+        History.from_messages(value)  # type: ignore[arg-type]

@@ -189,13 +189,15 @@ def test_refold_run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     ("args", "message"),
     [
         (["run"], "no task"),
-        (["run", "-t", "x", "-c", "/nonexistent/refold.yaml"], "config '/nonexistent/refold.yaml'"),
+        (["run", "-t", "x", "-c", "/nonexistent/refold.yaml"], "config '/nonexistent/refold.yaml': no such file (nor"),
         (["run", "-t", "x", "-c", "model.refold.k=0", "-m", "a/b"], "invalid policy field 'k'"),
         (
             ["run", "-t", "x", "-c", "model.inner_model_class=no.such.Model", "-m", "a/b"],
             "Unknown model class",
         ),
         (["run", "--print-config", "nope"], "unknown config 'nope'"),
+        # a misspelled section was ignored by mini: the run went ahead with refold's settings unset
+        (["run", "-t", "x", "-c", "modle.refold.k=4", "-m", "a/b"], "unknown section 'modle'; did you mean 'model'?"),
     ],
 )
 def test_refold_run_errors_are_one_line(
@@ -295,3 +297,13 @@ def test_a_config_file_that_is_no_mapping_an_empty_one_and_a_folder_output(
     assert main(["run", "-t", "x", "-c", str(spec), "-y", "--exit-immediately", "-o", str(folder)]) == 2
     assert capsys.readouterr().err.strip() == f"refold: error: --output {folder} is a folder; give a file name"
     assert list(folder.iterdir()) == []
+
+
+def test_a_config_file_with_a_yaml_error_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from refold.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  refold:\n    k: 3\n     mask_after: 4\n")
+    assert main(["run", "-t", "x", "-c", str(bad), "-m", "a/b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"refold: error: config '{bad}' is not valid YAML: mapping values are not allowed here (line 4, column 16)"

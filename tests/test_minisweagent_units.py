@@ -212,6 +212,10 @@ def test_each_call_records_its_wall_time_and_the_history_reads_it() -> None:
         ({"refold_cache": 5}, "refold_cache must be a string or null, not 5"),
         ({"refold_context_tools": "maybe"}, "refold_context_tools must be true or false, not 'maybe'"),
         ({"refold": {"enabled": "no"}}, "refold.enabled must be true or false, not 'no'"),
+        ({"refold_cache": "azure"}, "refold_cache: Input should be 'vllm', 'sglang'"),
+        ({"refold_spanz": {"prompt": True}}, "model.refold_spanz: not a refold setting; did you mean 'refold_spans'"),
+        ({"refold_legder": {}}, "model.refold_legder: not a refold setting; did you mean 'refold_ledger'"),
+        ({"refolds": {"k": 4}}, "model.refolds: not a refold setting; did you mean 'refold'"),
     ],
 )
 def test_wrapper_options_of_the_wrong_type_name_the_option(options: dict[str, Any], words: str) -> None:

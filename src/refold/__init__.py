@@ -16,6 +16,8 @@ if _typing.TYPE_CHECKING:
     from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
     from .history import History
     from .loaders import load
+    from .mechanisms.ledger import LedgerPolicy
+    from .mechanisms.spans import SpanPolicy
     from .policy import Policy
     from .prompts import response_format_lines, system_section
     from .protocol import parse_command, parse_head
@@ -30,6 +32,7 @@ _WHERE = {
     "CommandError": "errors",
     "Config": "config",
     "History": "history",
+    "LedgerPolicy": "mechanisms.ledger",
     "Origin": "types",
     "Policy": "policy",
     "PolicyError": "errors",
@@ -38,6 +41,7 @@ _WHERE = {
     "Rendered": "types",
     "Renderer": "render",
     "Shown": "types",
+    "SpanPolicy": "mechanisms.spans",
     "Step": "types",
     "TrajectoryError": "errors",
     "load": "loaders",
@@ -53,6 +57,7 @@ __all__ = [
     "CommandError",
     "Config",
     "History",
+    "LedgerPolicy",
     "Origin",
     "Policy",
     "PolicyError",
@@ -61,6 +66,7 @@ __all__ = [
     "Rendered",
     "Renderer",
     "Shown",
+    "SpanPolicy",
     "Step",
     "TrajectoryError",
     "load",

@@ -126,8 +126,11 @@ class Config(Settings):
         except ValidationError as e:
             raise PolicyError(_one_line(e)) from None
 
-    def override(self, assignments: Iterable[str]) -> Config:
-        """This config with ``a.b=value`` assignments applied (values read as JSON, else as text)."""
+    def override(self, assignments: str | Iterable[str]) -> Config:
+        """This config with ``a.b=value`` assignments applied (values read as JSON, else as text);
+        one assignment may be given as a string."""
+        if isinstance(assignments, str):
+            assignments = [assignments]
         data = self.model_dump()
         for item in assignments:
             key, sep, raw = item.partition("=")

@@ -13,6 +13,7 @@ from typing import Any
 from .errors import TrajectoryError
 from .mechanisms.pins import Pin, check_target
 from .protocol import parse_head
+from .scrub import scrub_value
 from .types import Facts, Message, Step, content_text, message_digest
 from .wire import facts_record, read_facts, step_time
 
@@ -33,6 +34,10 @@ class History:
 
     def __init__(self, prefix: Sequence[Message], *, source: str = "", meta: dict[str, Any] | None = None):
         self._prefix: tuple[Message, ...] = tuple(copy.deepcopy(list(prefix)))
+        try:
+            message_digest(self._prefix)
+        except UnicodeEncodeError:  # lone surrogates become U+FFFD (see append)
+            self._prefix = tuple(map(scrub_value, self._prefix))
         self._steps: list[Step] = []
         self._pins: list[Pin] = []
         self.source = source
@@ -87,11 +92,12 @@ class History:
         observations = _check_messages(reply, observations)
         reply = _copy(reply)
         obs = tuple(_copy(observations))
-        recorded = read_facts(reply, obs)
-        facts = recorded if facts is None else facts
-        covered: list[Message] = [reply, *obs]
-        if facts != recorded:
-            covered.append(facts_record(facts))
+        given = facts
+        try:
+            facts, digest = self._facts(reply, obs, given)
+        except UnicodeEncodeError:  # a lone surrogate (output decoded with surrogateescape): U+FFFD,
+            reply, obs = scrub_value(reply), tuple(map(scrub_value, obs))  # as the loaders and proxy store it
+            facts, digest = self._facts(reply, obs, given)
         head = parse_head(content_text(reply.get("content")))
         step = Step(
             index=len(self._steps) + 1,
@@ -101,13 +107,22 @@ class History:
             progress=head.progress,
             stale=head.stale,
             has_protocol=head.has_protocol,
-            digest=message_digest(covered, parent=self.digest),
+            digest=digest,
             outcomes=facts.outcomes,
             restore_of=facts.restore_of,
             meta=dict(meta or {}),
         )
         self._steps.append(step)
         return step
+
+    def _facts(self, reply: Message, obs: tuple[Message, ...], given: Facts | None) -> tuple[Facts, str]:
+        """The step's facts and its digest, which covers the facts too when they are not the recorded ones."""
+        recorded = read_facts(reply, obs)
+        facts = recorded if given is None else given
+        covered: list[Message] = [reply, *obs]
+        if facts != recorded:
+            covered.append(facts_record(facts))
+        return facts, message_digest(covered, parent=self.digest)
 
     # ---- pins (the user's; the agent's are its pin/unpin commands) -----------------------------
 
@@ -155,9 +170,14 @@ class History:
         prefix: list[Message] = []
         pending: tuple[Message, list[Message]] | None = None
         steps: list[tuple[Message, list[Message]]] = []
+        if isinstance(messages, dict | str | bytes) or not isinstance(messages, Iterable):
+            raise TrajectoryError(
+                source or "<messages>", f"messages must be a list of dict messages, not {type(messages).__name__}"
+            )
         for i, m in enumerate(messages):
             if not isinstance(m, dict):
-                raise TrajectoryError(source or "<messages>", f"message {i} is not an object")
+                hint = "; pass message.model_dump()" if hasattr(m, "model_dump") else ""
+                raise TrajectoryError(source or "<messages>", f"message {i} is not an object{hint}")
             role = m.get("role")
             if role in RECORD_ROLES:
                 continue  # mini's final {"role": "exit"} record is not sent to the model
@@ -210,7 +230,7 @@ class History:
                 pending = (m, [])
             elif pending:
                 pending[1].append(m)
-        if pending:
+        if pending and pending[1]:  # a reply whose observations have not come yet waits for them
             self.append(pending[0], pending[1], meta=_step_meta(*pending))
             added += 1
         return added

@@ -16,6 +16,7 @@ from typing import Any
 from .errors import TrajectoryError
 from .history import History
 from .integrations.mini_record import read_pins
+from .integrations.mini_responses import is_responses_run, to_chat
 from .loader_checks import check_parts, check_tool_calls
 from .scrub import scrub_calls, scrub_value
 
@@ -246,6 +247,8 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
             raise TrajectoryError(name, "field 'messages' is not a list")
+        if is_responses_run(messages):  # mini's Responses-API models keep response objects and items
+            messages = to_chat(messages)
     check_tool_calls(messages, name)
     check_parts(messages, name)
     for m in messages:  # arguments are JSON text: their own escapes may decode to lone surrogates

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import SettingError
 
@@ -51,6 +52,20 @@ else:
         __doc__ = _SETTINGS_DOC
         model_config = ConfigDict(frozen=True, extra="forbid")
         section: ClassVar[str] = "config"
+
+        @field_validator("*", mode="before")
+        @classmethod
+        def _no_switch_for_a_number(cls, value, info):
+            # pydantic reads true as 1: `mask_after: true` in a YAML config silently masked after 1 step
+            if isinstance(value, bool) and info.field_name and _numeric(cls.model_fields[info.field_name].annotation):
+                raise PydanticCustomError("number_not_bool", "Input should be a number, not true or false")
+            return value
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds a number (int/float, maybe None) and no true/false."""
+    kinds = get_args(annotation) or (annotation,)
+    return bool not in kinds and any(k in (int, float) for k in kinds)
 
 
 class Policy(Settings):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .config import Config
 from .history import History
 from .mechanisms.spans import DEFAULT_SPANS, SpanPolicy
@@ -11,8 +13,22 @@ from .render import Renderer
 from .types import content_text
 
 
-def restore_text(history: History, steps: list[int], policy: Policy = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS) -> str:
-    """The answer to ``restore``: each step's reply and outputs byte-exact as first shown."""
+def restore_text(
+    history: History, steps: int | Iterable[int], policy: Policy | Config = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS
+) -> str:
+    """The answer to ``restore``: each step's reply and outputs byte-exact as first shown.
+
+    ``steps`` is a step number or a list of them (``IndexError`` for one the history lacks);
+    ``policy`` is the run's ``Policy``, or its whole ``Config`` (whose spans are then used)."""
+    if isinstance(steps, int):
+        steps = [steps]
+    steps = list(steps)
+    for s in steps:
+        if not isinstance(s, int) or isinstance(s, bool):
+            raise TypeError(f"restore_text: steps must be step numbers (int), not {type(s).__name__} {s!r:.40}")
+    if isinstance(policy, Config):
+        spans = policy.spans
+        policy = policy.policy
     if not policy.reversible:
         return f"{CM} restore is switched off: omitted content cannot be brought back; re-run the command instead."
     r = Renderer(Config(policy=policy, spans=spans))

@@ -193,6 +193,17 @@ def answer_record(name: str, answer: Answer) -> dict[str, Any]:
     return out
 
 
+def observation(name: str, answer: Answer, tool_call_id: str | None = None) -> Message:
+    """The observation to append for the answer to context command ``name`` in a library loop
+    (``history.append(reply, [observation("restore", a)])``): its text, and in ``extra`` its record,
+    so the history knows the step restored (shown, not masked, for ``restore_hold`` steps) and how
+    a span or ledger command came out. A ``tool`` message when the command was a tool call."""
+    msg: Message = {"role": "user", "content": answer.text, "extra": answer_record(name, answer)}
+    if tool_call_id:
+        msg["role"], msg["tool_call_id"] = "tool", tool_call_id
+    return msg
+
+
 def facts_record(facts: Facts) -> dict[str, Any]:
     """All facts as one record (what a step digest covers when they are not in its messages)."""
     return {

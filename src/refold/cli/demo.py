@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import RefoldError
+from ..lab.cache import CACHE_NAMES
 from ..loaders import load
 from ._output import check_output
 
@@ -52,7 +53,7 @@ def demo(
         "refold-demo.html"
     ),
     tokenizer: Annotated[str, typer.Option(help="qwen3.6, o200k, cl100k or chars4.")] = "qwen3.6",
-    cache: Annotated[str, typer.Option(help="Prefix-cache model: vllm, sglang, openai, anthropic, deepseek.")] = "vllm",
+    cache: Annotated[str, typer.Option(help=f"Prefix-cache model: {', '.join(CACHE_NAMES)}.")] = "vllm",
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip writing the HTML report.")] = False,
 ) -> None:
     """Replay a real recorded agent run (shipped in the package): base vs refold, per call and in total."""

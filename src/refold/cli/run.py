@@ -6,6 +6,7 @@ RefoldModel) from the shipped config plus the user's ``-c`` specs, then runs the
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import RefoldError, RunError
+
+SECTIONS = ("agent", "model", "environment", "run")
+"""The top-level sections of a mini config (``run`` holds mini's own task and options)."""
 
 
 def _run(
@@ -73,10 +77,14 @@ def _run(
     for spec in specs:
         try:
             loaded = get_config_from_spec(spec)
-        except (FileNotFoundError, ValueError) as e:
+        except FileNotFoundError:  # mini's message lists the same path five times
+            raise RunError(f"config '{spec}': no such file (nor one in mini's config folders)") from None
+        except ValueError as e:
             raise RunError(f"config '{spec}': {e}") from None
-        except Exception as e:  # yaml errors
-            raise RunError(f"config '{spec}' is not valid YAML: {str(e).splitlines()[0]}") from None
+        except Exception as e:  # yaml errors: the problem and where (line and column, 1-based)
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise RunError(f"config '{spec}' is not valid YAML: {str(e).splitlines()[0]}{where}") from None
         if loaded is None:  # an empty file sets nothing
             loaded = {}
         if not isinstance(loaded, dict):
@@ -93,6 +101,11 @@ def _run(
         overrides["agent"]["confirm_exit"] = False
     overrides["agent"]["output_path"] = str(output) if output else str(_default_output())
     for spec, cfg in zip(specs, configs, strict=True):
+        for key in cfg:  # a misspelled section ("modle:") is ignored by mini: its settings silently off
+            if key not in SECTIONS:
+                close = difflib.get_close_matches(str(key), SECTIONS, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise RunError(f"config '{spec}': unknown section '{key}'{hint} (sections: {', '.join(SECTIONS)})")
         for section in ("agent", "model", "environment"):  # merging a scalar over a section drops refold's
             if section in cfg and not isinstance(cfg[section], dict):
                 raise RunError(f"config '{spec}': '{section}' must be a mapping of settings, got {cfg[section]!r:.40}")

@@ -7,8 +7,9 @@ a format error. ``with_context_tools(cls)`` returns a subclass of such a model c
 those out of the actions before the environment sees them and answers them from the history.
 Every other tool call is parsed by mini's own ``parse_toolcall_actions`` (same errors as before).
 
-Only chat-completions tool-call classes that keep LitellmModel's ``_query``/``_parse_actions``
-are supported; for any other class ``with_context_tools`` returns None and the agent issues
+Chat-completions tool-call classes that keep LitellmModel's ``_query``/``_parse_actions`` are
+supported, and LitellmResponseModel (Responses API: flat tool schemas, ``function_call`` items)
+likewise; for any other class ``with_context_tools`` returns None and the agent issues
 context commands through the bash tool instead (``fold_span "..."``), which works everywhere.
 """
 
@@ -19,9 +20,13 @@ from typing import Any
 
 from ..protocol import COMMAND_NAMES
 
+_RESPONSES = ("minisweagent.models.litellm_response_model", "LitellmResponseModel")
+
 
 def with_context_tools(cls: type, schemas: Sequence[dict[str, Any]]) -> type | None:
     """A subclass of mini model class ``cls`` offering ``schemas`` next to bash, or None if unsupported."""
+    if any((c.__module__, c.__qualname__) == _RESPONSES for c in getattr(cls, "__mro__", ())):
+        return _with_response_tools(cls, schemas)
     # a class not derived from LitellmModel is unsupported: said from its bases' names, without
     # importing litellm (~6 s of CPU) for a model that never uses it (mini's test models, say)
     if not any(
@@ -87,6 +92,76 @@ def _parse_actions(self: Any, response: Any) -> list[dict[str, Any]]:
             actions.append(
                 {"command": c.function.arguments or "", "tool_call_id": c.id, "tool": c.function.name}
             )
+        else:
+            actions.append(next(parsed))
+    return actions
+
+
+# ---- the Responses API (LitellmResponseModel): flat tool schemas, function_call output items -------------
+
+
+def _with_response_tools(cls: type, schemas: Sequence[dict[str, Any]]) -> type | None:
+    from minisweagent.models.litellm_response_model import LitellmResponseModel
+
+    if not (
+        getattr(cls, "_query", None) is LitellmResponseModel._query
+        and getattr(cls, "_parse_actions", None) is LitellmResponseModel._parse_actions
+    ):
+        return None
+    flat = [{"type": "function", **s["function"]} for s in schemas]  # the Responses API has no "function" key
+    sub = type(cls.__name__, (cls,), {"_query": _response_query, "_parse_actions": _response_actions, "_refold_tools": flat})
+    sub.__module__, sub.__qualname__ = cls.__module__, cls.__qualname__
+    return sub
+
+
+def _response_query(self: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+    """LitellmResponseModel._query with the context tools added to ``bash``."""
+    import litellm
+    from minisweagent.models.utils.actions_toolcall_response import BASH_TOOL_RESPONSE_API
+
+    try:
+        return litellm.responses(
+            model=self.config.model_name,
+            input=messages,
+            tools=[BASH_TOOL_RESPONSE_API, *self._refold_tools],
+            **(self.config.model_kwargs | kwargs),
+        )
+    except litellm.exceptions.AuthenticationError as e:
+        e.message += " You can permanently set your API key with `mini-extra config set KEY VALUE`."
+        raise e
+
+
+def _response_actions(self: Any, response: Any) -> list[dict[str, Any]]:
+    """Context function calls become actions naming their tool; the rest are parsed as mini does."""
+    from minisweagent.models.litellm_response_model import LitellmResponseModel
+    from minisweagent.models.utils.actions_toolcall_response import (
+        finish_reason_from_responses_api,
+        parse_toolcall_actions_response,
+    )
+
+    def get(item: Any, key: str) -> Any:
+        return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+    output = list(getattr(response, "output", None) or [])
+    calls = [i for i in output if get(i, "type") == "function_call"]
+    if not any(get(c, "name") in COMMAND_NAMES for c in calls):
+        out: list[dict[str, Any]] = LitellmResponseModel._parse_actions(self, response)
+        return out
+    bash = [c for c in calls if get(c, "name") not in COMMAND_NAMES]
+    parsed = iter(
+        parse_toolcall_actions_response(
+            bash,
+            format_error_template=self.config.format_error_template,
+            template_kwargs={"finish_reason": finish_reason_from_responses_api(response)},
+        )
+        if bash
+        else []
+    )
+    actions = []
+    for c in calls:
+        if get(c, "name") in COMMAND_NAMES:
+            call_id = get(c, "call_id") or get(c, "id")
+            actions.append({"command": get(c, "arguments") or "", "tool_call_id": call_id, "tool": get(c, "name")})
         else:
             actions.append(next(parsed))
     return actions

@@ -3,6 +3,7 @@ context-command handlers resolved by dotted path (mini-swe-agent's way of naming
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -37,6 +38,16 @@ def text(key: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise PolicyError(f"{key} must be a string or null, not {_brief(value)}")
     return value
+
+
+def check_keys(kwargs: Mapping[str, Any], known: tuple[str, ...]) -> None:
+    """A ``refold*`` key that RefoldModel does not take (``refold_spanz``) would reach the inner model,
+    which ignores it: the setting silently off for the whole run. Said before the run starts."""
+    for key in kwargs:
+        if key.startswith("refold") and key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise PolicyError(f"model.{key}: not a refold setting{hint} (refold's keys: {', '.join(known)})")
 
 
 def _brief(value: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from ..history import History
 from ..messages import clean
 from ..types import Answer, Message, Rendered
-from ..wire import answer_record
+from ..wire import observation
 from .cache_control import breakpoints
 
 FORMAT = "refold-mini-1"
@@ -105,32 +105,23 @@ def call_info(
 
 def answer_message(name: str, answer: Answer, tool_call_id: str | None) -> dict[str, Any]:
     """The observation that answers context command ``name`` (a tool message for a tool call)."""
-    msg: dict[str, Any] = {
-        "role": "user",
-        "content": answer.text,
-        "extra": {
-            "raw_output": answer.text,
-            "returncode": 0,
-            "timestamp": time.time(),
-            "exception_info": "",
-            **answer_record(name, answer),
-        },
-    }
-    if tool_call_id:
-        msg["role"] = "tool"
-        msg["tool_call_id"] = tool_call_id
+    msg = observation(name, answer, tool_call_id)
+    mini = {"raw_output": answer.text, "returncode": 0, "timestamp": time.time(), "exception_info": ""}
+    msg["extra"] = mini | msg["extra"]
     return msg
 
 
 def usage(response: Any) -> dict[str, Any]:
-    """The provider's own prompt/cached token counts, when the inner model recorded a response."""
+    """The provider's own prompt/cached token counts, when the inner model recorded a response
+    (a chat completion's ``usage``, or a Responses API response's)."""
     found = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(found, dict):
         return {}
     out: dict[str, Any] = {}
-    if isinstance(found.get("prompt_tokens"), int):
-        out["provider_prompt_tokens"] = found["prompt_tokens"]
-    details = found.get("prompt_tokens_details")
+    prompt = found.get("prompt_tokens", found.get("input_tokens"))  # chat / Responses API names
+    if isinstance(prompt, int):
+        out["provider_prompt_tokens"] = prompt
+    details = found.get("prompt_tokens_details", found.get("input_tokens_details"))
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         cached = found.get("cache_read_input_tokens")  # Anthropic's name, when litellm passes it on

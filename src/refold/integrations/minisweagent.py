@@ -24,7 +24,14 @@ Model config keys (everything else goes to the inner model)::
       refold_ledger: {prompt: true, budget_tokens: 128000}  # LedgerPolicy fields; budget line
       refold_context_tools: true        # offer the context commands as function tools (tool calls)
       refold_format_in_system: false    # the agent's templates carry {{ refold_response_format }}
+      refold_boundary: {rule: cost}     # BoundaryConfig fields (when the boundary moves)
+      refold_cache: null                # cache profile the cost rule prices (null: from model_name)
+      refold_pins: null                 # a pins file read before every call (refold sessions pin)
       set_cache_control: default_end    # Anthropic breakpoints, placed by refold (mini sets it for claude)
+
+Another ``refold*`` key (a typo such as ``refold_spanz``) is an error when the model is built; it
+would reach the inner model, which ignores it. ``inner_model_class`` may be one of mini's
+Responses-API classes (``litellm_response``, ...): ``mini_responses`` translates their items.
 
 ``refold_format_in_system`` (default: automatic) says whether refold's system section repeats the
 PROGRESS/STALE format lines; automatic leaves them out when the task or system prompt has them.
@@ -61,10 +68,24 @@ from ..wire import action as make_action
 from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
-from .mini_options import flag, mapping, parse_section, resolve_handlers, text
+from .mini_options import check_keys, flag, mapping, parse_section, resolve_handlers, text
 from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
+from .mini_responses import answer_item, is_responses_class, to_chat, to_items
 
 logger = logging.getLogger("refold")
+REFOLD_KEYS = (
+    "refold",
+    "refold_tokenizer",
+    "refold_commands",
+    "refold_spans",
+    "refold_ledger",
+    "refold_context_tools",
+    "refold_format_in_system",
+    "refold_boundary",
+    "refold_cache",
+    "refold_pins",
+)
+"""The model config keys RefoldModel reads (``inner_model_class`` and ``set_cache_control`` too)."""
 
 class RefoldModel:
     """A mini Model that sends refold's rendering of the history to an inner model."""
@@ -86,6 +107,7 @@ class RefoldModel:
         refold_pins: str | None = None,
         **kwargs: Any,
     ) -> None:
+        check_keys(kwargs, REFOLD_KEYS)
         options = mapping("refold", refold)
         self.enabled = flag("refold.enabled", options.pop("enabled", True))
         refold_tokenizer = text("refold_tokenizer", refold_tokenizer)
@@ -100,9 +122,13 @@ class RefoldModel:
         self.ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
         cache = refold_cache or profile_for_model(str(kwargs.get("model_name", "")))
-        self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
-            boundary=parse_section(BoundaryConfig, "refold_boundary", refold_boundary), cache=cache
-        )
+        boundary = parse_section(BoundaryConfig, "refold_boundary", refold_boundary)
+        try:
+            self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
+                boundary=boundary, cache=cache
+            )
+        except PolicyError as e:  # the only field given here that can be invalid: the cache profile
+            raise PolicyError(f"refold_cache: {str(e).split(': ', 1)[-1]}") from None
         if set_cache_control not in (None, "default_end"):
             raise PolicyError(f"set_cache_control must be 'default_end' or null, not {set_cache_control!r}")
         self.cache_control = set_cache_control is not None
@@ -119,10 +145,15 @@ class RefoldModel:
         if inner_class is RefoldModel:
             raise PolicyError("inner_model_class must name the model to wrap, not RefoldModel itself")
         self.inner_model_class = f"{inner_class.__module__}.{inner_class.__name__}"
+        self.responses = is_responses_class(inner_class)  # a run of Responses items, not chat messages
+        self.cache_control = self.cache_control and not self.responses  # breakpoints are chat content parts
         self.context_tools = False
         if flag("refold_context_tools", refold_context_tools) and self.enabled:
             offering = with_context_tools(inner_class, schemas)
-            if offering is None:
+            if offering is None and self.responses:
+                logger.info("refold_context_tools: %s uses the Responses API; the agent issues context "
+                            "commands through the bash tool", self.inner_model_class)
+            elif offering is None:
                 logger.warning(
                     "refold_context_tools: %s is not a litellm tool-call model; the agent can still "
                     "issue context commands through the bash tool",
@@ -145,10 +176,11 @@ class RefoldModel:
         return self.inner.config  # mini reads e.g. model.config.model_name
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        history = self._sync(messages)
+        run = to_chat(messages) if self.responses else messages
+        history = self._sync(run)
         if self._pins.changed(history):
-            history = self._sync(messages, rebuild=True)
-        chat = [m for m in messages if m.get("role") in CHAT_ROLES]
+            history = self._sync(run, rebuild=True)
+        chat = [m for m in run if m.get("role") in CHAT_ROLES]
         rendered: Rendered | None = None
         if self.enabled:
             rendered = self._renderer.render(history)
@@ -156,8 +188,11 @@ class RefoldModel:
         else:
             sent = [clean(m) for m in chat]
         info = call_info(history, rendered, sent, chat, self._get_tokenizer(), self.cache_control)
+        inner_sent: list[dict[str, Any]] = sent
+        if self.responses:  # the same prompt as the Responses items the inner model sends
+            inner_sent = to_items(sent, rendered.origins, history) if rendered is not None else list(messages)
         try:
-            reply = self.inner.query(sent, **kwargs)
+            reply = self.inner.query(inner_sent, **kwargs)
         except FormatError as e:
             # mini saves e.messages; keep what this (billed) call was sent next to the error
             if e.messages and isinstance(e.messages[0], dict):
@@ -167,7 +202,7 @@ class RefoldModel:
             raise
         reply = dict(reply)
         extra = dict(reply.get("extra") or {})
-        info |= usage(extra.get("response"))
+        info |= usage(reply if self.responses else extra.get("response"))
         self._intercept(extra, info)
         extra["refold"] = info
         reply["extra"] = extra
@@ -196,7 +231,8 @@ class RefoldModel:
         issued = info["actions"]
         for i, act in enumerate(read_actions(message)):
             if act.context is not None:
-                results.append(self._answer(act, answerer))
+                answered = self._answer(act, answerer)
+                results.append(answer_item(answered) if self.responses else answered)
                 continue
             # one env action at a time, so the inner model formats it exactly as it would alone
             single = {**message, "extra": {**message["extra"], "actions": [issued[i]]}}
