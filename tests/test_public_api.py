@@ -110,3 +110,26 @@ def test_a_restore_answered_in_a_library_loop_stays_shown_when_recorded() -> Non
     assert shown == {False: {Shown.NOTE}, True: {Shown.RESTORED}}
     tool = observation("restore", a, "call_9")
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_9" and tool["extra"]["restore_of"] == [1]
+
+
+@pytest.mark.parametrize(
+    ("arg", "hint"),
+    [("policy", "Config(policy=...)"), (None, "Config() or Config.parse(k=3)"), ({"k": 3}, "Config.parse({...})")],
+)
+def test_a_renderer_given_something_else_than_a_config_says_how_to_make_one(arg: object, hint: str) -> None:
+    from refold import Policy, Renderer
+
+    value = Policy(k=3) if arg == "policy" else arg
+    with pytest.raises(TypeError, match=r"Renderer takes a refold\.Config, got \w+: use ") as e:
+        Renderer(value)  # type: ignore[arg-type]
+    assert str(e.value).endswith(hint)  # it was "'Policy' object has no attribute 'mechanisms'"
+
+
+def test_render_given_messages_or_a_path_says_how_to_build_a_history() -> None:
+    from refold import Config, Renderer
+    from refold.render import render
+
+    with pytest.raises(TypeError, match=r"got list: build one with History\.from_messages\(messages\)"):
+        Renderer().render([{"role": "user", "content": "x"}])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got str: build one with refold\.load\(path\)"):
+        render("run.traj.json", Config())  # type: ignore[arg-type]

@@ -289,6 +289,18 @@ def _section_of(loc: str) -> tuple[str, ...]:
 
 DEFAULT = Config()
 
+
+def as_config(value: object, where: str) -> Config:
+    """``value`` if it is a Config, else a TypeError saying how to make one (a Policy, a dict)."""
+    if isinstance(value, Config):
+        return value
+    hint = (
+        "Config(policy=...)" if isinstance(value, Policy)
+        else "Config.parse({...})" if isinstance(value, Mapping)
+        else "Config() or Config.parse(k=3)"
+    )
+    raise TypeError(f"{where} takes a refold.Config, got {type(value).__name__}: use {hint}")
+
 _HOSTS = (("anthropic.com", "anthropic"), ("openai.com", "openai"), ("openai.azure.com", "openai"),
           ("deepseek.com", "deepseek"), ("googleapis.com", "gemini"), ("openrouter.ai", "gemini"))
 

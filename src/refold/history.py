@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import TrajectoryError
 from .mechanisms.pins import Pin, check_target
@@ -163,6 +163,12 @@ class History:
         return copy.deepcopy(out)
 
     # ---- construction -------------------------------------------------------------------
+
+    @staticmethod
+    def required(value: object) -> NoReturn:
+        """The TypeError for a render given something other than a History (a message list, a path)."""
+        hint = "History.from_messages(messages)" if isinstance(value, list) else "refold.load(path)"
+        raise TypeError(f"render takes a refold.History, got {type(value).__name__}: build one with {hint}")
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message], *, source: str = "", meta: dict[str, Any] | None = None) -> History:

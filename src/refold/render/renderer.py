@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import time
 
-from ..config import DEFAULT, Config
+from ..config import DEFAULT, Config, as_config
 from ..history import History
 from ..mechanisms.boundary import (
     Candidate,
@@ -58,7 +58,7 @@ class Renderer:
     """A memo of ``render`` for one config: one per session, any number of histories."""
 
     def __init__(self, config: Config = DEFAULT) -> None:
-        self.config = config
+        self.config = config = as_config(config, "Renderer")
         self._mechanisms = resolve(config.mechanisms)
         self._budget = bool(config.ledger.budget_tokens)
         self._budget_line = budget_lines(config.ledger)
@@ -120,7 +120,7 @@ class Renderer:
     def render(self, history: History, t: int | None = None) -> Rendered:
         """The prompt after ``t`` steps (default: all), i.e. what model call t+1 is sent."""
         start = time.perf_counter()
-        n = len(history)
+        n = len(history) if isinstance(history, History) else History.required(history)
         t = n if t is None else t
         if not 0 <= t <= n:
             raise ValueError(f"t={t} is outside 0..{n}")
