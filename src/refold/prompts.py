@@ -38,7 +38,7 @@ def system_section(
     ]
     if masking:
         kinds.append("- mask note: an old output, as its command, exit status, size and a one-line summary;")
-        kinds.append("- old reply: its reasoning after the first line hidden, its command kept.")
+        kinds.append("- old reply: its reasoning after the first line hidden, its command kept (a long one with its middle cut, marked).")
     restore = (
         "`restore <step>` (also `restore 3 5`, `restore 3-5`) shows steps again byte for byte without "
         "running anything; restore before relying on details a note leaves out."
