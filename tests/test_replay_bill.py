@@ -179,6 +179,7 @@ def test_cli_replays_agents(tmp_path: Path) -> None:
     assert len(json.loads(out.read_text())["tasks"]) == 2
     p = run_cli("replay", f"{CODER}#Nobody", "--tokenizer", "chars4", cwd=tmp_path)
     assert p.returncode == 1 and "no agent 'Nobody'" in p.stderr and "Traceback" not in p.stderr
+    assert "policy" not in p.stdout and "1 file (1 failed)" in p.stdout  # no empty table when nothing replayed
     p = run_cli("view", str(CODER), cwd=tmp_path)
     assert p.returncode != 0 and "#Manager" in p.stderr and "Traceback" not in p.stderr
 

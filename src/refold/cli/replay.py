@@ -209,8 +209,9 @@ def replay(
         results = replay_paths(files, settings, jobs=jobs, on_result=done, on_policy=one_policy)
     seconds = time.perf_counter() - start
     report = build_report(results, settings, seconds=seconds)
-    print_table(out, _title(report), COLUMNS, _rows(report), wide)
     failed = [r for r in results if r.error is not None]
+    if len(failed) < len(results):  # every file failed: an empty table says nothing the errors do not
+        print_table(out, _title(report), COLUMNS, _rows(report), wide)
     failed_files = len({r.file.split("#", 1)[0] for r in failed})
     out.print(summary_line(len(files), failed_files, len(results), seconds, jobs), report["simulated"], highlight=False)
     if json_out:
