@@ -1,8 +1,8 @@
 """An agent with a tool of its own named like a context command (its own ``restore``): the command
 is the agent's. The proxy offers no tool of that name, answers no command of that name (a call of
 it, or the same words typed into the shell, reach the client), and renders the prompt offering
-none of that command's family: with its own ``restore`` no "restore <step>" in the protocol or in
-a mask note, nothing hidden called restorable (``context.tools.clashes``)."""
+none of that command's family: with its own ``restore`` no "restore <step>" in the protocol and no
+masking, so nothing is hidden that the agent could not bring back (``context.tools.clashes``)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def test_an_agents_own_restore_tool_owns_the_name(tmp_path: Path, stream: bool, 
     assert names.count("restore") == 1 and sent["tools"][1] == own and "expand" not in names
     prompt = json.dumps(sent["messages"])
     assert "restore <step>" not in prompt and "`restore" not in prompt  # no command offered, in any form
-    assert "hidden" in prompt and "It cannot be restored." in prompt  # mask notes say so, not `restore N`
+    assert "hidden" not in prompt and "cannot be restored" not in prompt  # nothing hidden it cannot bring back
+    assert json.dumps("line 0\n" * 199)[1:-1] in prompt  # the oldest output whole: masking is off, not lossy
     assert "restore <step>" in json.dumps(control["messages"])  # the same history, offered, says it
     assert "`restore 1` shows it" in json.dumps(control["messages"])
     assert "restore" in [t["function"]["name"] for t in control["tools"]]
@@ -77,7 +78,7 @@ def test_clashes_switch_off_a_commands_family() -> None:
         return [_tool(n) for n in names]
 
     assert clashes(DEFAULT, tools("bash")) == ()
-    plain = ("ledger.enabled=false", "policy.reversible=false", "spans.enabled=false")
+    plain = ("ledger.enabled=false", "policy.mask_after=null", "policy.reversible=false", "spans.enabled=false")
     assert clashes(DEFAULT, tools("bash", "restore")) == plain == clashes(DEFAULT, tools("expand"))
     assert clashes(DEFAULT.override(["ledger.enabled=true"]), tools("fold")) == ("ledger.enabled=false",)
     assert clashes(DEFAULT, tools("fold_span")) == ("spans.enabled=false",)

@@ -74,10 +74,11 @@ def answered(config: Config, switched_off: Collection[str] = ()) -> frozenset[st
 
 
 _REVERSIBLE, _SPANS, _LEDGER = "policy.reversible=false", "spans.enabled=false", "ledger.enabled=false"
+_NO_MASK = "policy.mask_after=null"  # masking is reversible or nothing: an output it hides must come back
 _OWN_NAME_OFF: dict[str, tuple[str, ...]] = {
     # the span and ledger sections and answers name restore and expand too
-    "restore": (_REVERSIBLE, _SPANS, _LEDGER),
-    "expand": (_REVERSIBLE, _SPANS, _LEDGER),
+    "restore": (_REVERSIBLE, _NO_MASK, _SPANS, _LEDGER),
+    "expand": (_REVERSIBLE, _NO_MASK, _SPANS, _LEDGER),
     **{name: (_SPANS,) for name in SPAN_COMMANDS},
     **{name: (_LEDGER,) for name in LEDGER_COMMANDS},
 }
@@ -85,12 +86,13 @@ _OWN_NAME_OFF: dict[str, tuple[str, ...]] = {
 
 def clashes(config: Config, tools: Sequence[dict[str, Any]] | None) -> tuple[str, ...]:
     """``config`` overrides under which a prompt offers no context command the agent's own tools
-    are named like (its own ``restore`` or ``expand``: the plain prompt, nothing hidden called
-    restorable, no ``restore <step>``, no spans, no ledger; its own ``fold``: no ledger; its own
+    are named like (its own ``restore`` or ``expand``: no ``restore <step>``, no masking, since
+    nothing may be hidden that the agent cannot bring back, no spans, no ledger; its own ``fold``: no ledger; its own
     ``fold_span``: no spans). The protocol's command names are fixed, so a command the agent's
     tool owns is off, not renamed; () when none clashes."""
     own = {str((t.get("function") or {}).get("name")) for t in tools or [] if isinstance(t, dict)}
-    on = {_REVERSIBLE: config.policy.reversible, _SPANS: config.spans.enabled, _LEDGER: config.ledger.enabled}
+    on = {_REVERSIBLE: config.policy.reversible, _NO_MASK: config.policy.mask_after is not None,
+          _SPANS: config.spans.enabled, _LEDGER: config.ledger.enabled}
     return tuple(sorted({o for name, offs in _OWN_NAME_OFF.items() if name in own for o in offs if on[o]}))
 
 
