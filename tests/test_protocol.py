@@ -336,3 +336,16 @@ def test_a_restore_with_more_shell_after_it_says_what_was_not_run(argument: str,
         assert error is None
     else:
         assert error is not None and error.startswith(f"{CM} Not run:") and "Run `restore 2` alone" in error and rest in error
+
+
+@pytest.mark.parametrize("command", ["ls; restore", "restore; ls", "ls && restore"])
+def test_a_restore_without_a_step_beside_another_command_names_a_step(command: str) -> None:
+    """``ls; restore`` was told "Run `restore ` alone": a command that only earns the next error."""
+    from refold.context.recognize import from_shell
+    from refold.protocol import parse_restore_args
+
+    cmd = from_shell(command, compound=True)
+    assert cmd is not None and cmd.name == "restore"
+    _, error = parse_restore_args(cmd.argument, 9)
+    assert error is not None and "Not run" in error and "`restore ` " not in error
+    assert "Run `restore <step>` alone" in error and "`ls`" in error

@@ -43,17 +43,20 @@ def _multiline(obj: dict[str, Any], eol: str = "\n") -> str:
     return "".join(f"data: {line}{eol}" for line in json.dumps(obj, indent=2).splitlines()) + eol
 
 
+@pytest.mark.parametrize("max_rounds", [8, 0])  # 0: no round is answered, the chunks are relayed as read
 @pytest.mark.parametrize("eol", ["\n", "\r\n"])
-def test_a_chunk_spread_over_data_lines_is_one_chunk(tmp_path: Path, eol: str) -> None:
+def test_a_chunk_spread_over_data_lines_is_one_chunk(tmp_path: Path, eol: str, max_rounds: int) -> None:
     events = [f": keep-alive{eol}{eol}", _multiline(_chunk({"role": "assistant", "content": "Hello"}), eol),
               f"event: message{eol}data: {json.dumps(_chunk({'content': ' world'}))}{eol}{eol}",
               _multiline(_chunk({}, "stop"), eol), f"data: [DONE]{eol}{eol}"]
     with ServerThread(_upstream(events)) as up:
-        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", max_rounds=max_rounds)
         with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
             body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
             r = c.post("/v1/chat/completions", json=body)
     assert r.status_code == 200 and '"error"' not in r.text
+    # every event the client gets is one data: line (a relayed event kept its newlines: 'data: {' alone)
+    assert all(e.startswith("data: ") and "\n" not in e for e in r.text.split("\n\n") if e)
     assert _sse_message(r.text)["content"] == "Hello world"
 
 

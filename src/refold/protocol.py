@@ -357,9 +357,10 @@ def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | Non
     if shell:  # `restore 2; ls`: refold answers restore, and no shell sees the rest
         rest = " ".join(argument[shell.start() :].split())
         rest = rest if len(rest) <= 60 else rest[:59] + "…"
+        named = argument[: shell.start()].strip() or "<step>"  # `ls; restore` named no step
         return [], (
             f"{CM} Not run: `restore` is answered by refold, not by your shell, so it must be the whole "
-            f"command. Run `restore {argument[: shell.start()].strip()}` alone, then `{rest.lstrip(';&| ')}` "
+            f"command. Run `restore {named}` alone, then `{rest.lstrip(';&| ')}` "
             "in a command of its own."
         )
     text = _RESTORE_NOISE.sub(" ", argument).replace(",", " ")

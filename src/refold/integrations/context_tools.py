@@ -15,7 +15,7 @@ context commands through the bash tool instead (``fold_span "..."``), which work
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..protocol import COMMAND_NAMES
@@ -72,29 +72,34 @@ def _parse_actions(self: Any, response: Any) -> list[dict[str, Any]]:
     from minisweagent.models.litellm_model import LitellmModel
     from minisweagent.models.utils.actions_toolcall import parse_toolcall_actions
 
-    calls = list(response.choices[0].message.tool_calls or [])
-    if not any(c.function.name in COMMAND_NAMES for c in calls):
-        out: list[dict[str, Any]] = LitellmModel._parse_actions(self, response)
-        return out
-    bash = [c for c in calls if c.function.name not in COMMAND_NAMES]
-    parsed = iter(
-        parse_toolcall_actions(
+    return _split(
+        list(response.choices[0].message.tool_calls or []),
+        lambda c: c.function.name,
+        lambda c: {"command": c.function.arguments or "", "tool_call_id": c.id, "tool": c.function.name},
+        lambda bash: parse_toolcall_actions(
             bash,
             format_error_template=self.config.format_error_template,
             template_kwargs={"finish_reason": response.choices[0].finish_reason},
-        )
-        if bash
-        else []
+        ),
+        lambda: LitellmModel._parse_actions(self, response),
     )
-    actions = []
-    for c in calls:
-        if c.function.name in COMMAND_NAMES:
-            actions.append(
-                {"command": c.function.arguments or "", "tool_call_id": c.id, "tool": c.function.name}
-            )
-        else:
-            actions.append(next(parsed))
-    return actions
+
+
+def _split(
+    calls: list[Any],
+    name: Callable[[Any], Any],
+    context: Callable[[Any], dict[str, Any]],
+    parse: Callable[[list[Any]], list[dict[str, Any]]],
+    whole: Callable[[], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """The actions of a reply's ``calls`` in order: a call of a context command (``name`` of it in
+    ``COMMAND_NAMES``) as ``context`` reads it, the others parsed together by mini's ``parse`` (its
+    errors as before); ``whole``: mini's own parsing, when no call is a context command."""
+    if not any(name(c) in COMMAND_NAMES for c in calls):
+        return whole()
+    bash = [c for c in calls if name(c) not in COMMAND_NAMES]
+    parsed = iter(parse(bash) if bash else [])
+    return [context(c) if name(c) in COMMAND_NAMES else next(parsed) for c in calls]
 
 
 # ---- the Responses API (LitellmResponseModel): flat tool schemas, function_call output items -------------
@@ -142,26 +147,15 @@ def _response_actions(self: Any, response: Any) -> list[dict[str, Any]]:
     def get(item: Any, key: str) -> Any:
         return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
 
-    output = list(getattr(response, "output", None) or [])
-    calls = [i for i in output if get(i, "type") == "function_call"]
-    if not any(get(c, "name") in COMMAND_NAMES for c in calls):
-        out: list[dict[str, Any]] = LitellmResponseModel._parse_actions(self, response)
-        return out
-    bash = [c for c in calls if get(c, "name") not in COMMAND_NAMES]
-    parsed = iter(
-        parse_toolcall_actions_response(
+    return _split(
+        [i for i in getattr(response, "output", None) or [] if get(i, "type") == "function_call"],
+        lambda c: get(c, "name"),
+        lambda c: {"command": get(c, "arguments") or "", "tool_call_id": get(c, "call_id") or get(c, "id"),
+                   "tool": get(c, "name")},
+        lambda bash: parse_toolcall_actions_response(
             bash,
             format_error_template=self.config.format_error_template,
             template_kwargs={"finish_reason": finish_reason_from_responses_api(response)},
-        )
-        if bash
-        else []
+        ),
+        lambda: LitellmResponseModel._parse_actions(self, response),
     )
-    actions = []
-    for c in calls:
-        if get(c, "name") in COMMAND_NAMES:
-            call_id = get(c, "call_id") or get(c, "id")
-            actions.append({"command": get(c, "arguments") or "", "tool_call_id": call_id, "tool": get(c, "name")})
-        else:
-            actions.append(next(parsed))
-    return actions

@@ -13,12 +13,12 @@ changed it, each output item with the rendered text.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..history import History
+from ..responses_items import CALLS, OUTPUTS, assistant_items, item_text
 from ..types import Message, Origin, content_text
 
 NATIVE = "responses"
@@ -29,8 +29,6 @@ RESPONSES_CLASSES = frozenset({
     ("minisweagent.models.openrouter_response_model", "OpenRouterResponseModel"),
     ("minisweagent.models.portkey_response_model", "PortkeyResponseAPIModel"),
 })
-CALLS = ("function_call", "custom_tool_call", "local_shell_call")
-OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
 
 def is_responses_class(cls: Any) -> bool:
@@ -45,17 +43,6 @@ def is_responses_run(messages: Iterable[Any]) -> bool:
 
 def _without_extra(item: Any) -> Any:
     return {k: v for k, v in item.items() if k != "extra"} if isinstance(item, dict) else item
-
-
-def _text_of(item: dict[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") in ("output_text", "text")
-    )
 
 
 def _call(item: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +88,7 @@ def to_chat(messages: Iterable[Any]) -> list[Any]:
             items = [i for i in m.get("output") or [] if isinstance(i, dict)]
             reply: Message = {
                 "role": "assistant",
-                "content": "".join(_text_of(i) for i in items if i.get("type") == "message"),
+                "content": "".join(item_text(i) for i in items if i.get("type") == "message"),
                 "extra": {**extra, NATIVE: [_without_extra(i) for i in items]},
             }
             calls = [_call(i) for i in items if i.get("type") in CALLS]
@@ -123,46 +110,6 @@ def to_chat(messages: Iterable[Any]) -> list[Any]:
     return out
 
 
-def _text_item(text: str, like: dict[str, Any] | None = None) -> dict[str, Any]:
-    item = {k: copy.deepcopy(v) for k, v in (like or {}).items() if k != "content"}
-    item.setdefault("type", "message")
-    item.setdefault("role", "assistant")
-    item["content"] = [{"type": "output_text", "text": text, "annotations": []}]
-    return item
-
-
-def _assistant_items(m: Message, native: Any) -> list[dict[str, Any]]:
-    """A rendered reply as output items: the received ones, with the rendered text if it changed."""
-    text = content_text(m.get("content"))
-    calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
-    if not isinstance(native, list):
-        out = [_text_item(text)] if text else []
-        for c in calls:
-            fn = c.get("function") or {}
-            out.append({"type": "function_call", "call_id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments") or "{}"})
-        return out
-    ids = {c.get("id") for c in calls}
-    same = not text or text == "".join(_text_of(i) for i in native if isinstance(i, dict) and i.get("type") == "message")
-    out, placed = [], False
-    for item in native:
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "message":
-            if same:
-                out.append(copy.deepcopy(item))
-            elif not placed:
-                out.append(_text_item(text, item))
-                placed = True
-        elif kind in CALLS:
-            if (item.get("call_id") or item.get("id")) in ids:
-                out.append(copy.deepcopy(item))
-        else:
-            out.append(copy.deepcopy(item))  # reasoning (encrypted_content intact) and other items
-    if not same and not placed:
-        at = next((k for k, i in enumerate(out) if i.get("type") in CALLS), len(out))
-        out.insert(at, _text_item(text))
-    return out
-
-
 def to_items(messages: Sequence[Message], origins: Sequence[Origin], history: History) -> list[dict[str, Any]]:
     """A rendered prompt as the Responses input items the inner model sends."""
     items: list[dict[str, Any]] = []
@@ -172,7 +119,7 @@ def to_items(messages: Sequence[Message], origins: Sequence[Origin], history: Hi
             native = None
             if o.part == "reply" and o.step is not None and 1 <= o.step <= len(history):
                 native = (history.step(o.step).reply.get("extra") or {}).get(NATIVE)
-            items += _assistant_items(m, native)
+            items += assistant_items(m, native)
         elif role == "tool":
             items.append({"type": "function_call_output", "call_id": m.get("tool_call_id"), "output": _input_content(m.get("content"))})
         elif isinstance(m.get("content"), list):

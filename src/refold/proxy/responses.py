@@ -27,6 +27,7 @@ from fastapi.responses import Response
 from ..context.recognize import Recognizer
 from ..errors import ProxyError, StoreUnavailable
 from ..history import History
+from ..responses_items import CALLS, item_kind, item_text
 from ..types import Message, Rendered
 from . import responses_wire as wire
 from .records import Store
@@ -117,7 +118,7 @@ class ResponsesSplicer(SplicedRound):
     def step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
         item = as_dict(data.get("item"))
-        if not self.holding and kind == "response.output_item.added" and item.get("type") in wire.CALLS:
+        if not self.holding and kind == "response.output_item.added" and item.get("type") in CALLS:
             function = item.get("type") == "function_call"
             self.hold_call(data.get("output_index", -1), str(item.get("name") or "") if function else "")
             self.hold(ev, data)
@@ -132,7 +133,7 @@ class ResponsesSplicer(SplicedRound):
 
     def call_start(self, data: dict[str, Any]) -> tuple[int, str, str] | None:
         item = as_dict(data.get("item"))
-        if data.get("type") != "response.output_item.added" or item.get("type") not in wire.CALLS:
+        if data.get("type") != "response.output_item.added" or item.get("type") not in CALLS:
             return None
         name = str(item.get("name") or "") if item.get("type") == "function_call" else str(item.get("type"))
         return int(data.get("output_index", -1)), name, str(item.get("call_id") or item.get("id") or "")
@@ -223,7 +224,7 @@ class ResponsesSplicer(SplicedRound):
         # a message item sent in part (an agent without tools: its text up to the command block)
         # is closed with the text the client has, so the final response holds what it was shown
         for c, (item, texts) in sorted(self._open.items()):
-            if wire._kind(item) != "message":
+            if item_kind(item) != "message":
                 continue
             done = {**item, "status": "completed", "content": [{"type": "output_text", "text": "".join(texts), "annotations": []}]}
             self._round_items.append(done)
@@ -244,12 +245,12 @@ class ResponsesSplicer(SplicedRound):
 
     def _rest(self, visible: str) -> list[bytes]:
         """The round's text the client was not sent, into its open message item (or a new one)."""
-        sent = self.shown() + "".join("".join(t) for c, (i, t) in sorted(self._open.items()) if wire._kind(i) == "message")
+        sent = self.shown() + "".join("".join(t) for c, (i, t) in sorted(self._open.items()) if item_kind(i) == "message")
         rest = unsent(visible, sent)
         if not rest:
             return []
         out: list[bytes] = []
-        open_messages = [c for c, (i, _) in sorted(self._open.items()) if wire._kind(i) == "message"]
+        open_messages = [c for c, (i, _) in sorted(self._open.items()) if item_kind(i) == "message"]
         if open_messages:
             c = open_messages[-1]
         else:
@@ -271,7 +272,7 @@ class ResponsesSplicer(SplicedRound):
         return out
 
     def shown(self) -> str:
-        return "".join(wire._output_text(i) for i in self._round_items if wire._kind(i) == "message")
+        return "".join(item_text(i) for i in self._round_items if item_kind(i) == "message")
 
     def view(self, data: Any) -> Any:
         data = self.fixed(data)
@@ -316,7 +317,7 @@ class ResponsesAdapter:
         return wire.aggregate([parse_json(e.data) for e in events])
 
     def without(self, data: Any, ids: Sequence[str]) -> Any:
-        output = [o for o in data["output"] if not (isinstance(o, dict) and o.get("type") in wire.CALLS and o.get("call_id") in ids)]
+        output = [o for o in data["output"] if not (isinstance(o, dict) and o.get("type") in CALLS and o.get("call_id") in ids)]
         return {**data, "output": output}
 
     def headers(self, client_key: str | None, headers: Mapping[str, str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ProxyError
 from ..history import History
+from ..responses_items import CALLS, OUTPUTS, assistant_items, item_kind, item_text
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
 from .surface import Parsed
@@ -25,8 +26,6 @@ from .surface_calls import canonical_call, tool_name
 from .validate import bad_upstream
 
 KEY = "responses"
-CALLS = ("function_call", "custom_tool_call", "local_shell_call")
-OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 INPUT_ROLES = ("user", "system", "developer")
 
 
@@ -43,26 +42,8 @@ def items_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     return list(raw)
 
 
-def _kind(item: dict[str, Any]) -> str:
-    kind = item.get("type")
-    return kind if isinstance(kind, str) else ("message" if "role" in item else "")
-
-
-def _output_text(item: dict[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        str(p.get("text", ""))
-        for p in content
-        if isinstance(p, dict) and p.get("type") in ("output_text", "text", "input_text")
-    )
-
-
 def _call(item: dict[str, Any]) -> dict[str, Any]:
-    kind = _kind(item)
+    kind = item_kind(item)
     call_id = item.get("call_id") or item.get("id")
     if kind == "local_shell_call":
         action = item.get("action") or {}
@@ -77,9 +58,9 @@ def _call(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def reply_message(items: list[dict[str, Any]]) -> Message:
-    text = "".join(_output_text(i) for i in items if _kind(i) == "message")
+    text = "".join(item_text(i) for i in items if item_kind(i) == "message")
     msg: Message = {"role": "assistant", "content": text, "extra": {KEY: copy.deepcopy(items)}}
-    calls = [_call(i) for i in items if _kind(i) in CALLS]
+    calls = [_call(i) for i in items if item_kind(i) in CALLS]
     if calls:
         msg["tool_calls"] = calls
     return msg
@@ -107,7 +88,7 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
             group.clear()
 
     for n, item in enumerate(items):
-        kind = _kind(item)
+        kind = item_kind(item)
         if kind == "item_reference":
             raise bad(f"input.{n}: an item_reference cannot be rendered (check renderable() first)")
         if kind == "message" and item.get("role") in INPUT_ROLES:
@@ -157,51 +138,10 @@ def is_compaction_request(body: dict[str, Any]) -> bool:
     except ProxyError:
         return False
     last = items[-1] if items else {}
-    return _kind(last) == "message" and last.get("role") == "user" and is_compaction(content_text(last.get("content")) or _output_text(last))
+    return item_kind(last) == "message" and last.get("role") == "user" and is_compaction(content_text(last.get("content")) or item_text(last))
 
 
 # ---- back to the wire ---------------------------------------------------------------------------
-
-
-def _text_item(text: str, like: dict[str, Any] | None = None) -> dict[str, Any]:
-    item = {k: copy.deepcopy(v) for k, v in (like or {}).items() if k != "content"}
-    item.setdefault("type", "message")
-    item.setdefault("role", "assistant")
-    item["content"] = [{"type": "output_text", "text": text, "annotations": []}]
-    return item
-
-
-def assistant_items(m: Message, native: Any) -> list[dict[str, Any]]:
-    text = content_text(m.get("content"))
-    calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
-    if not isinstance(native, list):
-        out = [_text_item(text)] if text else []
-        for c in calls:
-            fn = c.get("function") or {}
-            out.append({"type": "function_call", "call_id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments") or "{}"})
-        return out
-    ids = {c.get("id") for c in calls}
-    original = "".join(_output_text(i) for i in native if _kind(i) == "message")
-    same = text == original or not text
-    out = []
-    placed = False
-    for item in native:
-        kind = _kind(item)
-        if kind == "message":
-            if same:
-                out.append(copy.deepcopy(item))
-            elif not placed:
-                out.append(_text_item(text, item))
-                placed = True
-        elif kind in CALLS:
-            if (item.get("call_id") or item.get("id")) in ids:
-                out.append(copy.deepcopy(item))
-        else:
-            out.append(copy.deepcopy(item))  # reasoning (encrypted_content intact) and other items
-    if not same and not placed:
-        at = next((k for k, i in enumerate(out) if _kind(i) in CALLS), len(out))
-        out.insert(at, _text_item(text))
-    return out
 
 
 def _input_content(content: Any) -> Any:
@@ -231,7 +171,7 @@ def _output_item(m: Message, o: Origin, history: History) -> dict[str, Any]:
                 return item
         calls = (step.reply.get("extra") or {}).get(KEY)
         for item in calls if isinstance(calls, list) else []:  # the proxy's answer to a custom tool's call
-            if isinstance(item, dict) and _kind(item) == "custom_tool_call" and item.get("call_id") == call_id:
+            if isinstance(item, dict) and item_kind(item) == "custom_tool_call" and item.get("call_id") == call_id:
                 kind = "custom_tool_call_output"
     return {"type": kind, "call_id": call_id, "output": output}
 

@@ -183,7 +183,8 @@ class Upstream:
 async def _payloads(r: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
     """A chat stream's ``data:`` payloads, checked (None: ``[DONE]``): one per line, as servers
     send them, and an event whose JSON spans several data lines (SSE joins them with a newline,
-    e.g. pretty-printed chunks) as one."""
+    e.g. pretty-printed chunks) as one, its payload on one line (a chunk relayed as read is one
+    ``data:`` line to the client)."""
     pending: list[str] = []
     async for line in sse_lines(r):
         if line.startswith("data:") and not pending:
@@ -202,11 +203,16 @@ async def _payloads(r: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any
         elif line.startswith("data:"):
             pending.append(line[5:].removeprefix(" "))
         elif not line and pending:
-            payload, pending = "\n".join(pending), []
-            yield payload, parse_chunk(payload)
+            yield _joined(pending)
+            pending = []
     if pending:
-        payload = "\n".join(pending)
-        yield payload, parse_chunk(payload)
+        yield _joined(pending)
+
+
+def _joined(lines: list[str]) -> tuple[str, dict[str, Any]]:
+    """A chunk spread over several ``data:`` lines, checked, and its payload on one line."""
+    chunk = parse_chunk("\n".join(lines))
+    return json.dumps(chunk, ensure_ascii=False), chunk
 
 
 class Live:

@@ -1,0 +1,80 @@
+"""OpenAI Responses API items, read and rebuilt the same way by the proxy's ``/v1/responses``
+surface (``proxy.responses_wire``) and by mini-swe-agent's Responses-API model classes
+(``integrations.mini_responses``): which items are calls and outputs, an item's text, and a
+rendered reply turned back into output items (reasoning and calls as received, the text replaced
+only where the rendering changed it)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .types import Message, content_text
+
+CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+
+
+def item_kind(item: dict[str, Any]) -> str:
+    """An item's ``type``; an untyped item with a ``role`` is a message (the short input form)."""
+    kind = item.get("type")
+    return kind if isinstance(kind, str) else ("message" if "role" in item else "")
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """The text of a message item (a string, or its text parts joined)."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        str(p.get("text", ""))
+        for p in content
+        if isinstance(p, dict) and p.get("type") in ("output_text", "text", "input_text")
+    )
+
+
+def text_item(text: str, like: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An assistant message item holding ``text`` (with the other fields of ``like``, if given)."""
+    item = {k: copy.deepcopy(v) for k, v in (like or {}).items() if k != "content"}
+    item.setdefault("type", "message")
+    item.setdefault("role", "assistant")
+    item["content"] = [{"type": "output_text", "text": text, "annotations": []}]
+    return item
+
+
+def assistant_items(m: Message, native: Any) -> list[dict[str, Any]]:
+    """A rendered reply ``m`` as output items: its received items ``native`` (reasoning with its
+    ``encrypted_content``, the calls it still makes), with the rendered text where it changed;
+    built from the chat form when nothing was received."""
+    text = content_text(m.get("content"))
+    calls = [c for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    if not isinstance(native, list):
+        out = [text_item(text)] if text else []
+        for c in calls:
+            fn = c.get("function") or {}
+            out.append({"type": "function_call", "call_id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments") or "{}"})
+        return out
+    ids = {c.get("id") for c in calls}
+    original = "".join(item_text(i) for i in native if isinstance(i, dict) and item_kind(i) == "message")
+    same = text == original or not text
+    out = []
+    placed = False
+    for item in native:
+        kind = item_kind(item) if isinstance(item, dict) else None
+        if kind == "message":
+            if same:
+                out.append(copy.deepcopy(item))
+            elif not placed:
+                out.append(text_item(text, item))
+                placed = True
+        elif kind in CALLS:
+            if (item.get("call_id") or item.get("id")) in ids:
+                out.append(copy.deepcopy(item))
+        else:
+            out.append(copy.deepcopy(item))  # reasoning (encrypted_content intact) and other items
+    if not same and not placed:
+        at = next((k for k, i in enumerate(out) if item_kind(i) in CALLS), len(out))
+        out.insert(at, text_item(text))
+    return out
