@@ -349,6 +349,9 @@ def test_a_file_named_twice_or_through_a_link_is_replayed_once(tmp_path: Path) -
     (tmp_path / "runs" / "link.traj.gz").symlink_to(run)
     files = collect_paths([tmp_path / "runs", run, tmp_path / "runs" / ".." / "runs" / "a.traj.gz"])
     assert files == [str(run)]
+    # one of its agents named beside the whole file: the file already replays every agent
+    assert collect_paths([f"{run}#Programmer", run]) == [str(run)]
+    assert collect_paths([f"{run}#Programmer", f"{run}#Tester"]) == [f"{run}#Programmer", f"{run}#Tester"]
 
 
 def test_replay_warns_of_copies_of_one_run(tmp_path: Path) -> None:

@@ -25,8 +25,8 @@ large output arrives raises the peak by that output; moving may not. On hosted A
 q is at most c: a cached token's price already pays for its memory and its attention at a call,
 so pricing memory held for the peak above c would charge a token more for being remembered than
 for being read. Where the rule misjudges (SIMULATED, benchmarks/results/default.txt: sessions
-costing more than base) it is mostly R: replayed with each run's true remaining calls, 16 of 99
-sessions cost more than base under vllm become 6, and 3 without the peak term.
+costing more than base) it is mostly R: a move pays only if the session goes on for about R
+more calls, and a short session (a CodeR agent of 3-5 calls) may end before it does.
 """
 
 from __future__ import annotations

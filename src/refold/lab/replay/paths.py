@@ -85,7 +85,8 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     for name in out:
         file, agent = split_source(name)
         seen.setdefault((os.path.realpath(file), agent), name)
-    return list(seen.values())
+    whole = {real for real, agent in seen if agent is None}  # a file named whole replays every agent
+    return [name for (real, agent), name in seen.items() if agent is None or real not in whole]
 
 
 def _digest(name: str) -> str | None:
