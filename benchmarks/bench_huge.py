@@ -2,7 +2,7 @@
 
 Agents print whole logs, ``cat`` generated files, ``pip freeze``, test runs of thousands of lines;
 the proxy renders on the request path, so what one render of such a history costs is latency the
-user pays. The history (simulated, seeded) has ``--steps`` steps (default 9) of mini-swe-agent
+user pays. The history (simulated, seeded) has ``--steps`` steps (default 11) of mini-swe-agent
 text-mode observations, each about ``--lines`` lines (default 200,000, ~4 MB), with repeated and
 overlapping content: the same build log printed again with a few lines changed and more appended,
 a generated Python module printed twice with an edit between, a verbose test run printed twice, a
@@ -13,7 +13,7 @@ call by a fresh Renderer (cold caches: what a restarted proxy pays), for renderi
 0..n with one Renderer (an agent loop, one call per step), and the characters of the last prompt,
 so a change can be checked to keep the rendered prompt (its digest is printed too).
 
-    python benchmarks/bench_huge.py [--steps 9] [--lines 200000] [--seed 0] [--configs default,mask5,mini]
+    python benchmarks/bench_huge.py [--steps 11] [--lines 200000] [--seed 0] [--configs default,mask5,mini]
         [--profile N] [--out FILE]
 
 ``--profile N``: print the N most expensive functions (cProfile, cumulative) of the first render.
@@ -95,11 +95,12 @@ def _edited(rnd: random.Random, lines: list[str], changes: int, appended: list[s
     return out + appended
 
 
-def huge_messages(steps: int = 9, lines: int = 200_000, seed: int = 0) -> list[Message]:
+def huge_messages(steps: int = 11, lines: int = 200_000, seed: int = 0) -> list[Message]:
     """System, task, then ``steps`` reply/observation pairs whose outputs are ~``lines`` lines each."""
     rnd = random.Random(seed)
     log = _log(rnd, lines)
     module = _module(rnd, lines)
+    numbered = [f"{n:6d}\t{line}" for n, line in enumerate(_edited(random.Random(seed), module, 50, []), 1)]
     cycle: list[tuple[str, list[str], int]] = [
         ("cat build.log", log, 0),  # kept, then a source
         ("cat build.log", _edited(rnd, log[lines // 20 :], 30, _log(rnd, lines // 20)), 0),  # trimmed
@@ -110,6 +111,8 @@ def huge_messages(steps: int = 9, lines: int = 200_000, seed: int = 0) -> list[M
         ("pip freeze", _freeze(rnd, lines), 0),
         ("cat build.log build.log", log[: lines // 2] + log[: lines // 2], 0),
         ("sed -i 's/n=1/n=2/' src/app/gen.py && cat src/app/gen.py", _edited(rnd, module, 50, []), 0),
+        ("nl -ba src/app/gen.py", numbered, 0),  # a numbered read
+        ("nl -ba src/app/gen.py", numbered, 0),  # again: a whole-output stub with a numbered outline
     ]
     messages: list[Message] = [
         {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
@@ -150,7 +153,7 @@ def measure(wire: str, config: Config, every: bool) -> tuple[float, float, float
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=9, help="steps of the history (default 9)")
+    ap.add_argument("--steps", type=int, default=11, help="steps of the history (default 11: each kind once)")
     ap.add_argument("--lines", type=int, default=200_000, help="lines per output (default 200000, ~4 MB)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from ..outline_lines import head_rows
 from ..protocol import CM
 from ..shell_info import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
@@ -344,10 +345,14 @@ def _file_numbers(lines: list[str], info: CommandInfo | None) -> list[int | None
 def _outline_suffix(
     lines: list[str], numbers: list[int | None], info: CommandInfo | None, min_lines: int, offset: int = 0
 ) -> str:
-    """Outline of omitted lines, numbered by file line when known, else by line of this output."""
+    """Outline of omitted lines, numbered by file line when known, else by line of this output.
+    Like a summary, it reads the lines in the first ``SCAN`` characters only (a huge span costs no more)."""
     if len(lines) < min_lines:
         return ""
     from .. import outline as ol
+
+    keep = head_rows(lines)
+    lines, numbers = lines[:keep], numbers[:keep]
 
     path = info.reads[0] if info and info.reads else info.writes[0] if info and info.writes else None
     code_lines, _ = ol.file_lines(lines)
