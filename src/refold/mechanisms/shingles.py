@@ -11,12 +11,14 @@ has to walk. Only windows an earlier output (or the same output) already has are
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from itertools import compress
 from operator import ne, sub
 
 W = 3  # lines per shingle
 MAX_CANDIDATES = 8  # most recent positions kept per shingle
+_PEELED = 2  # layers of repeated windows taken off in C before one Python pass reads the rest
 _SHIFT = 32
 _LINE = (1 << _SHIFT) - 1
 
@@ -92,14 +94,28 @@ class Shingles:
 
 def _layers(hashes: list[int], codes: list[int]) -> list[dict[int, int]]:
     """Per window, its positions in this output, most recent first: ``layers[k]`` maps each window
-    seen more than k times here to its (k+1)-th most recent position (made in C, at most
-    ``MAX_CANDIDATES`` passes over the positions left)."""
+    seen more than k times here to its (k+1)-th most recent position. The first layers are peeled
+    off in C (a dict keeps the last position of each window, the rest go on); the positions of
+    windows seen more often than that (a log repeating a block) are then read in one Python pass."""
     layers: list[dict[int, int]] = []
-    while hashes and len(layers) < MAX_CANDIDATES:
+    while hashes and len(layers) < min(_PEELED, MAX_CANDIDATES):
         layer = dict(zip(hashes, codes, strict=True))  # the last position of each
         layers.append(layer)
         if len(layer) == len(hashes):
-            break
+            return layers
         rest = list(map(ne, codes, map(layer.__getitem__, hashes)))
         hashes, codes = list(compress(hashes, rest)), list(compress(codes, rest))
-    return layers
+    depth = MAX_CANDIDATES - len(layers)
+    if not hashes or depth <= 0:
+        return layers
+    tails: dict[int, deque[int]] = {}
+    for h, c in zip(hashes, codes, strict=True):
+        tail = tails.get(h)
+        if tail is None:
+            tail = tails[h] = deque(maxlen=depth)
+        tail.append(c)
+    more: list[dict[int, int]] = [{} for _ in range(max(map(len, tails.values())))]
+    for h, tail in tails.items():
+        for k, c in enumerate(reversed(tail)):
+            more[k][h] = c
+    return layers + more
