@@ -1,19 +1,20 @@
-"""Render time of a short history whose tool outputs are huge (SIMULATED): a few steps of ~4 MB each.
+"""Render time of a short history whose tool outputs are huge (SIMULATED): a few steps of ~5 MB each.
 
 Agents print whole logs, ``cat`` generated files, ``pip freeze``, test runs of thousands of lines;
 the proxy renders on the request path, so what one render of such a history costs is latency the
-user pays. The history (simulated, seeded) has ``--steps`` steps (default 11) of mini-swe-agent
-text-mode observations, each about ``--lines`` lines (default 200,000, ~4 MB), with repeated and
-overlapping content: the same build log printed again with a few lines changed and more appended,
-a generated Python module printed twice with an edit between, a verbose test run printed twice, a
-package list; each output is also partly made of lines an earlier one showed.
+user pays. The history (simulated, seeded) has ``--steps`` steps (default 11, each kind once) of
+mini-swe-agent text-mode observations, each ``--lines`` lines (default 200,000, 4-6 MB), with
+repeated and overlapping content: a build log, then printed again with 30 lines changed and more
+appended (trimmed), a generated Python module (later printed again: a whole-output stub with an
+outline), a verbose test run that fails, then passes (it repeats, but ends otherwise), a package
+list, the log's first half twice, the module after an edit, and a numbered read (``nl -ba``) twice.
 
-Reported per config: seconds for building the History from JSON, for the first render of the last
-call by a fresh Renderer (cold caches: what a restarted proxy pays), for rendering every call
-0..n with one Renderer (an agent loop, one call per step), and the characters of the last prompt,
-so a change can be checked to keep the rendered prompt (its digest is printed too).
+Reported per config: CPU seconds of this thread (gc on, cold caches) for building the History from
+JSON, for the first render of the last call by a fresh Renderer (what a restarted proxy pays), for
+rendering every call 0..n with one Renderer (an agent loop, one call per step); the characters of
+the last prompt and its digest, so a change can be checked to keep the rendered prompt.
 
-    python benchmarks/bench_huge.py [--steps 11] [--lines 200000] [--seed 0] [--configs default,mask5,mini]
+    python benchmarks/bench_huge.py [--steps 11] [--lines 200000] [--seed 0] [--configs default,mask5,mini,dedup]
         [--profile N] [--out FILE]
 
 ``--profile N``: print the N most expensive functions (cProfile, cumulative) of the first render.
@@ -34,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import refold
 from refold.config import Config
 from refold.history import History
 from refold.render import Renderer
@@ -179,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         f"refold huge-output render benchmark  {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}  "
         f"python {platform.python_version()} {platform.machine()}  git {git_rev()}",
         f"command: {command}",
+        f"refold from {Path(refold.__file__).resolve().parent.parent}",
         f"history (SIMULATED, seed {args.seed}): {args.steps} steps, {args.lines} lines per output, "
         f"{text / 1e6:.1f} MB of text; CPU seconds of this thread (time.thread_time), gc on, cold caches per pass",
         "",
