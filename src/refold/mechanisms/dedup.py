@@ -21,7 +21,7 @@ from ..outline_lines import head_rows
 from ..protocol import CM
 from ..shell_info import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
-from .output_verdict import verdict_of
+from .output_verdict import verdict_lines, verdict_of
 from .shingles import Shingles, kept_windows, window_hashes
 from .shingles import W as _W
 from .summary_wrap import printed_lines
@@ -36,7 +36,18 @@ class _Source:
     first_line: list[int]  # line number in the step's original output, per line
     paths: tuple[str, ...]
     is_file_view: bool
-    verdict: tuple[str, ...] = ()  # the verdict lines of the step's whole output
+    # the verdict lines of the step's whole output, or what they are read from when first asked
+    # (most outputs are never compared: their lines are not scanned for it)
+    known_verdict: tuple[str, ...] | None
+    output: list[str] | None = None
+    info: CommandInfo | None = None
+
+    @property
+    def verdict(self) -> tuple[str, ...]:
+        if self.known_verdict is None:
+            self.known_verdict = verdict_lines(self.output or [], self.info)
+            self.output = None
+        return self.known_verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +136,6 @@ class DedupIndex:
         if info is not None:
             info = self._open.resolve(info)  # goto/scroll_down read the open file
         lines = body.split("\n")
-        verdict, protected = verdict_of(lines, info)
         hashes = window_hashes(lines)  # once per output: matching and indexing both read them
         runs = self._find_runs(lines, hashes)
         everything = range(1, len(lines) + 1)
@@ -134,9 +144,10 @@ class DedupIndex:
             src = self._sources[whole_src]
             result = DedupResult(self._stub_text(step, [src.step], body, info, 0, len(lines)), "stub", (src.step,), len(lines))
             return result
-        if not runs:
-            self._index(step, lines, list(everything), info, verdict, hashes, body)
+        if not runs:  # its verdict is read when a later output is compared with it, if ever
+            self._index(step, lines, list(everything), info, None, hashes, body)
             return DedupResult(body, "received")
+        verdict, protected = verdict_of(lines, info)
         covered = sum(r.end - r.start for r in runs)
         new_chars = sum(_chars(lines, a, b) for a, b in _gaps(runs, len(lines)))
         sources = tuple(dict.fromkeys(r.source_step for r in runs))
@@ -255,7 +266,7 @@ class DedupIndex:
         lines: list[str],
         numbers: list[int],
         info: CommandInfo | None,
-        verdict: tuple[str, ...],
+        verdict: tuple[str, ...] | None,
         hashes: list[int],
         body: str | None,
     ) -> None:
@@ -265,7 +276,8 @@ class DedupIndex:
         paths = tuple(dict.fromkeys((*info.reads, *info.writes))) if info else ()
         # an edit's output (SWE-agent shows the edited window) is a view of the file, too
         view = bool(info and info.kind in ("read", "search", "edit"))
-        self._sources.append(_Source(step, lines, numbers, paths, view, verdict))
+        lazy = (lines, info) if verdict is None else (None, None)  # then ``lines`` is the whole output
+        self._sources.append(_Source(step, lines, numbers, paths, view, verdict, *lazy))
         text = "\n".join(lines) if body is None else body
         if len(text) >= self.min_chars:
             self._whole.setdefault(text, si)
