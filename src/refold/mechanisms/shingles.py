@@ -12,8 +12,8 @@ has to walk. Only windows an earlier output (or the same output) already has are
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
-from itertools import compress
+from collections.abc import Iterable, Sequence
+from itertools import compress, filterfalse
 from operator import ne, sub
 
 W = 3  # lines per shingle
@@ -79,10 +79,10 @@ class Shingles:
         # last level drop out): per m, the keys to move from each level are found first, then
         # moved from the deepest level up, so that each move reads positions not yet moved
         for m in range(1, len(layers) + 1):
-            keys = layers[m - 1].keys() - layers[m].keys() if m < len(layers) else layers[m - 1].keys()
-            moves: list[set[int]] = []
+            keys: Iterable[int] = filterfalse(layers[m].__contains__, layers[m - 1]) if m < len(layers) else layers[m - 1]
+            moves: list[list[int]] = []
             for j in range(len(levels) - m):
-                keys = keys & levels[j].keys()
+                keys = list(filter(levels[j].__contains__, keys))  # lists: cheaper to build than sets
                 if not keys:
                     break
                 moves.append(keys)
