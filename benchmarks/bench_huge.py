@@ -153,6 +153,30 @@ def measure(wire: str, config: Config, every: bool) -> tuple[float, float, float
     return t1 - t0, t2 - t1, loop, chars, _digest(list(msgs))
 
 
+def summaries(messages: list[Message]) -> list[str]:
+    """CPU seconds of ``summarize`` and of an outline (as Python) of each distinct output: both read
+    only the head of a huge output, so they cost the same at any size past it."""
+    from refold import outline as ol
+    from refold.mechanisms import summary
+
+    out = [f"{'output':40} {'MB':>5} {'summary s':>10} {'outline s':>10}  summary"]
+    seen: set[str] = set()
+    for reply, obs in zip(messages[2::2], messages[3::2], strict=True):
+        command = str(reply["content"]).split("```bash\n", 1)[1].split("\n```", 1)[0]
+        text = str(obs["content"])
+        if command in seen:
+            continue
+        seen.add(command)
+        cold_caches()
+        t0 = time.thread_time()
+        s = summary.summarize(command, text)
+        t1 = time.thread_time()
+        ol.outline(text, path="m.py")
+        t2 = time.thread_time()
+        out.append(f"{command[:40]:40} {len(text) / 1e6:5.1f} {t1 - t0:10.3f} {t2 - t1:10.3f}  {s.text[:60]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=11, help="steps of the history (default 11: each kind once)")
@@ -160,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions of the first default render")
+    ap.add_argument(
+        "--summaries", action="store_true", help="also time one summary (a masked output's note) and one outline per output kind"
+    )
     ap.add_argument("--out", type=Path, default=None, help="also write the report to this file")
     args = ap.parse_args(argv)
     keys = [k.strip() for k in args.configs.split(",") if k.strip()]
@@ -175,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     Renderer(Config()).render(History.from_messages(huge_messages(2, 50, args.seed + 1)))
     command = (
         f"python benchmarks/bench_huge.py --steps {args.steps} --lines {args.lines} --seed {args.seed} --configs {','.join(keys)}"
+        + (" --summaries" if args.summaries else "")
         + (f" --out {args.out}" if args.out else "")
     )
     lines = [
@@ -191,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         build, first, loop, chars, digest = measure(wire, CONFIGS[key][1], every=True)
         lines.append(f"{key:8} {build:20.2f} {first:15.2f} {loop or 0:18.2f} {chars:18d}  {digest}")
         print(lines[-1], file=sys.stderr, flush=True)
+    if args.summaries:
+        lines += ["", *summaries(messages)]
     if args.profile:
         cold_caches()
         h = History.from_messages(json.loads(wire), source="huge")
