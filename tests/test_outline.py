@@ -413,37 +413,3 @@ def test_rows_matching_names_the_rows_a_per_row_search_finds(text: str, pattern:
     expected = [i for i, row in enumerate(text.split("\n")) if rx.search(row)]
     assert list(rows_matching(text, rx)) == expected
 
-
-# ---- huge outputs: an outline reads the whole lines in the first SCAN characters, as a summary does
-
-
-def _module_lines(n: int) -> list[str]:
-    out: list[str] = []
-    for i in range(n):
-        out += [f"class C{i}:", f"    def m{i}(self, value):", f"        return value * {i}  # padding to make the line long", ""]
-    return out
-
-
-def test_outline_of_a_huge_text_is_the_outline_of_its_head() -> None:
-    from refold.outline_lines import SCAN, head_rows
-
-    lines = _module_lines(SCAN // 40)  # well past SCAN characters
-    text = "\n".join(lines)
-    assert len(text) > SCAN
-    keep = head_rows(lines)
-    head = "\n".join(lines[:keep])
-    assert len(head) <= SCAN < len(head) + 1 + len(lines[keep])
-    numbers = list(range(101, 101 + len(lines)))
-    assert sigs(outline(text, path="m.py")) == sigs(outline(head, path="m.py"))
-    assert sigs(outline(text, path="m.py", numbers=numbers)) == sigs(outline(head, path="m.py", numbers=numbers[:keep]))
-    assert outline(text, path="m.py", numbers=numbers)[0].line == 101
-
-
-@settings(max_examples=200)
-@given(st.lists(st.text(alphabet="ab", max_size=6), max_size=12), st.integers(0, 30))
-def test_head_rows_is_the_most_whole_lines_that_fit(lines: list[str], limit: int) -> None:
-    from refold.outline_lines import head_rows
-
-    k = head_rows(lines, limit)
-    assert len("\n".join(lines[:k])) <= limit or k == 0
-    assert k == len(lines) or len("\n".join(lines[: k + 1])) > limit
