@@ -6,7 +6,8 @@ the index of an indexed output, and the window's first line in that source's kep
 an output costs a few passes made in C (hashing its windows, one dict update), not a Python loop
 per line: a 200,000-line output is indexed in tens of milliseconds, and a position is one int
 (``source << 32 | line``), so the table holds no per-window tuples or lists the garbage collector
-has to walk. Only windows an earlier output (or the same output) already has are merged in Python.
+has to walk. Only the positions of windows one output repeats more than twice (a log printing the
+same block again and again) are read by a Python loop.
 """
 
 from __future__ import annotations
