@@ -91,3 +91,22 @@ def test_recorded_answers_are_the_librarys(run: tuple[list[dict[str, object]], H
 def test_deterministic() -> None:
     assert synthetic_messages(50, 3) == synthetic_messages(50, 3)
     assert synthetic_messages(50, 3) != synthetic_messages(50, 4)
+
+
+def test_huge_history_exercises_dedup_stubs_trims_and_outlines(tmp_path: Path) -> None:
+    """bench_huge's history (small here) shows, under its dedup config, a trimmed rerun and a
+    whole-output stub with an outline; its report names the command and every config."""
+    from bench_huge import CONFIGS, huge_messages, main
+
+    from refold.render import Renderer
+
+    h = History.from_messages(huge_messages(11, 400, 0))
+    texts = [str(m.get("content")) for m in Renderer(CONFIGS["dedup"][1]).render(h).messages]
+    assert any("lines omitted here" in t for t in texts)
+    stubs = [t for t in texts if "Output omitted" in t]
+    assert stubs and all("Outline of the omitted lines" in t for t in stubs)
+    out = tmp_path / "huge.txt"
+    assert main(["--steps", "3", "--lines", "60", "--configs", "default,dedup", "--out", str(out)]) == 0
+    report = out.read_text()
+    assert "command: python benchmarks/bench_huge.py --steps 3 --lines 60" in report
+    assert re.search(r"^default .*\n^dedup ", report, re.M)

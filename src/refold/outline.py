@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .outline_grammars import class_body, definitions, has_grammar, language_for, parse, short, signature
-from .outline_lines import file_lines, is_frame, rows_matching, strip_line_numbers
+from .outline_lines import SCAN, file_lines, is_frame, rows_matching, strip_line_numbers
 
 __all__ = [
     "OutlineEntry",
@@ -136,8 +136,13 @@ def outline(
 
     ``numbers``, one per line of ``text``, gives the line numbers to report when the caller knows
     them (``text`` is then code without printed numbers); otherwise they are read from ``text``.
+    Only the whole lines in the first ``SCAN`` characters of ``text`` are read.
     """
     given: list[int] | None
+    if len(text) > SCAN:
+        full = numbers is not None and len(numbers) == text.count("\n") + 1
+        text = text[: max(0, text.rfind("\n", 0, SCAN + 1))]
+        numbers = numbers[: text.count("\n") + 1] if full and numbers is not None else None
     if numbers is not None and len(numbers) == text.count("\n") + 1:
         code, given = text, list(numbers)
     else:

@@ -4,9 +4,21 @@ SWE-agent windows, Read-style ``N→``) and the frame lines tools wrap around th
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 
-__all__ = ["file_lines", "is_frame", "rows_matching", "strip_line_numbers"]
+__all__ = ["SCAN", "file_lines", "head_rows", "is_frame", "rows_matching", "strip_line_numbers"]
+
+SCAN = 400_000
+"""Characters of one output that its summary and its outlines read: past them a huge output (a
+whole log, a generated file) costs time, not information, and both stay linear and cheap."""
+
+
+def head_rows(lines: Sequence[str], limit: int = SCAN) -> int:
+    """How many of the first ``lines`` fit in ``limit`` characters joined by newlines (all if they do)."""
+    ends = list(accumulate(map((1).__add__, map(len, lines[: limit + 1]))))  # chars of k lines, +1 each
+    return bisect_right(ends, limit + 1)
 
 
 def rows_matching(text: str, pattern: re.Pattern[str]) -> Iterator[int]:

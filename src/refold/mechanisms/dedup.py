@@ -15,18 +15,17 @@ differs (a failing run stubbed as "the same as" a passing one is kept as receive
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ..outline_lines import head_rows
 from ..protocol import CM
 from ..shell_info import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
-from .output_verdict import verdict_lines, verdict_rows
+from .output_verdict import verdict_lines, verdict_of
+from .shingles import Shingles, kept_windows, window_hashes
+from .shingles import W as _W
 from .summary_wrap import printed_lines
 
-_W = 3  # lines per shingle
-_MAX_CANDIDATES = 8  # most recent positions kept per shingle
 _WHOLE_SLACK = 80  # characters of new text an output may have and still become one stub
 _MAX_MARKERS = 2  # markers in one output; more runs keep only the longest ones
 
@@ -37,7 +36,18 @@ class _Source:
     first_line: list[int]  # line number in the step's original output, per line
     paths: tuple[str, ...]
     is_file_view: bool
-    verdict: tuple[str, ...] = ()  # the verdict lines of the step's whole output
+    # the verdict lines of the step's whole output, or what they are read from when first asked
+    # (most outputs are never compared: their lines are not scanned for it)
+    known_verdict: tuple[str, ...] | None
+    output: list[str] | None = None
+    info: CommandInfo | None = None
+
+    @property
+    def verdict(self) -> tuple[str, ...]:
+        if self.known_verdict is None:
+            self.known_verdict = verdict_lines(self.output or [], self.info)
+            self.output = None
+        return self.known_verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +74,7 @@ class DedupIndex:
     min_chars: int = 200
     outline_min_lines: int = 25
     reversible: bool = True
-    _shingles: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    _shingles: Shingles = field(default_factory=Shingles)
     _sources: list[_Source] = field(default_factory=list)
     _whole: dict[str, int] = field(default_factory=dict)
     # every write in step order: a source is checked against the writes after it only (bisect)
@@ -126,18 +136,20 @@ class DedupIndex:
         if info is not None:
             info = self._open.resolve(info)  # goto/scroll_down read the open file
         lines = body.split("\n")
-        verdict = verdict_lines(lines, info)
-        runs = self._find_runs(lines)
+        hashes = window_hashes(lines)  # once per output: matching and indexing both read them
+        runs = self._find_runs(lines, hashes)
+        everything = range(1, len(lines) + 1)
         whole_src = self._whole.get(body)
         if not runs and whole_src is not None and len(body) >= self.min_chars and self._valid(whole_src):
             src = self._sources[whole_src]
             result = DedupResult(self._stub_text(step, [src.step], body, info, 0, len(lines)), "stub", (src.step,), len(lines))
             return result
-        if not runs:
-            self._index(step, lines, list(range(1, len(lines) + 1)), info, verdict)
+        if not runs:  # its verdict is read when a later output is compared with it, if ever
+            self._index(step, lines, list(everything), info, None, hashes, body)
             return DedupResult(body, "received")
+        verdict, protected = verdict_of(lines, info)
         covered = sum(r.end - r.start for r in runs)
-        new_chars = sum(len(lines[i]) + 1 for i in _uncovered(runs, len(lines)))
+        new_chars = sum(_chars(lines, a, b) for a, b in _gaps(runs, len(lines)))
         sources = tuple(dict.fromkeys(r.source_step for r in runs))
         if new_chars <= _WHOLE_SLACK and self._repeats_only(lines, runs):
             if all(self._sources[si].verdict == verdict for si in {r.source for r in runs}):
@@ -145,14 +157,14 @@ class DedupIndex:
                     self._stub_text(step, list(sources), body, info, 0, len(lines)), "stub", sources, covered
                 )
             # it repeats outputs that ended otherwise: a stub would hide how this one ended
-            self._index(step, lines, list(range(1, len(lines) + 1)), info, verdict)
+            self._index(step, lines, list(everything), info, verdict, hashes, body)
             return DedupResult(body, "received")
-        runs = self._keep_verdict(runs, lines, info)
+        runs = self._keep_verdict(runs, lines, protected)
         if len(runs) > _MAX_MARKERS:  # no patchwork: only the longest runs become markers
-            longest = sorted(runs, key=lambda r: -sum(len(x) + 1 for x in lines[r.start : r.end]))
+            longest = sorted(runs, key=lambda r: -_chars(lines, r.start, r.end))
             runs = sorted(longest[:_MAX_MARKERS], key=lambda r: r.start)
         if not runs:
-            self._index(step, lines, list(range(1, len(lines) + 1)), info, verdict)
+            self._index(step, lines, list(everything), info, verdict, hashes, body)
             return DedupResult(body, "received")
         covered = sum(r.end - r.start for r in runs)
         sources = tuple(dict.fromkeys(r.source_step for r in runs))
@@ -162,31 +174,30 @@ class DedupIndex:
         pos = 0
         numbers: list[int | None] | None = None  # file line of each output line, computed when needed
         for r in runs:
-            for i in range(pos, r.start):
-                out.append(lines[i])
-                kept.append(lines[i])
-                kept_no.append(i + 1)
+            out += lines[pos : r.start]
+            kept += lines[pos : r.start]
+            kept_no += everything[pos : r.start]
             if numbers is None and r.end - r.start >= self.outline_min_lines:
                 numbers = _file_numbers(lines, info)
             out.append(self._marker(step, r, lines, info, numbers))
             pos = r.end
-        for i in range(pos, len(lines)):
-            out.append(lines[i])
-            kept.append(lines[i])
-            kept_no.append(i + 1)
-        self._index(step, kept, kept_no, info, verdict)
+        out += lines[pos:]
+        kept += lines[pos:]
+        kept_no += everything[pos:]
+        self._index(step, kept, kept_no, info, verdict, hashes, None)
         return DedupResult("\n".join(out), "trimmed", sources, covered)
 
-    def _keep_verdict(self, runs: list[Run], lines: list[str], info: CommandInfo | None) -> list[Run]:
+    def _keep_verdict(self, runs: list[Run], lines: list[str], protected: set[int]) -> list[Run]:
         """Cut runs around the lines that carry the output's verdict; pieces too small to pay are kept."""
-        protected = verdict_rows(lines, info)
         if not protected:
             return runs
+        rows = sorted(protected)
         out: list[Run] = []
         for r in runs:
             start = r.start
-            for p in [*sorted(i for i in protected if r.start <= i < r.end), r.end]:
-                if p - start >= self.min_lines and sum(len(x) + 1 for x in lines[start:p]) >= self.min_chars:
+            inside = rows[bisect.bisect_left(rows, r.start) : bisect.bisect_left(rows, r.end)]
+            for p in [*inside, r.end]:
+                if p - start >= self.min_lines and _chars(lines, start, p) >= self.min_chars:
                     offset = start - r.start
                     src = self._sources[r.source]
                     pos = r.source_pos + offset
@@ -200,27 +211,26 @@ class DedupIndex:
         A rerun whose only new line is ``9 passed`` (``1 failed`` before) must not be stubbed as a repeat.
         """
         shown: set[str] | None = None
-        for i in _uncovered(runs, len(lines)):
-            if not lines[i].strip():
-                continue
-            if shown is None:
-                shown = {ln for si in {r.source for r in runs} for ln in self._sources[si].lines}
-            if lines[i] not in shown:
-                return False
+        for a, b in _gaps(runs, len(lines)):
+            for line in lines[a:b]:
+                if not line.strip():
+                    continue
+                if shown is None:
+                    shown = set().union(*(self._sources[si].lines for si in {r.source for r in runs}))
+                if line not in shown:
+                    return False
         return True
 
     # ---- matching ---------------------------------------------------------------------------
 
-    def _find_runs(self, lines: list[str]) -> list[Run]:
+    def _find_runs(self, lines: list[str], hashes: list[int]) -> list[Run]:
+        """Runs of ``lines`` (whose window hashes are ``hashes``) that an earlier shown output has."""
         runs: list[Run] = []
-        n = len(lines)
-        if n < _W:
+        if len(lines) < _W:
             return runs
-        # every window's hash at once (the hash of the tuple ``lines[p : p + _W]``), and the
-        # windows an earlier output also has: the others start no run (all made in C)
-        hashes = list(map(hash, _windows(lines)))
+        # the windows an earlier output also has: the others start no run (made in C)
         shingles = self._shingles
-        known = itertools.compress(range(len(hashes)), map(shingles.__contains__, hashes))
+        known = shingles.known(hashes)
         valid: dict[int, bool] = {}  # no write or retirement happens while one output is matched
         sources = self._sources
         p = 0
@@ -228,10 +238,9 @@ class DedupIndex:
             if at < p:
                 continue  # inside the run found last
             p = at
-            cands = shingles[hashes[p]]
             best_len, best = 0, None
             window = lines[p : p + _W]
-            for si, q in reversed(cands):
+            for si, q in shingles.recent(hashes[p]):
                 ok = valid.get(si)
                 if ok is None:
                     ok = valid[si] = self._valid(si)
@@ -242,38 +251,38 @@ class DedupIndex:
                     length = _extend(lines, p, sl, q, _W)
                     if length > best_len:
                         best_len, best = length, (si, q)
-            if best is not None and best_len >= self.min_lines:
-                chars = sum(len(x) + 1 for x in lines[p : p + best_len])
-                if chars >= self.min_chars:
-                    si, q = best
-                    src = self._sources[si]
-                    runs.append(Run(p, p + best_len, src.step, src.first_line[q], si, q))
-                    p += best_len
-                    continue
+            if best is not None and best_len >= self.min_lines and _chars(lines, p, p + best_len) >= self.min_chars:
+                si, q = best
+                src = self._sources[si]
+                runs.append(Run(p, p + best_len, src.step, src.first_line[q], si, q))
+                p += best_len
+                continue
             p += 1
         return runs
 
     def _index(
-        self, step: int, lines: list[str], numbers: list[int], info: CommandInfo | None, verdict: tuple[str, ...]
+        self,
+        step: int,
+        lines: list[str],
+        numbers: list[int],
+        info: CommandInfo | None,
+        verdict: tuple[str, ...] | None,
+        hashes: list[int],
+        body: str | None,
     ) -> None:
-        body = "\n".join(lines)
+        """Make the kept ``lines`` (1-based lines ``numbers`` of an output whose window hashes are
+        ``hashes``; ``body``: their text when they are the whole output) a source."""
         si = len(self._sources)
         paths = tuple(dict.fromkeys((*info.reads, *info.writes))) if info else ()
         # an edit's output (SWE-agent shows the edited window) is a view of the file, too
         view = bool(info and info.kind in ("read", "search", "edit"))
-        self._sources.append(_Source(step, lines, numbers, paths, view, verdict))
-        if len(body) >= self.min_chars:
-            self._whole.setdefault(body, si)
-        shingles = self._shingles
-        contiguous = bool(numbers) and numbers[-1] - numbers[0] == len(numbers) - 1  # ascending: one segment
-        for q, key in enumerate(map(hash, _windows(lines))):
-            # only indices inside one contiguous kept segment make a shingle
-            if not contiguous and numbers[q + _W - 1] - numbers[q] != _W - 1:
-                continue
-            lst = shingles.setdefault(key, [])
-            lst.append((si, q))
-            if len(lst) > _MAX_CANDIDATES:
-                del lst[0]
+        lazy = (lines, info) if verdict is None else (None, None)  # then ``lines`` is the whole output
+        self._sources.append(_Source(step, lines, numbers, paths, view, verdict, *lazy))
+        text = "\n".join(lines) if body is None else body
+        if len(text) >= self.min_chars:
+            self._whole.setdefault(text, si)
+        # only windows inside one contiguous kept segment make a shingle
+        self._shingles.add(si, *kept_windows(hashes, numbers))
 
     # ---- texts ------------------------------------------------------------------------------
 
@@ -320,18 +329,22 @@ def _extend(a: list[str], p: int, b: list[str], q: int, length: int) -> int:
     return length
 
 
-def _windows(lines: list[str]) -> Iterator[tuple[str, ...]]:
-    """``tuple(lines[p : p + _W])`` for every p, made in C."""
-    return zip(*(lines[k:] for k in range(_W)), strict=False)  # shorter slices end it
+def _chars(lines: list[str], a: int, b: int) -> int:
+    """Characters of ``lines[a:b]``, a newline after each (made in C)."""
+    part = lines[a:b]
+    return sum(map(len, part)) + len(part)
 
 
-def _uncovered(runs: list[Run], n: int) -> list[int]:
-    out: list[int] = []
+def _gaps(runs: list[Run], n: int) -> list[tuple[int, int]]:
+    """The ranges of line indices outside ``runs`` (ascending), empty ones left out."""
+    out: list[tuple[int, int]] = []
     pos = 0
     for r in runs:
-        out.extend(range(pos, r.start))
+        if r.start > pos:
+            out.append((pos, r.start))
         pos = r.end
-    out.extend(range(pos, n))
+    if n > pos:
+        out.append((pos, n))
     return out
 
 
@@ -344,10 +357,14 @@ def _file_numbers(lines: list[str], info: CommandInfo | None) -> list[int | None
 def _outline_suffix(
     lines: list[str], numbers: list[int | None], info: CommandInfo | None, min_lines: int, offset: int = 0
 ) -> str:
-    """Outline of omitted lines, numbered by file line when known, else by line of this output."""
+    """Outline of omitted lines, numbered by file line when known, else by line of this output.
+    Like a summary, it reads the lines in the first ``SCAN`` characters only (a huge span costs no more)."""
     if len(lines) < min_lines:
         return ""
     from .. import outline as ol
+
+    keep = head_rows(lines)
+    lines, numbers = lines[:keep], numbers[:keep]
 
     path = info.reads[0] if info and info.reads else info.writes[0] if info and info.writes else None
     code_lines, _ = ol.file_lines(lines)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ..outline_lines import SCAN
 from ..shell import analyze
 from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
     _CAT_N_ON,
@@ -36,7 +37,6 @@ from .summary_wrap import command_line, unwrap
 __all__ = ["MAX_CHARS", "Summary", "summarize"]
 
 MAX_CHARS = 160
-_SCAN = 400_000  # characters of an output we look at (summaries of huge outputs stay linear and cheap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def _echoed(body: str, template: str | None) -> tuple[str, int | None] | None:
 
 @lru_cache(maxsize=2048)
 def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
-    u = unwrap(text[:_SCAN])
+    u = unwrap(text[:SCAN])  # of a huge output, its head: summaries stay linear and cheap
     body, status = u.body, u.status
     cmd = command.strip()
     echoed = _echoed(body, analyze(cmd, tool).echo_after) if "echo" in cmd else None
