@@ -205,7 +205,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
             path = m.group(1) if m else None
         r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
         if r:
-            return out("read", r)
+            return out("read", _whole_range(r, text) if len(text) > SCAN else r)
 
     swe = (
         _swe_search(body)
@@ -271,3 +271,20 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if len(lines) == 1:
         return out("output", f'"{first}"', False)
     return out("output", f'"{first}" … "{_q(lines[-1].strip(), 50)}"', False)
+
+
+_RANGE = re.compile(r" lines (\d+)-(\d+)")
+_NUMBER = re.compile(r"^ *(\d+)(?:\t|:|\u2192)", re.MULTILINE)  # cat -n / nl, SWE-agent windows, Read tools
+
+
+def _whole_range(summary: str, text: str) -> str:
+    """A read's summary made from the head of a huge output (``SCAN``), its range ending where the
+    whole output ends: the last printed line number, else the range's start plus every line
+    printed (the outline still names only the head's definitions)."""
+    m = _RANGE.search(summary)
+    if m is None:
+        return summary
+    start = int(m.group(1))
+    numbers = _NUMBER.findall(text[-4000:]) if _NUMBER.search(text[:4000]) else []
+    end = int(numbers[-1]) if numbers and int(numbers[-1]) >= int(m.group(2)) else start + unwrap(text).lines - 1
+    return f"{summary[: m.start()]} lines {start}-{end}{summary[m.end() :]}"
