@@ -56,20 +56,38 @@ function rowVisible(pane, pid, shown, isNew) {
   return true;
 }
 
+let rowProto = null; // one row's elements, cloned per row (a long run draws ~20,000 rows per call)
 function makeRow(pane, idx, pid, shown, maxTok, anchor, isNew) {
+  if (!rowProto) {
+    rowProto = el("button", { type: "button" });
+    for (const c of ["lbl", "pre", "n"]) rowProto.appendChild(el("span", { class: c }));
+    rowProto.lastChild.title = "tokens (this message alone)";
+    rowProto.appendChild(el("i", { class: "bar" }));
+  }
   const tokens = tokensOf(pid);
-  const b = el("button", { type: "button", class: `row ${cls(shown)}`, dataset: { pane, idx: String(idx), shown, step: String(stepOf(pid)), part: partOf(pid), anchor: String(anchor) } });
-  b.appendChild(el("span", { class: "lbl" }, label(pid, pane !== "history")));
-  b.appendChild(el("span", { class: "pre" }, shown === "hidden" && pane === "history" ? "not sent · " + preview(pid) : preview(pid)));
-  b.appendChild(el("span", { class: "n", title: "tokens (this message alone)" }, fmt(tokens)));
-  const bar = el("i", { class: "bar" });
+  const b = rowProto.cloneNode(true);
+  let c = `row ${cls(shown)}`;
+  if (isNew) c += " new";
+  if (matches(pid)) c += " hit";
+  if (!rowVisible(pane, pid, shown, isNew)) c += " filtered";
+  b.className = c;
+  b.dataset.pane = pane; // clicks: one listener per pane (rowClick)
+  b.dataset.idx = String(idx);
+  b.dataset.shown = shown;
+  b.dataset.step = String(stepOf(pid));
+  b.dataset.part = partOf(pid);
+  b.dataset.anchor = String(anchor);
+  const [lbl, pre, n, bar] = b.children;
+  lbl.textContent = label(pid, pane !== "history");
+  pre.textContent = shown === "hidden" && pane === "history" ? "not sent · " + preview(pid) : preview(pid);
+  n.textContent = fmt(tokens);
   bar.style.width = `${Math.max(0.5, (100 * tokens) / maxTok).toFixed(2)}%`;
-  b.appendChild(bar);
-  if (isNew) b.classList.add("new");
-  if (matches(pid)) b.classList.add("hit");
-  if (!rowVisible(pane, pid, shown, isNew)) b.classList.add("filtered");
-  b.addEventListener("click", () => select(pane, idx));
   return b;
+}
+
+function rowClick(ev) { // a pane's rows: select the one clicked
+  const b = ev.target instanceof Element ? ev.target.closest(".row") : null;
+  if (b && b.parentNode === ev.currentTarget && b.dataset.pane) select(b.dataset.pane, Number(b.dataset.idx));
 }
 
 function promptRows(pane, v, prompt, maxTok) {
@@ -77,7 +95,7 @@ function promptRows(pane, v, prompt, maxTok) {
   const cached = v.cached[c - 1];
   const keep = v.calls[c - 1][0];
   // new = not in the previous call's prompt; a message after a change is recomputed but not new
-  const before = c > 1 ? new Set(promptsOf(v)[c - 2].slice(keep)) : null;
+  const before = c > 1 ? new Set(promptOf(v, c - 1).slice(keep)) : null;
   const f = document.createDocumentFragment();
   let pos = 0, cut = false;
   prompt.forEach((pid, i) => {
@@ -100,10 +118,10 @@ function paneTokens(v) {
 function renderPanes() {
   const v = variant(), w = compareV();
   const c = state.call;
-  const prompt = promptsOf(v)[c - 1];
+  const prompt = promptOf(v, c);
   const hist = historyRows(c);
   const place = placement(prompt);
-  const prompt2 = w ? promptsOf(w)[c - 1] : [];
+  const prompt2 = w ? promptOf(w, c) : [];
   Object.assign(view, { prompt, hist, place, prompt2, keep: v.calls[c - 1][0] });
   let maxTok = 1; // a loop: Math.max(...rows) throws past ~120k arguments (a very long run)
   for (const r of hist) maxTok = Math.max(maxTok, tokensOf(r.pid));
@@ -415,7 +433,7 @@ function diffRow(kind, pid) {
 
 function showDiff() {
   const v = variant(), c = state.call;
-  const cur = promptsOf(v)[c - 1], prev = c > 1 ? promptsOf(v)[c - 2] : [];
+  const cur = promptOf(v, c), prev = c > 1 ? promptOf(v, c - 1) : [];
   const keep = v.calls[c - 1][0];
   state.detail = "diff";
   const box = $("detail");
