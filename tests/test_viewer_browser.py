@@ -593,3 +593,33 @@ def test_line_diff_rebuilds_both_texts(page: Page, a: list[str], b: list[str]) -
     same = sum(1 for k, _ in ops if k == "same")
     if x == y:
         assert same == len(x.split("\n"))
+
+
+PANE_ROWS = """() => ["prompt", "history", "compare-rows"].map((id) => [...document.getElementById(id).children].map(
+  (r) => [r.className, JSON.stringify(r.dataset), r.textContent, r.querySelector(".bar").style.width]))"""
+REDRAW = """() => { for (const id of ["prompt", "history", "compare-rows"]) document.getElementById(id).replaceChildren();
+  renderPanes(); }"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "compare", "query", "filter_"),
+    [("refold", "", "", "all"), ("masking", "", "", "new"), ("refold", "masking", "def", "condensed")],
+)
+def test_panes_redrawn_in_place_equal_a_fresh_draw(
+    page: Page, policy: str, compare: str, query: str, filter_: str
+) -> None:
+    """Rows are kept from one call to the next when drawn alike: whatever the path to a call, its
+    panes are exactly those drawn from scratch."""
+    page.page.select_option("#policy", policy)
+    if compare:
+        page.page.select_option("#compare", compare)
+    page.page.select_option("#filter", filter_)
+    if query:
+        page.page.evaluate(f"setQuery({query!r})")
+    n = page.page.evaluate("N")
+    for call in [*range(1, min(n, 10) + 1), n, n - 1, 3, n // 2, 2]:
+        page.page.evaluate(f"setCall({call})")
+        stepped = page.page.evaluate(PANE_ROWS)
+        assert any(stepped), "the panes have rows"
+        page.page.evaluate(REDRAW)
+        assert page.page.evaluate(PANE_ROWS) == stepped, f"call {call}"
