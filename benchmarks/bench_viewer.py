@@ -9,8 +9,9 @@ time to jump to the last call.
 
 Long runs (``--long 500:all 1000:all 2000:base 10000:base``): ``benchmarks/synthetic.py``'s
 mini-swe-agent runs of that many steps, built with every policy (``all``) or base alone, chars4
-tokenizer (as ``refold view RUN --tokenizer chars4``), two opens; reports build time and the
-peak resident memory of the build (a child process per case).
+tokenizer (as ``refold view RUN --tokenizer chars4``), two opens; reports build time, the peak
+resident memory of the build (a child process per case) and, in the page, the jump from call 1
+to the last and one step back from there.
 
 Run:  PYTHONPATH=src python benchmarks/bench_viewer.py [TRAJ ...] [--out benchmarks/results/viewer.txt]
       PYTHONPATH=src python benchmarks/bench_viewer.py --long 500:all 2000:base --no-default
@@ -145,6 +146,10 @@ def open_times(path: Path, repeats: int = 5, *, scrub: bool = True) -> tuple[flo
             jump.append(page.evaluate("performance.now()") - t0)
             if scrub:
                 scrubs.append(page.evaluate(SCRUB_JS))
+            else:  # a long run: one step back from the last call
+                t0 = page.evaluate("performance.now()")
+                page.evaluate(f"setCall({n - 1})")
+                scrubs.append(page.evaluate("performance.now()") - t0)
             page.close()
         browser.close()
     return statistics.median(ready), statistics.median(jump), statistics.median(scrubs) if scrubs else 0.0
@@ -212,8 +217,8 @@ def bench_long(steps: int, which: str, tmp: Path, *, browser: bool = True) -> st
         f"html {html / 1024:>6,.0f} KiB  build {got['build_s']:6.1f} s  peak RSS {got['peak_mib']:6,.0f} MiB"
     )
     if browser:
-        ready_ms, jump_ms, scrub_ms = open_times(out, repeats=2, scrub=False)
-        line += f"  open {ready_ms:5.0f} ms  jump-to-last {jump_ms:5.0f} ms"
+        ready_ms, jump_ms, step_ms = open_times(out, repeats=2, scrub=False)
+        line += f"  open {ready_ms:5.0f} ms  jump-to-last {jump_ms:5.0f} ms  step back {step_ms:4.0f} ms"
     return line
 
 
