@@ -7,7 +7,14 @@ then open it in headless Chromium (``/usr/bin/chromium``) five times and take th
 from navigation start to the page being ready (data parsed, first call drawn), plus the median
 time to jump to the last call.
 
+Long runs (``--long 500:all 1000:all 2000:base 10000:base``): ``benchmarks/synthetic.py``'s
+mini-swe-agent runs of that many steps, built with every policy (``all``) or base alone, chars4
+tokenizer (as ``refold view RUN --tokenizer chars4``), two opens; reports build time, the peak
+resident memory of the build (a child process per case) and, in the page, the jump from call 1
+to the last and one step back from there.
+
 Run:  PYTHONPATH=src python benchmarks/bench_viewer.py [TRAJ ...] [--out benchmarks/results/viewer.txt]
+      PYTHONPATH=src python benchmarks/bench_viewer.py --long 500:all 2000:base --no-default
       PYTHONPATH=src python benchmarks/bench_viewer.py --screenshot docs/viewer.png
 """
 
@@ -20,6 +27,8 @@ import os
 import platform
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from importlib import resources
@@ -117,11 +126,13 @@ SCRUB_JS = """() => { const out = []; for (let c = 1; c <= N; c++) { const t = p
   out.push(performance.now() - t); } out.sort((a, b) => a - b); return out[Math.floor(out.length / 2)]; }"""
 
 
-def open_times(path: Path, repeats: int = 5) -> tuple[float, float, float]:
+def open_times(path: Path, repeats: int = 5, *, scrub: bool = True) -> tuple[float, float, float]:
     """Median ms: navigation start to ready, jump from call 1 to the last, one scrub step."""
     from playwright.sync_api import sync_playwright
 
-    ready, jump, scrub = [], [], []
+    ready: list[float] = []
+    jump: list[float] = []
+    scrubs: list[float] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for _ in range(repeats):
@@ -133,10 +144,15 @@ def open_times(path: Path, repeats: int = 5) -> tuple[float, float, float]:
             t0 = page.evaluate("performance.now()")
             page.evaluate(f"setCall({n})")
             jump.append(page.evaluate("performance.now()") - t0)
-            scrub.append(page.evaluate(SCRUB_JS))
+            if scrub:
+                scrubs.append(page.evaluate(SCRUB_JS))
+            else:  # a long run: one step back from the last call
+                t0 = page.evaluate("performance.now()")
+                page.evaluate(f"setCall({n - 1})")
+                scrubs.append(page.evaluate("performance.now()") - t0)
             page.close()
         browser.close()
-    return statistics.median(ready), statistics.median(jump), statistics.median(scrub)
+    return statistics.median(ready), statistics.median(jump), statistics.median(scrubs) if scrubs else 0.0
 
 
 def bench(path: Path, label: str, tmp: Path) -> str:
@@ -155,6 +171,55 @@ def bench(path: Path, label: str, tmp: Path) -> str:
         f"({html / traj:4.2f}x)  build {build_s:5.1f} s  open {ready_ms:4.0f} ms  "
         f"jump-to-last {jump_ms:4.0f} ms  scrub step {scrub_ms:4.0f} ms"
     )
+
+
+BUILD_ONE = """import json, resource, sys, time
+from refold.lab.viewer import build_report
+from refold.loaders import load
+path, out, which = sys.argv[1:4]
+history = load(path)
+variants = None if which == "all" else which.split(",")
+t0 = time.perf_counter()
+page = build_report(history, tokenizer="chars4", variants=variants, mechanisms=variants is None)
+build_s = time.perf_counter() - t0
+open(out, "w", encoding="utf-8").write(page)
+print(json.dumps({"build_s": build_s, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def bench_long(steps: int, which: str, tmp: Path, *, browser: bool = True) -> str:
+    """A synthetic mini-swe-agent run of ``steps`` steps, built in a child process (peak memory)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from synthetic import synthetic_messages
+
+    traj = tmp / f"long-{steps}.json"
+    traj.write_text(
+        json.dumps(
+            {
+                "trajectory_format": "mini-swe-agent-1",
+                "instance_id": f"synthetic-{steps}",
+                "messages": synthetic_messages(steps),
+            }
+        ),
+        encoding="utf-8",
+    )
+    out = tmp / f"long-{steps}-{which}.html"
+    run = subprocess.run(
+        [sys.executable, "-c", BUILD_ONE, str(traj), str(out), which],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    html = out.stat().st_size
+    line = (
+        f"{f'synthetic mini, {steps} steps, {which}':<40} json {traj.stat().st_size / 1024:>6,.0f} KiB  "
+        f"html {html / 1024:>6,.0f} KiB  build {got['build_s']:6.1f} s  peak RSS {got['peak_mib']:6,.0f} MiB"
+    )
+    if browser:
+        ready_ms, jump_ms, step_ms = open_times(out, repeats=2, scrub=False)
+        line += f"  open {ready_ms:5.0f} ms  jump-to-last {jump_ms:5.0f} ms  step back {step_ms:4.0f} ms"
+    return line
 
 
 def screenshot(out: Path) -> None:
@@ -183,6 +248,9 @@ def main() -> None:
     ap.add_argument("paths", nargs="*", type=Path)
     ap.add_argument("--out", type=Path, help="also write the results here")
     ap.add_argument("--screenshot", type=Path, help="only write the README screenshot here")
+    ap.add_argument("--long", nargs="*", default=[], metavar="STEPS:WHICH", help="long synthetic runs, e.g. 1000:all 2000:base")
+    ap.add_argument("--no-default", action="store_true", help="skip the default cases (synthetic 150, demo)")
+    ap.add_argument("--no-browser", action="store_true", help="long runs: build only, do not open them")
     args = ap.parse_args()
     if args.screenshot:
         screenshot(args.screenshot)
@@ -201,9 +269,15 @@ def main() -> None:
             (synth, "synthetic, 150 calls, large outputs"),
             (Path(str(resources.files("refold") / "data" / DEMO)), "demo " + DEMO),
         ]
+        cases = [] if args.no_default else cases
         cases += [(p, p.name[:40]) for p in args.paths]
         for path, label in cases:
             line = bench(path, label, tmp)
+            print(line, flush=True)
+            lines.append(line)
+        for spec in args.long:
+            steps, _, which = spec.partition(":")
+            line = bench_long(int(steps), which or "all", tmp, browser=not args.no_browser)
             print(line, flush=True)
             lines.append(line)
     if args.out:

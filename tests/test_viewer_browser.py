@@ -406,10 +406,10 @@ def test_filter_shows_one_kind_of_row(page: Page) -> None:
     assert page.page.locator(".row.filtered").count() == 0
 
 
-FIND_SHIFTED_CALL = """() => { const v = VARIANTS.get("masking"); const ps = promptsOf(v);
-  for (let c = 2; c <= N; c++) { const keep = v.calls[c - 1][0], prev = new Set(ps[c - 2]);
-    const again = ps[c - 1].slice(keep).filter((pid) => prev.has(pid));
-    if (keep < ps[c - 2].length && again.length) return c; }
+FIND_SHIFTED_CALL = """() => { const v = VARIANTS.get("masking");
+  for (let c = 2; c <= N; c++) { const keep = v.calls[c - 1][0], before = promptOf(v, c - 1), prev = new Set(before);
+    const again = promptOf(v, c).slice(keep).filter((pid) => prev.has(pid));
+    if (keep < before.length && again.length) return c; }
   return 0; }"""
 
 
@@ -420,11 +420,11 @@ def test_new_marks_only_messages_the_previous_prompt_lacked(page: Page) -> None:
     call = page.page.evaluate(FIND_SHIFTED_CALL)
     assert call, "the fixture has a call where masking changes an earlier message"
     page.jump(call)
-    prev = set(page.page.evaluate(f"promptsOf(VARIANTS.get('masking'))[{call - 2}]"))
+    prev = set(page.page.evaluate(f"promptOf(VARIANTS.get('masking'), {call - 1})"))
     rows = page.page.locator("#prompt .row").evaluate_all(
         "rs => rs.map((r, i) => [i, r.classList.contains('new')])"
     )
-    cur = page.page.evaluate(f"promptsOf(VARIANTS.get('masking'))[{call - 1}]")
+    cur = page.page.evaluate(f"promptOf(VARIANTS.get('masking'), {call})")
     assert [n for i, n in rows] == [pid not in prev for pid in cur]
     assert page.page.locator("#prompt .row.rc:not(.new)").count() > 0  # recomputed, yet sent before
     page.page.select_option("#filter", "new")
@@ -458,7 +458,7 @@ def test_diff_against_the_previous_call(page: Page, report: Path) -> None:
     # where the cache ended is marked in the prompt pane
     page.jump(moved)
     assert page.page.locator("#prompt .row.cut").count() == 1
-    prev, cur = page.page.evaluate(f"[promptsOf(VARIANTS.get('refold'))[{moved - 2}], promptsOf(VARIANTS.get('refold'))[{moved - 1}]]")
+    prev, cur = page.page.evaluate(f"[promptOf(VARIANTS.get('refold'), {moved - 1}), promptOf(VARIANTS.get('refold'), {moved})]")
     assert page.page.locator("#prompt .row.rc").count() >= page.rows("prompt").count() - keep  # recomputed
     assert page.page.locator("#prompt .row.new").count() == sum(pid not in set(prev) for pid in cur[keep:])
 
@@ -593,3 +593,33 @@ def test_line_diff_rebuilds_both_texts(page: Page, a: list[str], b: list[str]) -
     same = sum(1 for k, _ in ops if k == "same")
     if x == y:
         assert same == len(x.split("\n"))
+
+
+PANE_ROWS = """() => ["prompt", "history", "compare-rows"].map((id) => [...document.getElementById(id).children].map(
+  (r) => [r.className, JSON.stringify(r.dataset), r.textContent, r.querySelector(".bar").style.width]))"""
+REDRAW = """() => { for (const id of ["prompt", "history", "compare-rows"]) document.getElementById(id).replaceChildren();
+  renderPanes(); }"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "compare", "query", "filter_"),
+    [("refold", "", "", "all"), ("masking", "", "", "new"), ("refold", "masking", "def", "condensed")],
+)
+def test_panes_redrawn_in_place_equal_a_fresh_draw(
+    page: Page, policy: str, compare: str, query: str, filter_: str
+) -> None:
+    """Rows are kept from one call to the next when drawn alike: whatever the path to a call, its
+    panes are exactly those drawn from scratch."""
+    page.page.select_option("#policy", policy)
+    if compare:
+        page.page.select_option("#compare", compare)
+    page.page.select_option("#filter", filter_)
+    if query:
+        page.page.evaluate(f"setQuery({query!r})")
+    n = page.page.evaluate("N")
+    for call in [*range(1, min(n, 10) + 1), n, n - 1, 3, n // 2, 2]:
+        page.page.evaluate(f"setCall({call})")
+        stepped = page.page.evaluate(PANE_ROWS)
+        assert any(stepped), "the panes have rows"
+        page.page.evaluate(REDRAW)
+        assert page.page.evaluate(PANE_ROWS) == stepped, f"call {call}"

@@ -174,6 +174,7 @@ function init() {
   $("search-prev").addEventListener("click", () => nextMatch(-1));
   $("filter").addEventListener("change", () => { state.filter = $("filter").value; refresh(); });
   for (const pane of ["history", "prompt", "compare"]) $(PANES[pane]).addEventListener("scroll", () => syncScroll(pane), { passive: true });
+  for (const pane of ["history", "prompt", "compare"]) $(PANES[pane]).addEventListener("click", rowClick);
   $("diff").addEventListener("click", () => showDiff());
   $("detail-close").addEventListener("click", () => closePanel());
   const box = $("switches");

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,12 @@ from ...mechanisms.fold import valid_marks
 from ...messages import clean
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown, Step
-from ..cache import DEFAULT_PRICES, common_prefix_len, cost_usd
-from ..replay import Projector, Prompt, measure, with_stale
+from ..cache import DEFAULT_PRICES, cost_usd
+from ..replay import measure, with_stale
 from ..replay.metrics import default_price
 from .encode import TextTable
 from .preview import display_text, output_preview, reply_preview
+from .recorded import Canon, Recorded
 from .variants import SWITCHES, Variant
 
 VIEW_FORMAT = "refold-view-1"
@@ -202,38 +203,7 @@ def _step_data(step: Step, tables: _Tables, k: int, before: Message | None = Non
     }
 
 
-class _Recorded:
-    """A variant's prompts, rendered once: their pieces, and a projector that replays them."""
-
-    def __init__(self, projector: Projector, history: History, tables: _Tables) -> None:
-        self.name = projector.name
-        self.items: list[Prompt] = []
-        self.calls: list[list[Any]] = []
-        self.stats: list[list[int] | None] = []
-        self.events: list[list[int] | None] = []
-        previous: list[int] = []
-        for p in projector.prompts(history):
-            ids = [tables.piece(m, o) for m, o in zip(p.messages, p.origins, strict=True)]
-            keep = common_prefix_len(previous, ids)
-            self.calls.append([keep, ids[keep:]])
-            previous = ids
-            st = p.stats
-            self.stats.append(
-                [st.boundary, st.stubs, st.trimmed, st.folded_steps, st.notes, st.restores] if st else None
-            )
-            c = p.compaction
-            self.events.append([c.summary_tokens, c.covers[0], c.covers[1]] if c else None)
-            self.items.append(p)
-
-    def key(self) -> str:
-        """Equal keys = the same prompts at every call (and the same compactions)."""
-        return repr((self.calls, self.events))
-
-    def prompts(self, history: History) -> Iterator[Prompt]:
-        yield from self.items
-
-
-def _variant_data(variant: Variant, recorded: _Recorded, history: History, tables: _Tables) -> dict[str, Any]:
+def _variant_data(variant: Variant, recorded: Recorded, history: History, tables: _Tables) -> dict[str, Any]:
     start = time.perf_counter()
     m = measure(history, recorded, tables.tok, cache_name=CACHE_NAME)
     per_call = m.per_call or {}
@@ -289,13 +259,14 @@ def build_data(
     tables = _Tables(tok, history.steps)
     k = next((int(v.settings.get("k", 3)) for v in variants if v.id == default), 3)
     hist = _history_data(marked, tables, k, original=history)
+    canon = Canon(tables.piece)
     out_variants: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for n, v in enumerate(variants):
         if progress is not None:
             progress(n, len(variants), v.label)
         h = marked if v.uses_stale else history
-        recorded = _Recorded(v.projector, h, tables)
+        recorded = Recorded(v.projector, h, canon)
         key = recorded.key()
         if key in seen:  # same prompts: same figures, no need to simulate the cache again
             same = {"id": v.id, "label": v.label, "kind": v.kind, "switches": v.switches}

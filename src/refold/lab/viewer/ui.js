@@ -56,40 +56,76 @@ function rowVisible(pane, pid, shown, isNew) {
   return true;
 }
 
-function makeRow(pane, idx, pid, shown, maxTok, anchor, isNew) {
-  const tokens = tokensOf(pid);
-  const b = el("button", { type: "button", class: `row ${cls(shown)}`, dataset: { pane, idx: String(idx), shown, step: String(stepOf(pid)), part: partOf(pid), anchor: String(anchor) } });
-  b.appendChild(el("span", { class: "lbl" }, label(pid, pane !== "history")));
-  b.appendChild(el("span", { class: "pre" }, shown === "hidden" && pane === "history" ? "not sent · " + preview(pid) : preview(pid)));
-  b.appendChild(el("span", { class: "n", title: "tokens (this message alone)" }, fmt(tokens)));
-  const bar = el("i", { class: "bar" });
-  bar.style.width = `${Math.max(0.5, (100 * tokens) / maxTok).toFixed(2)}%`;
-  b.appendChild(bar);
-  if (isNew) b.classList.add("new");
-  if (matches(pid)) b.classList.add("hit");
-  if (!rowVisible(pane, pid, shown, isNew)) b.classList.add("filtered");
-  b.addEventListener("click", () => select(pane, idx));
+let rowProto = null; // one row's elements, cloned per row (a long run draws ~20,000 rows per call)
+function makeRow(pane, idx, pid, shown, classes, width, anchor) {
+  if (!rowProto) {
+    rowProto = el("button", { type: "button" });
+    for (const c of ["lbl", "pre", "n"]) rowProto.appendChild(el("span", { class: c }));
+    rowProto.lastChild.title = "tokens (this message alone)";
+    rowProto.appendChild(el("i", { class: "bar" }));
+  }
+  const b = rowProto.cloneNode(true);
+  b.className = classes;
+  b.dataset.pane = pane; // clicks: one listener per pane (rowClick)
+  b.dataset.idx = String(idx);
+  b.dataset.shown = shown;
+  b.dataset.step = String(stepOf(pid));
+  b.dataset.part = partOf(pid);
+  b.dataset.anchor = String(anchor);
+  const [lbl, pre, n, bar] = b.children;
+  lbl.textContent = label(pid, pane !== "history");
+  pre.textContent = shown === "hidden" && pane === "history" ? "not sent · " + preview(pid) : preview(pid);
+  n.textContent = fmt(tokensOf(pid));
+  bar.style.width = width;
   return b;
 }
 
-function promptRows(pane, v, prompt, maxTok) {
+/* The panes are redrawn at every call, row by row in place: a row that would be drawn exactly as
+   it is (same message, classes, bar) is kept, so a step to the next call touches what changed. */
+function putRow(at, pane, idx, pid, shown, maxTok, anchor, isNew, cache) {
+  let c = `row ${cls(shown)}`;
+  if (isNew) c += " new";
+  if (matches(pid)) c += " hit";
+  if (!rowVisible(pane, pid, shown, isNew)) c += " filtered";
+  c += cache;
+  const width = `${Math.max(0.5, (100 * tokensOf(pid)) / maxTok).toFixed(2)}%`;
+  const sig = `${c}|${shown}|${pid}|${anchor}|${width}`;
+  if (at && at.rowSig === sig) return at.nextElementSibling;
+  const b = makeRow(pane, idx, pid, shown, c, width, anchor);
+  b.rowSig = sig;
+  if (at) { at.replaceWith(b); return b.nextElementSibling; }
+  tailRows.appendChild(b); // rows past the pane's last one: added at once by endRows
+  return null;
+}
+const tailRows = document.createDocumentFragment();
+
+function endRows(box, at) { // drop the rows after the last one drawn, add the new ones
+  while (at) { const next = at.nextElementSibling; at.remove(); at = next; }
+  box.appendChild(tailRows);
+}
+
+function rowClick(ev) { // a pane's rows: select the one clicked
+  const b = ev.target instanceof Element ? ev.target.closest(".row") : null;
+  if (b && b.parentNode === ev.currentTarget && b.dataset.pane) select(b.dataset.pane, Number(b.dataset.idx));
+}
+
+function promptRows(box, pane, v, prompt, maxTok) {
   const c = state.call;
   const cached = v.cached[c - 1];
   const keep = v.calls[c - 1][0];
   // new = not in the previous call's prompt; a message after a change is recomputed but not new
-  const before = c > 1 ? new Set(promptsOf(v)[c - 2].slice(keep)) : null;
-  const f = document.createDocumentFragment();
-  let pos = 0, cut = false;
+  const before = c > 1 ? new Set(promptOf(v, c - 1).slice(keep)) : null;
+  let pos = 0, cut = false, at = box.firstElementChild;
   prompt.forEach((pid, i) => {
-    const row = makeRow(pane, i, pid, shownOf(pid), maxTok, anchorOf(pid), before !== null && i >= keep && !before.has(pid));
+    let cache = "";
     if (pos + tokensOf(pid) > cached) {
-      row.classList.add("rc");
-      if (!cut) { row.classList.add("cut"); cut = true; }
+      cache = cut ? " rc" : " rc cut";
+      cut = true;
     }
     pos += tokensOf(pid);
-    f.appendChild(row);
+    at = putRow(at, pane, i, pid, shownOf(pid), maxTok, anchorOf(pid), before !== null && i >= keep && !before.has(pid), cache);
   });
-  return f;
+  endRows(box, at);
 }
 
 function paneTokens(v) {
@@ -100,28 +136,29 @@ function paneTokens(v) {
 function renderPanes() {
   const v = variant(), w = compareV();
   const c = state.call;
-  const prompt = promptsOf(v)[c - 1];
+  const prompt = promptOf(v, c);
   const hist = historyRows(c);
   const place = placement(prompt);
-  const prompt2 = w ? promptsOf(w)[c - 1] : [];
+  const prompt2 = w ? promptOf(w, c) : [];
   Object.assign(view, { prompt, hist, place, prompt2, keep: v.calls[c - 1][0] });
   let maxTok = 1; // a loop: Math.max(...rows) throws past ~120k arguments (a very long run)
   for (const r of hist) maxTok = Math.max(maxTok, tokensOf(r.pid));
   for (const pid of prompt) maxTok = Math.max(maxTok, tokensOf(pid));
   for (const pid of prompt2) maxTok = Math.max(maxTok, tokensOf(pid));
-  $("prompt").replaceChildren(promptRows("prompt", v, prompt, maxTok));
+  document.querySelectorAll(".row.sel, .row.linked").forEach((r) => r.classList.remove("sel", "linked"));
+  promptRows($("prompt"), "prompt", v, prompt, maxTok);
   $("pane-history").hidden = !!w;
   $("pane-compare").hidden = !w;
   if (w) {
-    $("compare-rows").replaceChildren(promptRows("compare", w, prompt2, maxTok));
+    promptRows($("compare-rows"), "compare", w, prompt2, maxTok);
     $("compare-name").textContent = VARIANTS.get(state.compare).label;
     $("compare-tokens").textContent = paneTokens(w);
     $("history").replaceChildren();
   } else {
-    const fh = document.createDocumentFragment();
-    let histTokens = 0;
-    hist.forEach((r, i) => { histTokens += tokensOf(r.pid); fh.appendChild(makeRow("history", i, r.pid, place(r).shown, maxTok, r.step, c > 1 && r.step === c - 1)); });
-    $("history").replaceChildren(fh);
+    const box = $("history");
+    let histTokens = 0, at = box.firstElementChild;
+    hist.forEach((r, i) => { histTokens += tokensOf(r.pid); at = putRow(at, "history", i, r.pid, place(r).shown, maxTok, r.step, c > 1 && r.step === c - 1, ""); });
+    endRows(box, at);
     $("compare-rows").replaceChildren();
     $("history-tokens").textContent = `≈ ${fmt(histTokens)} tokens · ${c - 1} steps`;
   }
@@ -415,7 +452,7 @@ function diffRow(kind, pid) {
 
 function showDiff() {
   const v = variant(), c = state.call;
-  const cur = promptsOf(v)[c - 1], prev = c > 1 ? promptsOf(v)[c - 2] : [];
+  const cur = promptOf(v, c), prev = c > 1 ? promptOf(v, c - 1) : [];
   const keep = v.calls[c - 1][0];
   state.detail = "diff";
   const box = $("detail");

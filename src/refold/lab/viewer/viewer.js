@@ -29,15 +29,29 @@ function resolve(id) {
   return v;
 }
 
-const decoded = new Map();
-function promptsOf(v) { // every call's piece list, rebuilt from the deltas once per variant
-  let out = decoded.get(v.id);
-  if (!out) {
-    out = [];
-    let prev = [];
-    for (const [keep, add] of v.calls) { prev = prev.slice(0, keep).concat(add); out.push(prev); }
-    decoded.set(v.id, out);
+const decoded = new Map(); // variant id -> {at, cur, marks, last}: a cursor over the deltas
+const MARK_EVERY = 256; // a copy of every 256th call's list: stepping back replays < 256 deltas
+function promptOf(v, c) { // call c's piece list (1-based), rebuilt in place from the deltas, not kept per call
+  let d = decoded.get(v.id);
+  if (!d) { d = { at: 0, cur: [], marks: new Map(), last: new Map() }; decoded.set(v.id, d); }
+  const hit = d.last.get(c);
+  if (hit) return hit;
+  if (d.at > c) { // back to the newest copy at or before c
+    let k = Math.floor(c / MARK_EVERY) * MARK_EVERY;
+    while (k > 0 && !d.marks.has(k)) k -= MARK_EVERY;
+    d.cur = k ? d.marks.get(k).slice() : [];
+    d.at = k;
   }
+  while (d.at < c) {
+    const [keep, add] = v.calls[d.at];
+    d.cur.length = keep;
+    for (const pid of add) d.cur.push(pid);
+    d.at++;
+    if (d.at % MARK_EVERY === 0 && !d.marks.has(d.at)) d.marks.set(d.at, d.cur.slice());
+  }
+  const out = d.cur.slice();
+  if (d.last.size >= 4) d.last.delete(d.last.keys().next().value);
+  d.last.set(c, out);
   return out;
 }
 
