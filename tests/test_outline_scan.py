@@ -38,3 +38,15 @@ def test_head_rows_is_the_most_whole_lines_that_fit(lines: list[str], limit: int
     k = head_rows(lines, limit)
     assert len("\n".join(lines[:k])) <= limit or k == 0
     assert k == len(lines) or len("\n".join(lines[: k + 1])) > limit
+
+
+def test_comment_lines_are_dropped_before_parsing_and_change_no_entry() -> None:
+    # tree-sitter-python reads a long run of comment lines in quadratic time (bench_outline_comments.py);
+    # their text is dropped before parsing, rows kept: same entries, same line numbers
+    src = (
+        "# header\nclass A:\n    # a comment\n    def f(self):  # trailing\n"
+        '        s = """\n# inside a string\n"""\n        return s\n\n' + "# x\n" * 300 + "def g():\n    pass\n"
+    )
+    got = sigs(outline(src, path="a.py"))
+    assert got == [(2, "class", "class A:", 0), (4, "method", "def f(self):  # trailing", 1), (310, "function", "def g():", 0)]
+    assert got == sigs(outline(src.replace("# x", "#x"), path="a.py"))
