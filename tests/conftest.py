@@ -256,3 +256,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if skipped and exitstatus == 0:
         reporter.write_line(f"CI: {len(skipped)} test(s) skipped; failing the run (see -rs for reasons)", red=True)
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """A redis-server of the module's own (a test file may define its own ``redis_url``)."""
+    from fake_upstream import redis_server
+
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each proxy store kind in turn: a SQLite file, then a redis URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    url: str = request.getfixturevalue("redis_url")
+    return url

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +29,7 @@ from test_proxy_stream_early import BASH, SYSTEM, Scripted, call
 from test_proxy_surface_stream import BASH as ANTHROPIC_BASH
 from test_proxy_surface_stream import EXEC, Paused
 
-from fake_upstream import ServerThread, redis_server
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    url: str = request.getfixturevalue("redis_url")
-    return url
+from fake_upstream import ServerThread
 
 
 def _client(cfg: ProxyConfig) -> TestClient:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from refold.proxy.store import open_store
 from refold.types import message_digest
 from test_proxy_held_restart import _sse_message
 
-from fake_upstream import ServerThread, redis_server
+from fake_upstream import ServerThread
 
 SYSTEM = {"role": "system", "content": "You are a careful engineer."}
 BASH = {
@@ -76,20 +75,6 @@ class Upstream:
             await asyncio.sleep(0)
         yield "data: " + json.dumps({**base, "choices": [], "usage": usage}) + "\n\n"
         yield "data: [DONE]\n\n"
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    with redis_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    url: str = request.getfixturevalue("redis_url")
-    return url
 
 
 class Client:
