@@ -247,7 +247,7 @@ def build_data(
     *,
     title: str = "",
     stale: str = "recorded",
-    default: str = "refold",
+    default: str = "default",
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Everything the page needs, as one JSON-ready dict (see the module docstring).
