@@ -250,6 +250,8 @@ def from_flags(
         name = loc[-1] if loc else "config"
         if loc[:1] == ["boundary"]:
             name = "boundary"
+        elif loc[:2] == ["policy", "protect"]:
+            name = "protect"
         elif loc[:1] == ["spans"] and name == "enabled":
             name = "spans"
         elif loc[:1] == ["ledger"] and name == "enabled":

@@ -106,6 +106,11 @@ class Policy(Settings):
     restore_hold: int = Field(default=10, ge=0)
     """A restored step stays as restored (never stubbed, masked only this many steps after the
     boundary passes it) unless the agent marks it STALE: an agent working from it keeps seeing it."""
+    protect: tuple[str, ...] = ()
+    """Outputs never hidden (masked, stubbed, trimmed or folded), one rule each: ``tool:GLOB`` a
+    tool's name, ``path:GLOB`` a file the command reads (``path:*.md``, ``path:PLAN.md``), anything
+    else a glob on the command (``cat */CLAUDE.md``). Matched when the step arrives, so protecting
+    an output never costs a boundary move (``refold.mechanisms.pins``)."""
     mask_replies: bool = True
     """With masking, old replies keep only their head, first line and commands (their reasoning
     restorable), whatever their outputs' size."""
@@ -115,6 +120,20 @@ class Policy(Settings):
     boundary, while outputs stay ``mask_after`` steps longer. The reasoning of a reply is the part
     later replies need least (their own conclusions carry it on), and condensing it at the move
     that masks outputs anyway adds no recomputation (measured: benchmarks/results/default*.txt)."""
+
+    @field_validator("protect", mode="before")
+    @classmethod
+    def _protect_rules(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = (value,)  # one rule given on its own (a YAML scalar, a single flag)
+        if isinstance(value, (list, tuple)):
+            for rule in value:
+                if not isinstance(rule, str):
+                    continue  # the type check names it
+                glob = rule.split(":", 1)[1] if rule.startswith(("tool:", "path:")) else rule
+                if not glob.strip():
+                    raise PydanticCustomError("empty_rule", "a rule needs a pattern, e.g. 'tool:read_file', 'path:*.md' or 'cat PLAN.md'")
+        return value
 
     def boundary(self, t: int) -> int:
         """b_t = max(0, k * floor((t - k) / k)); without chunking every step is behind it."""

@@ -147,6 +147,10 @@ def replay(
     mask_after: Annotated[
         int | None, typer.Option(help="refold-best's mask_after (default: the sweep's choice).")
     ] = None,
+    protect: Annotated[
+        list[str] | None,
+        typer.Option(help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."),
+    ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the refold-replay-1 JSON report here.")
@@ -175,6 +179,7 @@ def replay(
         kv_model=kv_model,
         budget=budget,
         mask_after=mask_after,
+        protect=tuple(protect or ()),
         validate=not no_validate,
         per_call=per_call or plot is not None,  # the plot draws every call
     )

@@ -57,6 +57,10 @@ def serve(
         bool, typer.Option(help="Remind the model when a reply lacks PROGRESS/STALE.")
     ] = True,
     mask_after: Annotated[int | None, typer.Option(help="Mask outputs this many steps behind the boundary (0: no masking).")] = DEFAULT.policy.mask_after,
+    protect: Annotated[
+        list[str] | None,
+        typer.Option(help="Never hide outputs of these commands (repeatable): 'tool:NAME', 'path:GLOB' (a file read) or a command glob."),
+    ] = None,
     spans: Annotated[bool, typer.Option(help="Span folding: begin_span / fold_span.")] = True,
     ledger: Annotated[
         bool, typer.Option(help="The object ledger: fold / drop / expand / search_ledger.")
@@ -107,6 +111,7 @@ def serve(
     config = from_flags(
         upstream=upstream, cache=cache, boundary=boundary, k=k, dedup=dedup, fold=fold, chunk=chunk,
         reversible=reversible, protocol=protocol, reminders=reminders, mask_after=mask_after, spans=spans,
+        protect=tuple(protect or ()),
         span_prompt=span_prompt, ledger=ledger, ledger_prompt=ledger_prompt, budget_tokens=budget_tokens,
         tokenizer=tokenizer,
     )

@@ -68,7 +68,7 @@ class Answerer:
     @property
     def pins(self) -> PinBook:
         if self._pins is None:
-            self._pins = PinBook(plans=self.config.ledger.pin_plans)
+            self._pins = PinBook(plans=self.config.ledger.pin_plans, protect=self.config.policy.protect)
             for s in self.history.steps_between(0, self.t):
                 self._pins.observe(s)
         return self._pins

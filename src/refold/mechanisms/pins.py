@@ -7,7 +7,11 @@ A pin names an object (``7``, ``7.2``, ``r7``) and is part of the history value,
   the call after the step it was set at;
 * the agent's are its ``pin <id>`` / ``unpin <id>`` context commands, answered from the history;
 * with ``LedgerPolicy.pin_plans`` the latest plan (``objects.reply_kind``) is pinned too, and the
-  one before it is released when a new plan is written.
+  one before it is released when a new plan is written;
+* the outputs of commands that ``Policy.protect`` names are pinned from the call they arrive at.
+  They count once the boundary passes them (``protect_limit``): before that they are shown as
+  received anyway, and counting them earlier would change the kept layout's pins at every such
+  call, which forces a boundary move (a pin is an edit) where none pays.
 
 A pin takes effect behind the boundary when a ledger op would (``limit``), so pinning never moves
 the prefix more often than a fold does.
@@ -16,11 +20,13 @@ the prefix more often than a fold does.
 from __future__ import annotations
 
 import bisect
+import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from ..protocol import CM, ContextCommand
-from ..types import Answer, Outcome, Step
+from ..types import Action, Answer, Outcome, Step
 from .ledger import parse_ids
 from .objects import plan_text, reply_id
 from .spans import answer, take_recorded
@@ -62,16 +68,50 @@ def parts(ids: Iterable[tuple[int, int | None]], outputs: list[int]) -> list[Par
     return out
 
 
+def protects(action: Action, rules: tuple[str, ...]) -> bool:
+    """Whether ``action`` is one whose outputs ``Policy.protect``'s ``rules`` keep: ``tool:GLOB``
+    its tool's name, ``path:GLOB`` a file it reads (the whole path or its name), else a glob on
+    the command itself. Context commands answer from the history and are never protected."""
+    if action.context is not None:
+        return False
+    command = action.command.strip()
+    for rule in rules:
+        if rule.startswith("tool:"):
+            if fnmatchcase(action.tool, rule[5:]):
+                return True
+        elif rule.startswith("path:"):
+            glob = rule[5:]
+            if any(fnmatchcase(p, glob) or fnmatchcase(posixpath.basename(p), glob) for p in action.effects.reads):
+                return True
+        elif fnmatchcase(command, rule):
+            return True
+    return False
+
+
+def protected_parts(step: Step, rules: tuple[str, ...]) -> tuple[Part, ...]:
+    """The outputs of ``step`` that ``rules`` protect: each matching action's own output when the
+    step has one output per action (tool calls, one command), else all of them."""
+    hits = [i for i, a in enumerate(step.actions) if protects(a, rules)]
+    if not hits:
+        return ()
+    n = len(step.observations)
+    if len(step.actions) == n:
+        return tuple((step.index, i) for i in hits)
+    return tuple((step.index, j) for j in range(n))
+
+
 class PinBook:
     """The pins of a history's first ``t`` steps (fed in order with ``observe``)."""
 
-    def __init__(self, *, plans: bool = False) -> None:
+    def __init__(self, *, plans: bool = False, protect: tuple[str, ...] = ()) -> None:
         self.plans = plans
+        self.protect = protect
+        self.protected: list[Part] = []  # in step order
         self.events: list[tuple[int, bool, tuple[Part, ...]]] = []  # (in effect from step, on, parts)
         self.outputs: list[int] = []
         self.plan_steps: list[int] = []
         self.t = 0
-        self._memo: tuple[tuple[tuple[tuple[int, bool, tuple[Part, ...]], ...], int, tuple[Pin, ...]], frozenset[Part]] | None = None
+        self._memo: tuple[tuple[tuple[tuple[int, bool, tuple[Part, ...]], ...], int, tuple[Pin, ...], int], frozenset[Part]] | None = None
 
     def observe(self, step: Step) -> None:
         records: list[Outcome] | None = None  # copied only for a step with a pin command
@@ -82,6 +122,8 @@ class PinBook:
                     records = list(step.outcomes)
                 self.apply(cmd, step.index, take_recorded(records, cmd.name))
         self.outputs.append(len(step.observations))
+        if self.protect:
+            self.protected.extend(protected_parts(step, self.protect))
         if self.plans and plan_text(step.reply_text) is not None:
             self.plan_steps.append(step.index)
         self.t = step.index
@@ -105,23 +147,29 @@ class PinBook:
         )
         return answer(cmd.name, True, text, names)
 
-    def pinned(self, limit: int, user: tuple[Pin, ...] = (), *, plans_limit: int | None = None) -> frozenset[Part]:
+    def pinned(
+        self, limit: int, user: tuple[Pin, ...] = (), *, plans_limit: int | None = None, protect_limit: int | None = None
+    ) -> frozenset[Part]:
         """The parts pinned for a render whose pins count up to step ``limit`` (the latest plan up to
-        ``plans_limit``: a plan released by a newer one stays pinned until the boundary moves)."""
-        if not self.events and not user and not self.plan_steps:
+        ``plans_limit``: a plan released by a newer one stays pinned until the boundary moves; the
+        protected outputs up to ``protect_limit``, the boundary)."""
+        if not self.events and not user and not self.plan_steps and not self.protected:
             return _NOTHING
         plans_limit = limit if plans_limit is None else plans_limit
+        protect_limit = limit if protect_limit is None else protect_limit
         # asked a few times per call: the key is what the result depends on, O(pins), not O(steps)
         events = tuple(e for e in self.events if e[0] <= limit) if self.events else ()
         mine = tuple(p for p in user if p.at <= limit) if user else ()
         k = bisect.bisect_right(self.plan_steps, plans_limit)
         plan = self.plan_steps[k - 1] if k else 0
-        if not events and not mine and not plan:
+        kept = bisect.bisect_right(self.protected, (protect_limit, 1 << 30)) if self.protected else 0
+        if not events and not mine and not plan and not kept:
             return _NOTHING
-        key = (events, plan, mine)
+        key = (events, plan, mine, kept)
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
-        found = list(events)
+        found: list[tuple[int, bool, tuple[Part, ...]]] = [(p[0], True, (p,)) for p in self.protected[:kept]]
+        found += events
         for p in mine:
             ids, error = check_target(p.target, self.outputs, p.at)
             if error is None:

@@ -85,7 +85,7 @@ class Renderer:
         self._prefix_chars = self._cache.prefix_chars
         self._spans = SpanBook(self.config.spans)
         self._ledger = LedgerBook(self.config.ledger)
-        self._pins = PinBook(plans=self.config.ledger.pin_plans)
+        self._pins = PinBook(plans=self.config.ledger.pin_plans, protect=self.config.policy.protect)
         self._objects = ObjectIndex() if self.config.ledger.view else None
         self._folds = AgentFolds(self.config, self._spans)
         self._folded: set[int] = set()
@@ -313,10 +313,10 @@ class Renderer:
     def _pinned(self, b: int, t: int) -> frozenset[Part]:
         """Pins as of call t; the latest plan as of the step a ledger op would count to."""
         pins = self._pins
-        if not pins.events and not pins.plan_steps and not self._user_pins:  # asked a few times per call
+        if not pins.events and not pins.plan_steps and not self._user_pins and not pins.protected:  # asked a few times per call
             return _NO_PINS
         p = self.config.policy
-        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t)
+        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t, protect_limit=b)
 
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
         return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)

@@ -11,9 +11,10 @@ from typing import Any
 
 from ...chat_tokens import MINI_BASH_TOOL
 from ...context import TOOL_SCHEMAS
-from ...errors import PolicyError, RefoldError, TrajectoryError
+from ...errors import PolicyError, RefoldError, SettingError, TrajectoryError
 from ...history import History
 from ...loaders import AGENT_SEP, agent_names, load, load_all, read_json, split_source
+from ...policy import Policy
 from ...tokens import TOKENIZER_NAMES, get_tokenizer
 from ..cache import (
     CACHE_NAMES,
@@ -84,6 +85,8 @@ class Settings:
     kv_model: str = "qwen3.6-27b"
     budget: int = 32_768
     mask_after: int | None = None
+    protect: tuple[str, ...] = ()
+    """``Policy.protect`` rules for refold's policies (outputs they never hide)."""
     validate: bool = True
     per_call: bool = True
     count_calibration: bool = True
@@ -104,6 +107,11 @@ class Settings:
             )
         if self.cache not in CACHE_NAMES:
             raise PolicyError(f"unknown cache {self.cache!r}; valid choices: {', '.join(CACHE_NAMES)}")
+        if self.protect:
+            try:
+                Policy(protect=self.protect)
+            except SettingError as e:
+                raise PolicyError(f"--protect: {e.reason}") from None
         if self.budget < 1024:
             raise PolicyError(f"--budget must be at least 1024 tokens, got {self.budget}")
         try:
@@ -136,6 +144,8 @@ class Settings:
 
     def options(self) -> Options:
         extra: dict[str, Any] = {} if self.mask_after is None else {"mask_after": self.mask_after}
+        if self.protect:
+            extra["policy_overrides"] = {"protect": self.protect}
         return Options(tokenizer=get_tokenizer(self.tokenizer), budget=self.budget, cache=self.cache, **extra)
 
 
