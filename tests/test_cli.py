@@ -390,6 +390,17 @@ def test_plot_tick_labels_keep_their_values() -> None:
     ]
 
 
+def test_plot_lines_of_every_default_policy_are_told_apart() -> None:
+    # replay's 11 default policies outran matplotlib's 10 colors: base and compact+self-gc were
+    # drawn alike
+    from refold.cli._plot import line_styles
+    from refold.lab.replay import POLICIES  # replay's default: every policy
+
+    styles = line_styles(list(POLICIES))
+    assert len(POLICIES) > 10
+    assert len({tuple(sorted(s.items())) for s in styles.values()}) == len(POLICIES)
+
+
 def test_replay_off_a_terminal_says_how_far_it_is(tmp_path: Path) -> None:
     """A long run's replay takes minutes: piped or logged it was silent to the end. Now a line at
     each quarter of the policy replays, naming the file and, replayed in this process, the policy
