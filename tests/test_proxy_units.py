@@ -256,6 +256,10 @@ def test_store_urls(tmp_path: object) -> None:
         open_store(f"sqlite:///{base / 'c.db'}?fast=1")
     with pytest.raises(ConfigError, match="names no file"):
         open_store("sqlite:///")
+    # another database's URL was taken for a SQLite path: it made a folder 'mysql:' and served
+    with pytest.raises(ConfigError, match=r"unknown kind 'mysql://' \(give a SQLite path"):
+        open_store(f"mysql://{base}/x")
+    assert not (Path.cwd() / "mysql:").exists()
 
 
 def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch) -> None:
