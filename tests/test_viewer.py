@@ -352,6 +352,8 @@ def test_default_report_name_of_an_agent_stays_in_the_folder(tmp_path: Path, age
         (["--policy", "nope"], PolicyError, "unknown policy 'nope'"),
         (["--stale", "psychic"], PolicyError, "unknown STALE source"),
         (["--tokenizer", "gpt9"], PolicyError, "unknown tokenizer"),
+        (["--budget", "5"], PolicyError, "--budget must be at least 1024 tokens, got 5"),
+        (["--mask-after", "0"], PolicyError, "--mask-after must be at least 1, got 0"),
     ],
 )
 def test_view_command_rejects_bad_options(tmp_path: Path, args: list[str], error: type, message: str) -> None:
