@@ -42,6 +42,13 @@ def test_demo_prints_per_call_and_totals(tmp_path: Path) -> None:
     assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
 
 
+def test_demo_without_a_cache_says_so() -> None:
+    # it said "Cached share: none prefix cache, simulated"
+    r = run_cli("demo", "--tokenizer", "chars4", "--cache", "none", "--no-report")
+    assert r.returncode == 0, r.stderr
+    assert "Cached share: none (no prefix cache)." in " ".join(r.stdout.split()) and "none prefix" not in r.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
