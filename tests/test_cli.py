@@ -420,3 +420,21 @@ def test_replay_off_a_terminal_says_how_far_it_is(tmp_path: Path) -> None:
     assert shares == sorted(set(shares)) and shares[-1] == 100 and len(shares) >= 3, r.stderr  # the bad file is half
     assert all(" of 2 file(s) x 2 policies done (" in ln for ln in lines)  # a file's agents share its part
     assert any(f"{SWE.name} refold)" in ln for ln in lines) and bad.name in r.stderr
+
+
+def test_progress_lines_say_the_share_done() -> None:
+    # a line is printed as each quarter is crossed, but it said the quarter: 1 of 3 files "25%"
+    import io
+    from contextlib import redirect_stderr
+
+    from rich.console import Console
+
+    from refold.cli._output import progress_ticks
+
+    err = io.StringIO()
+    with redirect_stderr(err), progress_ticks(Console(file=io.StringIO()), "replay", 3, "3 file(s)") as tick:
+        for name in ("a", "b", "c"):
+            tick(1, name)
+    assert [ln.split(": ", 1)[1] for ln in err.getvalue().splitlines()] == [
+        "33% of 3 file(s) done (a)", "66% of 3 file(s) done (b)", "100% of 3 file(s) done (c)"
+    ]
