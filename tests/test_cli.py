@@ -73,6 +73,19 @@ def test_help_still_works(tmp_path: Path) -> None:
     assert r.returncode == 2 and "replay" in r.stdout and "Traceback" not in r.stderr
 
 
+def test_version_and_short_help(capsys: pytest.CaptureFixture[str]) -> None:
+    # `refold --version` and `refold replay -h` were "No such option" errors
+    from importlib.metadata import version
+
+    from refold.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"refold {version('refold')}"
+    for argv in (["-h"], ["replay", "-h"], ["sessions", "list", "-h"]):
+        assert main(argv) == 0, argv
+        assert "Usage: refold" in capsys.readouterr().out, argv
+
+
 def test_bad_trajectory_in_view_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.traj.json"
     bad.write_bytes(b'{"messages": [')
