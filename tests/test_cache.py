@@ -589,3 +589,7 @@ def test_load_prices(tmp_path: Path) -> None:
     broken.write_text("[x\n")
     with pytest.raises(ValueError, match=r"broken\.toml: cannot read"):
         load_prices(broken)
+    yaml = tmp_path / "p.yaml"
+    yaml.write_text("m:\n  input_per_mtok: 1\n")
+    with pytest.raises(ValueError, match=r"p\.yaml: cannot read price table \(read as JSON: give a \.json or \.toml file\)"):
+        load_prices(yaml)

@@ -42,6 +42,13 @@ def test_demo_prints_per_call_and_totals(tmp_path: Path) -> None:
     assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
 
 
+def test_demo_without_a_cache_says_so() -> None:
+    # it said "Cached share: none prefix cache, simulated"
+    r = run_cli("demo", "--tokenizer", "chars4", "--cache", "none", "--no-report")
+    assert r.returncode == 0, r.stderr
+    assert "Cached share: none (no prefix cache)." in " ".join(r.stdout.split()) and "none prefix" not in r.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -64,6 +71,19 @@ def test_help_still_works(tmp_path: Path) -> None:
     assert r.returncode == 0 and "--policy" in r.stdout
     r = run_cli(cwd=tmp_path)  # bare refold prints the help
     assert r.returncode == 2 and "replay" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_version_and_short_help(capsys: pytest.CaptureFixture[str]) -> None:
+    # `refold --version` and `refold replay -h` were "No such option" errors
+    from importlib.metadata import version
+
+    from refold.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"refold {version('refold')}"
+    for argv in (["-h"], ["replay", "-h"], ["sessions", "list", "-h"]):
+        assert main(argv) == 0, argv
+        assert "Usage: refold" in capsys.readouterr().out, argv
 
 
 def test_bad_trajectory_in_view_names_the_file(tmp_path: Path) -> None:
@@ -390,6 +410,17 @@ def test_plot_tick_labels_keep_their_values() -> None:
     ]
 
 
+def test_plot_lines_of_every_default_policy_are_told_apart() -> None:
+    # replay's 11 default policies outran matplotlib's 10 colors: base and compact+self-gc were
+    # drawn alike
+    from refold.cli._plot import line_styles
+    from refold.lab.replay import POLICIES  # replay's default: every policy
+
+    styles = line_styles(list(POLICIES))
+    assert len(POLICIES) > 10
+    assert len({tuple(sorted(s.items())) for s in styles.values()}) == len(POLICIES)
+
+
 def test_replay_off_a_terminal_says_how_far_it_is(tmp_path: Path) -> None:
     """A long run's replay takes minutes: piped or logged it was silent to the end. Now a line at
     each quarter of the policy replays, naming the file and, replayed in this process, the policy
@@ -402,3 +433,31 @@ def test_replay_off_a_terminal_says_how_far_it_is(tmp_path: Path) -> None:
     assert shares == sorted(set(shares)) and shares[-1] == 100 and len(shares) >= 3, r.stderr  # the bad file is half
     assert all(" of 2 file(s) x 2 policies done (" in ln for ln in lines)  # a file's agents share its part
     assert any(f"{SWE.name} refold)" in ln for ln in lines) and bad.name in r.stderr
+
+
+def test_progress_lines_say_the_share_done() -> None:
+    # a line is printed as each quarter is crossed, but it said the quarter: 1 of 3 files "25%"
+    import io
+    from contextlib import redirect_stderr
+
+    from rich.console import Console
+
+    from refold.cli._output import progress_ticks
+
+    err = io.StringIO()
+    with redirect_stderr(err), progress_ticks(Console(file=io.StringIO()), "replay", 3, "3 file(s)") as tick:
+        for name in ("a", "b", "c"):
+            tick(1, name)
+    assert [ln.split(": ", 1)[1] for ln in err.getvalue().splitlines()] == [
+        "33% of 3 file(s) done (a)", "66% of 3 file(s) done (b)", "100% of 3 file(s) done (c)"
+    ]
+
+
+def test_the_readme_names_every_replay_policy() -> None:
+    # its list stopped at compact+refold: default, self-gc and compact+self-gc (3 of the 11 the
+    # command replays by default) were not named
+    from refold.lab.replay import POLICIES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    sentence = " ".join(readme.split("Policies (all of them by default):", 1)[1].split("A file", 1)[0].split())
+    assert [p for p in POLICIES if f"`{p}`" not in sentence] == []

@@ -100,6 +100,7 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
         (["sessions", "list", "--store", str(tmp_path / "none.db")], "no session store at"),
         (["sessions", "prune", "--older-than", "soon", "--store", str(tmp_path / "x.db")], "--older-than 'soon'"),
         (["sessions", "list", "--store", str(tmp_path / "x.db"), "--limit", "0"], "--limit"),
+        (["sessions", "list", "--store", "postgres://u:pw@db/x"], "store URL 'postgres://u:***@db/x': unknown kind"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err

@@ -185,6 +185,19 @@ def test_refold_run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     check_trajectory(out)
 
 
+def test_refold_run_keeps_a_configs_output_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # without -o, refold run set mini's default path over every config: -c agent.output_path=X
+    # was ignored and the run went to ~/.config/mini-swe-agent/last_refold_run.traj.json
+    repo, spec = workspace(tmp_path)
+    monkeypatch.chdir(repo)
+    out = tmp_path / "from-config.traj.json"
+    args = ["run", "-t", "Rename value seven.", "-c", str(spec), "-c", f"agent.output_path={out}", "-y", "--exit-immediately"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"trajectory: {out}" in result.output
+    check_trajectory(out)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -297,6 +310,13 @@ def test_a_config_file_that_is_no_mapping_an_empty_one_and_a_folder_output(
     assert main(["run", "-t", "x", "-c", str(spec), "-y", "--exit-immediately", "-o", str(folder)]) == 2
     assert capsys.readouterr().err.strip() == f"refold: error: --output {folder} is a folder; give a file name"
     assert list(folder.iterdir()) == []
+    # a path mini cannot write ran the agent's first call and then stopped it with a traceback
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for flag in (["-o", str(blocker / "run.json")], ["-c", f"agent.output_path={blocker / 'run.json'}"]):
+        assert main(["run", "-t", "x", "-c", str(spec), "-y", "--exit-immediately", *flag]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"refold: error: cannot write {blocker / 'run.json'}: cannot make folder") and "\n" not in err, err
 
 
 def test_a_config_file_with_a_yaml_error_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

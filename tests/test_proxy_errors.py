@@ -126,6 +126,12 @@ def test_public_bind_needs_a_token() -> None:
     ProxyConfig(upstream="http://127.0.0.1:1/v1", host="::1")
     with pytest.raises(ConfigError):
         ProxyConfig(upstream="ftp://x")
+    # an empty --host listens everywhere: the message named no address ("listen on  without")
+    with pytest.raises(ConfigError, match=r"refusing to listen on '' \(every address\) without a bearer token"):
+        ProxyConfig(upstream="http://127.0.0.1:1/v1", host="")
+    # each flag is named alone ("--view-workers and --max-views must be at least 1")
+    with pytest.raises(ConfigError, match=r"^--max-views must be at least 1, got 0$"):
+        ProxyConfig(upstream="http://127.0.0.1:1/v1", max_views=0)
 
 
 def test_tokens_are_required_and_never_forwarded(tmp_path: Path) -> None:

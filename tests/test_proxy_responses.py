@@ -264,6 +264,9 @@ def test_errors_are_openai_shaped(env: Env) -> None:
     with httpx.Client(base_url=env.url, timeout=30) as h:
         r = h.post("/v1/responses", json={"model": "m", "input": [{"type": "message", "role": "robot", "content": "x"}]})
         assert r.status_code == 400 and "input.0.role" in r.json()["error"]["message"]
+        assert r.json()["error"]["param"] == "input.0.role"  # was null: the field is named as on chat
+        r = h.post("/v1/responses", json={"input": "x"})
+        assert r.json()["error"]["param"] == "model"
 
 
 def test_openai_agents_default_model_runs_a_tool_loop(env: Env) -> None:

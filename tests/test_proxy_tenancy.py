@@ -166,6 +166,28 @@ def test_proxy_tokens_in_any_header_are_never_forwarded(
     run(go())
 
 
+def test_refusals_on_the_messages_api_are_in_anthropics_shape(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
+    """A wrong key, a wrong content type or a foreign Host on /v1/messages was answered in OpenAI's
+    shape, which Anthropic clients (Claude Code, the SDK) do not read as an error body."""
+    anthropic = {"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+
+    async def go() -> None:
+        cfg = cfg_for(upstream, tmp_path, tokens=("t1",))
+        async with proxy(cfg) as c:
+            r = await c.post("/v1/messages", json=anthropic, headers={"x-api-key": "wrong"})
+            assert r.status_code == 401
+            assert r.json() == {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": "missing or invalid API key for this proxy"},
+            }
+            r = await c.post("/v1/messages/count_tokens", content=b"{}", headers={"x-api-key": "t1", "content-type": "text/plain"})
+            assert r.status_code == 415 and r.json()["type"] == "error" and "Content-Type" in r.json()["error"]["message"]
+            r = await c.post("/v1/chat/completions", json=GOOD, headers={"x-api-key": "wrong"})
+            assert r.json()["error"]["code"] == "invalid_api_key"  # OpenAI's shape elsewhere
+
+    run(go())
+
+
 def test_client_credential_headers_pass_through_without_proxy_keys(
     upstream: tuple[FakeUpstream, str], tmp_path: Path
 ) -> None:

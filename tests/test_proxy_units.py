@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -256,6 +257,10 @@ def test_store_urls(tmp_path: object) -> None:
         open_store(f"sqlite:///{base / 'c.db'}?fast=1")
     with pytest.raises(ConfigError, match="names no file"):
         open_store("sqlite:///")
+    # another database's URL was taken for a SQLite path: it made a folder 'mysql:' and served
+    with pytest.raises(ConfigError, match=r"unknown kind 'mysql://' \(give a SQLite path"):
+        open_store(f"mysql://{base}/x")
+    assert not (Path.cwd() / "mysql:").exists()
 
 
 def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,6 +281,24 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     assert not custom.spans.enabled and not custom.spans.prompt
     assert custom.ledger.enabled and not custom.ledger.prompt and custom.ledger.budget_tokens == 16000
     assert not custom.context_tools
+
+
+def test_serve_notes_an_upstream_without_a_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --upstream http://host:8000 (no /v1): every request was an upstream 404 with no hint why
+    import uvicorn
+
+    import refold.proxy.app
+    from refold.cli.serve import serve
+
+    monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: object())
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
+    common = {"token": None, "upstream_key": None, "port": 0, "store": str(tmp_path / "s.db")}
+    serve(upstream="http://127.0.0.1:9", **common)  # type: ignore[arg-type]
+    assert "note: --upstream has no path, so a client's /v1/chat/completions goes to http://127.0.0.1:9/chat/completions" in capsys.readouterr().err
+    serve(upstream="http://127.0.0.1:9/v1", **common)  # type: ignore[arg-type]
+    assert "note:" not in capsys.readouterr().err
 
 
 def test_a_store_written_before_the_wire_codec_loads_and_verifies() -> None:

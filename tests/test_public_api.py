@@ -52,6 +52,8 @@ def test_readme_library_section_runs_as_written(tmp_path: object) -> None:
     namespace: dict[str, object] = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert len(namespace["prompt"].messages) > 0  # type: ignore[attr-defined]
+    # Config is frozen: the block's override line did nothing until it kept what override returns
+    assert namespace["config"].policy.mask_after == 4  # type: ignore[attr-defined]
     # the spans / ledger configuration the README names is the API's
     said = re.search(r"\(`(Renderer\(Config\(spans=.*?\)\)\))`", _readme(), re.S)
     assert said is not None

@@ -335,3 +335,6 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("refold: error:"), (extra, res.stderr)
     missing = _cli(str(tmp_path / "nothing.json"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
+    # it said "max_num_batched_tokens must be >= 1": vLLM's name, not the flag the user typed
+    batched = _cli(str(RUN), "--tokenizer", "chars4", "--max-batched-tokens", "0")
+    assert batched.returncode == 2 and "--max-batched-tokens must be >= 1, got 0" in batched.stderr

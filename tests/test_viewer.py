@@ -174,10 +174,25 @@ def _text(data: dict[str, Any], pid: int) -> str:
     return decode(data["strings"], data["pieces"][pid][1])
 
 
-def test_the_page_opens_on_refolds_default_configuration(data: dict[str, Any]) -> None:
+def _page_data(page: str) -> dict[str, Any]:
+    raw = re.search(r'<script type="application/json" id="refold-data">(.*?)</script>', page, re.S)
+    assert raw is not None
+    data: dict[str, Any] = json.loads(raw.group(1))
+    return data
+
+
+def test_the_page_opens_on_refolds_default_configuration(run: History) -> None:
     # it opened on the seed's policy ("refold"), which on runs without STALE lines saves ~3%: a
-    # user reading the demo saw that, not what refold does by default
+    # user reading the demo saw that, not what refold does by default (build_data had the new
+    # default but build_report, which refold view, demo and the proxy call, still passed "refold")
+    data = _page_data(build_report(run, variants=["refold", "default"], tokenizer="chars4", mechanisms=False))
     assert data["default"] == "default" and "refold" in [v["id"] for v in data["variants"]]
+
+
+def test_without_the_default_policy_the_page_opens_on_the_first_one_asked_for(run: History) -> None:
+    # `refold view --policy masking,compact`: base (always added) is not what was asked to see
+    data = _page_data(build_report(run, variants=["masking", "compact"], tokenizer="chars4", mechanisms=False))
+    assert data["default"] == "masking"
 
 
 def test_fixture_exercises_every_mechanism(run: History) -> None:
@@ -337,6 +352,8 @@ def test_default_report_name_of_an_agent_stays_in_the_folder(tmp_path: Path, age
         (["--policy", "nope"], PolicyError, "unknown policy 'nope'"),
         (["--stale", "psychic"], PolicyError, "unknown STALE source"),
         (["--tokenizer", "gpt9"], PolicyError, "unknown tokenizer"),
+        (["--budget", "5"], PolicyError, "--budget must be at least 1024 tokens, got 5"),
+        (["--mask-after", "0"], PolicyError, "--mask-after must be at least 1, got 0"),
     ],
 )
 def test_view_command_rejects_bad_options(tmp_path: Path, args: list[str], error: type, message: str) -> None:

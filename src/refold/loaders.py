@@ -93,7 +93,7 @@ def detect_format(data: Any) -> str:
         bad = next((i for i, m in enumerate(data) if not (isinstance(m, dict) and "role" in m)), None)
         if data and bad is None:
             return "messages"
-        which = f"; item {bad} ({_kind(data[bad])}) is none" if bad is not None else " (it is empty)"
+        which = f"; item {bad} is {_kind(data[bad])}" if bad is not None else " (it is empty)"
         raise ValueError(f"a JSON list that is not a list of chat messages (objects with 'role'){which}")
     if not isinstance(data, dict):
         raise ValueError("top level is neither an object nor a list of messages")
@@ -129,7 +129,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "an object without 'role'"
     text = json.dumps(value, default=str)
-    return text if len(text) <= 30 else text[:27] + "..."
+    return "not an object: " + (text if len(text) <= 30 else text[:27] + "...")
 
 
 AGENT_SEP = "#"

@@ -132,11 +132,25 @@ app = typer.Typer(
     # plain click formatting: rich's help renderer (rich.markdown, pygments) is most of what
     # `refold --help` would import (0.24 s of 0.7 s); each command's own --help keeps it
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits -h
 )
 
 
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"refold {version('refold')}")
+        except PackageNotFoundError:  # run from a source tree (PYTHONPATH=src), not installed
+            typer.echo("refold (not installed: no version)")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print refold's version and exit.", is_eager=True, callback=_version),
+) -> None:
     """Render shorter prompts from an agent's full history: dedup, STALE folding, restore."""
 
 

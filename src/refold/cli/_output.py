@@ -84,9 +84,10 @@ def progress_ticks(console: Console, label: str, total: float, unit: str) -> Ite
         nonlocal done, said
         done += n
         quarter = min(4, int(4 * done / max(total, 1e-9) + 1e-9))
-        if quarter > said:
+        if quarter > said:  # the share done, not the quarter crossed (1 of 3 files said "25%")
             said = quarter
-            print(f"refold {label}: {25 * quarter}% of {unit} done ({what})", file=sys.stderr, flush=True)
+            share = min(100, int(100 * done / max(total, 1e-9) + 1e-9))
+            print(f"refold {label}: {share}% of {unit} done ({what})", file=sys.stderr, flush=True)
 
     yield tick
 

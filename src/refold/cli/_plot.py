@@ -63,8 +63,7 @@ def write_plot(path: Path, title: str, series: Series) -> None:
     import matplotlib
     from matplotlib.figure import Figure
 
-    names = list(series.per_call) or [b[0] for b in series.bars]
-    colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    styles = line_styles(list(series.per_call) or [b[0] for b in series.bars])
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "refold", "font.size": 9}):
         fig = Figure(figsize=(11, 8.5), layout="constrained")
         per, cum, bars = fig.subplots(3, 1, height_ratios=[3, 3, 2])
@@ -75,9 +74,9 @@ def write_plot(path: Path, title: str, series: Series) -> None:
             xs = range(1, len(flat) + 1)
             at = 1
             for i, task in enumerate(tasks):  # one line per task: no jump drawn between two tasks
-                per.plot(range(at, at + len(task)), task, label=name if i == 0 else None, color=colors[name], linewidth=1)
+                per.plot(range(at, at + len(task)), task, label=name if i == 0 else None, linewidth=1, **styles[name])
                 at += len(task)
-            cum.plot(xs, list(accumulate(flat)), label=name, color=colors[name], linewidth=1.2)
+            cum.plot(xs, list(accumulate(flat)), label=name, linewidth=1.2, **styles[name])
         for ax in (per, cum):
             for x in starts[1:]:
                 ax.axvline(x - 0.5, color="0.85", linewidth=0.6, zorder=0)
@@ -94,6 +93,12 @@ def write_plot(path: Path, title: str, series: Series) -> None:
             fig.savefig(path, format=path.suffix.lower()[1:], dpi=110, metadata=_metadata(path))
         except OSError as e:
             raise PolicyError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def line_styles(names: Sequence[str]) -> dict[str, dict[str, str]]:
+    """A distinct color and dash per policy: the default 11 outrun the 10-color cycle (base and
+    compact+self-gc were both blue)."""
+    return {n: {"color": f"C{i % 10}", "linestyle": ("-", "--", ":")[i // 10 % 3]} for i, n in enumerate(names)}
 
 
 def _bars(ax: Any, series: Series) -> None:

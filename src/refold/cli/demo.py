@@ -69,7 +69,8 @@ def demo(
         f"[bold]refold demo[/]: {history.meta.get('instance_id') or path.name}, a real run of mini-swe-agent 1.15 "
         f"with Gemini 3 Pro on SWE-bench Verified ({len(history)} model calls; attribution: refold/data/ATTRIBUTION.md)"
     )
-    console.print(f"Prompt tokens per model call, {tokenizer} tokenizer. Cached share: {cache} prefix cache, [italic]simulated[/].")
+    shared = "none (no prefix cache)" if cache == "none" else f"{cache} prefix cache, [italic]simulated[/]"
+    console.print(f"Prompt tokens per model call, {tokenizer} tokenizer. Cached share: {shared}.")
     runs = _policy_runs(path, tokenizer, cache)
     table = Table(show_edge=False)
     table.add_column("call", justify="right")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import RefoldError, RunError
+from ._output import check_output
 
 SECTIONS = ("agent", "model", "environment", "run")
 """The top-level sections of a mini config (``run`` holds mini's own task and options)."""
@@ -99,7 +100,8 @@ def _run(
         overrides["agent"]["mode"] = "yolo"
     if exit_immediately:
         overrides["agent"]["confirm_exit"] = False
-    overrides["agent"]["output_path"] = str(output) if output else str(_default_output())
+    if output is not None:
+        overrides["agent"]["output_path"] = str(output)
     for spec, cfg in zip(specs, configs, strict=True):
         for key in cfg:  # a misspelled section ("modle:") is ignored by mini: its settings silently off
             if key not in SECTIONS:
@@ -110,8 +112,23 @@ def _run(
             if section in cfg and not isinstance(cfg[section], dict):
                 raise RunError(f"config '{spec}': '{section}' must be a mapping of settings, got {cfg[section]!r:.40}")
     merged = recursive_merge(*configs, overrides)
+    if not merged.setdefault("agent", {}).get("output_path"):  # a config's own output_path was overridden
+        merged["agent"]["output_path"] = str(_default_output())
+    _check_trajectory_path(Path(str(merged["agent"]["output_path"])).expanduser(), "--output" if output else "agent.output_path")
     result = run_task(merged, task)
     typer.echo(f"exit status: {result.get('exit_status', '')}; trajectory: {merged['agent']['output_path']}")
+
+
+def _check_trajectory_path(path: Path, flag: str) -> None:
+    """mini makes the folder and writes the trajectory after every step: a path it cannot write
+    (a file where its folder should be, /proc, a full disk) was a traceback after the first call."""
+    if path.is_dir():
+        raise RunError(f"{flag} {path} is a folder; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunError(f"cannot write {path}: cannot make folder {path.parent} ({e.strerror or e})") from None
+    check_output(path, flag)
 
 
 def _default_output() -> Path:

@@ -8,6 +8,7 @@ refuses to start.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from typing import Annotated
 
 import typer
@@ -146,6 +147,12 @@ def serve(
     check_port(host, port)
     check_store(store)
     typer.echo(f"refold serve: http://{host}:{port}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
+    if urllib.parse.urlsplit(upstream).path.strip("/") == "":  # every request was a bare upstream 404
+        typer.echo(
+            f"refold serve: note: --upstream has no path, so a client's /v1/chat/completions goes to "
+            f"{redact(upstream.rstrip('/'))}/chat/completions; OpenAI-compatible servers usually want .../v1",
+            err=True,
+        )
     uvicorn.run(
         create_app(cfg),
         host=host,

@@ -71,8 +71,9 @@ def parse_age(text: str) -> float:
 
 
 def _with_store(url: str, fn: Callable[[Any], Awaitable[T]]) -> T:
-    from ..proxy.store import open_store
+    from ..proxy.store import check_store_url, open_store
 
+    check_store_url(url)
     if not url.startswith(("redis://", "rediss://", "unix://")):
         path = url.removeprefix("sqlite:///").removeprefix("sqlite://").partition("?")[0]
         if path != ":memory:" and not Path(path).expanduser().is_file():

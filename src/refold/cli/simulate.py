@@ -222,6 +222,8 @@ def simulate_cmd(
         raise PolicyError("give --kv-tokens or --gpu-gib, not both")
     if output_tokens is not None and output_tokens < 1:
         raise PolicyError(f"--output-tokens must be >= 1, got {output_tokens}")
+    if max_batched_tokens < 1:  # ServerConfig's own check names vLLM's setting, not this flag
+        raise PolicyError(f"--max-batched-tokens must be >= 1, got {max_batched_tokens}")
     if block_size is not None and not 1 <= block_size <= MAX_POOL_TOKENS:
         raise PolicyError(f"--block-size must be between 1 and {MAX_POOL_TOKENS:,}, got {block_size}")
     for flag, value, positive in (("--tool-delay", tool_delay, False), ("--stagger", stagger, False),

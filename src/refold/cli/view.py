@@ -104,6 +104,10 @@ def view(
     names = [p.strip() for p in policy.split(",") if p.strip()]
     if not names:
         raise PolicyError("no policy selected")
+    if budget < 1024:  # named by its flag, as refold replay does (the library names the argument)
+        raise PolicyError(f"--budget must be at least 1024 tokens, got {budget}")
+    if mask_after is not None and mask_after < 1:
+        raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
     file, agent = split_source(run)  # FILE#Agent: one agent of a multi-agent file
     if not Path(file).exists():
         raise PolicyError(f"no such file: {run}")

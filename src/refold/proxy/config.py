@@ -77,8 +77,9 @@ class ProxyConfig:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
         if any(not t.strip() for t in self.tokens):
             raise ConfigError("an empty --token is not allowed")
-        if self.view_workers < 1 or self.max_views < 1:
-            raise ConfigError("--view-workers and --max-views must be at least 1")
+        for flag, value in (("--view-workers", self.view_workers), ("--max-views", self.max_views)):
+            if value < 1:
+                raise ConfigError(f"{flag} must be at least 1, got {value}")
         if any(o != "*" and not o.startswith(("http://", "https://")) for o in self.allow_origins):
             raise ConfigError("--allow-origin takes an origin such as https://app.example")
         check_bind(self.host, self.tokens)
@@ -140,7 +141,7 @@ def check_port(host: str, port: int) -> None:
 def check_bind(host: str, tokens: tuple[str, ...]) -> None:
     if not is_loopback(host) and not tokens:
         raise ConfigError(
-            f"refusing to listen on {host} without a bearer token: pass --token (or REFOLD_TOKENS), "
+            f"refusing to listen on {host or repr(host) + ' (every address)'} without a bearer token: pass --token (or REFOLD_TOKENS), "
             "or bind 127.0.0.1"
         )
 

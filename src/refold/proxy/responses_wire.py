@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 from ..errors import ProxyError
@@ -29,8 +30,14 @@ KEY = "responses"
 INPUT_ROLES = ("user", "system", "developer")
 
 
+_FIELD = re.compile(r"([A-Za-z_][\w.]*): ")
+
+
 def bad(message: str) -> ProxyError:
-    return ProxyError(400, message, code="invalid_request")
+    """A 400 whose ``param`` is the field the message opens with (``input.0.role: ...``), as
+    chat completions' errors name theirs."""
+    field = _FIELD.match(message)
+    return ProxyError(400, message, code="invalid_request", param=field.group(1) if field else None)
 
 
 def items_of(body: dict[str, Any]) -> list[dict[str, Any]]:

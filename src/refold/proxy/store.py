@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -41,9 +42,25 @@ from .records import (
 T = TypeVar("T")
 
 
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def check_store_url(url: str) -> None:
+    """A URL of another kind (``mysql://...``, ``postgres://...``) is a mistake, not a file name:
+    taken as a SQLite path it made a folder ``mysql:`` and served from a file in it."""
+    m = _SCHEME.match(url)
+    if m is not None and not url.startswith(("sqlite:", *_REDIS_SCHEMES)):
+        raise ConfigError(
+            f"store URL '{redact(url)}': unknown kind '{m.group(1)}://' "
+            "(give a SQLite path, sqlite:///path or redis://host:port/db)"
+        )
+
+
 def open_store(url: str) -> Store:
     """``redis://host:port/db``, ``sqlite:///path``, a plain path, or ``:memory:``."""
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    check_store_url(url)
+    if url.startswith(_REDIS_SCHEMES):
         from .redis_store import RedisStore
 
         return RedisStore(url)

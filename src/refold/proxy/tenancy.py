@@ -26,6 +26,7 @@ from typing import Any
 from fastapi import Request
 
 from ..errors import ProxyError
+from .anthropic_wire import error_body
 from .config import ProxyConfig
 from .sessions import owner_of
 from .views_access import PageGrants
@@ -133,7 +134,7 @@ class Guard:
         try:
             tenant_ = self.check(scope)
         except ProxyError as e:
-            await _answer(send, e)
+            await _answer(send, e, str(scope.get("path", "")))
             return
         if tenant_ is not None:
             scope.setdefault("state", {})["tenant"] = tenant_
@@ -189,8 +190,13 @@ class Guard:
         return resolve(self.cfg, headers)
 
 
-async def _answer(send: Send, e: ProxyError) -> None:
-    body = json.dumps(e.body()).encode()
+ANTHROPIC_PATH = "/v1/messages"
+
+
+async def _answer(send: Send, e: ProxyError, path: str) -> None:
+    # an Anthropic client reads {"type": "error", "error": {type, message}}, as the route's own errors
+    shaped = error_body(e.status, e.message) if path.startswith(ANTHROPIC_PATH) else e.body()
+    body = json.dumps(shaped).encode()
     await send(
         {
             "type": "http.response.start",

@@ -170,7 +170,9 @@ def load_prices(path: str | Path) -> dict[str, Price]:
         else:
             data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise ValueError(f"{p}: cannot read price table: {' '.join(str(e).split())}") from None
+        # any other name is read as JSON: a YAML table said only "Expecting value"
+        kind = "" if p.suffix.lower() in (".json", ".toml") or isinstance(e, OSError) else " (read as JSON: give a .json or .toml file)"
+        raise ValueError(f"{p}: cannot read price table{kind}: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{p}: price table must map names to price objects")
     out: dict[str, Price] = {}

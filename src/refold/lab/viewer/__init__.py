@@ -50,7 +50,7 @@ def build_report(
     tokenizer: str | Tokenizer = "qwen3.6",
     stale: str = "recorded",
     mechanisms: bool = True,
-    default: str = "refold",
+    default: str = "default",
     budget: int = 32_768,
     mask_after: int | None = None,
     progress: Progress | None = None,

@@ -301,7 +301,7 @@ def build_data(
         },
         "codes": {"shown": SHOWN_CODES, "part": PART_CODES, "role": ROLE_CODES},
         "switch_names": SWITCHES,
-        "default": default if default in ids else ids[0],
+        "default": default if default in ids else next((i for i in ids if i != "base"), ids[0]),
         "base": "base" if "base" in ids else ids[0],
         "strings": tables.texts.strings,
         "pieces": tables.pieces,
