@@ -24,10 +24,13 @@ class Simple:
     bodies: list[str] = field(default_factory=list)  # heredoc and here-string data
     subs: list[str] = field(default_factory=list)  # $(...) and `...` command substitutions
     piped: bool = False  # its stdin is the previous command's output (after ``|`` or ``|&``)
+    start: int = -1  # where its first word begins in the text
+    cut: int = 0  # where the text before it is whole: the operator (or line break) that ended the one before
+    clean: bool = True  # no heredoc body of an earlier command comes after ``cut``
 
-    def __init__(self, piped: bool = False) -> None:  # made at every separator: no factory calls
+    def __init__(self, piped: bool = False, cut: int = 0, clean: bool = True) -> None:  # no factory calls
         self.words, self.raw, self.out, self.inp, self.bodies, self.subs = [], [], [], [], [], []
-        self.piped = piped
+        self.piped, self.start, self.cut, self.clean = piped, -1, cut, clean
 
 
 _PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
@@ -38,6 +41,12 @@ _SPACES = re.compile(r"[ \t]++")
 
 def lex(text: str) -> list[Simple]:
     """Simple commands of a command line, in linear time (never raises; unbalanced quotes run to the end)."""
+    return lex_open(text)[0]
+
+
+def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
+    """``lex``, and the command the text ends in when nothing of it has come yet (the text ends
+    after an operator or a line break that follows a command: ``ls;``, ``ls && ``), else None."""
     out: list[Simple] = []
     cur = Simple()
     word: list[str] = []
@@ -67,16 +76,21 @@ def lex(text: str) -> list[Simple]:
             else:
                 cur.out.append(value)
             return
+        if not cur.words:
+            cur.start = at - len(raw)
         cur.words.append(value)
         cur.raw.append(raw)
 
-    def end_command(piped: bool = False) -> None:
+    def end_command(at: int, piped: bool = False) -> None:
         nonlocal cur
+        cut, clean = at, not pending
         if cur.words or cur.out or cur.inp or cur.bodies or cur.subs:
             out.append(cur)
-        elif cur.piped:  # 'a | (b)', 'a |<newline>b': the pipe feeds the next command
-            piped = True
-        cur = Simple(piped)
+        else:  # nothing ended here: the text is whole where the command before ended
+            cut, clean = cur.cut, cur.clean and clean
+            if cur.piped:  # 'a | (b)', 'a |<newline>b': the pipe feeds the next command
+                piped = True
+        cur = Simple(piped, cut, clean)
 
     while i < n:
         c = text[i]
@@ -99,11 +113,14 @@ def lex(text: str) -> list[Simple]:
             continue
         if c == "\n":
             end_word(i)
-            end_command()
+            ended = bool(pending) and bool(cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
+            end_command(i)
             i += 1
             for owner, delim, strip_tabs in pending:  # heredoc bodies follow, in order
                 i = _heredoc(text, i, delim, strip_tabs, owner)
             pending.clear()
+            if ended:  # whole only after the bodies
+                cur.cut, cur.clean = min(i, n), True
             continue
         if c == "'":
             if raw_start < 0:
@@ -166,13 +183,15 @@ def lex(text: str) -> list[Simple]:
         # operators and grouping: ; & | && || |& ( ) { }
         end_word(i)
         pipe = c == "|" and not text.startswith("||", i)
-        end_command(pipe)
+        end_command(i, pipe)
         i += 2 if text.startswith(("&&", "||", "|&", ";;"), i) else 1
     end_word(n)
-    end_command()
+    empty = not (cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
+    tail = cur if empty and out else None
+    end_command(n)
     for owner, _delim, _ in pending:  # a heredoc without its body line: nothing more to read
         owner.bodies.append("")
-    return out
+    return out, tail
 
 
 def _heredoc(text: str, i: int, delim: str, strip_tabs: bool, owner: Simple) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..mechanisms.ledger import parse_ids
 from ..mechanisms.spans import parse_span_id
 from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
-from ..shell_lex import lex
+from ..shell_lex import Simple, lex
 
 SPAN_COMMANDS = frozenset({"begin_span", "fold_span", "fold_steps"})
 LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger", "pin", "unpin"})
@@ -40,11 +40,32 @@ def _after_another(command: str) -> ContextCommand | None:
     shell that would say ``restore: command not found``. A ``restore`` quoted, in a heredoc or as
     another program's argument (``git restore f``) is no command of its own."""
     simples = [s for s in lex(command) if s.words]
+    k = _restore_at(simples)
+    if k is None:
+        return None
+    s = simples[k]
+    others = [" ".join(o.raw) for o in (*simples[:k], *simples[k + 1 :])]
+    return ContextCommand("restore", " ".join(s.raw[1:]) + "; " + "; ".join(others))
+
+
+def _restore_at(simples: list[Simple]) -> int | None:
     for k, s in enumerate(simples[1:], start=1):
         if s.words[0] == "restore" and s.raw[0] == "restore":
-            others = [" ".join(o.raw) for o in (*simples[:k], *simples[k + 1 :])]
-            return ContextCommand("restore", " ".join(s.raw[1:]) + "; " + "; ".join(others))
+            return k
     return None
+
+
+def split_restore(command: str) -> tuple[str, str] | None:
+    """``ls; restore 3`` as (``ls``, ``restore 3``): the commands before the first restore after
+    another command (``_after_another``) as a whole command line, and the text from that restore
+    on; None when there is none, or no clean cut before it (a heredoc body still to come).
+    A streamed call whose first part the client already has is split there (``proxy.compound``)."""
+    simples = [s for s in lex(command) if s.words]
+    k = _restore_at(simples)
+    if k is None or not simples[k].clean:
+        return None
+    s = simples[k]
+    return command[: s.cut], command[s.start :]
 
 
 def from_tool_call(name: str, arguments: str) -> ContextCommand:
