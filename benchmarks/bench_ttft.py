@@ -235,6 +235,7 @@ def commands_report(paths: list[Path]) -> str:
             + " ".join(f"{x:>6.1f}%" for x in share)
             + f" {at_end / plain * 100 if plain else 0.0:>8.1f}%"
         )
+    held_rows = separator_holds(cmds)
     lines = [
         f"refold early relay on recorded runs: {len(cmds)} shell commands from {len(files) - skipped} files"
         + (f" ({skipped} unreadable skipped)" if skipped else "") + f"; {n_context} of them context commands",
@@ -246,8 +247,44 @@ def commands_report(paths: list[Path]) -> str:
         "chars = characters of the command the proxy has seen when it relays the call (the first piece that",
         "decides it); <=n = share of plain commands relayed within their first n characters; at end = decided",
         "only by the whole command (it begins like a context command: 'fold -w 80 f', 'restored').",
+        "",
+        *held_rows,
     ]
     return "\n".join(lines) + "\n"
+
+
+def separator_holds(cmds: list[str]) -> list[str]:
+    """Once a chat ``bash`` call is relayed, its command is held from a top-level separator while
+    what follows may be ``restore`` (``proxy.compound``): how many characters of each command the
+    client is behind the upstream at most, its arguments fed one character at a time."""
+    from refold.context.recognize import split_restore
+    from refold.proxy.compound import CompoundHold
+
+    behind: list[int] = []
+    at_end = splits = 0
+    for c in cmds:
+        args = json.dumps({"command": c})
+        start = len('{"command": "')
+        hold = CompoundHold(start)
+        worst = 0
+        for cut in range(start, len(args) + 1):
+            hold.allowed(args[:cut])
+            worst = max(worst, len(hold.cmd.value) - hold.limit)
+        behind.append(worst)
+        at_end += hold.limit < len(c)
+        splits += split_restore(c) is not None
+    held = [b for b in behind if b]
+    n = len(behind) or 1
+    return [
+        "held from a separator (chat bash, after the call is relayed):",
+        f"  commands held at some point: {len(held)} of {len(behind)} ({len(held) / n * 100:.1f}%); "
+        f"characters behind, of those: p50 {statistics.median(held) if held else 0:.0f}, "
+        f"p90 {pct(held, 90) if held else 0:.0f}, max {max(held) if held else 0}",
+        f"  still held at the command's end (released or split only by the whole call): {at_end}; "
+        f"split (a restore after another command): {splits}",
+        "  behind = characters of the command the upstream has sent and the client not yet, at most, while",
+        "  the text after a ';', '&&', '||', '|', '&' or line break may still begin 'restore'.",
+    ]
 
 
 def main() -> None:

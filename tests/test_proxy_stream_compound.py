@@ -6,6 +6,7 @@ before the next upstream call. A plain ``cd DIR && python x.py`` is held only a 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ from fake_upstream import ServerThread
         ("cat <<EOF\nrestore 3\n", 20, False),  # a heredoc body: data (its end may still come)
         ("ls &&\nrestore 3", 3, True),
         ("ls # note\nrestore 3", 9, True),
+        ("(cd /x && ls) ; restore 3", 14, True),  # after the group's end
+        ("ls; # a note\nrestore 3", 12, True),  # the comment goes out
+        ("ls; # a note", 12, False),  # a comment goes out; the line after it may be a restore
     ],
 )
 def test_the_release_limit(text: str, limit: int, held: bool | None) -> None:
@@ -50,13 +54,14 @@ def test_the_release_limit(text: str, limit: int, held: bool | None) -> None:
 
 COMMANDS = st.lists(
     st.sampled_from(["ls", "ls -la", "restore 3", "restore", "cd /x", "python y.py", "r", "res", "echo 'a; restore 1'",
-                     "cat <<EOF\nrestore 2\nEOF", "restored", "git restore f", "x=1 restore 2", "(restore 4)"]),
+                     "cat <<EOF\nrestore 2\nEOF", "restored", "git restore f", "x=1 restore 2", "(restore 4)",
+                     "(cd /x && ls)", "{ ls; restore 5; }", "# a note\n", "echo {a,b}"]),
     min_size=1, max_size=4,
 )
 SEPS = st.sampled_from(["; ", " && ", " || ", "\n", " | ", " & ", ";\n"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(COMMANDS, st.lists(SEPS, min_size=3, max_size=3), st.lists(st.integers(1, 6), min_size=1, max_size=30))
 def test_no_restore_after_another_command_ever_goes_out(parts: list[str], seps: list[str], cuts: list[int]) -> None:
     """However the arguments are split, what may go out never reaches the separator before the
@@ -74,6 +79,8 @@ def test_no_restore_after_another_command_ever_goes_out(parts: list[str], seps: 
         if found is not None:
             assert allowed <= hold.cmd.offset(len(found[0])) or hold.cmd.offset(len(found[0])) < start
     assert hold.cmd.value == command
+    if found is not None and _bash_ok(command):  # what the client runs is a whole command line
+        assert _bash_ok(found[0]), found[0]
     if found is None and release_limit(command)[1] is None:
         assert hold.allowed(args) == args.index('"', start + len(json.dumps(command)) - 2)
 
@@ -84,6 +91,10 @@ def scripted() -> Iterator[tuple[Scripted, str]]:
     with ServerThread(s.app) as srv:
         yield s, f"{srv.url}/v1"
     s.release.set()
+
+
+def _bash_ok(command: str) -> bool:
+    return subprocess.run(["bash", "-n"], input=command, text=True, capture_output=True).returncode == 0
 
 
 def _stream(c: httpx.Client, url: str, msgs: list[dict[str, Any]], sid: str) -> Reader:

@@ -26,17 +26,20 @@ class Simple:
     piped: bool = False  # its stdin is the previous command's output (after ``|`` or ``|&``)
     start: int = -1  # where its first word begins in the text
     cut: int = 0  # where the text before it is whole: the operator (or line break) that ended the one before
-    clean: bool = True  # no heredoc body of an earlier command comes after ``cut``
+    clean: bool = True  # at ``cut`` no group is open and no heredoc body of an earlier command is still to come
+    whole: bool = False  # opened by ``;``, ``&``, a line break or a group's end: the text is whole before it
 
-    def __init__(self, piped: bool = False, cut: int = 0, clean: bool = True) -> None:  # no factory calls
-        self.words, self.raw, self.out, self.inp, self.bodies, self.subs = [], [], [], [], [], []
-        self.piped, self.start, self.cut, self.clean = piped, -1, cut, clean
+    def __init__(self, piped: bool = False, cut: int = 0, clean: bool = True, whole: bool = False) -> None:
+        self.words, self.raw, self.out, self.inp, self.bodies, self.subs = [], [], [], [], [], []  # no factory calls
+        self.piped, self.start, self.cut, self.clean, self.whole = piped, -1, cut, clean, whole
 
 
 _PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
 _DQ_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
 _REDIR = re.compile(r"(\d*)(>>|>\||>&|&>>|&>|<<<|<<-|<<|<>|<&|>|<)")
 _SPACES = re.compile(r"[ \t]++")
+_ENDS = frozenset({";", ";;", "&", "\n", ")", "}"})
+"""Operators after which the text before is a whole command line (not ``&&``, ``|``, ``(``)."""
 
 
 def lex(text: str) -> list[Simple]:
@@ -81,16 +84,26 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
         cur.words.append(value)
         cur.raw.append(raw)
 
-    def end_command(at: int, piped: bool = False) -> None:
-        nonlocal cur
-        cut, clean = at, not pending
+    depth = 0  # ( and { groups open
+
+    def end_command(at: int, op: str = "") -> None:
+        nonlocal cur, depth
+        piped = op in ("|", "|&")
+        if op in (")", "}"):
+            depth, at = max(0, depth - 1), at + 1  # whole only after the group's end
+        whole = op in _ENDS and not (op == "&" and at + 1 >= n)  # a last '&' may be the first of '&&'
         if cur.words or cur.out or cur.inp or cur.bodies or cur.subs:
             out.append(cur)
+            cut, clean = at, not pending and depth == 0
+        elif cur.whole and whole:  # ``ls;`` then a comment line: whole here too
+            cut, clean = at, not pending and depth == 0
         else:  # nothing ended here: the text is whole where the command before ended
-            cut, clean = cur.cut, cur.clean and clean
+            cut, clean, whole = cur.cut, cur.clean and not pending, False
             if cur.piped:  # 'a | (b)', 'a |<newline>b': the pipe feeds the next command
                 piped = True
-        cur = Simple(piped, cut, clean)
+        if op in ("(", "{"):
+            depth += 1
+        cur = Simple(piped, cut, clean, whole)
 
     while i < n:
         c = text[i]
@@ -114,13 +127,13 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
         if c == "\n":
             end_word(i)
             ended = bool(pending) and bool(cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
-            end_command(i)
+            end_command(i, "\n")
             i += 1
             for owner, delim, strip_tabs in pending:  # heredoc bodies follow, in order
                 i = _heredoc(text, i, delim, strip_tabs, owner)
             pending.clear()
             if ended:  # whole only after the bodies
-                cur.cut, cur.clean = min(i, n), True
+                cur.cut, cur.clean = min(i, n), depth == 0
             continue
         if c == "'":
             if raw_start < 0:
@@ -169,6 +182,8 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
             continue
         if c == "#" and raw_start < 0:
             j = text.find("\n", i)
+            if j < 0 and cur.whole and not (cur.words or cur.out or cur.inp or cur.bodies or cur.subs):
+                cur.cut = n  # a comment line that has not ended: whole with all of it
             i = n if j < 0 else j
             continue
         r = _REDIR.match(text, i)
@@ -182,9 +197,9 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
             continue
         # operators and grouping: ; & | && || |& ( ) { }
         end_word(i)
-        pipe = c == "|" and not text.startswith("||", i)
-        end_command(i, pipe)
-        i += 2 if text.startswith(("&&", "||", "|&", ";;"), i) else 1
+        op = text[i : i + 2] if text.startswith(("&&", "||", "|&", ";;"), i) else c
+        end_command(i, op)
+        i += len(op)
     end_word(n)
     empty = not (cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
     tail = cur if empty and out else None
