@@ -72,18 +72,20 @@ def _run(fake: Paused, url: str) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool) -> None:
-    """``ls; restore 1`` in the shell tool, whole when it is decided (not streamed, or streamed
-    whole in its first delta): answered "Not run" naming both parts, never sent to the client's
-    shell (which would say ``restore: command not found``), as ``restore 1 && ls`` is."""
+@pytest.mark.parametrize(("command", "named"), [("ls; restore 1", "`ls`"), ("for f in a b; do restore 1; done", "`for f in a b; done`")])
+def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool, command: str, named: str) -> None:
+    """``ls; restore 1`` in the shell tool (or a restore inside a loop), whole when it is decided
+    (not streamed, or streamed whole in its first delta): answered "Not run" naming both parts,
+    never sent to the client's shell (which would say ``restore: command not found``), as
+    ``restore 1 && ls`` is."""
     up = Upstream()
-    up.script += [reply("c0", "cat a.py"), reply("c1", "ls; restore 1"), reply("c2", "ls")]
+    up.script += [reply("c0", "cat a.py"), reply("c1", command), reply("c2", "ls")]
     with ServerThread(up.app) as srv, Client(srv.url, str(tmp_path / "s.db"), f"after-{stream}", stream, False) as c:
         msgs = _first_turn(up, c)
         status, got = c.post(msgs)
         assert status == 200 and [t["id"] for t in got["tool_calls"]] == ["c2"]
     answer = [m for m in up.requests[2] if m.get("tool_call_id") == "c1"]
-    assert len(answer) == 1 and "Not run" in answer[0]["content"] and "`ls`" in answer[0]["content"]
+    assert len(answer) == 1 and "Not run" in answer[0]["content"] and named in answer[0]["content"]
 
 
 def test_chat_streamed_a_call_released_by_its_first_word_is_split() -> None:

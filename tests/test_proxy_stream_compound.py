@@ -194,3 +194,24 @@ def test_a_restore_the_client_is_sent_nothing_of_is_held_at_its_separator(
             s.release.set()
             rd.rest()
         assert json.loads(rd.message()["tool_calls"][0]["function"]["arguments"]) == {"command": "ls -la"}
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["for f in a b; do restore 1; done", "if true; then restore 1; fi", "for f in a; do ls; restore 1; done",
+     "{ ls; restore 1; }"],
+)
+def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole(
+    scripted: tuple[Scripted, str], tmp_path: Path, command: str
+) -> None:
+    """No clean cut before it (the client would get an unclosed loop, ``if`` or group) and the
+    client has the start of the call: it gets the whole command, as the model wrote it (the
+    known gap; a request that is not streamed answers it "Not run")."""
+    assert split_restore(command) is None
+    s, url = scripted
+    s.release.set()
+    s.replies.append(call(0, "bash", json.dumps({"command": command}), "c1"))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+        msg = _stream(c, px.url, [SYSTEM, {"role": "user", "content": "task"}], "loop").message()
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"command": command}
+    assert len(s.requests) == 1
