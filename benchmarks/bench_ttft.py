@@ -401,8 +401,8 @@ def main() -> None:
         "TTFT - direct ready of the pair, what the proxy adds beyond what it must wait for.",
         "'shell tool call, no text': the reply is only the call (bash 'echo turn-n'), its arguments in 5-char",
         "pieces 20 ms apart: '{\"com' 'mand\"' ': \"ec' decides it (an 'e' may still be 'expand'), 3 pieces in.",
-        "'cd && python call, no text': the same with 'cd /testbed && python reproduce.py --turn n': relayed from",
-        "'cd', then held at '&&' until 'python' shows no 'restore' follows; total = when the client has it all.",
+        "'cd && python call, no text': the same with 'cd /testbed && python reproduce.py --turn n': decided at",
+        "the 'p' after '&&' ('cd DIR && restore 3' is one); total = when the client has all of it.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")
