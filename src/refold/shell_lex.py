@@ -28,10 +28,11 @@ class Simple:
     cut: int = 0  # where the text before it is whole: the operator (or line break) that ended the one before
     clean: bool = True  # at ``cut`` no group is open and no heredoc body of an earlier command is still to come
     whole: bool = False  # opened by ``;``, ``&``, a line break or a group's end: the text is whole before it
+    begin: int = 0  # where the lexer stood when it opened (after the operator; after heredoc bodies)
 
-    def __init__(self, piped: bool = False, cut: int = 0, clean: bool = True, whole: bool = False) -> None:
+    def __init__(self, piped: bool = False, cut: int = 0, clean: bool = True, whole: bool = False, begin: int = 0) -> None:
         self.words, self.raw, self.out, self.inp, self.bodies, self.subs = [], [], [], [], [], []  # no factory calls
-        self.piped, self.start, self.cut, self.clean, self.whole = piped, -1, cut, clean, whole
+        self.piped, self.start, self.cut, self.clean, self.whole, self.begin = piped, -1, cut, clean, whole, begin
 
 
 _PLAIN = re.compile(r"[^\s'\"\\$`;&|()<>{}#]++")
@@ -47,17 +48,25 @@ def lex(text: str) -> list[Simple]:
     return lex_open(text)[0]
 
 
-def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
-    """``lex``, and the command the text ends in when nothing of it has come yet (the text ends
-    after an operator or a line break that follows a command: ``ls;``, ``ls && ``), else None."""
+def lex_open(
+    text: str, start: int = 0, cut: int = 0, *, partial: bool = False
+) -> tuple[list[Simple], Simple | None, str]:
+    """``lex``, the command the text ends in when nothing of it has come yet (``ls;``, ``ls && ``,
+    or no command at all), else None;
+    and, when the text ends inside a quote, a substitution or a heredoc body, the characters of
+    which only one may end it (``'``, ``"``, ``)``, a backtick, a line break), else "".
+    ``start``: lex from there, the ``begin`` of a command that is ``whole`` and ``clean`` (the
+    lexer's state there is a fresh one), with that command's ``cut``. ``partial``: more text
+    may follow (a heredoc delimiter that ends the text may be the start of a longer line)."""
     out: list[Simple] = []
-    cur = Simple()
+    cur = Simple(cut=cut, whole=start > 0, begin=start)
     word: list[str] = []
     raw_start = -1
     pending: list[tuple[Simple, str, bool]] = []  # heredocs whose bodies start at the next line
     expect: tuple[str, bool] | None = None  # the next word is a redirect target / heredoc delimiter
     n = len(text)
-    i = 0
+    until = ""
+    i = start
 
     def end_word(at: int) -> None:
         nonlocal word, raw_start, expect
@@ -91,7 +100,7 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
         piped = op in ("|", "|&")
         if op in (")", "}"):
             depth, at = max(0, depth - 1), at + 1  # whole only after the group's end
-        whole = op in _ENDS and not (op == "&" and at + 1 >= n)  # a last '&' may be the first of '&&'
+        whole = op in _ENDS and not (op in ("&", ";") and at + 1 >= n)  # a last '&' or ';' may be half of '&&' or ';;'
         if cur.words or cur.out or cur.inp or cur.bodies or cur.subs:
             out.append(cur)
             cut, clean = at, not pending and depth == 0
@@ -103,7 +112,7 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
                 piped = True
         if op in ("(", "{"):
             depth += 1
-        cur = Simple(piped, cut, clean, whole)
+        cur = Simple(piped, cut, clean, whole, at + len(op) if op not in (")", "}") else at)
 
     while i < n:
         c = text[i]
@@ -126,20 +135,24 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
             continue
         if c == "\n":
             end_word(i)
-            ended = bool(pending) and bool(cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
+            bodies = bool(pending)
+            ended = bodies and bool(cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
             end_command(i, "\n")
             i += 1
             for owner, delim, strip_tabs in pending:  # heredoc bodies follow, in order
-                i = _heredoc(text, i, delim, strip_tabs, owner)
+                i = _heredoc(text, i, delim, strip_tabs, owner, partial)
+                until = "\n" if i > n + 1 else until  # (n + 1: a delimiter that ends the text)
             pending.clear()
-            if ended:  # whole only after the bodies
-                cur.cut, cur.clean = min(i, n), depth == 0
+            if bodies:  # the next command opens after them, whole only when a command ended here
+                cur.begin = i
+                if ended:
+                    cur.cut, cur.clean = min(i, n), depth == 0
             continue
         if c == "'":
             if raw_start < 0:
                 raw_start = i
             j = text.find("'", i + 1)
-            j = n if j < 0 else j
+            j, until = (n, "'") if j < 0 else (j, until)
             word.append(text[i + 1 : j])
             i = j + 1
             continue
@@ -148,6 +161,7 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
                 raw_start = i
             m = _DQ_BODY.match(text, i + 1)
             j = m.end() if m else i + 1
+            until = '"' if j >= n else until
             word.append(re.sub(r"\\([\"\\$`])", r"\1", text[i + 1 : j]))
             i = j + 1
             continue
@@ -164,6 +178,8 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
             if raw_start < 0:
                 raw_start = i
             j = _substitution_end(text, i)
+            if j >= n and (j - 1 <= i or text[j - 1] != ("`" if c == "`" else ")")):
+                until = "`" if c == "`" else ")"
             word.append(text[i:j])
             cur.subs.append(text[i + 1 : j - 1] if c == "`" else text[i + 2 : j - 1])
             i = j
@@ -174,6 +190,7 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
             if text.startswith("$'", i):
                 m = re.compile(r"(?:[^'\\]++|\\.)*+", re.DOTALL).match(text, i + 2)
                 j = m.end() if m else i + 2
+                until = "'" if j >= n else until
                 word.append(text[i + 2 : j])
                 i = j + 1
                 continue
@@ -202,20 +219,20 @@ def lex_open(text: str) -> tuple[list[Simple], Simple | None]:
         i += len(op)
     end_word(n)
     empty = not (cur.words or cur.out or cur.inp or cur.bodies or cur.subs)
-    tail = cur if empty and out else None
+    tail = cur if empty and until != "\n" else None
     end_command(n)
     for owner, _delim, _ in pending:  # a heredoc without its body line: nothing more to read
         owner.bodies.append("")
-    return out, tail
+    return out, tail, until
 
 
-def _heredoc(text: str, i: int, delim: str, strip_tabs: bool, owner: Simple) -> int:
+def _heredoc(text: str, i: int, delim: str, strip_tabs: bool, owner: Simple, partial: bool = False) -> int:
     """Read a heredoc body starting at ``i``; returns the position after its delimiter line."""
     end_re = re.compile(r"^" + (r"\t*" if strip_tabs else r"[ \t]*") + re.escape(delim) + r"[ \t\r]*$", re.MULTILINE)
     m = end_re.search(text, i) if delim else None
-    if m is None:  # bash reads to the end and warns
+    if m is None or partial and m.end() >= len(text):  # bash reads to the end and warns
         owner.bodies.append(text[i:])
-        return len(text)
+        return len(text) + 2  # past the end: no delimiter yet
     owner.bodies.append(text[i : m.start()])
     return m.end() + 1
 

@@ -14,6 +14,7 @@ answers the rest (``split_restore``) before the next upstream call (``deferred``
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from ..shell_lex import lex_open
 from .early import _ESCAPES
@@ -79,57 +80,81 @@ class CommandText:
         return self._offsets[k] if k < len(self._offsets) else self._pos
 
 
-def _may_restore(t: str) -> bool | None:
-    """Whether a simple command whose text begins ``t`` (its first word on) may be ``restore``:
-    True when its first word is ``restore`` for good, None while it may still be."""
-    if not t.startswith(_NAME):
-        return None if _NAME.startswith(t) else False
-    if len(t) == len(_NAME):
+def _may_restore(text: str, at: int) -> bool | None:
+    """Whether a simple command whose first word begins at ``at`` may be ``restore``: True when
+    its first word is ``restore`` for good, None while it may still be."""
+    if not text.startswith(_NAME, at):
+        return None if _NAME.startswith(text[at : at + len(_NAME)]) and len(text) - at < len(_NAME) else False
+    if len(text) - at == len(_NAME):
         return None
-    c = t[len(_NAME)]
+    c = text[at + len(_NAME)]
     if c in _ENDS_WORD:
         return True
     return False if _WORD.match(c) else None  # ``restore"x"``, ``restore-1``: the whole decides
 
 
-def release_limit(text: str) -> tuple[int, bool | None]:
+class Limit(NamedTuple):
+    """``release_limit``'s answer."""
+
+    limit: int
+    """How many characters of the command may go out."""
+    held: bool | None
+    """A restore follows ``limit`` for sure (True), may (False), or none can (None: all may go out)."""
+    resume: tuple[int, int, bool]
+    """Where a longer text may be read on from (``lex_open``'s ``start`` and ``cut``; and
+    whether a command came before it): all before it is decided for good."""
+    until: str
+    """The text ends inside a quote, a substitution or a heredoc body: only one of these
+    characters may end it (``lex_open``)."""
+
+
+def release_limit(text: str, resume: tuple[int, int, bool] = (0, 0, False)) -> Limit:
     """How many characters of a command that begins with ``text`` may go to the client: up to
-    the first top-level separator after which a restore may follow (``Simple.cut``); and whether
-    a restore follows it for sure (True), may (False), or none can (None: all may go out)."""
-    simples, tail = lex_open(text)
-    seen = False  # a command with words came first: ``_after_another`` reads restores after one
+    the first top-level separator after which a restore may follow (``Simple.cut``)."""
+    start, cut, seen = resume
+    simples, tail, until = lex_open(text, start, cut, partial=True)
     for n, s in enumerate(simples):
+        if s.whole and s.clean and s.begin <= len(text):
+            resume = s.begin, s.cut, seen
         if not s.words:
             if seen and n == len(simples) - 1:  # ``ls; >f`` may still get its first word
-                return s.cut, False
+                return Limit(s.cut, False, resume, until)
             continue
-        if not seen:
+        if not seen:  # ``_after_another`` reads restores after a command
             seen = True
             continue
-        v = _may_restore(text[s.start :])
+        v = _may_restore(text, s.start)
         if v is not False:
-            return s.cut, v is True
+            return Limit(s.cut, v is True, resume, until)
     if tail is not None and seen:
-        return tail.cut, False
-    return len(text), None
+        if tail.whole and tail.clean:
+            resume = tail.begin, tail.cut, seen
+        return Limit(tail.cut, False, resume, until)
+    return Limit(len(text), None, resume, until)
 
 
 class CompoundHold:
     """How much of a streamed call's command may go out: fed its JSON arguments as they arrive
     (``start``: where the command's string begins in them), ``allowed`` gives how many of their
-    characters the client may have."""
+    characters the client may have. Each piece is read from the last point all before which is
+    decided, and only when the piece may change what is read: a long script or quoted program costs
+    time about linear in its length."""
 
     def __init__(self, start: int) -> None:
         self.cmd = CommandText(start)
         self.limit = 0  # characters of the command that may go out
         self.held: bool | None = None  # ``release_limit``'s verdict at ``limit`` (True: final till the end)
+        self._resume: tuple[int, int, bool] = (0, 0, False)
+        self._until = ""
 
     def allowed(self, args: str) -> int:
         new = self.cmd.add(args)
         text = self.cmd.value
         if self.held is not True:
-            if self.held is False or not _OPERATORS.isdisjoint(new):
-                self.limit, self.held = release_limit(text)
+            # what may start a command, or end the quote, substitution or heredoc body the text is in
+            changes = frozenset(self._until) if self._until else _OPERATORS
+            if self.held is False or not changes.isdisjoint(new):
+                self.limit, self.held, self._resume, self._until = release_limit(text, self._resume)
             else:  # no new command began: what went out before still goes on
                 self.limit = len(text)
         return self.cmd.offset(self.limit)
