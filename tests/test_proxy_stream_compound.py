@@ -205,17 +205,26 @@ def test_a_restore_the_client_is_sent_nothing_of_is_held_at_its_separator(
     ["for f in a b; do restore 1; done", "if true; then restore 1; fi", "for f in a; do ls; restore 1; done",
      "{ ls; restore 1; }"],
 )
-def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole(
+def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with_a_note(
     scripted: tuple[Scripted, str], tmp_path: Path, command: str
 ) -> None:
     """No clean cut before it (the client would get an unclosed loop, ``if`` or group) and the
-    client has the start of the call: it gets the whole command, as the model wrote it (the
-    known gap; a request that is not streamed answers it "Not run")."""
+    client has the start of the call: it gets the whole command, as the model wrote it (its shell
+    answers the restore), and refold adds, after its output, a restore answered "Not run" that
+    says how to issue it (a request that is not streamed answers the whole call so)."""
     assert split_restore(command) is None
     s, url = scripted
     s.release.set()
     s.replies.append(call(0, "bash", json.dumps({"command": command}), "c1"))
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo next"}), "c2"))
     with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
-        msg = _stream(c, px.url, [SYSTEM, {"role": "user", "content": "task"}], "loop").message()
-    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"command": command}
-    assert len(s.requests) == 1
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        msg = _stream(c, px.url, msgs, "loop").message()
+        assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"command": command}
+        assert len(s.requests) == 1
+        msgs += [msg, {"role": "tool", "tool_call_id": "c1", "content": "bash: restore: command not found"}]
+        _stream(c, px.url, msgs, "loop")
+    sent = s.requests[1]["messages"]
+    assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
+    note = sent[-1]
+    assert note["tool_call_id"] == "c1_restore" and "Not run" in note["content"] and "`restore 1`" in note["content"]

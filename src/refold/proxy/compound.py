@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from ..context.recognize import Recognizer, split_restore
 from ..shell_lex import lex_open
 from .early import _ESCAPES
 
@@ -158,3 +159,18 @@ class CompoundHold:
             else:  # no new command began: what went out before still goes on
                 self.limit = len(text)
         return self.cmd.offset(self.limit)
+
+    def split(self, command: str, rec: Recognizer, sent: int) -> tuple[int | None, str | None]:
+        """For the whole call's command (as the session reads it; ``sent``: characters of the
+        arguments the client has): where the arguments are closed for the client, and the command
+        refold answers in a call of its own. ``ls; restore 3``: after ``ls``, and ``restore 3``.
+        A restore the client's shell runs anyway (inside a loop, an ``if`` or a group; one sent
+        already): no cut, and a ``restore`` whose answer says it was not run and how to issue it."""
+        found = rec.command("bash", command) if command == self.cmd.value else None
+        if found is None or found.name != "restore":
+            return None, None
+        parts = split_restore(command)
+        if parts is not None and self.cmd.offset(len(parts[0])) >= sent:
+            return self.cmd.offset(len(parts[0])), parts[1]
+        return None, f"restore {found.argument}"
+

@@ -17,7 +17,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from ..context.recognize import Recognizer, split_restore
+from ..context.recognize import Recognizer
 from ..shell import SHELL_TOOLS
 from ..types import Action, Message
 from .commands import _call, context_calls
@@ -136,16 +136,12 @@ class ArgsGuard:
 
     def _split(self, whole: dict[str, Any]) -> int | None:
         """Where the arguments are cut when the command has a restore after another command the
-        client has not been sent (``split`` is then the command from the restore on)."""
-        hold = self.hold
-        command = _call(whole, self.rec).command
-        if hold is None or command != hold.cmd.value or self.rec.command("bash", command) is None:
+        client has not been sent (``split``: what refold answers, ``CompoundHold.split``)."""
+        if self.hold is None:
             return None
-        found = split_restore(command)
-        if found is None or hold.cmd.offset(len(found[0])) < self.sent:
-            return None  # no clean cut, or the client has the restore already: its shell runs it
-        self.split = found[1]
-        return hold.cmd.offset(len(found[0]))
+        command = _call(whole, self.rec).command
+        cut, self.split = self.hold.split(command, self.rec, self.sent)
+        return cut
 
     def shown(self, message: Message) -> Message:
         """``message`` with its first call as the client was sent it."""

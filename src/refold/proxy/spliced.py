@@ -19,7 +19,7 @@ from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
-from ..context.recognize import Recognizer, split_restore
+from ..context.recognize import Recognizer
 from ..protocol import SHELL_LANGS, fenced_blocks
 from .commands import context_calls
 from .compound import CompoundHold
@@ -93,14 +93,10 @@ class CallGuard:
     def cut(self, command: str, rec: Recognizer, sent: int) -> int | None:
         """Where the arguments are closed for ``ls; restore 3`` (``command`` as the session reads
         the whole call; ``sent``: characters the client has), setting ``split``; None: no cut."""
-        hold = self.hold
-        if hold is None or command != hold.cmd.value or rec.command("bash", command) is None:
+        if self.hold is None:
             return None
-        found = split_restore(command)
-        if found is None or hold.cmd.offset(len(found[0])) < sent:
-            return None  # no clean cut, or the client has the restore already: its shell runs it
-        self.split = found[1]
-        return hold.cmd.offset(len(found[0]))
+        cut, self.split = self.hold.split(command, rec, sent)
+        return cut
 
 
 def split_call(item: dict[str, Any], rest: str) -> tuple[dict[str, Any], str] | None:
