@@ -15,9 +15,12 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
 from refold.context.recognize import split_restore
+from refold.proxy import ProxyConfig
 from refold.proxy.compound import CompoundHold, release_limit
+from test_proxy_held_restart import _sse_message, _two_requests
 from test_proxy_resend import BASH, SYSTEM
 from test_proxy_stream_early import Reader, Scripted, _proxy, call
 
@@ -228,3 +231,40 @@ def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with
     assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
     note = sent[-1]
     assert note["tool_call_id"] == "c1_restore" and "Not run" in note["content"] and "`restore 1`" in note["content"]
+
+
+def _split_then_next(store: str, restart: bool, session: str) -> list[dict[str, Any]]:
+    s = Scripted()
+    s.replies.append(call(0, "bash", json.dumps({"command": "ls && restore 1"}), "c1"))
+    s.replies.append([{"content": "done"}])
+    with ServerThread(s.app) as srv:
+        cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=store, tokenizer="off")
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        h = {"X-Refold-Session": session}
+
+        def first(c: TestClient) -> dict[str, Any]:
+            r = c.post("/v1/chat/completions", json=body, headers=h)
+            msg = _sse_message(r.text)
+            assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"command": "ls "}
+            return msg
+
+        def second(c: TestClient, msg: dict[str, Any]) -> None:
+            more = [*msgs, msg, {"role": "tool", "tool_call_id": "c1", "content": "a.py"}]
+            r = c.post("/v1/chat/completions", json={**body, "messages": more}, headers=h)
+            assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
+
+        _two_requests(cfg, restart, first, second)
+    assert len(s.requests) == 2
+    return list(s.requests[1]["messages"])
+
+
+def test_a_split_survives_a_restart_between_the_two_requests(store_url: str) -> None:
+    """The part refold answers is stored with the session before the client has the answer's
+    end: after a restart the next prompt is the one a proxy that never restarted sends."""
+    tag = "sqlite" if "://" not in store_url else "redis"
+    kept = _split_then_next(store_url, False, f"split-{tag}-kept")
+    after = _split_then_next(store_url, True, f"split-{tag}-restarted")
+    assert after == kept
+    assert [tc["id"] for m in after for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
+    assert "restored" in after[-1]["content"]
