@@ -57,13 +57,18 @@ BASH = {
 
 
 class QuietUpstream(FakeUpstream):
-    """The tests' fake upstream; ``QUIET`` in the last message: the reply is its tool call alone."""
+    """The tests' fake upstream; ``QUIET`` in the last message: the reply is its tool call alone
+    (``COMPOUND``: ``cd /testbed && python reproduce.py``)."""
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         message = super().reply(body)
         last = body["messages"][-1].get("content")
         if isinstance(last, str) and "QUIET" in last and message.get("tool_calls"):
             message["content"] = ""
+            if "COMPOUND" in last:  # mini-swe-agent's usual form: held a few characters at '&&'
+                n = len(body["messages"])
+                cmd = f"cd /testbed && python reproduce.py --turn {n}"
+                message["tool_calls"][0]["function"]["arguments"] = json.dumps({"command": cmd})
         return message
 
 
@@ -101,10 +106,10 @@ class Agent:
     """One session: sends its whole conversation each turn, streams the reply, appends it."""
 
     def __init__(
-        self, client: httpx.Client, url: str, tools: bool, delay: float, name: str, quiet: bool = False, strip: bool = False
+        self, client: httpx.Client, url: str, tools: bool, delay: float, name: str, quiet: bool | str = False, strip: bool = False
     ) -> None:
         self.client, self.url, self.tools, self.delay, self.name, self.strip = client, url, tools, delay, name, strip
-        self.mode = "QUIET" if quiet else "TALK"
+        self.mode = ("QUIET COMPOUND" if quiet == "compound" else "QUIET") if quiet else "TALK"
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": "You are a coding agent."},
             {"role": "user", "content": f"Task {name}: fix the failing test. DELAY:{delay:g} {self.mode}"},
@@ -153,7 +158,7 @@ class Agent:
 
 
 def run_pair(
-    direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str, quiet: bool = False,
+    direct: str, proxy: str, tools: bool, sessions: int, turns: int, delay: float, tag: str, quiet: bool | str = False,
     strip: bool = False,
 ) -> dict[str, list[float]]:
     """Direct and proxy sessions interleaved turn by turn (alternating which goes first), so both
@@ -235,6 +240,7 @@ def commands_report(paths: list[Path]) -> str:
             + " ".join(f"{x:>6.1f}%" for x in share)
             + f" {at_end / plain * 100 if plain else 0.0:>8.1f}%"
         )
+    held_rows = separator_holds(cmds)
     lines = [
         f"refold early relay on recorded runs: {len(cmds)} shell commands from {len(files) - skipped} files"
         + (f" ({skipped} unreadable skipped)" if skipped else "") + f"; {n_context} of them context commands",
@@ -246,8 +252,44 @@ def commands_report(paths: list[Path]) -> str:
         "chars = characters of the command the proxy has seen when it relays the call (the first piece that",
         "decides it); <=n = share of plain commands relayed within their first n characters; at end = decided",
         "only by the whole command (it begins like a context command: 'fold -w 80 f', 'restored').",
+        "",
+        *held_rows,
     ]
     return "\n".join(lines) + "\n"
+
+
+def separator_holds(cmds: list[str]) -> list[str]:
+    """Once a chat ``bash`` call is relayed, its command is held from a top-level separator while
+    what follows may be ``restore`` (``proxy.compound``): how many characters of each command the
+    client is behind the upstream at most, its arguments fed one character at a time."""
+    from refold.context.recognize import split_restore
+    from refold.proxy.compound import CompoundHold
+
+    behind: list[int] = []
+    at_end = splits = 0
+    for c in cmds:
+        args = json.dumps({"command": c})
+        start = len('{"command": "')
+        hold = CompoundHold(start)
+        worst = 0
+        for cut in range(start, len(args) + 1):
+            hold.allowed(args[:cut])
+            worst = max(worst, len(hold.cmd.value) - hold.limit)
+        behind.append(worst)
+        at_end += hold.limit < len(c)
+        splits += split_restore(c) is not None
+    held = [b for b in behind if b]
+    n = len(behind) or 1
+    return [
+        "held from a separator (chat bash, after the call is relayed):",
+        f"  commands held at some point: {len(held)} of {len(behind)} ({len(held) / n * 100:.1f}%); "
+        f"characters behind, of those: p50 {statistics.median(held) if held else 0:.0f}, "
+        f"p90 {pct(held, 90) if held else 0:.0f}, max {max(held) if held else 0}",
+        f"  still held at the command's end (released or split only by the whole call): {at_end}; "
+        f"split (a restore after another command): {splits}",
+        "  behind = characters of the command the upstream has sent and the client not yet, at most, while",
+        "  the text after a ';', '&&', '||', '|', '&' or line break may still begin 'restore'.",
+    ]
 
 
 def main() -> None:
@@ -263,7 +305,7 @@ def main() -> None:
         missing = [p for p in a.commands if not p.exists()]
         if missing:
             sys.exit(f"bench_ttft: no such file or folder: {missing[0]}")
-        report = commands_report(a.commands)
+        report = f"$ python {' '.join(sys.argv)}\n" + commands_report(a.commands)
         print(report, end="")
         if a.out:
             a.out.write_text(report)
@@ -307,9 +349,10 @@ def main() -> None:
                 for url in (upstream, *proxies.values()):
                     for tools in (True, False):
                         Agent(client, url, tools, a.delay_ms, f"warm-{free_port()}").turn()
-            scenarios = [
+            scenarios: list[tuple[str, str, bool, bool | str]] = [
                 ("shell tool", "plain", True, False),
                 ("shell tool call, no text", "plain", True, True),
+                ("cd && python call, no text", "plain", True, "compound"),
                 ("no tools (text mode)", "plain", False, False),
             ]
             if "strip" in proxies:
@@ -330,6 +373,7 @@ def main() -> None:
     n = a.sessions * a.turns
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
+        f"$ python {' '.join(sys.argv)}",
         f"refold time-to-first-token benchmark: {a.sessions} sessions x {a.turns} turns per scenario, loopback",
         f"fake upstream streams 7-char deltas, {a.delay_ms:g} ms before each (a simulated model); python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, load average {load:.1f} at the end; {time.strftime('%Y-%m-%d')}" + (f"; proxy from {a.src}" if a.src else ""),
@@ -357,6 +401,8 @@ def main() -> None:
         "TTFT - direct ready of the pair, what the proxy adds beyond what it must wait for.",
         "'shell tool call, no text': the reply is only the call (bash 'echo turn-n'), its arguments in 5-char",
         "pieces 20 ms apart: '{\"com' 'mand\"' ': \"ec' decides it (an 'e' may still be 'expand'), 3 pieces in.",
+        "'cd && python call, no text': the same with 'cd /testbed && python reproduce.py --turn n': decided at",
+        "the 'p' after '&&' ('cd DIR && restore 3' is one); total = when the client has all of it.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

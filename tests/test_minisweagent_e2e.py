@@ -290,3 +290,29 @@ def test_refold_disabled_sends_full_history(tmp_path: Path, monkeypatch: pytest.
     assert agent.messages[-1]["role"] == "exit"
     cut = max(i for i, m in enumerate(agent.messages) if m["role"] == "assistant")
     assert last == [clean(m) for m in agent.messages[:cut]]  # exactly mini's history before the last reply
+
+
+@pytest.mark.parametrize("style", ["tool", "text"])
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [("ls; restore 2", "`ls`"), ("ls && restore 2", "`ls`"), ("ls\nrestore 2", "`ls`"),
+     ("for f in a b; do restore 2; done", "`for f in a b; done`")],
+)
+def test_mini_a_restore_after_another_command_never_reaches_the_shell(
+    style: str, command: str, named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mini reads the whole command before it runs: a restore after another command (or inside
+    a loop) is answered "Not run" naming both parts (as the proxy does), and the environment
+    runs neither."""
+    turns = [
+        Turn("list", "-", "ls"),
+        Turn("read", "-", "cat app.py"),
+        Turn("list and restore", "-", command),
+        Turn("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    ]
+    llm = FakeLLM(list(turns), style)
+    agent, marker, _ = run_mini(tmp_path, style, llm, monkeypatch)
+    assert agent.run("Look around.")["exit_status"] == "Submitted"
+    assert not marker.exists()
+    answer = content_text(llm.prompts[3][-1]["content"])
+    assert "Not run" in answer and "`restore 2`" in answer and named in answer

@@ -1,7 +1,8 @@
 """Shell forms of a context command: a custom (free-form) tool named like a shell (``{"type":
 "custom", "name": "bash"}``), whose text input is the command, so ``restore 1`` given to it is
 answered on the Responses API and on chat completions; and ``ls; restore 1``, a restore after
-another command, answered "Not run" as ``restore 1 && ls`` is."""
+another command, answered "Not run" as ``restore 1 && ls`` is (in a stream whose client has
+its first part, split: ``test_proxy_stream_compound``)."""
 
 from __future__ import annotations
 
@@ -71,31 +72,26 @@ def _run(fake: Paused, url: str) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool) -> None:
-    """``ls; restore 1`` in the shell tool, not streamed (the whole call decides): answered "Not
-    run" naming both parts, never sent to the client's shell (which would say ``restore: command
-    not found``), as ``restore 1 && ls`` is. Streamed, even with the command whole in its first
-    delta, it is the client's: a stream decides by the first word (``proxy.early``)."""
+@pytest.mark.parametrize(("command", "named"), [("ls; restore 1", "`ls`"), ("for f in a b; do restore 1; done", "`for f in a b; done`")])
+def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool, command: str, named: str) -> None:
+    """``ls; restore 1`` in the shell tool (or a restore inside a loop), whole when it is decided
+    (not streamed, or streamed whole in its first delta): answered "Not run" naming both parts,
+    never sent to the client's shell (which would say ``restore: command not found``), as
+    ``restore 1 && ls`` is."""
     up = Upstream()
-    if stream:
-        up.script += [reply("c0", "cat a.py"), reply("c1", "ls; restore 1")]
-        with ServerThread(up.app) as srv, Client(srv.url, str(tmp_path / "s.db"), "after-s", True, False) as c:
-            status, got = c.post(_first_turn(up, c))
-        assert status == 200 and [t["id"] for t in got["tool_calls"]] == ["c1"] and len(up.requests) == 2
-        return
-    up.script += [reply("c0", "cat a.py"), reply("c1", "ls; restore 1"), reply("c2", "ls")]
+    up.script += [reply("c0", "cat a.py"), reply("c1", command), reply("c2", "ls")]
     with ServerThread(up.app) as srv, Client(srv.url, str(tmp_path / "s.db"), f"after-{stream}", stream, False) as c:
         msgs = _first_turn(up, c)
         status, got = c.post(msgs)
         assert status == 200 and [t["id"] for t in got["tool_calls"]] == ["c2"]
     answer = [m for m in up.requests[2] if m.get("tool_call_id") == "c1"]
-    assert len(answer) == 1 and "Not run" in answer[0]["content"] and "`ls`" in answer[0]["content"]
+    assert len(answer) == 1 and "Not run" in answer[0]["content"] and named in answer[0]["content"]
 
 
-def test_chat_streamed_a_call_released_by_its_first_word_stays_the_clients() -> None:
-    """Streamed in pieces, ``ls; restore 1`` is released by its first word (``ls``): it reaches
-    the client's shell and is recorded with no context command answered (a relayed call is never
-    answered too: the client would see both)."""
+def test_chat_streamed_a_call_released_by_its_first_word_is_split() -> None:
+    """Streamed in pieces, ``ls; restore 1`` is released by its first word (``ls``) and held
+    from its separator: the client runs ``ls`` alone (the restore is answered before the next
+    upstream call, ``test_proxy_stream_compound``)."""
     s = Scripted()
     s.replies.append(call(0, "bash", json.dumps({"command": "ls; restore 1"}), "c1"))
     with ServerThread(s.app) as srv:
@@ -104,5 +100,5 @@ def test_chat_streamed_a_call_released_by_its_first_word_stays_the_clients() -> 
             body = {"model": "m", "messages": [SYSTEM, {"role": "user", "content": "t"}], "tools": [BASH], "stream": True}
             r = c.post("/v1/chat/completions", json=body, headers={"X-Refold-Session": "released"})
     got = _sse_message(r.text)
-    assert json.loads(got["tool_calls"][0]["function"]["arguments"]) == {"command": "ls; restore 1"}
-    assert len(s.requests) == 1  # not answered: no internal round
+    assert json.loads(got["tool_calls"][0]["function"]["arguments"]) == {"command": "ls"}
+    assert len(s.requests) == 1  # no internal round: the client has a call to run

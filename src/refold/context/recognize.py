@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..mechanisms.ledger import parse_ids
 from ..mechanisms.spans import parse_span_id
 from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
-from ..shell_lex import lex
+from ..shell_lex import Simple, lex
 
 SPAN_COMMANDS = frozenset({"begin_span", "fold_span", "fold_steps"})
 LEDGER_COMMANDS = frozenset({"fold", "drop", "search_ledger", "pin", "unpin"})
@@ -35,16 +35,57 @@ def from_shell(command: str, *, compound: bool = False) -> ContextCommand | None
 
 
 def _after_another(command: str) -> ContextCommand | None:
-    """``ls; restore 3`` (a restore after a command that is not ``cd DIR``): answered as
-    ``restore 3 && ls`` is, "Not run" naming both parts (``parse_restore_args``), never sent to a
-    shell that would say ``restore: command not found``. A ``restore`` quoted, in a heredoc or as
-    another program's argument (``git restore f``) is no command of its own."""
+    """``ls; restore 3`` (a restore after a command that is not ``cd DIR``, or inside ``for ...;
+    do restore 3; done`` / ``if ...; then restore 3; fi``): answered as ``restore 3 && ls`` is,
+    "Not run" naming both parts (``parse_restore_args``), never sent to a shell that would say
+    ``restore: command not found``. A ``restore`` quoted, in a heredoc or as another program's
+    argument (``git restore f``) is no command of its own."""
     simples = [s for s in lex(command) if s.words]
-    for k, s in enumerate(simples[1:], start=1):
-        if s.words[0] == "restore" and s.raw[0] == "restore":
-            others = [" ".join(o.raw) for o in (*simples[:k], *simples[k + 1 :])]
-            return ContextCommand("restore", " ".join(s.raw[1:]) + "; " + "; ".join(others))
+    found = _restore_at(simples)
+    if found is None:
+        return None
+    k, j = found
+    s = simples[k]
+    others = "; ".join(" ".join(o.raw) for o in (*simples[:k], *simples[k + 1 :]))
+    return ContextCommand("restore", " ".join(s.raw[j + 1 :]) + (f"; {others}" if others else ""))
+
+
+_KEYWORDS = frozenset({"do", "then", "else", "elif", "if", "while", "until", "!", "time"})
+"""Words a command may follow within one simple command as ``shell_lex`` splits them."""
+_OPENS = frozenset({"if", "for", "while", "until", "case", "select"})
+_CLOSES = frozenset({"fi", "done", "esac"})
+
+
+def _restore_at(simples: list[Simple]) -> tuple[int, int] | None:
+    """(which simple command, which of its words) is a restore after another command."""
+    for k, s in enumerate(simples):
+        j = 0
+        while j < len(s.words) - 1 and s.raw[j] in _KEYWORDS:
+            j += 1
+        if (k or j) and s.words[j] == "restore" and s.raw[j] == "restore":
+            return k, j
     return None
+
+
+def split_restore(command: str) -> tuple[str, str] | None:
+    """``ls; restore 3`` as (``ls``, ``restore 3``): the commands before the first restore after
+    another command (``_after_another``) as a whole command line, and the text from that restore
+    on; None when there is none, or no clean cut before it (inside a loop, an ``if``, a group, or
+    with a heredoc body still to come). A streamed call whose first part the client already has
+    is split there (``proxy.compound``)."""
+    simples = [s for s in lex(command) if s.words]
+    found = _restore_at(simples)
+    if found is None or found[1] or not simples[found[0]].clean:
+        return None
+    k = found[0]
+    depth = 0  # compound commands open before it: cutting there leaves one unclosed
+    for s in simples[:k]:
+        first = next((w for w in s.raw if w not in ("!", "time")), "")
+        depth += (first in _OPENS) - (first in _CLOSES)
+    if depth > 0:
+        return None
+    s = simples[k]
+    return command[: s.cut], command[s.start :]
 
 
 def from_tool_call(name: str, arguments: str) -> ContextCommand:

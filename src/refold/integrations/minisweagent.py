@@ -135,7 +135,10 @@ class RefoldModel:
         self.handlers, off = resolve_handlers(refold_commands)
         if not self.enabled:
             off = frozenset(COMMAND_NAMES)
-        schemas, rec = offer(self.refold_config, [{"function": {"name": "bash"}}], switched_off=off, text=True)
+        # mini reads each command whole before it runs: ``ls; restore 3`` is answered "Not run"
+        schemas, rec = offer(
+            self.refold_config, [{"function": {"name": "bash"}}], switched_off=off, text=True, compound=True
+        )
         self.tokenizer_name = refold_tokenizer
         self._tokenizer: Any = None
         try:
@@ -161,7 +164,7 @@ class RefoldModel:
                 )
             else:
                 inner_class, self.context_tools = offering, True
-        self.recognizer = rec if self.context_tools else Recognizer(frozenset(), rec.shell, True, True)
+        self.recognizer = rec if self.context_tools else Recognizer(frozenset(), rec.shell, True, True, True)
         self.inner = inner_class(**kwargs)
         self._history: History | None = None
         self._renderer = self._new_renderer(None)

@@ -118,7 +118,7 @@ class ChatService:
         messages = [unanswered(m) if m.get("role") == "assistant" else m for m in sent]
         single = body.get("n") in (None, 1)
         added, rec = offer(cfg.config, tools, offer=cfg.context_tools and cfg.max_rounds > 0,
-                           beside_shell=cfg.context_tools_beside_shell, compound=body.get("stream") is not True)
+                           beside_shell=cfg.context_tools_beside_shell, compound=True)
         clash = clashes(cfg.config, tools)  # the agent's own tool named like a context command
         async with s.lock:
             turn = await self.manager.turn(s, messages, lambda ms: self._held_as_sent(s, ms))

@@ -123,12 +123,15 @@ class LaterCalls:
             out += self.relay(chunk)
         return out
 
-    def settle(self, message: Message, deferred: Deferred, sid: str) -> list[dict[str, Any]]:
+    def settle(
+        self, message: Message, deferred: Deferred, sid: str, split: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         """The round ended, not internal: the held chunks to send, its context calls left out and
-        kept in ``deferred`` (answered before the session's next upstream call)."""
+        kept in ``deferred`` (answered before the session's next upstream call); ``split``: the
+        part of the first call from its ``restore`` on (``relay.ArgsGuard``), kept first."""
         g = self.gate
         calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-        left: list[dict[str, Any]] = []
+        left: list[dict[str, Any]] = [split] if split is not None else []
         for i, c in zip(sorted(g.names), calls, strict=False):
             if i not in g._client_index and (i in g.withheld or _call(c, g.rec).context is not None):
                 g.withheld.add(i)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 from ..context.recognize import Recognizer
 from ..shell import SHELL_TOOLS
 from ..types import Action, Message
-from .commands import context_calls
+from .commands import _call, context_calls
+from .compound import CompoundHold
 from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandEnd, CommandGate, command_value
 from .stream import HeadStripper, event, split_chunk, text_chunk, usage_only, with_id
@@ -34,27 +36,33 @@ SEPARATOR = "\n\n"
 
 class ArgsGuard:
     """The first call of a round relayed early, as the client is sent it: its arguments go on up to
-    the closing quote of its command's JSON string (``start``: where that string begins); the rest
+    the closing quote of its command's JSON string (``start``: where that string begins), and of
+    that command not from a separator on that may lead to a ``restore`` (``compound``); the rest
     waits until they are whole, then goes on unchanged when the whole call is no context command
-    (read as ``commands._call`` reads it), else a closing of what was sent goes in its place."""
+    (read as ``commands._call`` reads it), else a closing of what was sent goes in its place: after
+    the part before ``; restore 3``, which refold answers itself (``split``)."""
 
     def __init__(self, rec: Recognizer, name: str, start: int, listed: bool = False) -> None:
         self.rec, self.name = rec, name
-        self.cmd = CommandEnd(start, listed)  # the first call's arguments so far, as relayed to here
-        self.tail = ""  # held: from the closing quote on
+        self.cmd = CommandEnd(start, listed)  # the first call's arguments so far
+        self.hold = CompoundHold(start) if "restore" in rec.shell and not listed else None
+        self.sent = 0  # how many characters of the arguments the client has
         self.closed = False
-        self.closing: str | None = None  # sent in place of the tail
+        self.closing: str | None = None  # sent in place of the rest
+        self.split: str | None = None  # the command from its restore on, answered by refold
 
     @property
     def args(self) -> str:
         return self.cmd.args
 
-    def _quote(self) -> int | None:
-        return self.cmd.end
+    def _upto(self) -> int:
+        end = self.cmd.end
+        upto = len(self.args) if end is None else end
+        return min(upto, self.hold.allowed(self.args)) if self.hold is not None else upto
 
     def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
-        """What goes to the client of a relayed chunk (the first call's pieces split at the quote,
-        its tail before what follows it once it is whole)."""
+        """What goes to the client of a relayed chunk (the first call's pieces up to what may go
+        out, the rest of it before what follows once it is whole)."""
         if self.closed and self.closing is None:
             return [chunk]
         out = copy.deepcopy(chunk)
@@ -77,19 +85,18 @@ class ArgsGuard:
                         first.append({**rest, "index": 0})
                     continue
                 piece = fn.get("arguments") or ""
-                pos = len(self.args)
-                end = self.cmd.add(piece)
-                if end is None or pos + len(piece) <= end:
+                self.cmd.add(piece)
+                upto = self._upto()
+                send = self.args[self.sent : upto] if upto > self.sent else ""
+                self.sent += len(send)
+                if send == piece:
                     first.append(tc)
-                    continue
-                keep = max(0, end - pos)
-                self.tail += piece[keep:]
-                if keep or fn.get("name") or any(k not in ("index", "function") for k in tc):
-                    first.append({**tc, "function": {**fn, "arguments": piece[:keep]}})
+                elif send or fn.get("name") or any(k not in ("index", "function") for k in tc):
+                    first.append({**tc, "function": {**fn, "arguments": send}})
             delta["tool_calls"] = kept
             if not kept:
                 del delta["tool_calls"]
-        whole = not self.closed and bool(self.tail) and self._whole(chunk)
+        whole = not self.closed and self.sent < len(self.args) and self._whole(chunk)
         if not changed and not whole:
             return [chunk]
         head = [_calls_chunk(out, first)] if first else []
@@ -100,7 +107,7 @@ class ArgsGuard:
     def _whole(self, chunk: dict[str, Any]) -> bool:
         """Whether the call's arguments are whole: they parse, or the reply went on."""
         try:
-            if isinstance(json.loads(self.args), dict):
+            if self.cmd.end is not None and isinstance(json.loads(self.args), dict):
                 return True
         except ValueError:
             pass
@@ -113,25 +120,49 @@ class ArgsGuard:
         return False
 
     def finish(self, template: dict[str, Any]) -> list[dict[str, Any]]:
-        """The held tail, the call read whole: unchanged, or the closing in its place."""
+        """What is held, the call read whole: unchanged, or the closing in its place."""
         if self.closed:
             return []
         self.closed = True
         whole = {"id": "c", "type": "function", "function": {"name": self.name, "arguments": self.args}}
-        tail, self.tail = self.tail, ""
-        if context_calls({"role": "assistant", "content": "", "tool_calls": [whole]}, self.rec) is not None:
-            tail = self.closing = self.cmd.closing()
-        return [_calls_chunk(template, [{"index": 0, "function": {"arguments": tail}}])] if tail else []
+        plain = replace(self.rec, compound=False)
+        rest = self.args[self.sent :]
+        if context_calls({"role": "assistant", "content": "", "tool_calls": [whole]}, plain) is not None:
+            rest = self.closing = self.cmd.closing()  # a later key made it one: it never ran
+        elif (cut := self._split(whole)) is not None:
+            rest = self.args[self.sent : cut] + self.cmd.closing()
+            self.sent, self.closing = cut, self.cmd.closing()
+        return [_calls_chunk(template, [{"index": 0, "function": {"arguments": rest}}])] if rest else []
+
+    def _split(self, whole: dict[str, Any]) -> int | None:
+        """Where the arguments are cut when the command has a restore after another command the
+        client has not been sent (``split``: what refold answers, ``CompoundHold.split``)."""
+        if self.hold is None:
+            return None
+        command = _call(whole, self.rec).command
+        cut, self.split = self.hold.split(command, self.rec, self.sent)
+        return cut
 
     def shown(self, message: Message) -> Message:
         """``message`` with its first call as the client was sent it."""
         calls = message.get("tool_calls")
-        end = self._quote()
-        if self.closing is None or end is None or not isinstance(calls, list) or not calls:
+        if self.closing is None or not isinstance(calls, list) or not calls:
             return message
         c0 = calls[0]
-        fixed = {**c0, "function": {**c0["function"], "arguments": self.args[:end] + self.closing}}
+        fixed = {**c0, "function": {**c0["function"], "arguments": self.args[: self.sent] + self.closing}}
         return {**message, "tool_calls": [fixed, *calls[1:]]}
+
+    def answered(self, message: Message) -> dict[str, Any] | None:
+        """The call refold answers in place of the part of the first call the client never got."""
+        calls = message.get("tool_calls")
+        if self.split is None or not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
+            return None
+        cid = calls[0].get("id")
+        return {
+            "id": f"{cid}_restore" if isinstance(cid, str) else "refold_restore",
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps({"command": self.split}, ensure_ascii=False)},
+        }
 
 
 def _calls_chunk(template: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -259,7 +290,8 @@ class ChatRelay:
             for c in self.guard.finish(template) if self.guard else []:
                 out += self._send(c)
             message = self.guard.shown(result.message) if self.guard else result.message
-            for c in self.later.settle(message, self.deferred, self.sid) if self.later else []:
+            split = self.guard.answered(result.message) if self.guard else None
+            for c in self.later.settle(message, self.deferred, self.sid, split) if self.later else []:
                 for g in self.guard.feed(c) if self.guard else [c]:
                     out += self._send(g)
             for rest in self.held:

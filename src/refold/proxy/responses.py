@@ -99,6 +99,8 @@ class ResponsesSplicer(SplicedRound):
     was sent. A round is held from its first call item until that call is decided (all of it when
     the agent has no tools; a call that is not a ``function_call`` is decided at the round's end)."""
 
+    items_key = "output"
+
     def __init__(self, rec: Recognizer) -> None:
         super().__init__(rec)
         self._started = False

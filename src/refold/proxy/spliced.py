@@ -13,13 +13,16 @@ held until decided, and an internal round's text that was not relayed yet.
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from ..context.recognize import Recognizer
 from ..protocol import SHELL_LANGS, fenced_blocks
 from .commands import context_calls
+from .compound import CompoundHold
 from .early import ARGV_SHELL, CommandEnd, command_value
 from .held import HeldRound, decide
 from .sse import Event, parse_json, sse
@@ -59,23 +62,70 @@ def unsent(visible: str, sent: str) -> str:
 
 class CallGuard:
     """The first call of a round relayed early, decided from its command's first word: its
-    argument events go on up to the one holding the closing quote of the command's JSON string;
-    from there they wait until the call's arguments end, then go on unchanged when the whole call
-    is no context command (read as the session reads it: ``canonical_call``), else the arguments
-    are closed right after the part the client was sent, and that is the call it runs (the same
-    rule as the chat surface's ``relay.ArgsGuard``)."""
+    argument events go on while all they hold may go out: up to the closing quote of the
+    command's JSON string, and of that command not from a separator that may lead to a
+    ``restore`` (``compound.CompoundHold``); from there they wait until the call's arguments
+    end, then go on unchanged when the whole call is no context command (read as the session
+    reads it: ``canonical_call``), else the arguments are closed right after the part the client
+    was sent, and that is the call it runs; ``ls; restore 3`` is closed after ``ls`` and refold
+    answers ``split`` (the same rules as the chat surface's ``relay.ArgsGuard``)."""
 
-    def __init__(self, start: int, listed: bool) -> None:
+    def __init__(self, start: int, listed: bool, hold: bool) -> None:
         self.cmd = CommandEnd(start, listed)
+        self.hold = CompoundHold(start) if hold else None
         self.held: list[tuple[Event, dict[str, Any], int | None]] = []  # (event, data, where its piece begins)
         self.done = False
         self.shown: str | None = None  # the closed arguments the client got in place of the real ones
+        self.split: str | None = None  # the command from its restore on, answered by refold
 
     def add(self, piece: str) -> int:
         """Add a piece; where it begins in the arguments."""
         at = len(self.cmd.args)
         self.cmd.add(piece)
         return at
+
+    def allowed(self) -> int:
+        """How many characters of the arguments may go out now."""
+        end = self.cmd.end
+        upto = len(self.cmd.args) if end is None else end
+        return min(upto, self.hold.allowed(self.cmd.args)) if self.hold is not None else upto
+
+    def cut(self, command: str, rec: Recognizer, sent: int) -> int | None:
+        """Where the arguments are closed for ``ls; restore 3`` (``command`` as the session reads
+        the whole call; ``sent``: characters the client has), setting ``split``; None: no cut."""
+        if self.hold is None:
+            return None
+        cut, self.split = self.hold.split(command, rec, sent)
+        return cut
+
+
+def split_call(item: dict[str, Any], rest: str) -> tuple[dict[str, Any], str] | None:
+    """A copy of a native shell call (a ``tool_use`` block or a ``function_call`` item) running
+    ``rest`` instead, under a new id: what refold answers of a split call; and that id."""
+    def swap(args: Any) -> dict[str, Any] | None:
+        if not isinstance(args, dict):
+            return None
+        key = "command" if "command" in args else "cmd"
+        cmd = args.get(key)
+        return {**args, key: [*cmd[:2], rest] if isinstance(cmd, list) else rest}
+
+    if item.get("type") == "tool_use" and isinstance(item.get("id"), str):
+        args = swap(item.get("input"))
+        cid = item["id"] + "_restore"
+        return ({**item, "id": cid, "input": args}, cid) if args is not None else None
+    if item.get("type") == "function_call" and isinstance(item.get("call_id"), str):
+        try:
+            args = swap(json.loads(str(item.get("arguments"))))
+        except ValueError:
+            return None
+        if args is None:
+            return None
+        cid = item["call_id"] + "_restore"
+        out = {**item, "call_id": cid, "arguments": json.dumps(args, ensure_ascii=False)}
+        if isinstance(item.get("id"), str):
+            out["id"] = item["id"] + "_restore"
+        return out, cid
+    return None
 
 
 class SplicedRound(HeldRound):
@@ -112,6 +162,9 @@ class SplicedRound(HeldRound):
     def with_args(self, data: dict[str, Any], index: int, args: str) -> dict[str, Any] | None:
         """The event with call ``index``'s whole arguments replaced, if it carries them."""
 
+    items_key = "content"
+    """Where an answer lists its blocks or items (``content``, ``output``)."""
+
     @abstractmethod
     def fixed(self, data: Any) -> Any:
         """An aggregated answer with the guarded call as the client was sent it."""
@@ -121,7 +174,7 @@ class SplicedRound(HeldRound):
             return  # decided by its name alone: no command to guard
         found = command_value(self.call_args, argv=ARGV_SHELL)
         if found is not None:  # the call's events so far are held: ``flush`` sends them through ``send``
-            self.guard = CallGuard(found.start, found.listed)
+            self.guard = CallGuard(found.start, found.listed, "restore" in self.rec.shell)
 
     def send(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         g = self.guard
@@ -134,21 +187,29 @@ class SplicedRound(HeldRound):
                 return []
             changed = self.with_args(data, self.call, g.shown) if self.call is not None and g.shown else None
             return self.emit(*_rewritten(ev, changed)) if changed is not None else self.emit(ev, data)
-        if mine and piece is not None and not g.held:
-            at = g.add(piece[1])
-            if g.cmd.end is None:
-                return self.emit(ev, data)
-            g.held.append((ev, data, at))
-            return []
         if mine and piece is not None:
             g.held.append((ev, data, g.add(piece[1])))
-            return []
+            return self._release()
         if g.held and self.call_end(data) != self.call:
             g.held.append((ev, data, None))  # kept in order behind the held part of the call
             return []
         if self.call_end(data) == self.call:
             return self.settle_call() + self.send(ev, data)
         return self.emit(ev, data)
+
+    def _release(self) -> list[bytes]:
+        """The guarded call's held events, from the first, whose pieces may all go out now."""
+        g = self.guard
+        assert g is not None
+        allowed, out = g.allowed(), []
+        while g.held:
+            ev, data, at = g.held[0]
+            piece = self.call_delta(data) if at is not None else None
+            if at is not None and piece is not None and at + len(piece[1]) > allowed:
+                break
+            g.held.pop(0)
+            out += self.emit(ev, data)
+        return out
 
     def settle_call(self) -> list[bytes]:
         """The guarded call's arguments are whole: its held events, as they came or closed."""
@@ -160,20 +221,39 @@ class SplicedRound(HeldRound):
         name, args = canonical_call(self.call_name, g.cmd.args)
         whole = {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c", "type": "function", "function": {"name": name, "arguments": args}}]}
+        sent = next((at for _, _, at in held if at is not None), len(g.cmd.args))
+        cut: int | None = None
+        if g.cmd.end is not None and context_calls(recognizable(whole), replace(self.rec, compound=False)) is not None:
+            cut = g.cmd.end  # a later key made it one: the client runs what it was sent
+        elif name == "bash" and isinstance(command := _command(args), str):
+            cut = g.cut(command, self.rec, sent)
         out: list[bytes] = []
-        if g.cmd.end is None or context_calls(recognizable(whole), self.rec) is None:
+        if cut is None:
             for ev, data, _ in held:
                 out += self.emit(ev, data)
             return out
-        g.shown = g.cmd.closed()
+        g.shown = g.cmd.args[:cut] + g.cmd.closing()
         first = True
         for ev, data, at in held:
             if at is None:
                 out += self.send(ev, data)
-            elif first:  # the piece holding the closing quote: up to it, then the closing
+            elif first:  # the first piece not sent: what the client lacks up to the cut, then the closing
                 first = False
                 out += self.emit(*_rewritten(ev, self.with_piece(data, g.shown[at:])))
         return out
+
+    def split_answer(self, data: Any) -> tuple[Any, str] | None:
+        """The answer with the call refold answers in place of the guarded call's rest added
+        after it (for the session, never the client), and that call's id."""
+        g, i = self.guard, self.call
+        key = self.items_key
+        items = data.get(key) if isinstance(data, dict) else None
+        if g is None or g.split is None or i is None or not isinstance(items, list) or not 0 <= i < len(items):
+            return None
+        made = split_call(items[i], g.split) if isinstance(items[i], dict) else None
+        if made is None:
+            return None
+        return {**data, key: [*items[: i + 1], made[0], *items[i + 1 :]]}, made[1]
 
     @property
     def holding_later(self) -> bool:
@@ -232,6 +312,14 @@ class SplicedRound(HeldRound):
         for ev, data in held:
             out += self.send(ev, data)
         return out
+
+
+def _command(args: str) -> Any:
+    try:
+        read = json.loads(args)
+    except ValueError:
+        return None
+    return read.get("command") if isinstance(read, dict) else None
 
 
 def _rewritten(ev: Event, data: dict[str, Any]) -> tuple[Event, dict[str, Any]]:

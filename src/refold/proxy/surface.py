@@ -179,7 +179,7 @@ class SurfaceService:
         parsed.messages = [unanswered(m) if m.get("role") == "assistant" else m
                            for m in self._shown.as_sent(s.sid, parsed.messages)]
         added, rec = offer(cfg.config, parsed.tools, offer=cfg.context_tools and cfg.max_rounds > 0,
-                           beside_shell=cfg.context_tools_beside_shell, compound=not body.get("stream"))
+                           beside_shell=cfg.context_tools_beside_shell, compound=True)
         clash = clashes(cfg.config, parsed.tools)  # the agent's own tool named like a context command
         async with s.lock:
             turn = await self.manager.turn(s, parsed.messages, lambda ms: self._held_as_sent(s, ms))

@@ -83,6 +83,10 @@ class Splicer(Protocol):
         """The aggregated answer of this round with its first call as the client was sent it."""
         ...
 
+    def split_answer(self, data: Any) -> tuple[Any, str] | None:
+        """``data`` with the call refold answers of a split first call (``ls; restore 3``), and its id."""
+        ...
+
 
 @dataclass
 class Plan:
@@ -165,7 +169,11 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
                     with contextlib.suppress(ProxyError):
                         await adapter.done(p.parsed, sp.view(data))
                 if reply is not None:  # held calls are stored before the client has the answer's end
-                    await service.kept(p.s, adapter.key, reply, sp.left_out, before)
+                    kept, left_out = reply, sp.left_out
+                    split = sp.split_answer(data)
+                    if split is not None and (with_split := adapter.reply(split[0])) is not None:
+                        kept, left_out = with_split, [split[1], *left_out]
+                    await service.kept(p.s, adapter.key, kept, left_out, before)
                 for out in tail:
                     yield out
                 if reply is not None:  # the client has the whole answer

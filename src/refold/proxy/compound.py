@@ -1,0 +1,176 @@
+"""Holding a streamed shell call's command from a separator that may lead to ``restore``.
+
+A shell call is relayed once its command's first word shows it is no context command (``early``),
+but ``ls; restore 3`` is answered by refold too (``Recognizer.compound``): the restore must never
+reach the client's shell. ``CompoundHold`` reads the command's JSON string as it streams and says
+how much of it may go out: all of it, except from a top-level separator (``;``, ``&&``, ``||``,
+``&``, ``|``, a line break) on while the command after it may still be ``restore``. For a common
+``cd DIR && python x.py`` that holds only the few characters until ``python`` shows it is none.
+When the whole command has a restore after another command, the client gets the call closed
+after the part before that separator (which it already has the start of and runs), and refold
+answers the rest (``split_restore``) before the next upstream call (``deferred``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..context.recognize import Recognizer, split_restore
+from ..shell_lex import lex_open
+from .early import _ESCAPES
+
+_NAME = "restore"
+_WORD = re.compile(r"\w")
+_ENDS_WORD = frozenset(" \t\n;&|()<>")
+_OPERATORS = frozenset(";&|\n(){}")
+"""Characters that may end a simple command (``shell_lex``); text without them starts none."""
+
+
+class CommandText:
+    """A JSON string decoded as its text arrives, with where each character begins in it."""
+
+    def __init__(self, start: int) -> None:
+        self.value = ""
+        self.closed = False
+        self._offsets: list[int] = []
+        self._pos = start  # the next character of the JSON text to read
+
+    def add(self, text: str) -> str:
+        """Read ``text`` (all of the JSON text so far) on from where the last call stopped; the
+        characters decoded by this call (an escape cut in two waits for its end)."""
+        i, out = self._pos, []
+        while i < len(text) and not self.closed:
+            ch = text[i]
+            if ch == '"':
+                self.closed = True
+                break
+            if ch != "\\":
+                out.append(ch)
+                self._offsets.append(i)
+                i += 1
+                continue
+            if i + 1 >= len(text):
+                break
+            esc = text[i + 1]
+            if esc == "u":
+                code = text[i + 2 : i + 6]
+                if len(code) < 4:
+                    break
+                try:
+                    out.append(chr(int(code, 16)))
+                except ValueError:  # bad JSON: the arguments are read whole at the end
+                    self.closed = True
+                    break
+                self._offsets.append(i)
+                i += 6
+                continue
+            if esc not in _ESCAPES:
+                self.closed = True
+                break
+            out.append(_ESCAPES[esc])
+            self._offsets.append(i)
+            i += 2
+        self._pos = i
+        new = "".join(out)
+        self.value += new
+        return new
+
+    def offset(self, k: int) -> int:
+        """Where the ``k``-th decoded character begins in the JSON text (``k`` = all: the end read)."""
+        return self._offsets[k] if k < len(self._offsets) else self._pos
+
+
+def _may_restore(text: str, at: int) -> bool | None:
+    """Whether a simple command whose first word begins at ``at`` may be ``restore``: True when
+    its first word is ``restore`` for good, None while it may still be."""
+    if not text.startswith(_NAME, at):
+        return None if _NAME.startswith(text[at : at + len(_NAME)]) and len(text) - at < len(_NAME) else False
+    if len(text) - at == len(_NAME):
+        return None
+    c = text[at + len(_NAME)]
+    if c in _ENDS_WORD:
+        return True
+    return False if _WORD.match(c) else None  # ``restore"x"``, ``restore-1``: the whole decides
+
+
+class Limit(NamedTuple):
+    """``release_limit``'s answer."""
+
+    limit: int
+    """How many characters of the command may go out."""
+    held: bool | None
+    """A restore follows ``limit`` for sure (True), may (False), or none can (None: all may go out)."""
+    resume: tuple[int, int, bool]
+    """Where a longer text may be read on from (``lex_open``'s ``start`` and ``cut``; and
+    whether a command came before it): all before it is decided for good."""
+    until: str
+    """The text ends inside a quote, a substitution or a heredoc body: only one of these
+    characters may end it (``lex_open``)."""
+
+
+def release_limit(text: str, resume: tuple[int, int, bool] = (0, 0, False)) -> Limit:
+    """How many characters of a command that begins with ``text`` may go to the client: up to
+    the first top-level separator after which a restore may follow (``Simple.cut``)."""
+    start, cut, seen = resume
+    simples, tail, until = lex_open(text, start, cut, partial=True)
+    for n, s in enumerate(simples):
+        if s.whole and s.clean and s.begin <= len(text):
+            resume = s.begin, s.cut, seen
+        if not s.words:
+            if seen and n == len(simples) - 1:  # ``ls; >f`` may still get its first word
+                return Limit(s.cut, False, resume, until)
+            continue
+        if not seen:  # ``_after_another`` reads restores after a command
+            seen = True
+            continue
+        v = _may_restore(text, s.start)
+        if v is not False:
+            return Limit(s.cut, v is True, resume, until)
+    if tail is not None and seen:
+        if tail.whole and tail.clean:
+            resume = tail.begin, tail.cut, seen
+        return Limit(tail.cut, False, resume, until)
+    return Limit(len(text), None, resume, until)
+
+
+class CompoundHold:
+    """How much of a streamed call's command may go out: fed its JSON arguments as they arrive
+    (``start``: where the command's string begins in them), ``allowed`` gives how many of their
+    characters the client may have. Each piece is read from the last point all before which is
+    decided, and only when the piece may change what is read: a long script or quoted program costs
+    time about linear in its length."""
+
+    def __init__(self, start: int) -> None:
+        self.cmd = CommandText(start)
+        self.limit = 0  # characters of the command that may go out
+        self.held: bool | None = None  # ``release_limit``'s verdict at ``limit`` (True: final till the end)
+        self._resume: tuple[int, int, bool] = (0, 0, False)
+        self._until = ""
+
+    def allowed(self, args: str) -> int:
+        new = self.cmd.add(args)
+        text = self.cmd.value
+        if self.held is not True:
+            # what may start a command, or end the quote, substitution or heredoc body the text is in
+            changes = frozenset(self._until) if self._until else _OPERATORS
+            if self.held is False or not changes.isdisjoint(new):
+                self.limit, self.held, self._resume, self._until = release_limit(text, self._resume)
+            else:  # no new command began: what went out before still goes on
+                self.limit = len(text)
+        return self.cmd.offset(self.limit)
+
+    def split(self, command: str, rec: Recognizer, sent: int) -> tuple[int | None, str | None]:
+        """For the whole call's command (as the session reads it; ``sent``: characters of the
+        arguments the client has): where the arguments are closed for the client, and the command
+        refold answers in a call of its own. ``ls; restore 3``: after ``ls``, and ``restore 3``.
+        A restore the client's shell runs anyway (inside a loop, an ``if`` or a group; one sent
+        already): no cut, and a ``restore`` whose answer says it was not run and how to issue it."""
+        found = rec.command("bash", command) if command == self.cmd.value else None
+        if found is None or found.name != "restore":
+            return None, None
+        parts = split_restore(command)
+        if parts is not None and self.cmd.offset(len(parts[0])) >= sent:
+            return self.cmd.offset(len(parts[0])), parts[1]
+        return None, f"restore {found.argument}"
+
