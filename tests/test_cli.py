@@ -461,3 +461,15 @@ def test_the_readme_names_every_replay_policy() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     sentence = " ".join(readme.split("Policies (all of them by default):", 1)[1].split("A file", 1)[0].split())
     assert [p for p in POLICIES if f"`{p}`" not in sentence] == []
+
+
+def test_replay_csv_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    # the CSV's file and path columns raised UnicodeEncodeError after the whole replay
+    import os
+
+    run = tmp_path / os.fsdecode(b"run\xff.traj")
+    shutil.copy(SWE, run)
+    out = tmp_path / "r.csv"
+    r = run_cli("replay", str(run), "--policy", "base", "--tokenizer", "chars4", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "run?.traj" in out.read_text(encoding="utf-8")
