@@ -72,6 +72,7 @@ def test_request_size_limit(urls: tuple[str, str]) -> None:
     big = {"model": "m", "messages": [{"role": "user", "content": "x" * 10_000}]}
     err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json=big), 413)
     assert err["code"] == "request_too_large"
+    assert "byte limit (refold serve --max-body raises it)" in err["message"]  # the knob, named
 
     def chunks() -> Iterator[bytes]:  # no content-length: the limit holds while reading
         yield b'{"model": "m", "messages": [{"role": "user", "content": "'
