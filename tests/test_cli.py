@@ -350,6 +350,27 @@ def test_plot_is_written(tmp_path: Path, command: str, suffix: str) -> None:
             assert words in text.lower() if words == "simulated" else words in text, words
 
 
+def test_plot_of_a_one_call_run_and_of_no_run(tmp_path: Path) -> None:
+    # a 1-call run drew no line, its axes said "0.96 ... 1.04" calls and "9 9 9 9" tokens; when every
+    # file failed an empty chart with made-up axes was written
+    import re
+    import xml.etree.ElementTree as ET
+
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "one.json"
+    run.write_text(json.dumps([{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"}]))
+    out = tmp_path / "one.svg"
+    r = run_cli("replay", str(run), "--policy", "base", "--tokenizer", "chars4", "--plot", str(out))
+    assert r.returncode == 0, r.stderr
+    labels = {t.strip() for t in ET.fromstring(out.read_text()).itertext() if t.strip()}
+    assert "1" in labels and not [t for t in labels if re.fullmatch(r"\d+\.\d+", t)], labels
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    r = run_cli("replay", str(empty), "--tokenizer", "chars4", "--plot", str(tmp_path / "none.png"))
+    assert r.returncode == 1 and "--plot" in r.stderr and "not written: no file was replayed" in r.stderr
+    assert not (tmp_path / "none.png").exists()
+
+
 @pytest.mark.parametrize("command", ["replay", "simulate"])
 def test_plot_mistakes_are_one_line_before_any_work(
     tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
