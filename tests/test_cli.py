@@ -350,6 +350,27 @@ def test_plot_is_written(tmp_path: Path, command: str, suffix: str) -> None:
             assert words in text.lower() if words == "simulated" else words in text, words
 
 
+def test_plot_of_a_one_call_run_and_of_no_run(tmp_path: Path) -> None:
+    # a 1-call run drew no line, its axes said "0.96 ... 1.04" calls and "9 9 9 9" tokens; when every
+    # file failed an empty chart with made-up axes was written
+    import re
+    import xml.etree.ElementTree as ET
+
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "one.json"
+    run.write_text(json.dumps([{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"}]))
+    out = tmp_path / "one.svg"
+    r = run_cli("replay", str(run), "--policy", "base", "--tokenizer", "chars4", "--plot", str(out))
+    assert r.returncode == 0, r.stderr
+    labels = {t.strip() for t in ET.fromstring(out.read_text()).itertext() if t.strip()}
+    assert "1" in labels and not [t for t in labels if re.fullmatch(r"\d+\.\d+", t)], labels
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    r = run_cli("replay", str(empty), "--tokenizer", "chars4", "--plot", str(tmp_path / "none.png"))
+    assert r.returncode == 1 and "--plot" in r.stderr and "not written: no file was replayed" in r.stderr
+    assert not (tmp_path / "none.png").exists()
+
+
 @pytest.mark.parametrize("command", ["replay", "simulate"])
 def test_plot_mistakes_are_one_line_before_any_work(
     tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
@@ -459,5 +480,18 @@ def test_the_readme_names_every_replay_policy() -> None:
     from refold.lab.replay import POLICIES
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    sentence = " ".join(readme.split("Policies (all of them by default):", 1)[1].split("A file", 1)[0].split())
+    text = " ".join(readme.split())  # the paragraph is wrapped anywhere
+    sentence = text.split("Policies (all of them by default):", 1)[1].split("A file", 1)[0]
     assert [p for p in POLICIES if f"`{p}`" not in sentence] == []
+
+
+def test_replay_csv_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    # the CSV's file and path columns raised UnicodeEncodeError after the whole replay
+    import os
+
+    run = tmp_path / os.fsdecode(b"run\xff.traj")
+    shutil.copy(SWE, run)
+    out = tmp_path / "r.csv"
+    r = run_cli("replay", str(run), "--policy", "base", "--tokenizer", "chars4", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "run?.traj" in out.read_text(encoding="utf-8")

@@ -79,6 +79,7 @@ def test_list_show_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["sessions", "show", info["id"], "--store", str(db)]) == 0
     text = capsys.readouterr().out
     assert "(answered by the proxy)" in text and "hidden in the next prompt: " in text and "restore <step>" in text
+    assert ": 13 steps, 1 branch, updated " in text and "1 branchs" not in text  # it said "1 branch(es)"
 
     assert main(["sessions", "prune", "--older-than", "1h", "--store", str(db)]) == 0
     assert "deleted 0 session(s)" in capsys.readouterr().out

@@ -76,6 +76,11 @@ def test_saved_round_trip_and_old_saved_format() -> None:
     assert got.policy.k == 4 and got.spans.prompt and not got.prompt.format_in_system
     with pytest.raises(PolicyError, match="saved refold config"):
         Config.from_saved({"policy": {"k": "many"}})
+    # a whole trajectory gave the defaults (and the protocol from call 1), without a word
+    with pytest.raises(PolicyError, match=r"a whole trajectory; pass its info\['config'\]\['refold'\]"):
+        Config.from_saved({"trajectory_format": "mini-swe-agent-1.1", "messages": [], "info": {}})
+    with pytest.raises(PolicyError, match="must be a mapping"):
+        Config.from_saved(None)  # type: ignore[arg-type]
 
 
 @settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it

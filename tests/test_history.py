@@ -185,6 +185,9 @@ def _one_line(err: TrajectoryError, path: Path, words: str) -> None:
         (b"   \n", "file is empty"),
         (b'{"messages": [{"role": "system", "content": "x"}', "invalid JSON"),
         (b"\xff\xfe\x00garbage", "not UTF-8"),
+        # `refold view report.html` said "invalid JSON at line 1 column 1", a PNG "not UTF-8 text"
+        (b"<!DOCTYPE html>\n<html><body></body></html>", "an HTML page (refold view writes these), not a trajectory"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "a PNG image, not a trajectory"),
         (b'{"foo": 1}', "unknown trajectory format"),
         (b"[1, 2, 3]", "not a list of chat messages (objects with 'role'); item 0 is not an object: 1"),
         (b"[]", "not a list of chat messages (objects with 'role') (it is empty)"),

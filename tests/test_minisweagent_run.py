@@ -198,6 +198,40 @@ def test_refold_run_keeps_a_configs_output_path(tmp_path: Path, monkeypatch: pyt
     check_trajectory(out)
 
 
+class FailingModel:
+    """An inner model whose call fails as litellm's do on a wrong key (``inner_model_class``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        from minisweagent.models.test_models import DeterministicToolcallModel
+
+        self._inner = DeterministicToolcallModel(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        import litellm
+
+        raise litellm.AuthenticationError(message="Incorrect API key provided", llm_provider="openai", model="m")
+
+
+def test_a_model_call_that_fails_is_one_line_and_the_run_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a wrong API key (or model name) ended `refold run` with litellm's whole traceback
+    from refold.cli import main
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    repo, spec = workspace(tmp_path)
+    monkeypatch.chdir(repo)
+    out = tmp_path / "o.json"
+    inner = f"model.inner_model_class={__name__}.FailingModel"
+    assert main(["run", "-t", "x", "-c", str(spec), "-c", inner, "-y", "--exit-immediately", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("refold: error: the model call failed: AuthenticationError: ") and "Incorrect API key" in err, err
+    assert err.endswith(f"(the run so far: {out})") and out.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

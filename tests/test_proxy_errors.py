@@ -72,6 +72,7 @@ def test_request_size_limit(urls: tuple[str, str]) -> None:
     big = {"model": "m", "messages": [{"role": "user", "content": "x" * 10_000}]}
     err = _error(httpx.post(f"{urls[0]}/v1/chat/completions", json=big), 413)
     assert err["code"] == "request_too_large"
+    assert "byte limit (refold serve --max-body raises it)" in err["message"]  # the knob, named
 
     def chunks() -> Iterator[bytes]:  # no content-length: the limit holds while reading
         yield b'{"model": "m", "messages": [{"role": "user", "content": "'
@@ -129,6 +130,9 @@ def test_public_bind_needs_a_token() -> None:
     # an empty --host listens everywhere: the message named no address ("listen on  without")
     with pytest.raises(ConfigError, match=r"refusing to listen on '' \(every address\) without a bearer token"):
         ProxyConfig(upstream="http://127.0.0.1:1/v1", host="")
+    # README's `--upstream-key "$OPENAI_API_KEY"` with the variable unset: it served, sending no key
+    with pytest.raises(ConfigError, match=r"--upstream-key is empty \(an unset variable\?\)"):
+        ProxyConfig(upstream="http://127.0.0.1:1/v1", upstream_key="")
     # each flag is named alone ("--view-workers and --max-views must be at least 1")
     with pytest.raises(ConfigError, match=r"^--max-views must be at least 1, got 0$"):
         ProxyConfig(upstream="http://127.0.0.1:1/v1", max_views=0)

@@ -283,7 +283,7 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     assert not custom.context_tools
 
 
-def test_serve_notes_an_upstream_without_a_path(
+def test_serve_startup_line_and_notes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # --upstream http://host:8000 (no /v1): every request was an upstream 404 with no hint why
@@ -299,6 +299,8 @@ def test_serve_notes_an_upstream_without_a_path(
     assert "note: --upstream has no path, so a client's /v1/chat/completions goes to http://127.0.0.1:9/chat/completions" in capsys.readouterr().err
     serve(upstream="http://127.0.0.1:9/v1", **common)  # type: ignore[arg-type]
     assert "note:" not in capsys.readouterr().err
+    serve(upstream="http://127.0.0.1:9/v1", host="::1", **common)  # type: ignore[arg-type]
+    assert "refold serve: http://[::1]:0/v1 -> " in capsys.readouterr().err  # it said http://::1:0/v1
 
 
 def test_a_store_written_before_the_wire_codec_loads_and_verifies() -> None:

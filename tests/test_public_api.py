@@ -114,6 +114,17 @@ def test_a_restore_answered_in_a_library_loop_stays_shown_when_recorded() -> Non
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_9" and tool["extra"]["restore_of"] == [1]
 
 
+def test_parse_command_reads_a_command_as_the_harness_does() -> None:
+    # README's library loop answers what parse_command returns: coreutils `fold -w 80 f` and
+    # `expand -t 4 f` were context commands there (answered from the history, never run)
+    from refold import parse_command
+
+    assert parse_command("fold -w 80 f") is None and parse_command("expand -t 4 f") is None
+    for line, name in [("restore 3-5", "restore"), ("fold 7", "fold"), ("expand S1", "expand"), ("cd x && restore 3", "restore")]:
+        cmd = parse_command(line)
+        assert cmd is not None and cmd.name == name, line
+
+
 @pytest.mark.parametrize(
     ("arg", "hint"),
     [("policy", "Config(policy=...)"), (None, "Config() or Config.parse(k=3)"), ({"k": 3}, "Config.parse({...})")],

@@ -364,6 +364,17 @@ def test_view_command_rejects_bad_options(tmp_path: Path, args: list[str], error
     assert message in str(result.exception)
 
 
+def test_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    # the name's bytes come back as lone surrogates: the page (title, source, meta.path) could not be
+    # written, and the command blamed the trajectory ("cannot render this trajectory")
+    import os
+
+    traj = tmp_path / os.fsdecode(b"run\xff.json")
+    traj.write_text(json.dumps(synthetic_run(6).messages()), encoding="utf-8")
+    out = write_report(traj, tmp_path / "r.html", variants=["base"], mechanisms=False, tokenizer="chars4")
+    assert "run\ufffd.json" in out.read_text(encoding="utf-8")
+
+
 def test_view_command_names_a_bad_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")

@@ -13,6 +13,7 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from .config import Config
+    from .context.recognize import parse_command
     from .errors import CommandError, PolicyError, RefoldError, TrajectoryError
     from .history import History
     from .loaders import load
@@ -20,7 +21,7 @@ if _typing.TYPE_CHECKING:
     from .mechanisms.spans import SpanPolicy
     from .policy import Policy
     from .prompts import response_format_lines, system_section
-    from .protocol import parse_command, parse_head
+    from .protocol import parse_head
     from .render import Renderer
     from .restore import restore_text
     from .types import Action, Origin, Rendered, RenderStats, Shown, Step
@@ -45,7 +46,7 @@ _WHERE = {
     "Step": "types",
     "TrajectoryError": "errors",
     "load": "loaders",
-    "parse_command": "protocol",
+    "parse_command": "context.recognize",
     "parse_head": "protocol",
     "response_format_lines": "prompts",
     "restore_text": "restore",

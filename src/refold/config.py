@@ -163,6 +163,10 @@ class Config(Settings):
         before ``prompt.deferred`` sent the protocol from the first call, and before
         ``prompt.hide_demos`` showed a demonstration at every call.
         """
+        if not isinstance(saved, Mapping):
+            raise PolicyError(f"saved refold config must be a mapping (info.config.refold), got {type(saved).__name__}")
+        if {"messages", "trajectory_format", "history", "trajectory"} & saved.keys():  # it gave defaults, silently
+            raise PolicyError("saved refold config: this is a whole trajectory; pass its info['config']['refold']")
         data = {k: v for k, v in saved.items() if k in cls.model_fields}
         if "format_in_system" in saved and "prompt" not in data:
             data["prompt"] = {"format_in_system": bool(saved["format_in_system"])}

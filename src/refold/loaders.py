@@ -51,6 +51,9 @@ def read_json(path: str | Path, *, scrub: bool = True) -> Any:
         raise TrajectoryError(name, f"corrupt or truncated gzip data ({e})") from None
     if not raw.strip():
         raise TrajectoryError(name, "file is empty")
+    kind = _not_json(raw)
+    if kind:  # `refold view report.html`: "invalid JSON at line 1 column 1" said nothing useful
+        raise TrajectoryError(name, f"{kind}, not a trajectory (a JSON file)")
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not an error
     except UnicodeDecodeError as e:
@@ -66,6 +69,19 @@ def read_json(path: str | Path, *, scrub: bool = True) -> Any:
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+_MAGIC = ((b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF file"), (b"PK\x03\x04", "a zip archive"))
+
+
+def _not_json(raw: bytes) -> str:
+    """What a file that is plainly no JSON is (an HTML report, an image), or ''."""
+    head = raw[:512].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if head.startswith((b"<!doctype html", b"<html")):
+        return "an HTML page (refold view writes these)"
+    if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in head):
+        return "an SVG image"
+    return next((what for magic, what in _MAGIC if raw.startswith(magic)), "")
 
 
 def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:

@@ -74,10 +74,17 @@ def write_plot(path: Path, title: str, series: Series) -> None:
             xs = range(1, len(flat) + 1)
             at = 1
             for i, task in enumerate(tasks):  # one line per task: no jump drawn between two tasks
-                per.plot(range(at, at + len(task)), task, label=name if i == 0 else None, linewidth=1, **styles[name])
+                one = {"marker": "o", "markersize": 3} if len(task) == 1 else {}  # a 1-call task has no line to draw
+                per.plot(range(at, at + len(task)), task, label=name if i == 0 else None, linewidth=1, **one, **styles[name])
                 at += len(task)
-            cum.plot(xs, list(accumulate(flat)), label=name, linewidth=1.2, **styles[name])
+            cum.plot(xs, list(accumulate(flat)), label=name, linewidth=1.2, marker="o" if len(flat) == 1 else None, markersize=3, **styles[name])
+        calls = max((sum(len(t) for t in tasks) for tasks in series.per_call.values()), default=1)
         for ax in (per, cum):
+            # calls and tokens are whole numbers from 0: a 1-call run's axes said "0.96 ... 1.04" and "9 9 9 9"
+            ax.set_xlim(0.5, calls + 0.5)
+            ax.set_ylim(bottom=0)
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
+            ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
             for x in starts[1:]:
                 ax.axvline(x - 0.5, color="0.85", linewidth=0.6, zorder=0)
             ax.grid(axis="y", color="0.92")

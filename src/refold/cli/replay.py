@@ -227,7 +227,10 @@ def replay(
             write_csv(results, csv_out, stale=settings.stale)
         except OSError as e:
             raise PolicyError(f"cannot write {csv_out}: {e.strerror or e}") from None
-    plot_output(err, plot, _title(report), lambda: replay_series(report))
+    if plot is not None and len(failed) == len(results):  # an empty chart with made-up axes said nothing either
+        typer.echo(f"refold: --plot {plot} not written: no file was replayed", err=True)
+    else:
+        plot_output(err, plot, _title(report), lambda: replay_series(report))
     for r in failed:
         typer.echo(f"refold: failed: {r.file}: {r.error}", err=True)
     if failed:

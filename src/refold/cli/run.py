@@ -166,7 +166,19 @@ def run_task(config: dict[str, Any], task: str) -> dict[str, Any]:
         result: dict[str, Any] = agent.run(task)
     except TemplateError as e:  # a template of the config names a variable nothing sets
         raise RunError(f"a prompt template of the config failed: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # a wrong key or model name was litellm's whole traceback
+        if type(e).__module__.split(".")[0] not in _MODEL_CLIENTS:
+            raise
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        where = config.get("agent", {}).get("output_path")
+        raise RunError(
+            f"the model call failed: {type(e).__name__}: {first[:300]}" + (f" (the run so far: {where})" if where else "")
+        ) from None
     return result
+
+
+_MODEL_CLIENTS = frozenset({"litellm", "openai", "anthropic", "httpx", "httpcore", "requests"})
+"""Where a model call's errors come from (mini saved the run before re-raising them)."""
 
 
 def register(app: typer.Typer) -> None:

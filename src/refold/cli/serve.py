@@ -146,7 +146,8 @@ def serve(
 
     check_port(host, port)
     check_store(store)
-    typer.echo(f"refold serve: http://{host}:{port}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host  # an IPv6 address in a URL
+    typer.echo(f"refold serve: http://{shown}:{port}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
     if urllib.parse.urlsplit(upstream).path.strip("/") == "":  # every request was a bare upstream 404
         typer.echo(
             f"refold serve: note: --upstream has no path, so a client's /v1/chat/completions goes to "

@@ -32,6 +32,7 @@ from ..mechanisms.summary_wrap import command_line
 from ..pinning import expand_messages, expand_text, pin_record, pinned_items, resolve
 from ..render import Renderer
 from ..types import Shown
+from ._output import plural
 from .run_files import file_header, is_run_file, load_run, pin_file
 
 T = TypeVar("T")
@@ -139,16 +140,16 @@ def show(
         typer.echo(json.dumps(info, indent=1, ensure_ascii=False))
         return
     if info.get("path"):
-        typer.echo(f"run {info['path']}: {len(info['steps'])} steps")
+        typer.echo(f"run {info['path']}: {plural(len(info['steps']), 'step')}")
     else:
         typer.echo(
-            f"session {info['name']} (id {info['id']}, owner {info['owner']}): {len(info['steps'])} steps, "
-            f"{info['branches']} branch(es), updated {_when(info['updated'])}"
+            f"session {info['name']} (id {info['id']}, owner {info['owner']}): {plural(len(info['steps']), 'step')}, "
+            f"{plural(info['branches'], 'branch', 'branches')}, updated {_when(info['updated'])}"
         )
     r = info["render"]
     typer.echo(
-        f"next prompt: {r['messages']} messages, boundary at step {r['boundary']}, {r['stubs']} stubs, "
-        f"{r['trimmed']} trimmed, {r['folded_steps']} folded steps, {r['notes']} notes"
+        f"next prompt: {plural(r['messages'], 'message')}, boundary at step {r['boundary']}, {plural(r['stubs'], 'stub')}, "
+        f"{r['trimmed']} trimmed, {plural(r['folded_steps'], 'folded step')}, {plural(r['notes'], 'note')}"
     )
     for st in info["steps"]:
         mark = " (answered by the proxy)" if st["internal"] else ""

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from ..mechanisms.ledger import parse_ids
 from ..mechanisms.spans import parse_span_id
-from ..protocol import COMMAND_NAMES, ContextCommand, parse_command
+from ..protocol import COMMAND_NAMES, ContextCommand
+from ..protocol import parse_command as parse_line
 from ..shell_lex import Simple, lex
 
 SPAN_COMMANDS = frozenset({"begin_span", "fold_span", "fold_steps"})
@@ -24,7 +25,7 @@ ALWAYS = frozenset({"restore", "expand"})  # a non-reversible policy answers tha
 def from_shell(command: str, *, compound: bool = False) -> ContextCommand | None:
     """The context command a shell command is, or None to run it; ``compound``: also a restore
     after another command (``Recognizer.compound``)."""
-    cmd = parse_command(command)
+    cmd = parse_line(command)
     if cmd is None:
         return _after_another(command) if compound and "restore" in command else None
     if cmd.name in ("fold", "drop", "pin", "unpin") and not parse_ids(cmd.argument):
@@ -32,6 +33,14 @@ def from_shell(command: str, *, compound: bool = False) -> ContextCommand | None
     if cmd.name == "expand" and not parse_ids(cmd.argument) and parse_span_id(cmd.argument) is None:
         return None
     return cmd
+
+
+def parse_command(command: str) -> ContextCommand | None:
+    """``refold.parse_command``: the context command a shell command the agent issued is, read as
+    mini, the proxy and replays read it; None: run it (``fold -w 80 f`` is coreutils' fold, while
+    ``protocol.parse_command``, the line's syntax alone, calls it a ledger fold; ``ls; restore 3``
+    is a restore after another command, answered "Not run")."""
+    return from_shell(command, compound=True)
 
 
 def _after_another(command: str) -> ContextCommand | None:

@@ -22,15 +22,23 @@ async def read_body(request: Request, limit: int) -> bytes:
         )
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
+        raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ProxyError(413, f"request body is larger than the {limit} byte limit", code="request_too_large")
+            raise _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(limit: int) -> ProxyError:
+    # the operator's knob, named: a long agent run's body can pass the default 32 MiB
+    return ProxyError(
+        413, f"request body is larger than the {limit:,} byte limit (refold serve --max-body raises it)",
+        code="request_too_large",
+    )
 
 
 async def read_json(request: Request, limit: int) -> Any:

@@ -77,6 +77,8 @@ class ProxyConfig:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout}")
         if any(not t.strip() for t in self.tokens):
             raise ConfigError("an empty --token is not allowed")
+        if self.upstream_key is not None and not self.upstream_key.strip():  # `--upstream-key "$UNSET"`
+            raise ConfigError("--upstream-key is empty (an unset variable?); leave it out to forward each client's key")
         for flag, value in (("--view-workers", self.view_workers), ("--max-views", self.max_views)):
             if value < 1:
                 raise ConfigError(f"{flag} must be at least 1, got {value}")

@@ -220,7 +220,9 @@ def write_csv(results: Sequence[TaskResult], path: str | Path, stale: str = "rec
     STALE marks came from; anything but the run's own is labeled simulated in every row."""
     source = stale if stale == "recorded" else f"{stale} (simulated)"
     simulated = SIMULATED_COLUMNS if stale == "recorded" else f"{SIMULATED_COLUMNS}; every figure: STALE marks simulated"
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    # errors=: a file name that is not UTF-8 (its bytes kept as lone surrogates) is written with '?'
+    # in the file and path columns, not a UnicodeEncodeError after the whole replay
+    with open(path, "w", newline="", encoding="utf-8", errors="replace") as f:
         w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS), extrasaction="ignore")
         w.writeheader()
         for r in results:

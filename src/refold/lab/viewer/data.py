@@ -24,6 +24,7 @@ from ...chat_tokens import message_tokens
 from ...history import History
 from ...mechanisms.fold import valid_marks
 from ...messages import clean
+from ...scrub import scrub_text
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown, Step
 from ..cache import DEFAULT_PRICES, cost_usd
@@ -280,11 +281,16 @@ def build_data(
         progress(len(variants), len(variants), "page")
     ids = [v["id"] for v in out_variants]
     price = DEFAULT_PRICES[default_price(CACHE_NAME)]
-    meta = {k2: v for k2, v in history.meta.items() if isinstance(v, str | int | float | bool) or v is None}
+    meta = {
+        k2: scrub_text(v) if isinstance(v, str) else v
+        for k2, v in history.meta.items()
+        if isinstance(v, str | int | float | bool) or v is None
+    }
     return {
         "format": VIEW_FORMAT,
-        "title": title or str(history.meta.get("instance_id") or Path(history.source).name or "agent run"),
-        "source": Path(history.source).name if history.source else "",
+        # a file name that is not UTF-8 (bytes kept as lone surrogates) could not be written
+        "title": scrub_text(title or str(history.meta.get("instance_id") or Path(history.source).name or "agent run")),
+        "source": scrub_text(Path(history.source).name) if history.source else "",
         "meta": meta,
         "calls": len(history),
         "k": k,
