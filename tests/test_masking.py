@@ -18,11 +18,31 @@ def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
     step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
     text = condensed_reply(step, reversible=True, min_chars=50)
     assert text is not None
-    assert text.startswith("PROGRESS: find the bug\nMentions: ")  # the agent's summary; STALE has done its work
+    # the agent's summary; STALE has done its work; the names sit inside the marker, never on a line
+    # of their own that reads as the agent's words
+    assert text.startswith("PROGRESS: find the bug\n[context-manager] ") and "\nMentions" not in text
     names = ("django/db/models/query.py", "_filter_or_exclude", "QuerySet", "bulk_update", "test_bulk_update_large")
     assert all(n in text for n in names) and "STALE" not in text
     assert text.endswith("```bash\nsed -n '1,40p' django/db/models/query.py\n```")  # the command, byte-exact
-    assert "of reasoning hidden. `restore 1` shows them." in text and len(text) < len(reply)
+    assert "of reasoning hidden (mentions " in text and ". `restore 1` shows them." in text and len(text) < len(reply)
+
+
+def test_an_escaped_newline_is_no_name() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "THOUGHT: Patch it with a script.\n" + "It writes 'a\\nPY' and calls fix_indent.\n" * 4 + "```bash\nls\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and "fix_indent" in text and "nPY" not in text
+
+
+def test_names_a_kept_tool_call_shows_are_not_mentioned() -> None:
+    from builders import tool_history
+
+    script = "python fix.py --target write_text"
+    text = "THOUGHT: Patch plot.py.\n" + "The script calls write_text and checks keep_na.\n" * 4
+    h = tool_history([(text, [(script, "patched")])])
+    out = condensed_reply(h.step(1), reversible=True, min_chars=50)
+    assert out is not None and "keep_na" in out and "write_text" not in out  # the tool call shows it
 
 
 def test_without_progress_the_first_line_stays() -> None:
@@ -73,7 +93,7 @@ def test_names_in_the_hidden_middle_of_a_long_command_are_mentioned() -> None:
     step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
     text = condensed_reply(step, reversible=True, min_chars=50)
     assert text is not None and "lines of this command hidden" in text
-    mentions = next(ln for ln in text.splitlines() if ln.startswith("Mentions: "))
+    mentions = next(ln for ln in text.splitlines() if "(mentions " in ln)
     assert "max_length" in mentions and "field_3" in mentions  # only in the hidden middle of the heredoc
     assert "repro.py" not in mentions  # visible in the command's kept first line: not repeated
 

@@ -75,19 +75,24 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     shown = "\n".join([*kept, *shorts])
     # names in the hidden reasoning and in the hidden middle of long commands (a script's classes)
     hidden_text = "\n".join([prose, *(b for b, short in zip(blocks, shorts, strict=True) if short != b)])
-    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(hidden_text) if m.group(0) not in shown))
-    if names:  # what the hidden reasoning talked about stays findable: files, functions, tests
-        more = f" (+{len(names) - _MAX_NAMES} more)" if len(names) > _MAX_NAMES else ""
-        kept.append("Mentions: " + ", ".join(names[:_MAX_NAMES]) + more)
+    # a tool call stays shown beside the condensed text: what it names needs no mention either
+    calls = "\n".join(a.command for a in step.actions if a.tool_call_id is not None)
+    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(hidden_text) if m.group(0) not in shown and m.group(0) not in calls))
+    # what the hidden reasoning talked about stays findable (files, functions, tests), inside the
+    # marker: a bare "Mentions:" line reads as the agent's own words, one it might imitate
+    mentions = ""
+    if names:
+        more = f", +{len(names) - _MAX_NAMES} more" if len(names) > _MAX_NAMES else ""
+        mentions = " (mentions " + ", ".join(names[:_MAX_NAMES]) + more + ")"
     hint = f" `restore {step.index}` shows {'it' if hidden == 1 else 'them'}." if reversible else ""
-    kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden.{hint}")
+    kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden{mentions}.{hint}")
     return "\n".join(kept) + "".join("\n\n" + short for short in shorts)
 
 
 _NAME = re.compile(
-    r"[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
-    r"|\b_*[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
-)  # paths, snake_case, camelCase and CamelCase names (plain words and numbers are not names)
+    r"(?<!\\)(?:[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
+    r"|\b_*[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b)"
+)  # paths, snake_case, camelCase and CamelCase names; not after a backslash ('\nPY' is no name)
 _MAX_NAMES = 12
 _BLOCK_KEEP = (4, 2)  # first and last lines of a long command kept (its opening and its heredoc end)
 
