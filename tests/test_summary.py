@@ -90,6 +90,13 @@ def test_read_sed_without_numbers_is_offset_by_the_range() -> None:
     assert s.text == "src/conf.py lines 200-203: def parse L202"
 
 
+def test_a_sed_with_two_ranges_gives_no_file_line_numbers() -> None:
+    body = "x = 1\n\ny = 2\n    return text\n\ndef parse(text):\n    return text\n"
+    s = summarize("sed -n '200,203p;300,303p' src/conf.py", mini(body))
+    assert "L" not in s.text.split(":", 1)[-1] and "lines 200-" not in s.text  # 'def parse L205' was a guess
+    assert "def parse" in s.text
+
+
 def test_read_swe_window() -> None:
     window = "\n".join(
         ["[File: /repo/src/fields.py (1998 lines total)]", "(1456 more lines above)"]
