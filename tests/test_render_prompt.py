@@ -53,3 +53,13 @@ def test_a_time_changed_in_place_is_seen() -> None:
     got, pure = r.render(h, t), render(h, CONFIG, t)
     assert (got.messages, got.origins, got.stats.boundary) == (pure.messages, pure.origins, pure.stats.boundary)
     assert got.messages != warm.messages
+
+
+def test_the_reminder_is_one_short_line() -> None:
+    # it rides on every output of an agent that skips the protocol lines, so each character is paid
+    # many times; the system section carries the details
+    from refold.prompts import reminder
+
+    text = reminder()
+    assert "\n" not in text and len(text) <= 80
+    assert text.startswith("[context-manager] ") and "`PROGRESS:`" in text and "`STALE:`" in text
