@@ -663,3 +663,11 @@ def test_a_filtered_command_exit_status_is_the_filters() -> None:
     # a failing status of a pipeline is still a failure
     s = summarize("set -o pipefail; make 2>&1 | tail -3", mini("make: *** [Makefile:3: all] Error 2\n", 2))
     assert s.kind == "error"
+
+
+def test_a_shell_syntax_error_after_a_script_is_its_verdict() -> None:
+    # the script ran and printed, then bash refused what followed: exit 2 must not read as a success
+    cmd = "python - <<'PY'\nopen('a.py', 'w').write('x')\nprint('fixed indentation')\nPY\n&& git add a.py"
+    body = "fixed indentation\nbash: -c: line 5: syntax error near unexpected token `&&'\nbash: -c: line 5: `&& git add a.py'\n"
+    s = summarize(cmd, mini(body, rc=2))
+    assert s.text == "error: bash: -c: line 5: syntax error near unexpected token `&&'"
