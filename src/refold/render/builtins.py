@@ -23,6 +23,7 @@ from ..messages import label, mask_note, with_content, with_text
 from ..protocol import CM
 from ..types import Origin, Shown, Step, content_text
 from .mechanism import BaseStage, LayoutView, Stage, StepPlan
+from .received import kept_notes
 
 if TYPE_CHECKING:
     from ..policy import Policy
@@ -125,7 +126,6 @@ class _FoldStage(BaseStage):
             behind.folded.add(step.index)
 
 
-KEEP_NOTES = True  # a stub keeps the reminder and notes that came with the output it replaces
 
 
 class Dedup:
@@ -170,8 +170,8 @@ class _DedupStage(BaseStage):
             if result.kind == "received":
                 continue
             text = label(step.index, result.text) if self.protocol else result.text
-            if j == last and KEEP_NOTES:
-                text += rec.suffix  # the reminder and notes that came with it stay
+            if j == last:
+                text += kept_notes(rec)  # the notes that came with it stay, but a spent reminder
             form.msgs[1 + j] = with_content(obs, text)
             shown = Shown.STUB if result.kind == "stub" else Shown.TRIMMED
             form.origins[1 + j] = Origin(step.index, "output", shown, tuple(dict.fromkeys((step.index, *result.sources))))

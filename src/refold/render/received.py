@@ -2,7 +2,8 @@
 
 A received form is final once computed: the reply, then each output labeled ``[step N]``, with
 the notes that went with the last output when it was new (the PROGRESS/STALE reminder, an open
-span's reminder, the budget line). Later stages replace outputs but keep those notes (``suffix``).
+span's reminder, the budget line). Later stages replace outputs but keep those notes (``suffix``),
+except the reminder once the step is behind the boundary (``kept_notes``): answered, it is spent.
 """
 
 from __future__ import annotations
@@ -144,6 +145,16 @@ def received_form(step: Step, config: Config, span_note: str | None = None) -> R
         msgs.append(m)
         origins.append(origin)
     return Received(msgs, origins, suffix, chars)
+
+
+SPENT = "\n" + reminder()
+"""The PROGRESS/STALE reminder as it opens a suffix: behind the boundary it has been answered."""
+
+
+def kept_notes(rec: Received) -> str:
+    """The notes after a step's last output that stay behind the boundary: all but the reminder
+    (a span note, the budget line the ledger's prompt promises on every output)."""
+    return rec.suffix.removeprefix(SPENT)
 
 
 def message_chars(m: Message) -> int:
