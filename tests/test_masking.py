@@ -45,6 +45,14 @@ def test_names_a_kept_tool_call_shows_are_not_mentioned() -> None:
     assert out is not None and "keep_na" in out and "write_text" not in out  # the tool call shows it
 
 
+def test_a_bare_heading_keeps_the_line_after_it() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 10 + "```\nopen query.py\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and text.startswith("DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n[context-manager] 10 more")
+
+
 def test_without_progress_the_first_line_stays() -> None:
     h = History([SYSTEM, TASK])
     reply = "THOUGHT: The bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 30 + "```bash\nls\n```"

@@ -50,6 +50,7 @@ def newly_masked(
 
 
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
+_LABEL = re.compile(r"[#*\s]*[A-Za-z]+[:*\s]*")  # one word, markup and a colon: a section heading
 _PROGRESS = re.compile(r"^\W*PROGRESS\b", re.IGNORECASE)
 
 
@@ -66,8 +67,10 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     lines = [ln.strip() for ln in prose.splitlines() if ln.strip()]
     # the agent's own PROGRESS line says what the step did; without one, the reply's first line does
     progress = next((ln for ln in lines[:4] if _PROGRESS.match(ln)), "")
-    first = progress or next((ln for ln in lines if not _HEAD.match(ln)), "")
-    kept = [first if len(first) <= 200 else first[:199] + "…"] if first else []
+    body = [ln for ln in lines if not _HEAD.match(ln)]
+    # a bare heading ('DISCUSSION', 'THOUGHT:') says nothing: the line after it goes with it
+    firsts = body[:2] if len(body) > 1 and _LABEL.fullmatch(body[0]) else body[:1]
+    kept = [ln if len(ln) <= 200 else ln[:199] + "…" for ln in ([progress] if progress else firsts)]
     hidden = len(lines) - len(kept)
     if hidden <= 0:
         return None
