@@ -53,6 +53,13 @@ def test_a_bare_heading_keeps_the_line_after_it() -> None:
     assert text is not None and text.startswith("DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n[context-manager] 10 more")
 
 
+def test_a_reply_is_not_condensed_when_the_marker_outweighs_what_it_hides() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "THOUGHT: Read the config loader to see how the mode reaches open().\nOk.\n\n```bash\nls\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    assert condensed_reply(step, reversible=True, min_chars=50) is None
+
+
 def test_without_progress_the_first_line_stays() -> None:
     h = History([SYSTEM, TASK])
     reply = "THOUGHT: The bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 30 + "```bash\nls\n```"

@@ -89,7 +89,8 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
         mentions = " (mentions " + ", ".join(names[:_MAX_NAMES]) + more + ")"
     hint = f" `restore {step.index}` shows {'it' if hidden == 1 else 'them'}." if reversible else ""
     kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden{mentions}.{hint}")
-    return "\n".join(kept) + "".join("\n\n" + short for short in shorts)
+    out = "\n".join(kept) + "".join("\n\n" + short for short in shorts)
+    return out if len(out) < len(text) else None  # a marker longer than what it hides saves nothing
 
 
 _NAME = re.compile(
