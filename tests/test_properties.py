@@ -23,7 +23,7 @@ from refold.loaders import load
 from refold.mechanisms.boundary import plain_first, recorded_config
 from refold.policy import Policy
 from refold.render import Renderer
-from refold.render.received import SPENT
+from refold.render.received import without_reminder
 from refold.restore import restore_text
 from refold.types import Shown, content_text
 
@@ -89,13 +89,8 @@ class Lookup:
 
 def _notes_dropped(shown: dict[str, Any], received: dict[str, Any]) -> bool:
     """Whether ``shown`` is ``received`` without the spent reminder among the notes at its end."""
-    a, b = content_text(shown.get("content")), content_text(received.get("content"))
-    head, sep, rest = b.rpartition(SPENT)
-    return (
-        {k: v for k, v in shown.items() if k != "content"} == {k: v for k, v in received.items() if k != "content"}
-        and bool(sep) and a == head + rest and all(ln.startswith("[context-manager]") for ln in rest.split("\n")[1:])
-        and (rest == "" or rest.startswith("\n[context-manager]"))
-    )
+    text = content_text(received.get("content"))
+    return shown == {**received, "content": without_reminder(text)} and without_reminder(text) != text
 
 
 def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list, t: int, b: int = 0) -> None:  # type: ignore[type-arg]
@@ -145,8 +140,8 @@ def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list,
 
 def _restorable(lookup: Lookup, i: int, received: list) -> None:  # type: ignore[type-arg]
     text = lookup.restored(i)
-    for m in received:
-        assert content_text(m.get("content")) in text
+    for m in received:  # every output, but the spent reminder after the last one
+        assert without_reminder(content_text(m.get("content"))) in text
 
 
 # ---- generated histories --------------------------------------------------------------------

@@ -151,6 +151,14 @@ SPENT = "\n" + reminder()
 """The PROGRESS/STALE reminder as it opens a suffix: behind the boundary it has been answered."""
 
 
+def without_reminder(text: str) -> str:
+    """An output's text without the reminder among the notes at its end (what ``restore`` shows)."""
+    head, sep, rest = text.rpartition(SPENT)
+    if sep and all(ln.startswith(CM) for ln in rest.split("\n")[1:]) and (not rest or rest.startswith("\n" + CM)):
+        return head + rest
+    return text
+
+
 def kept_notes(rec: Received) -> str:
     """The notes after a step's last output that stay behind the boundary: all but the reminder
     (a span note, the budget line the ledger's prompt promises on every output)."""
