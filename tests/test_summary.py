@@ -671,3 +671,8 @@ def test_a_shell_syntax_error_after_a_script_is_its_verdict() -> None:
     body = "fixed indentation\nbash: -c: line 5: syntax error near unexpected token `&&'\nbash: -c: line 5: `&& git add a.py'\n"
     s = summarize(cmd, mini(body, rc=2))
     assert s.text == "error: bash: -c: line 5: syntax error near unexpected token `&&'"
+
+
+def test_ls_a_lists_entries_without_dot_and_dotdot() -> None:
+    body = "total 12\ndrwxr-xr-x 4 r r 4096 Jan 1 .\ndrwxr-xr-x 9 r r 4096 Jan 1 ..\n-rw-r--r-- 1 r r 10 Jan 1 setup.py\ndrwxr-xr-x 2 r r 4096 Jan 1 src\n"
+    assert summarize("ls -la", mini(body)).text == "2 entries: setup.py, src"

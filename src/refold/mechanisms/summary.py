@@ -244,9 +244,10 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if body.startswith(_HANDOFF):
         return out("control", f'instructions for the next agent: "{_q(lines[0], 80)}"')
     if _LS.match(cmd) and all(re.match(r"\s*(?:sed|head|tail|sort)\b", seg) for seg in cmd.split("|")[1:]):
-        entries = [
-            ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")
-        ]  # ls -R headings
+        entries = [  # not ls -R headings, nor ls -a's '.' and '..' (two of the four names shown)
+            ln for ln in lines
+            if not ln.startswith("total ") and not ln.rstrip().endswith(":") and ln.split()[-1:] not in (["."], [".."])
+        ]
         names = ", ".join(e.split()[-1] for e in entries[:4])
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
