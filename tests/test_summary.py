@@ -676,3 +676,8 @@ def test_a_shell_syntax_error_after_a_script_is_its_verdict() -> None:
 def test_ls_a_lists_entries_without_dot_and_dotdot() -> None:
     body = "total 12\ndrwxr-xr-x 4 r r 4096 Jan 1 .\ndrwxr-xr-x 9 r r 4096 Jan 1 ..\n-rw-r--r-- 1 r r 10 Jan 1 setup.py\ndrwxr-xr-x 2 r r 4096 Jan 1 src\n"
     assert summarize("ls -la", mini(body)).text == "2 entries: setup.py, src"
+
+
+def test_a_listing_names_the_projects_files_before_its_dotfiles() -> None:
+    body = "".join(f"-rw-r--r-- 1 r r 1 Jan 1 {n}\n" for n in (".editorconfig", ".git", ".github", "README.rst", "django", "docs", "setup.py"))
+    assert summarize("ls -la", mini(body)).text == "7 entries: README.rst, django, docs, setup.py, …"

@@ -248,7 +248,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
             ln for ln in lines
             if not ln.startswith("total ") and not ln.rstrip().endswith(":") and ln.split()[-1:] not in (["."], [".."])
         ]
-        names = ", ".join(e.split()[-1] for e in entries[:4])
+        # the project's own files before its dotfiles: '.editorconfig, .eslintignore' says little
+        shown = sorted((e.split()[-1] for e in entries), key=lambda n: n.startswith("."))[:4]
+        names = ", ".join(shown)
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
