@@ -170,8 +170,8 @@ def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], r
         note = mask_note(step, j, reversible=reversible)
         label, _, body = note.partition("\n")
         assert label == "[step 1]" and body.startswith(f"{CM} Output") and "\n" not in body
-        printed = unwrap(out).body  # the size is the printed output's, without a wrapper
-        lines = printed.count("\n") + 1 if printed else 0
+        u = unwrap(out)  # the size is the printed output's, without a wrapper
+        printed, lines = u.body, u.lines  # blank lines it printed after its text count too
         size = f"{lines:,} line{'' if lines == 1 else 's'}"
         if len(printed) > 200 * max(lines, 1):
             size += f", {len(printed):,} chars"
