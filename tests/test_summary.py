@@ -681,3 +681,13 @@ def test_ls_a_lists_entries_without_dot_and_dotdot() -> None:
 def test_a_listing_names_the_projects_files_before_its_dotfiles() -> None:
     body = "".join(f"-rw-r--r-- 1 r r 1 Jan 1 {n}\n" for n in (".editorconfig", ".git", ".github", "README.rst", "django", "docs", "setup.py"))
     assert summarize("ls -la", mini(body)).text == "7 entries: README.rst, django, docs, setup.py, …"
+
+
+def test_a_script_that_writes_files_is_summarized_by_what_it_printed_first_and_last() -> None:
+    cmd = "cat <<'EOF' > check.py\nimport sympy\nprint(sympy.Union)\nEOF\npython check.py"
+    body = (
+        "/testbed/sympy/core/basic.py:3: DeprecationWarning: Using or importing the ABCs is deprecated\n"
+        "  from collections import Mapping\nUnion built\nchecking 3 sets\nAll checks passed\n"
+    )
+    s = summarize(cmd, mini(body))
+    assert s.kind == "edit" and s.text == 'edit of check.py; printed "Union built" … "All checks passed"'

@@ -254,26 +254,25 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
-    if info.kind == "edit":
+    if info.kind == "edit":  # what it then printed reads like any output: its first and last lines
         what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
-        return out(
-            "edit",
-            f'{what}; printed "{_q(lines[0], 80)}"'
-            + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""),
-        )
+        return out("edit", f"{what}; printed {_first_last(lines, 70, 40)}")
     if err and failed:
         return out("error", f"error: {err}")
-    # Python warnings lead many script outputs; the first line of the output proper says more
+    return out("output", _first_last(lines, 90, 50), False)
+
+
+def _first_last(lines: list[str], first: int, last: int) -> str:
+    """``"first" … "last"`` of what a command printed; Python warnings lead many script outputs,
+    and the first line of the output proper says more."""
     plain = [
         ln
         for i, ln in enumerate(lines)
         if "Warning: " not in ln and not (i and "Warning: " in lines[i - 1] and ln[:1].isspace())
     ]
     lines = plain or lines
-    first = _q(lines[0].strip(), 90)
-    if len(lines) == 1:
-        return out("output", f'"{first}"', False)
-    return out("output", f'"{first}" … "{_q(lines[-1].strip(), 50)}"', False)
+    head = f'"{_q(lines[0].strip(), first)}"'
+    return head if len(lines) == 1 else f'{head} … "{_q(lines[-1].strip(), last)}"'
 
 
 _RANGE = re.compile(r" lines (\d+)-(\d+)")
