@@ -5,7 +5,7 @@ from __future__ import annotations
 from refold.history import History
 from refold.mechanisms.masking import condensed_reply
 
-from builders import SYSTEM, TASK
+from builders import SYSTEM, TASK, reply, text_history
 
 
 def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
@@ -119,7 +119,6 @@ def test_a_short_output_stays_unmasked_however_many_notes_follow_it() -> None:
     from refold.render.builtins import output_chars
     from refold.types import Shown
 
-    from builders import reply, text_history
 
     assert output_chars("[step 3]\nabc\n[context-manager] Reminder: begin ...\n[context-manager] span S1 open") == 3
     assert output_chars("[context-manager] same as [step 2]") == len("[context-manager] same as [step 2]")
@@ -145,3 +144,18 @@ def test_in_a_step_with_several_outputs_only_those_over_the_floor_become_notes()
     first = [(o.shown, m["content"]) for m, o in zip(r.messages, r.origins, strict=True) if o.step == 1 and o.part == "output"]
     assert [s for s, _ in first] == [Shown.NOTE, Shown.RECEIVED]
     assert first[1][1].startswith("[step 1]\ndone 1") and "restore 1" in first[0][1]
+
+
+def test_an_output_no_longer_than_its_note_stays_shown() -> None:
+    from refold.config import Config
+    from refold.render import Renderer
+    from refold.types import Shown
+
+    # 201 characters: over the floor, yet its note (command, status, size, summary) is as long
+    short = "<returncode>0</returncode>\n<output>\n" + "ok " * 55 + "\n</output>"
+    long = "<returncode>0</returncode>\n<output>\n" + "\n".join(f"row {n} of the table" for n in range(40)) + "\n</output>"
+    steps = [(reply("p", "-", "python long_script_name_for_the_check.py --verbose"), short), (reply("p", "-", "cat table.txt"), long)]
+    steps += [(reply("p", "-", f"echo {i}"), str(i)) for i in range(12)]
+    r = Renderer(Config.parse(mask_after=2, reminders=False, boundary={"rule": "fixed"})).render(text_history(steps))
+    shown = {o.step: o.shown for o in r.origins if o.part == "output"}
+    assert shown[1] is Shown.RECEIVED and shown[2] is Shown.NOTE
