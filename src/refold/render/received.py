@@ -48,7 +48,7 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
     if policy.protocol:
         section = system_section(
             policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system,
-            masking=policy.mask_after is not None, chunk=policy.chunk,
+            masking=policy.mask_after is not None, chunk=fixed_cadence(config),
         )
         if config.spans.prompt:
             section += span_section(min_chars=config.spans.min_chars, fold_steps=config.spans.fold_steps)
@@ -67,6 +67,13 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
             prefix.insert(0, {"role": "system", "content": section.lstrip()})
             origins.insert(0, Origin(None, "system", Shown.PREFIX))
     return prefix, origins
+
+
+def fixed_cadence(config: Config) -> bool:
+    """Whether the shown forms change only every k steps: the seed's chunked rule. Under the cost
+    rule a move that did not pay at one multiple of k may pay a call or two later, so the protocol
+    makes no such promise."""
+    return config.policy.chunk and config.boundary.rule == "fixed"
 
 
 def _demos_as_notes(
