@@ -691,3 +691,13 @@ def test_a_script_that_writes_files_is_summarized_by_what_it_printed_first_and_l
     )
     s = summarize(cmd, mini(body))
     assert s.kind == "edit" and s.text == 'edit of check.py; printed "Union built" … "All checks passed"'
+
+
+def test_a_context_commands_answer_is_not_named_twice_in_its_note() -> None:
+    from refold.messages import mask_note
+
+    from builders import reply, text_history
+
+    h = text_history([(reply("look again", "-", "restore 1"), "[context-manager] Step 1 restored from history ...")])
+    note = mask_note(h.step(1), 0, reversible=True)
+    assert note.count("restore 1`") == 2 and "nothing run" in note  # `restore 1` hidden ... `restore 1` shows it

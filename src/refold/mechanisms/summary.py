@@ -32,7 +32,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _swe_search,
 )
 from .summary_verdicts import _PYTEST_TOTAL, _TEST_CMD, _test_summary, first_error
-from .summary_wrap import command_line, unwrap
+from .summary_wrap import unwrap
 
 __all__ = ["MAX_CHARS", "Summary", "summarize"]
 
@@ -124,7 +124,8 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     from ..context.recognize import ANY  # lazy: refold.context reads the mechanisms
 
     if ANY.command(tool, cmd) is not None:
-        return out("context", f"answer of context command `{command_line(tool, cmd, 60)}`")
+        # the note names the command already: say what it was, not the command again
+        return out("context", "answered from the history by the context manager, nothing run")
     if verb in _CONTROL:
         return out(
             "control",
