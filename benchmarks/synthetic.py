@@ -339,10 +339,7 @@ def _other(run: _Run) -> tuple[str, str]:
     return f"python -c 'import app.{rnd.choice(_PACKAGES)}; print(\"ok\")'", "ok\n"
 
 
-_REMINDER = (
-    f"{CM} Reminder: begin every response with the two lines `PROGRESS: ...` and `STALE: ...` "
-    "(use `STALE: -` when no step is stale)."
-)
+_REMINDER = f"{CM} Reminder: begin with the `PROGRESS:` and `STALE:` lines."  # refold.prompts.reminder()
 
 
 def _shown(run: _Run, i: int, output: str, *, has_head: bool) -> str:
@@ -366,9 +363,15 @@ def _restore_text(run: _Run, steps: list[int]) -> str:
             f"{CM} Step {s} restored from history (nothing was run again). Its reply:",
             run.replies[s - 1],
             f"{CM} Its output, as first shown:",
-            run.shown[s - 1],
+            _without_reminder(run.shown[s - 1]),
         ]
     return "\n".join(parts)
+
+
+def _without_reminder(text: str) -> str:
+    """An output as restore shows it: without the reminder it was first shown with."""
+    head, sep, rest = text.rpartition("\n" + _REMINDER)
+    return head + rest if sep and all(ln.startswith(CM) for ln in rest.split("\n")[1:]) else text
 
 
 def _span_step(run: _Run, i: int) -> tuple[str, str, dict[str, Any]] | None:

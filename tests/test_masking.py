@@ -5,7 +5,7 @@ from __future__ import annotations
 from refold.history import History
 from refold.mechanisms.masking import condensed_reply
 
-from builders import SYSTEM, TASK
+from builders import SYSTEM, TASK, reply, text_history
 
 
 def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
@@ -18,11 +18,46 @@ def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
     step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
     text = condensed_reply(step, reversible=True, min_chars=50)
     assert text is not None
-    assert text.startswith("PROGRESS: find the bug\nMentions: ")  # the agent's summary; STALE has done its work
+    # the agent's summary; STALE has done its work; the names sit inside the marker, never on a line
+    # of their own that reads as the agent's words
+    assert text.startswith("PROGRESS: find the bug\n[context-manager] ") and "\nMentions" not in text
     names = ("django/db/models/query.py", "_filter_or_exclude", "QuerySet", "bulk_update", "test_bulk_update_large")
     assert all(n in text for n in names) and "STALE" not in text
     assert text.endswith("```bash\nsed -n '1,40p' django/db/models/query.py\n```")  # the command, byte-exact
-    assert "of reasoning hidden. `restore 1` shows them." in text and len(text) < len(reply)
+    assert "of reasoning hidden (mentions " in text and ". `restore 1` shows them." in text and len(text) < len(reply)
+
+
+def test_an_escaped_newline_is_no_name() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "THOUGHT: Patch it with a script.\n" + "It writes 'a\\nPY' and calls fix_indent.\n" * 4 + "```bash\nls\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and "fix_indent" in text and "nPY" not in text
+
+
+def test_names_a_kept_tool_call_shows_are_not_mentioned() -> None:
+    from builders import tool_history
+
+    script = "python fix.py --target write_text"
+    text = "THOUGHT: Patch plot.py.\n" + "The script calls write_text and checks keep_na.\n" * 4
+    h = tool_history([(text, [(script, "patched")])])
+    out = condensed_reply(h.step(1), reversible=True, min_chars=50)
+    assert out is not None and "keep_na" in out and "write_text" not in out  # the tool call shows it
+
+
+def test_a_bare_heading_keeps_the_line_after_it() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 10 + "```\nopen query.py\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    text = condensed_reply(step, reversible=True, min_chars=50)
+    assert text is not None and text.startswith("DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n[context-manager] 10 more")
+
+
+def test_a_reply_is_not_condensed_when_the_marker_outweighs_what_it_hides() -> None:
+    h = History([SYSTEM, TASK])
+    reply = "THOUGHT: Read the config loader to see how the mode reaches open().\nOk.\n\n```bash\nls\n```"
+    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    assert condensed_reply(step, reversible=True, min_chars=50) is None
 
 
 def test_without_progress_the_first_line_stays() -> None:
@@ -73,7 +108,7 @@ def test_names_in_the_hidden_middle_of_a_long_command_are_mentioned() -> None:
     step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
     text = condensed_reply(step, reversible=True, min_chars=50)
     assert text is not None and "lines of this command hidden" in text
-    mentions = next(ln for ln in text.splitlines() if ln.startswith("Mentions: "))
+    mentions = next(ln for ln in text.splitlines() if "(mentions " in ln)
     assert "max_length" in mentions and "field_3" in mentions  # only in the hidden middle of the heredoc
     assert "repro.py" not in mentions  # visible in the command's kept first line: not repeated
 
@@ -84,7 +119,6 @@ def test_a_short_output_stays_unmasked_however_many_notes_follow_it() -> None:
     from refold.render.builtins import output_chars
     from refold.types import Shown
 
-    from builders import reply, text_history
 
     assert output_chars("[step 3]\nabc\n[context-manager] Reminder: begin ...\n[context-manager] span S1 open") == 3
     assert output_chars("[context-manager] same as [step 2]") == len("[context-manager] same as [step 2]")
@@ -110,3 +144,18 @@ def test_in_a_step_with_several_outputs_only_those_over_the_floor_become_notes()
     first = [(o.shown, m["content"]) for m, o in zip(r.messages, r.origins, strict=True) if o.step == 1 and o.part == "output"]
     assert [s for s, _ in first] == [Shown.NOTE, Shown.RECEIVED]
     assert first[1][1].startswith("[step 1]\ndone 1") and "restore 1" in first[0][1]
+
+
+def test_an_output_no_longer_than_its_note_stays_shown() -> None:
+    from refold.config import Config
+    from refold.render import Renderer
+    from refold.types import Shown
+
+    # 201 characters: over the floor, yet its note (command, status, size, summary) is as long
+    short = "<returncode>0</returncode>\n<output>\n" + "ok " * 55 + "\n</output>"
+    long = "<returncode>0</returncode>\n<output>\n" + "\n".join(f"row {n} of the table" for n in range(40)) + "\n</output>"
+    steps = [(reply("p", "-", "python long_script_name_for_the_check.py --verbose"), short), (reply("p", "-", "cat table.txt"), long)]
+    steps += [(reply("p", "-", f"echo {i}"), str(i)) for i in range(12)]
+    r = Renderer(Config.parse(mask_after=2, reminders=False, boundary={"rule": "fixed"})).render(text_history(steps))
+    shown = {o.step: o.shown for o in r.origins if o.part == "output"}
+    assert shown[1] is Shown.RECEIVED and shown[2] is Shown.NOTE

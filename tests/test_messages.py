@@ -17,7 +17,7 @@ from refold.protocol import CM
 from refold.render import Renderer
 from refold.types import Shown
 
-from builders import reply, text_history, tool_history
+from builders import SYSTEM, TASK, reply, text_history, tool_history
 
 GREP = "<returncode>0</returncode>\n<output>\nsrc/a.py:3:foo\nsrc/b.py:9:foo()\nsrc/b.py:12:foo\n</output>"
 TEST = (
@@ -35,6 +35,16 @@ def test_note_names_step_command_status_size_and_summary() -> None:
     assert "(exit 0; 3 lines)" in note  # the command's own lines, not the wrapper's; chars only when lines are long
     assert "): 3 hits in 2 files (src/a.py, src/b.py)." in note
     assert note.endswith("`restore 1` shows it.")
+
+
+def test_a_format_error_after_a_tool_output_is_not_counted_as_an_output() -> None:
+    h = History([SYSTEM, TASK])
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pytest -q"}'}}
+    error = {"role": "user", "content": "No tool calls found in the response. Every response MUST include at least one tool call."}
+    obs = [{"role": "tool", "tool_call_id": "c1", "content": TEST}, error, error]
+    step = h.append({"role": "assistant", "content": "", "tool_calls": [call]}, obs)
+    note = mask_note(step, 0, reversible=True)
+    assert f"{CM} Output of `pytest -q` hidden" in note and " of 3" not in note
 
 
 def test_note_sizes_count_only_that_output() -> None:
@@ -160,8 +170,8 @@ def test_every_mask_note_is_a_label_and_one_line(calls: list[tuple[str, str]], r
         note = mask_note(step, j, reversible=reversible)
         label, _, body = note.partition("\n")
         assert label == "[step 1]" and body.startswith(f"{CM} Output") and "\n" not in body
-        printed = unwrap(out).body  # the size is the printed output's, without a wrapper
-        lines = printed.count("\n") + 1 if printed else 0
+        u = unwrap(out)  # the size is the printed output's, without a wrapper
+        printed, lines = u.body, u.lines  # blank lines it printed after its text count too
         size = f"{lines:,} line{'' if lines == 1 else 's'}"
         if len(printed) > 200 * max(lines, 1):
             size += f", {len(printed):,} chars"

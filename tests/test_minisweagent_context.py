@@ -260,7 +260,7 @@ def test_context_commands_end_to_end(style: str, tmp_path: Path, monkeypatch: py
     ]
     notes = [x for x in texts(final) if x.startswith(f"{CM} Step 14 folded (marked STALE)")]
     assert notes == [
-        f"{CM} Step 14 folded (marked STALE); reply and output omitted:\n[step 14] probe\n`restore <step>` shows any of them again."
+        f"{CM} Step 14 folded (marked STALE); reply and output omitted, `restore 14` shows them:\n[step 14] probe"
     ]
 
     # the saved trajectory: mini's format, full history, context commands kept as issued

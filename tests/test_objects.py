@@ -20,8 +20,8 @@ from test_spans import Session
 
 PLAN = (
     "PROGRESS: plan the fix\nSTALE: -\n\nPlan:\n1. Reproduce the bug with a script\n2. Fix add() in calc.py\n"
-    "3. Run the tests\n\n```bash\nls\n```"
-)
+    "3. Run the tests\n4. Check add() with negative and very large numbers, then clean up\n\n```bash\nls\n```"
+)  # long enough that its condensed form saves something
 SELF_GC = Config.parse(preset="self-gc", k=2, mask_after=2, mask_min_chars=20, reminders=False)
 
 
@@ -50,7 +50,7 @@ def test_replies_are_objects_with_the_seeds_fields() -> None:
     assert [reply_kind(s) for s in h.steps] == ["plan", "result", "thought"]
     o = reply_object(h.step(1))
     assert (o.id, o.kind, o.tool, dict(o.args), o.created_at_turn) == ("r1", "plan", "bash", {"command": "ls"}, 1)
-    assert o.body == h.step(1).reply_text and "3 items" in o.summary
+    assert o.body == h.step(1).reply_text and "4 items" in o.summary
     index = ObjectIndex()
     for s in h.steps:
         index.observe(s)

@@ -23,6 +23,7 @@ from refold.loaders import load
 from refold.mechanisms.boundary import plain_first, recorded_config
 from refold.policy import Policy
 from refold.render import Renderer
+from refold.render.received import without_reminder
 from refold.restore import restore_text
 from refold.types import Shown, content_text
 
@@ -62,7 +63,7 @@ def check_invariants(h: History, config: Config, fresh_at: Collection[int] = ())
         if p.stats.boundary == prev_b:
             assert serial.startswith(prev_serial), f"prefix changed at t={t} without a boundary move"  # (b)
         prev_serial, prev_b = serial, p.stats.boundary
-        _nothing_lost(lookup, config, p.messages, p.origins, t)
+        _nothing_lost(lookup, config, p.messages, p.origins, t, p.stats.boundary)
     assert h.messages() == before and [s.digest for s in h.steps] == digests  # (d)
 
 
@@ -86,7 +87,13 @@ class Lookup:
         return self._restored[i]
 
 
-def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list, t: int) -> None:  # type: ignore[type-arg]
+def _notes_dropped(shown: dict[str, Any], received: dict[str, Any]) -> bool:
+    """Whether ``shown`` is ``received`` without the spent reminder among the notes at its end."""
+    text = content_text(received.get("content"))
+    return shown == {**received, "content": without_reminder(text)} and without_reminder(text) != text
+
+
+def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list, t: int, b: int = 0) -> None:  # type: ignore[type-arg]
     policy = config.policy
     shown_msgs = {json.dumps(m, sort_keys=True) for m in messages}
     folded = {c for o in origins if o.part == "note" for c in o.covers}
@@ -119,7 +126,8 @@ def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list,
         assert len(outs) == len(received) - 1, f"step {i}: an output message went missing"
         for (m, o), orig in zip(outs, received[1:], strict=True):
             if o.shown in (Shown.RECEIVED, Shown.RESTORED):
-                assert m == orig
+                # behind the boundary the notes that came with an output are spent and go
+                assert m == orig or (i <= b and _notes_dropped(m, orig))
                 continue
             text = content_text(m.get("content"))
             assert "[context-manager]" in text
@@ -132,8 +140,8 @@ def _nothing_lost(lookup: Lookup, config: Config, messages: list, origins: list,
 
 def _restorable(lookup: Lookup, i: int, received: list) -> None:  # type: ignore[type-arg]
     text = lookup.restored(i)
-    for m in received:
-        assert content_text(m.get("content")) in text
+    for m in received:  # every output, but the spent reminder after the last one
+        assert without_reminder(content_text(m.get("content"))) in text
 
 
 # ---- generated histories --------------------------------------------------------------------

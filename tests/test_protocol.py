@@ -32,6 +32,10 @@ from refold.protocol import (
         ("\n\n- PROGRESS: x\n- STALE: [step 2], [step 4]", "x", (2, 4)),
         ("### PROGRESS: x\n*STALE*: 6,7", "x", (6, 7)),
         ("PROGRESS: `run tests`\nSTALE: `5`", "run tests", (5,)),
+        # a value's own backticks stay balanced (a fold note's line is this text)
+        ("PROGRESS: `Foo` has bar, see `x.py`\nSTALE: -", "`Foo` has bar, see `x.py`", ()),
+        ("**PROGRESS: edit foo**\n**STALE: 2**", "edit foo", (2,)),
+        ("PROGRESS: _reset_visual_defaults and __init__\nSTALE: -", "_reset_visual_defaults and __init__", ()),
     ],
 )
 def test_head_variants(reply: str, progress: str, stale: tuple[int, ...]) -> None:

@@ -232,3 +232,22 @@ def test_the_last_call_rendered_again_is_the_same_prompt_and_a_pending_fold_stay
     assert r.render(h, 13).messages == Renderer(config).render(h, 13).messages
     assert r.render(h, 15).messages == Renderer(config).render(h, 15).messages  # and shown by its deadline
     assert any(o.part == "span" and o.covers == (2, 3) for o in r.render(h, 15).origins)
+
+
+def test_a_restore_shows_the_output_without_its_spent_reminder() -> None:
+    out = "<returncode>0</returncode>\n<output>\n" + "\n".join(f"line {n}" for n in range(30)) + "\n</output>"
+    h = text_history([("no protocol here\n```bash\ncat a.txt\n```", out)])
+    assert "Reminder" in Renderer(seed_config()).received(h, 1)[1]["content"]  # it was shown with one
+    text = restore_text(h, [1], seed_config())
+    assert text.endswith(out) and "Reminder" not in text  # the output byte for byte, not refold's nudge
+
+
+def test_a_fold_note_carries_its_restore_hint_in_its_header() -> None:
+    from refold.mechanisms.fold import note_text
+
+    h = text_history([(reply(f"step {i}", "-", "ls"), "out") for i in range(1, 4)])
+    one = note_text([h.step(2)], reversible=True).split("\n")
+    two = note_text([h.step(1), h.step(2)], reversible=True).split("\n")
+    assert one == [f"{CM} Step 2 folded (marked STALE); reply and output omitted, `restore 2` shows them:", "[step 2] step 2"]
+    assert two[0].endswith("`restore <step>` shows one:") and two[1:] == ["[step 1] step 1", "[step 2] step 2"]
+    assert "restore" not in note_text([h.step(2)], reversible=False)

@@ -74,15 +74,23 @@ def test_a_move_that_does_not_pay_is_deferred_and_the_prefix_stays() -> None:
     assert moves < fixed_moves
 
 
-def test_reminders_survive_deduplication() -> None:
+def test_reminders_are_dropped_behind_the_boundary() -> None:
+    # a reminder spoke to the reply after its output: behind the boundary it is spent, paid at
+    # every call for nothing; in the tail it stays (the cached prefix never changes between moves)
     h = History([SYSTEM, TASK])
     body = numbered([f"line_{n} = something_long_enough({n})" for n in range(80)])
-    for _ in range(1, 9):  # the same read again and again, replies without PROGRESS/STALE
+    for i in range(1, 10):  # the same read again and again, replies without PROGRESS/STALE
         h.append({"role": "assistant", "content": reply(None, None, "nl -ba a.py")}, [{"role": "user", "content": body}])
+        h.append({"role": "assistant", "content": reply(None, None, f"echo {i}")}, [{"role": "user", "content": f"{i}"}])
     p = Renderer(Config.parse(mask_after=None, boundary={"rule": "fixed"})).render(h)
-    stubs = [(m, o) for m, o in zip(p.messages, p.origins, strict=True) if o.shown is Shown.STUB]
-    assert stubs
-    assert all("Reminder" in content_text(m.get("content")) for m, _ in stubs)
+    b = p.stats.boundary
+    assert 0 < b < len(h)
+    outputs = [(m, o) for m, o in zip(p.messages, p.origins, strict=True) if o.part == "output"]
+    behind = [content_text(m.get("content")) for m, o in outputs if o.step is not None and o.step <= b]
+    tail = [content_text(m.get("content")) for m, o in outputs if o.step is not None and o.step > b]
+    assert any(o.shown is Shown.STUB for _, o in outputs)
+    assert behind and not any("Reminder" in text for text in behind)
+    assert tail and all("Reminder" in text for text in tail)
 
 
 def test_budget_line_measures_the_prompt_it_is_in() -> None:

@@ -53,3 +53,25 @@ def test_a_time_changed_in_place_is_seen() -> None:
     got, pure = r.render(h, t), render(h, CONFIG, t)
     assert (got.messages, got.origins, got.stats.boundary) == (pure.messages, pure.origins, pure.stats.boundary)
     assert got.messages != warm.messages
+
+
+def test_the_reminder_is_one_short_line() -> None:
+    # it rides on every output of an agent that skips the protocol lines, so each character is paid
+    # many times; the system section carries the details
+    from refold.prompts import reminder
+
+    text = reminder()
+    assert "\n" not in text and len(text) <= 80
+    assert text.startswith("[context-manager] ") and "`PROGRESS:`" in text and "`STALE:`" in text
+
+
+def test_the_protocol_promises_a_cadence_only_under_the_fixed_rule() -> None:
+    # under the cost rule a move that did not pay at one multiple of k may pay a call later: the
+    # shown forms can change two calls in a row, so "at most every k steps" would be untrue
+    from refold.render.received import prefix_messages
+
+    h = History([{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}])
+    cost = "\n".join(str(m["content"]) for m in prefix_messages(h, Config())[0])
+    fixed = "\n".join(str(m["content"]) for m in prefix_messages(h, Config.parse(boundary={"rule": "fixed"}))[0])
+    assert "## Context management" in cost and "at most every" not in cost
+    assert "(this changes at most every 3 steps)" in fixed

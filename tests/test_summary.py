@@ -90,6 +90,13 @@ def test_read_sed_without_numbers_is_offset_by_the_range() -> None:
     assert s.text == "src/conf.py lines 200-203: def parse L202"
 
 
+def test_a_sed_with_two_ranges_gives_no_file_line_numbers() -> None:
+    body = "x = 1\n\ny = 2\n    return text\n\ndef parse(text):\n    return text\n"
+    s = summarize("sed -n '200,203p;300,303p' src/conf.py", mini(body))
+    assert "L" not in s.text.split(":", 1)[-1] and "lines 200-" not in s.text  # 'def parse L205' was a guess
+    assert "def parse" in s.text
+
+
 def test_read_swe_window() -> None:
     window = "\n".join(
         ["[File: /repo/src/fields.py (1998 lines total)]", "(1456 more lines above)"]
@@ -656,3 +663,41 @@ def test_a_filtered_command_exit_status_is_the_filters() -> None:
     # a failing status of a pipeline is still a failure
     s = summarize("set -o pipefail; make 2>&1 | tail -3", mini("make: *** [Makefile:3: all] Error 2\n", 2))
     assert s.kind == "error"
+
+
+def test_a_shell_syntax_error_after_a_script_is_its_verdict() -> None:
+    # the script ran and printed, then bash refused what followed: exit 2 must not read as a success
+    cmd = "python - <<'PY'\nopen('a.py', 'w').write('x')\nprint('fixed indentation')\nPY\n&& git add a.py"
+    body = "fixed indentation\nbash: -c: line 5: syntax error near unexpected token `&&'\nbash: -c: line 5: `&& git add a.py'\n"
+    s = summarize(cmd, mini(body, rc=2))
+    assert s.text == "error: bash: -c: line 5: syntax error near unexpected token `&&'"
+
+
+def test_ls_a_lists_entries_without_dot_and_dotdot() -> None:
+    body = "total 12\ndrwxr-xr-x 4 r r 4096 Jan 1 .\ndrwxr-xr-x 9 r r 4096 Jan 1 ..\n-rw-r--r-- 1 r r 10 Jan 1 setup.py\ndrwxr-xr-x 2 r r 4096 Jan 1 src\n"
+    assert summarize("ls -la", mini(body)).text == "2 entries: setup.py, src"
+
+
+def test_a_listing_names_the_projects_files_before_its_dotfiles() -> None:
+    body = "".join(f"-rw-r--r-- 1 r r 1 Jan 1 {n}\n" for n in (".editorconfig", ".git", ".github", "README.rst", "django", "docs", "setup.py"))
+    assert summarize("ls -la", mini(body)).text == "7 entries: README.rst, django, docs, setup.py, …"
+
+
+def test_a_script_that_writes_files_is_summarized_by_what_it_printed_first_and_last() -> None:
+    cmd = "cat <<'EOF' > check.py\nimport sympy\nprint(sympy.Union)\nEOF\npython check.py"
+    body = (
+        "/testbed/sympy/core/basic.py:3: DeprecationWarning: Using or importing the ABCs is deprecated\n"
+        "  from collections import Mapping\nUnion built\nchecking 3 sets\nAll checks passed\n"
+    )
+    s = summarize(cmd, mini(body))
+    assert s.kind == "edit" and s.text == 'edit of check.py; printed "Union built" … "All checks passed"'
+
+
+def test_a_context_commands_answer_is_not_named_twice_in_its_note() -> None:
+    from refold.messages import mask_note
+
+    from builders import reply, text_history
+
+    h = text_history([(reply("look again", "-", "restore 1"), "[context-manager] Step 1 restored from history ...")])
+    note = mask_note(h.step(1), 0, reversible=True)
+    assert note.count("restore 1`") == 2 and "nothing run" in note  # `restore 1` hidden ... `restore 1` shows it

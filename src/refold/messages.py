@@ -82,7 +82,10 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     action = action_of(step, j)
     command, tool = (action.command, action.tool) if action else ("", "bash")
     s = summarize(command, text, tool)
-    which = "Output" if len(texts) <= 1 else f"Output {j + 1} of {len(texts)}"
+    # a tool-call step's outputs are the messages answering a call; a format error after them
+    # (mini 2.x: 'No tool calls found') is not one, so it does not make "Output 1 of 4"
+    calls = [k for k, o in enumerate(step.observations) if o.get("tool_call_id")] or list(range(len(texts)))
+    which = f"Output {calls.index(j) + 1} of {len(calls)}" if len(calls) > 1 and j in calls else "Output"
     shown = command_line(tool, command, 40) if command.strip() else ""
     u = unwrap(text)  # what the command printed: the harness's wrapper is not the output
     body, lines = u.body, u.lines

@@ -58,10 +58,8 @@ def system_section(
 
 
 def reminder() -> str:
-    return (
-        f"{CM} Reminder: begin every response with the two lines `PROGRESS: ...` and `STALE: ...` "
-        "(use `STALE: -` when no step is stale)."
-    )
+    # paid on every output of an agent that skips the lines: the system section has the details
+    return f"{CM} Reminder: begin with the `PROGRESS:` and `STALE:` lines."
 
 
 # ---- spans and the ledger (seeds 001 and 002) ----------------------------------------------------

@@ -17,7 +17,8 @@ CM = "[context-manager]"
 _HEAD_LINES = 4  # the two lines must open the reply; we allow a little slack before them
 _MAX_TOKENS = 512  # numbers and separators of a step list read: a real one has a few, a runaway one is cut
 _MARKUP = re.compile(r"^[\s>#*_`\-+]*(?:\d{1,2}[.)]\s+)?[\s>#*_`\-+]*")  # bullets, headings, "1. "
-_KEY = re.compile(r"(PROGRESS|STALE)\s*+[*_`]*+\s*+[:：\-–]\s*+[*_`]*+\s*+", re.IGNORECASE)
+_KEY = re.compile(r"(PROGRESS|STALE)\s*+[*_`]*+\s*+[:：\-–](?:\s*+[*_`]++(?=\s|$))?\s*+", re.IGNORECASE)
+_CLOSE = re.compile(r"\s*([*_`]+)$")  # _KEY takes '**PROGRESS:** x' markup, not a value's own backtick
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"  # hyphen, en/em dashes, minus sign
 _DASH_CLASS = "\\" + _DASHES  # inside [...]: the ASCII hyphen escaped, so it is no range
 # '4, but not 2'. Searched in lowercased text, each branch opening with a literal, so the regex
@@ -68,6 +69,14 @@ def _skip_think(reply: str) -> str:
     return reply if close < 0 else reply[close + len(m.group(1)) + 3 :]
 
 
+def _unwrapped(value: str) -> str:
+    """``value`` without the markup of a wrapped line ('**PROGRESS: x**', '`run tests`'): an unpaired
+    trailing run of ``*_``` or one pair around it all; '`Foo` has `x.py`' keeps its backticks."""
+    if (m := _CLOSE.search(value)) is None or (n := value.count(run := m.group(1))) % 2:
+        return value if m is None else value[: m.start()]
+    return value[len(run) : m.start()].strip() if n == 2 and value.startswith(run) else value
+
+
 def parse_head(reply: str) -> Head:
     """Read PROGRESS and STALE from the first lines of a reply, and only from there."""
     progress: str | None = None
@@ -85,7 +94,7 @@ def parse_head(reply: str) -> Head:
         m = _KEY.match(line)
         if not m:
             continue
-        key, value = m.group(1).upper(), line[m.end() :].strip().strip("*_` ")
+        key, value = m.group(1).upper(), _unwrapped(line[m.end() :].strip())
         if key == "PROGRESS" and progress is None:
             progress = value
         elif key == "STALE" and stale is None:

@@ -10,6 +10,7 @@ from .mechanisms.spans import DEFAULT_SPANS, SpanPolicy
 from .policy import DEFAULT, Policy
 from .protocol import CM
 from .render import Renderer
+from .render.received import without_reminder
 from .types import content_text
 
 
@@ -41,5 +42,6 @@ def restore_text(
             fn = call.get("function") or {}
             parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")
         parts.append(f"{CM} Its output, as first shown:")
-        parts.extend(content_text(m.get("content")) for m in msgs[1:])
+        outs = [content_text(m.get("content")) for m in msgs[1:]]
+        parts.extend(outs[:-1] + [without_reminder(t) for t in outs[-1:]])  # a spent reminder is no output
     return "\n".join(parts)

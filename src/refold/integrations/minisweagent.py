@@ -62,6 +62,7 @@ from ..policy import Policy
 from ..prompts import response_format_lines, system_section
 from ..protocol import CM, COMMAND_NAMES
 from ..render import Renderer
+from ..render.received import fixed_cadence
 from ..tokens import TOKENIZER_NAMES, tokenizer_name
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action
@@ -256,7 +257,7 @@ class RefoldModel:
                     reversible=self.policy.reversible,
                     include_format=self.format_in_system is not False,
                     masking=self.policy.mask_after is not None,
-                    chunk=self.policy.chunk,
+                    chunk=fixed_cadence(self._renderer.config),
                 )
                 if self.enabled
                 else "",

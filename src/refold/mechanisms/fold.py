@@ -31,7 +31,9 @@ def note_text(steps: list[Step], *, reversible: bool, reason: str = "marked STAL
     """One note for adjacent folded steps, one line each (``lines_cache``: step -> its line, reused)."""
     a, b = steps[0].index, steps[-1].index
     span = f"Step {a}" if a == b else f"Steps {a}-{b}"
-    lines = [f"{CM} {span} folded ({reason}); reply and output omitted:"]
+    # the restore hint in the header: a line of its own after the list was paid per note
+    hint = (f", `restore {a}` shows them" if a == b else ", `restore <step>` shows one") if reversible else ""
+    lines = [f"{CM} {span} folded ({reason}); reply and output omitted{hint}:"]
     for s in steps:
         line = lines_cache.get(s.index) if lines_cache is not None else None
         if line is None:
@@ -39,6 +41,4 @@ def note_text(steps: list[Step], *, reversible: bool, reason: str = "marked STAL
             if lines_cache is not None:
                 lines_cache[s.index] = line
         lines.append(line)
-    if reversible:
-        lines.append("`restore <step>` shows any of them again.")
     return "\n".join(lines)

@@ -50,6 +50,7 @@ def newly_masked(
 
 
 _HEAD = re.compile(r"^\W*(PROGRESS|STALE)\b", re.IGNORECASE)
+_LABEL = re.compile(r"[#*\s]*[A-Za-z]+[:*\s]*")  # one word, markup and a colon: a section heading
 _PROGRESS = re.compile(r"^\W*PROGRESS\b", re.IGNORECASE)
 
 
@@ -66,8 +67,10 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     lines = [ln.strip() for ln in prose.splitlines() if ln.strip()]
     # the agent's own PROGRESS line says what the step did; without one, the reply's first line does
     progress = next((ln for ln in lines[:4] if _PROGRESS.match(ln)), "")
-    first = progress or next((ln for ln in lines if not _HEAD.match(ln)), "")
-    kept = [first if len(first) <= 200 else first[:199] + "…"] if first else []
+    body = [ln for ln in lines if not _HEAD.match(ln)]
+    # a bare heading ('DISCUSSION', 'THOUGHT:') says nothing: the line after it goes with it
+    firsts = body[:2] if len(body) > 1 and _LABEL.fullmatch(body[0]) else body[:1]
+    kept = [ln if len(ln) <= 200 else ln[:199] + "…" for ln in ([progress] if progress else firsts)]
     hidden = len(lines) - len(kept)
     if hidden <= 0:
         return None
@@ -75,19 +78,25 @@ def condensed_reply(step: Step, *, reversible: bool, min_chars: int) -> str | No
     shown = "\n".join([*kept, *shorts])
     # names in the hidden reasoning and in the hidden middle of long commands (a script's classes)
     hidden_text = "\n".join([prose, *(b for b, short in zip(blocks, shorts, strict=True) if short != b)])
-    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(hidden_text) if m.group(0) not in shown))
-    if names:  # what the hidden reasoning talked about stays findable: files, functions, tests
-        more = f" (+{len(names) - _MAX_NAMES} more)" if len(names) > _MAX_NAMES else ""
-        kept.append("Mentions: " + ", ".join(names[:_MAX_NAMES]) + more)
+    # a tool call stays shown beside the condensed text: what it names needs no mention either
+    calls = "\n".join(a.command for a in step.actions if a.tool_call_id is not None)
+    names = list(dict.fromkeys(m.group(0) for m in _NAME.finditer(hidden_text) if m.group(0) not in shown and m.group(0) not in calls))
+    # what the hidden reasoning talked about stays findable (files, functions, tests), inside the
+    # marker: a bare "Mentions:" line reads as the agent's own words, one it might imitate
+    mentions = ""
+    if names:
+        more = f", +{len(names) - _MAX_NAMES} more" if len(names) > _MAX_NAMES else ""
+        mentions = " (mentions " + ", ".join(names[:_MAX_NAMES]) + more + ")"
     hint = f" `restore {step.index}` shows {'it' if hidden == 1 else 'them'}." if reversible else ""
-    kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden.{hint}")
-    return "\n".join(kept) + "".join("\n\n" + short for short in shorts)
+    kept.append(f"{CM} {hidden} more line{'' if hidden == 1 else 's'} of reasoning hidden{mentions}.{hint}")
+    out = "\n".join(kept) + "".join("\n\n" + short for short in shorts)
+    return out if len(out) < len(text) else None  # a marker longer than what it hides saves nothing
 
 
 _NAME = re.compile(
-    r"[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
-    r"|\b_*[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b"
-)  # paths, snake_case, camelCase and CamelCase names (plain words and numbers are not names)
+    r"(?<!\\)(?:[\w./-]+\.(?:py|pyi|js|ts|tsx|go|rs|java|c|h|cc|cpp|rb|php|txt|cfg|ini|toml|yaml|yml|json|md|rst|html)\b"
+    r"|\b_*[A-Za-z]\w*_\w+\b|\b[a-z]+[A-Z]\w+\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b)"
+)  # paths, snake_case, camelCase and CamelCase names; not after a backslash ('\nPY' is no name)
 _MAX_NAMES = 12
 _BLOCK_KEEP = (4, 2)  # first and last lines of a long command kept (its opening and its heredoc end)
 

@@ -32,7 +32,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _swe_search,
 )
 from .summary_verdicts import _PYTEST_TOTAL, _TEST_CMD, _test_summary, first_error
-from .summary_wrap import command_line, unwrap
+from .summary_wrap import unwrap
 
 __all__ = ["MAX_CHARS", "Summary", "summarize"]
 
@@ -124,7 +124,8 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     from ..context.recognize import ANY  # lazy: refold.context reads the mechanisms
 
     if ANY.command(tool, cmd) is not None:
-        return out("context", f"answer of context command `{command_line(tool, cmd, 60)}`")
+        # the note names the command already: say what it was, not the command again
+        return out("context", "answered from the history by the context manager, nothing run")
     if verb in _CONTROL:
         return out(
             "control",
@@ -244,33 +245,35 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if body.startswith(_HANDOFF):
         return out("control", f'instructions for the next agent: "{_q(lines[0], 80)}"')
     if _LS.match(cmd) and all(re.match(r"\s*(?:sed|head|tail|sort)\b", seg) for seg in cmd.split("|")[1:]):
-        entries = [
-            ln for ln in lines if not ln.startswith("total ") and not ln.rstrip().endswith(":")
-        ]  # ls -R headings
-        names = ", ".join(e.split()[-1] for e in entries[:4])
+        entries = [  # not ls -R headings, nor ls -a's '.' and '..' (two of the four names shown)
+            ln for ln in lines
+            if not ln.startswith("total ") and not ln.rstrip().endswith(":") and ln.split()[-1:] not in (["."], [".."])
+        ]
+        # the project's own files before its dotfiles: '.editorconfig, .eslintignore' says little
+        shown = sorted((e.split()[-1] for e in entries), key=lambda n: n.startswith("."))[:4]
+        names = ", ".join(shown)
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
-    if info.kind == "edit":
+    if info.kind == "edit":  # what it then printed reads like any output: its first and last lines
         what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
-        return out(
-            "edit",
-            f'{what}; printed "{_q(lines[0], 80)}"'
-            + (f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""),
-        )
+        return out("edit", f"{what}; printed {_first_last(lines, 70, 40)}")
     if err and failed:
         return out("error", f"error: {err}")
-    # Python warnings lead many script outputs; the first line of the output proper says more
+    return out("output", _first_last(lines, 90, 50), False)
+
+
+def _first_last(lines: list[str], first: int, last: int) -> str:
+    """``"first" … "last"`` of what a command printed; Python warnings lead many script outputs,
+    and the first line of the output proper says more."""
     plain = [
         ln
         for i, ln in enumerate(lines)
         if "Warning: " not in ln and not (i and "Warning: " in lines[i - 1] and ln[:1].isspace())
     ]
     lines = plain or lines
-    first = _q(lines[0].strip(), 90)
-    if len(lines) == 1:
-        return out("output", f'"{first}"', False)
-    return out("output", f'"{first}" … "{_q(lines[-1].strip(), 50)}"', False)
+    head = f'"{_q(lines[0].strip(), first)}"'
+    return head if len(lines) == 1 else f'{head} … "{_q(lines[-1].strip(), last)}"'
 
 
 _RANGE = re.compile(r" lines (\d+)-(\d+)")

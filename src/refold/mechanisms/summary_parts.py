@@ -30,7 +30,8 @@ def _nonblank(body: str) -> list[str]:
 _FILE_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines? total\)\]$", re.MULTILINE)
 _ABOVE = re.compile(r"^\((\d+) more lines? above\)$", re.MULTILINE)
 _CAT_N_ON = re.compile(r"result of running `cat -n` on (?:a snippet of )?(\S+?):?\s*$", re.MULTILINE)
-_SED_RANGE = re.compile(r"\bsed\s+-n\s+['\"]?(\d+)\s*,\s*(\d+)\s*p")
+# one range only: 'a,bp;c,dp' prints two ranges, so its lines are not a..a+n-1
+_SED_RANGE = re.compile(r"\bsed\s+-n\s+['\"]?(\d+)\s*,\s*(\d+)\s*p(?=['\"]?(?:\s|$))")
 _HEAD_N = re.compile(r"\bhead\s+(?:-n\s*|-)(\d+)")
 _VIEW_RANGE = re.compile(r'"view_range"\s*:\s*\[\s*(\d+)\s*,\s*(-?\d+)')
 _DEF_NAME = re.compile(

@@ -11,7 +11,8 @@ _EXC_LINE = re.compile(
 _ERR_LINE = re.compile(
     r"^(?:[-*]\s*)?(?:[EF]\d{3}\s+\S|(?:[\w./ -]{1,60}: )?(?:error|fatal|ERROR|FATAL|Error)\b[:\s]"
     r"|.*(?:command not found|No such file or directory|No module named |Permission denied|cannot open)"
-    r"|g?make(?:\[\d+\])?: \*\*\* )"  # make: *** [Makefile:3: all] Error 2
+    r"|g?make(?:\[\d+\])?: \*\*\* "  # make: *** [Makefile:3: all] Error 2
+    r"|(?:ba|da|z)?sh: (?:-c: )?line \d+: )"  # bash: -c: line 40: syntax error near unexpected token
 )
 # Wordings that are errors only when the command failed or recorded no status (a script may print them).
 _WEAK_ERR_LINE = re.compile(r"^.*(?:\bnot found\.?$|\bdoes not exist\.?$|\bCould not find |\bUnable to )")
@@ -19,6 +20,7 @@ _WEAK_ERR_LINE = re.compile(r"^.*(?:\bnot found\.?$|\bdoes not exist\.?$|\bCould
 _ERR_HINT = re.compile(
     r"Error|Exception|Exit|Interrupt|Failure|Warning|Fault|error|fatal|ERROR|FATAL|[EF]\d{3}|command not found"
     r"|No such file or directory|No module named |Permission denied|cannot open|make(?:\[\d+\])?: \*\*\* "
+    r"|sh: (?:-c: )?line \d+: "
 )
 _WEAK_HINT = re.compile(r"not found|does not exist|Could not find |Unable to ")
 

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from ..config import Config
 from ..history import History
 from ..mechanisms.spans import Span, SpanBook
-from ..types import Message, Origin, Step
+from ..messages import with_content
+from ..types import Message, Origin, Step, content_text
 from .mechanism import BaseStage
-from .received import Received
+from .received import SPENT, Received, kept_notes
 
 if TYPE_CHECKING:
     from .mechanism import Stage
@@ -107,6 +108,11 @@ class Behind:
             self.forms.append(None)
             return
         form = Form(list(rec.msgs), list(rec.origins))
+        if rec.suffix.startswith(SPENT):  # the reminder spoke to the reply after it: behind the boundary it is spent
+            last = form.msgs[-1]
+            text = content_text(last.get("content"))
+            if text.endswith(rec.suffix):
+                form.msgs[-1] = with_content(last, text[: -len(rec.suffix)] + kept_notes(rec))
         for shape in self._shape:
             shape(step, rec, form, self)
         for source in sorted(form.sources):

@@ -23,6 +23,7 @@ from ..messages import label, mask_note, with_content, with_text
 from ..protocol import CM
 from ..types import Origin, Shown, Step, content_text
 from .mechanism import BaseStage, LayoutView, Stage, StepPlan
+from .received import kept_notes
 
 if TYPE_CHECKING:
     from ..policy import Policy
@@ -125,7 +126,6 @@ class _FoldStage(BaseStage):
             behind.folded.add(step.index)
 
 
-KEEP_NOTES = True  # a stub keeps the reminder and notes that came with the output it replaces
 
 
 class Dedup:
@@ -170,8 +170,8 @@ class _DedupStage(BaseStage):
             if result.kind == "received":
                 continue
             text = label(step.index, result.text) if self.protocol else result.text
-            if j == last and KEEP_NOTES:
-                text += rec.suffix  # the reminder and notes that came with it stay
+            if j == last:
+                text += kept_notes(rec)  # the notes that came with it stay, but a spent reminder
             form.msgs[1 + j] = with_content(obs, text)
             shown = Shown.STUB if result.kind == "stub" else Shown.TRIMMED
             form.origins[1 + j] = Origin(step.index, "output", shown, tuple(dict.fromkeys((step.index, *result.sources))))
@@ -254,10 +254,14 @@ class _MaskingStage(BaseStage):
         self.policy = config.policy
         self.scanned = 0
         self.restores: set[int] = set()  # restore steps not yet masked
+        self.short: set[int] = set()  # steps whose every output is no longer than its note
 
     def cross(self, step: Step, behind: Behind) -> None:
         if step.restores:
             self.restores.add(step.index)
+        p = self.policy
+        if p.mask_after is not None and not step.restores and _not_worth_a_note(step, p.reversible, p.mask_min_chars):
+            self.short.add(step.index)
 
     def settle(self, b: int, behind: Behind) -> None:
         p = self.policy
@@ -267,7 +271,7 @@ class _MaskingStage(BaseStage):
 
         def size_of(i: int) -> int | None:
             form = behind.forms[i - 1]
-            if form is None or i in self.restores:
+            if form is None or i in self.restores or i in self.short:
                 return None
             return sum(output_chars(content_text(m.get("content"))) for m in form.msgs[1:])
 
@@ -283,6 +287,19 @@ class _MaskingStage(BaseStage):
             self.restores.discard(i)
             if form is not None and sum(output_chars(content_text(m.get("content"))) for m in form.msgs[1:]) >= p.mask_min_chars:
                 behind.mask(i)
+
+
+_NOTE_MAX = 600  # longer than any mask note (a 40-character command, a summary of at most 300)
+
+
+def _not_worth_a_note(step: Step, reversible: bool, floor: int) -> bool:
+    """Whether no output of ``step`` is longer than the note that would replace it: masking it
+    would hide it for nothing (a short output just over the floor, a long command in its note).
+    Under the floor it is never masked: no note is made to find out."""
+    texts = step.output_texts
+    if not texts or any(len(t) >= _NOTE_MAX for t in texts) or all(len(t) < floor for t in texts):
+        return False
+    return all(len(mask_note(step, j, reversible=reversible)) >= len(label(step.index, t)) for j, t in enumerate(texts))
 
 
 class Replies:

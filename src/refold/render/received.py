@@ -2,7 +2,8 @@
 
 A received form is final once computed: the reply, then each output labeled ``[step N]``, with
 the notes that went with the last output when it was new (the PROGRESS/STALE reminder, an open
-span's reminder, the budget line). Later stages replace outputs but keep those notes (``suffix``).
+span's reminder, the budget line). Later stages replace outputs but keep those notes (``suffix``),
+except the reminder once the step is behind the boundary (``kept_notes``): answered, it is spent.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
     if policy.protocol:
         section = system_section(
             policy.k, reversible=policy.reversible, include_format=config.prompt.format_in_system,
-            masking=policy.mask_after is not None, chunk=policy.chunk,
+            masking=policy.mask_after is not None, chunk=fixed_cadence(config),
         )
         if config.spans.prompt:
             section += span_section(min_chars=config.spans.min_chars, fold_steps=config.spans.fold_steps)
@@ -66,6 +67,13 @@ def prefix_messages(history: History, config: Config) -> tuple[list[Message], li
             prefix.insert(0, {"role": "system", "content": section.lstrip()})
             origins.insert(0, Origin(None, "system", Shown.PREFIX))
     return prefix, origins
+
+
+def fixed_cadence(config: Config) -> bool:
+    """Whether the shown forms change only every k steps: the seed's chunked rule. Under the cost
+    rule a move that did not pay at one multiple of k may pay a call or two later, so the protocol
+    makes no such promise."""
+    return config.policy.chunk and config.boundary.rule == "fixed"
 
 
 def _demos_as_notes(
@@ -144,6 +152,24 @@ def received_form(step: Step, config: Config, span_note: str | None = None) -> R
         msgs.append(m)
         origins.append(origin)
     return Received(msgs, origins, suffix, chars)
+
+
+SPENT = "\n" + reminder()
+"""The PROGRESS/STALE reminder as it opens a suffix: behind the boundary it has been answered."""
+
+
+def without_reminder(text: str) -> str:
+    """An output's text without the reminder among the notes at its end (what ``restore`` shows)."""
+    head, sep, rest = text.rpartition(SPENT)
+    if sep and all(ln.startswith(CM) for ln in rest.split("\n")[1:]) and (not rest or rest.startswith("\n" + CM)):
+        return head + rest
+    return text
+
+
+def kept_notes(rec: Received) -> str:
+    """The notes after a step's last output that stay behind the boundary: all but the reminder
+    (a span note, the budget line the ledger's prompt promises on every output)."""
+    return rec.suffix.removeprefix(SPENT)
 
 
 def message_chars(m: Message) -> int:
