@@ -1,0 +1,50 @@
+"""What pricing peak KV memory above a cached token would buy: ``boundary.peak_weight`` swept.
+
+    python benchmarks/bench_peak_weight.py DIR [DIR ...] [--weights 0.1,0.15,0.2,0.3] [--out FILE]
+
+For each weight, refold's ``default`` against ``base`` (vllm profile; caches, KV and cost are
+SIMULATED): prompt tokens, median per-run peak KV and cost, as benchmarks/bench_default.py counts
+them. The default is 0.1, a cached token's price (``refold.mechanisms.boundary``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import refold.lab.replay.policies as policies
+from bench_default import over_base, peak_ratio, totals
+from refold.lab.replay.paths import collect_paths
+from refold.lab.replay.runner import Settings, replay_paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--weights", default="0.1,0.15,0.2,0.3")
+    ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    files = collect_paths(a.paths)
+    default = policies.DEFAULT_CONFIG
+    lines = [f"boundary.peak_weight swept on {len(files)} files ({', '.join(a.paths)}); vllm profile; KV and cost SIMULATED", ""]
+    for w in (float(x) for x in a.weights.split(",")):
+        policies.DEFAULT_CONFIG = default.replace(boundary={"peak_weight": w})  # the replay's ``default`` policy
+        try:
+            res = replay_paths(files, Settings(policies=("base", "default"), per_call=True, validate=False), jobs=1)
+        finally:
+            policies.DEFAULT_CONFIG = default
+        b, d = totals(res, "base"), totals(res, "default")
+        over, n, worst = over_base(res)
+        lines.append(
+            f"peak_weight {w:<5}  tokens {d['prompt_tokens'] / b['prompt_tokens']:.3f}x  peak KV p50 {peak_ratio(res, 'default'):.3f}x  "
+            f"cost {d['cost_usd'] / b['cost_usd']:.3f}x  sessions over base {over}/{n} (worst {worst:.3f}x)"
+        )
+        print(lines[-1], flush=True)
+    if a.out:
+        Path(a.out).write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
