@@ -48,3 +48,24 @@ def test_fresh_equals_incremental_generated(config: Config, h: History) -> None:
 @pytest.mark.parametrize("config", [Config(), MINI], ids=["default", "mini"])
 def test_fresh_equals_incremental_real_runs(path: Path, config: Config) -> None:
     check_fresh(load(path), config)
+
+
+def test_a_replay_stopped_by_an_error_is_not_taken_for_a_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay keeps no prompt: asked for the call it stopped at, the renderer renders it."""
+    h = load(real_trajectories()[0])
+    n = len(h)
+    want = {t: _key(Renderer(Config()).render(h, t)) for t in (n - 2, n - 1, n)}
+    r = Renderer(Config())
+    real = Renderer._render
+
+    def stop_at_the_last(self: Renderer, history: History, t: int, start: float, *, replay: bool = False) -> Rendered | None:
+        if not replay:
+            raise KeyboardInterrupt
+        return real(self, history, t, start, replay=replay)
+
+    monkeypatch.setattr(Renderer, "_render", stop_at_the_last)
+    with pytest.raises(KeyboardInterrupt):
+        r.render(h, n)  # replays calls 0..n-1, then stops
+    monkeypatch.setattr(Renderer, "_render", real)
+    assert _key(r.render(h, n - 1)) == want[n - 1]  # the last call replayed: rendered, not taken as kept
+    assert _key(r.render(h, n)) == want[n]

@@ -124,10 +124,12 @@ class Renderer:
         t = n if t is None else t
         if not 0 <= t <= n:
             raise ValueError(f"t={t} is outside 0..{n}")
-        if t < self._t or (t == self._t and self._again is None) or not self._same(history):
-            self._reset(history)  # (no prompt kept for call t: a replay stopped there)
-        if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
-            return self._plain_sent or LazyRendered(*self._again)
+        if t < self._t or not self._same(history):
+            self._reset(history)
+        if t == self._t:
+            if self._again is not None:  # asked again: the same prompt, never decided twice
+                return self._plain_sent or LazyRendered(*self._again)
+            self._reset(history)  # a replay stopped at call t: its prompt was not kept
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
                 self._render(history, u, start, replay=True)
