@@ -15,8 +15,9 @@ PATH: folders or files of recorded runs (default: the runs in tests/data and the
 run). ``--quick``: 200/1,000-step synthetic runs and one pass (a smoke test; writes nothing unless
 ``--out``). ``--first-render N``: also time what a session's first request pays for an N-step
 history (a restarted proxy, a resumed run): building the History from its JSON, then one render
-of its last call by a fresh Renderer (the cost rule replays every call before it). Otherwise the
-report goes to stdout and benchmarks/results/render.txt.
+of its last call by a fresh Renderer (the cost rule replays every call before it), and the same
+call with nothing to replay (fixed boundary, no budget line: the work any first render does once).
+Otherwise the report goes to stdout and benchmarks/results/render.txt.
 """
 
 from __future__ import annotations

@@ -158,9 +158,17 @@ def first_render(n: int, seed: int, configs: dict[str, tuple[str, Config]]) -> l
         r = Renderer(config).render(h)
         t2 = time.thread_time()
         _ = r.messages
+        # the same call with nothing to replay (no decision depends on an earlier call): what any
+        # render of it does once (receive, dedup, summarize the masked outputs, lay out)
+        one = config.replace(boundary={"rule": "fixed"}, ledger={"budget_tokens": None})
+        cold_caches()
+        t3 = time.thread_time()
+        Renderer(one).render(h)
+        t4 = time.thread_time()
         lines.append(
             f"first render {key:8} synthetic-{n} (simulated, seed {seed}): History from JSON {t1 - t0:.2f} s "
             f"({(t1 - t0) / n * 1000:.3f} ms/step), render of call {n} by a fresh Renderer {t2 - t1:.2f} s "
-            f"({(t2 - t1) / n * 1000:.3f} ms/call replayed), {len(r.messages)} messages"
+            f"({(t2 - t1) / n * 1000:.3f} ms/call replayed), {len(r.messages)} messages; "
+            f"without the replay (fixed boundary, no budget line) {t4 - t3:.2f} s"
         )
     return lines

@@ -22,7 +22,7 @@ from ..protocol import CM
 from ..shell_info import CommandInfo, OpenFile
 from ..shell_paths import paths_overlap
 from .output_verdict import verdict_lines, verdict_of
-from .shingles import Shingles, kept_windows, window_hashes
+from .shingles import LINE, SHIFT, Shingles, kept_windows, window_hashes
 from .shingles import W as _W
 from .summary_wrap import printed_lines
 
@@ -231,6 +231,7 @@ class DedupIndex:
         # the windows an earlier output also has: the others start no run (made in C)
         shingles = self._shingles
         known = shingles.known(hashes)
+        levels = shingles.levels
         valid: dict[int, bool] = {}  # no write or retirement happens while one output is matched
         sources = self._sources
         p = 0
@@ -240,12 +241,18 @@ class DedupIndex:
             p = at
             best_len, best = 0, None
             window = lines[p : p + _W]
-            for si, q in shingles.recent(hashes[p]):
+            key = hashes[p]
+            for level in levels:  # ``shingles.recent(key)`` inline: most positions cite retired sources
+                c = level.get(key)
+                if c is None:
+                    break
+                si = c >> SHIFT
                 ok = valid.get(si)
                 if ok is None:
                     ok = valid[si] = self._valid(si)
                 if not ok:
                     continue
+                q = c & LINE
                 sl = sources[si].lines
                 if sl[q : q + _W] == window:  # else a hash collision: no match
                     length = _extend(lines, p, sl, q, _W)

@@ -20,8 +20,8 @@ from operator import ne, sub
 W = 3  # lines per shingle
 MAX_CANDIDATES = 8  # most recent positions kept per shingle
 _PEELED = 2  # layers of repeated windows taken off in C before one Python pass reads the rest
-_SHIFT = 32
-_LINE = (1 << _SHIFT) - 1
+SHIFT = 32
+LINE = (1 << SHIFT) - 1
 
 
 def window_hashes(lines: Sequence[str]) -> list[int]:
@@ -56,6 +56,11 @@ class Shingles:
         """The indices of ``hashes`` that the table has, ascending (made in C)."""
         return compress(range(len(hashes)), map(self._levels[0].__contains__, hashes))
 
+    @property
+    def levels(self) -> list[dict[int, int]]:
+        """The levels themselves (read-only): a caller that stops at the first valid position reads them."""
+        return self._levels
+
     def recent(self, key: int) -> list[tuple[int, int]]:
         """(source, line) of each position of window ``key``, most recent first."""
         out: list[tuple[int, int]] = []
@@ -63,7 +68,7 @@ class Shingles:
             c = level.get(key)
             if c is None:
                 break
-            out.append((c >> _SHIFT, c & _LINE))
+            out.append((c >> SHIFT, c & LINE))
         return out
 
     def add(self, source: int, hashes: list[int], lines: Sequence[int]) -> None:
@@ -71,7 +76,7 @@ class Shingles:
         (ascending): the same table as appending each position in turn and keeping the last few."""
         if not hashes:
             return
-        base = source << _SHIFT
+        base = source << SHIFT
         layers = _layers(hashes, list(map(base.__add__, lines)))
         levels = self._levels
         while len(levels) < min(MAX_CANDIDATES, len(levels) + len(layers)):

@@ -48,6 +48,12 @@ class PlainHistory:
         ms = (time.perf_counter() - start) * 1000
         return messages, (self.prefix_origins, _NO_ORIGINS, origins), (t, 0, 0, 0, 0, 0, 0, ms, stable)
 
+    def advance(self, history: History, t: int) -> None:
+        """What ``prompt(history, t)`` leaves for the next call, without its O(t) lists (a replayed call)."""
+        for s in history.steps_between(len(self.recv), t):
+            self.recv.add(s, received_form(s, self.config, None), None, step_time(s))
+        self.t, self.last_len = t, len(self.prefix) + self.recv.at[t]
+
     def shared(self, prefix: list[Message]) -> tuple[int, int]:
         """Leading messages, and their characters, that a prompt starting with ``prefix`` shares with
         the plain one (all of its prefix, unless a demonstration is hidden: ``prompt.hide_demos``)."""

@@ -126,12 +126,16 @@ class Renderer:
             raise ValueError(f"t={t} is outside 0..{n}")
         if t < self._t or not self._same(history):
             self._reset(history)
-        if t == self._t and self._again is not None:  # asked again: the same prompt, never decided twice
-            return self._plain_sent or LazyRendered(*self._again)
+        if t == self._t:
+            if self._again is not None:  # asked again: the same prompt, never decided twice
+                return self._plain_sent or LazyRendered(*self._again)
+            self._reset(history)  # a replay stopped at call t: its prompt was not kept
         if self._sequential and self._t < t - 1:
             for u in range(self._t + 1, t):  # each call's choices depend on the call before it
-                self._render(history, u, start)
-        return self._render(history, t, start)
+                self._render(history, u, start, replay=True)
+        result = self._render(history, t, start)
+        assert result is not None
+        return result
 
     def received(self, history: History, index: int) -> list[Message]:
         """Step ``index`` as first shown to the model (reply, then labeled outputs; no budget line)."""
@@ -154,7 +158,8 @@ class Renderer:
 
     # ---- the path -------------------------------------------------------------------------------
 
-    def _render(self, history: History, t: int, start: float) -> Rendered:
+    def _render(self, history: History, t: int, start: float, *, replay: bool = False) -> Rendered | None:
+        """Call t's prompt; ``replay``: only its decisions (what later calls read), no prompt kept."""
         self._receive(history, t)
         n = len(self._recv)
         if n:
@@ -189,7 +194,7 @@ class Renderer:
             tail_origins.append(_LEDGER_VIEW)
         messages = Joined(self._prefix, layout.msgs, tail)
         origins = (self._prefix_origins, layout.origins, tail_origins)
-        stable = self._stable(messages, layout, t)
+        stable = 0 if replay else self._stable(messages, layout, t)
         if after:
             chars = self._prefix_chars + layout.total_chars + sum(message_chars(m) for m in tail)
         else:
@@ -205,16 +210,21 @@ class Renderer:
         ms = (time.perf_counter() - start) * 1000
         self._again = (messages, origins, (t, b, stubs, trimmed, folded, notes, restores, ms, stable))
         self._plain_sent = None
-        if self._plain is not None:
-            plain = self._plain_or_switch(history, t)
-            if plain is not None:
-                self._plain_sent = plain
-                return plain
-        self._peak_chars = max(self._peak_chars, chars)
-        return LazyRendered(*self._again)
+        plain = self._plain
+        if plain is not None and self._plain_or_switch(history, t):
+            if replay:
+                plain.advance(history, t)  # what the next plain prompt reads of this one, not the prompt
+            else:
+                self._plain_sent = LazyRendered(*plain.prompt(history, t))
+        else:
+            self._peak_chars = max(self._peak_chars, chars)
+        if replay:
+            self._again = None  # a replayed call's prompt is not kept (``render`` replays again if asked)
+            return None
+        return self._plain_sent or LazyRendered(*self._again)
 
-    def _plain_or_switch(self, history: History, t: int) -> Rendered | None:
-        """While the plain history is sent: it again (None: the protocol's prompt from now on). The
+    def _plain_or_switch(self, history: History, t: int) -> bool:
+        """Whether the plain history is sent again (False: the protocol's prompt from now on). The
         switch recomputes from after the prefix (from a hidden demonstration on, not within its
         ``prompt.demo_calls`` first calls), like a move; it happens when the rule says that pays against
         the plain prompt (cached up to this call's outputs), or when the agent used a context command."""
@@ -232,9 +242,9 @@ class Renderer:
             assert self._again is not None
             m, o, a = self._again
             self._again = (m, o, (*a[:-1], same))  # what the last prompt shares: the prefix, up to a hidden demonstration
-            return None
+            return False
         self._peak_chars = max(self._peak_chars, size)
-        return LazyRendered(*plain.prompt(history, t))
+        return True
 
     def _stable(self, messages: Joined[Message], layout: Layout, t: int) -> int:
         prompt = self._last
