@@ -3,12 +3,14 @@
 Each case runs in a child process (its own peak RSS): the replay engine (``replay_paths`` with the
 default Settings: every policy, qwen3.6, vLLM cache, cache validation on base), the view data
 build (``build_report`` with the ``--view`` policies, no switch combinations, qwen3.6), and token
-counting alone (every base prompt counted as ``measure`` counts it, prompts rendered beforehand).
+counting alone on every base prompt (rendered beforehand): ``tokens`` = each prompt's id list, as
+``measure`` gets it for the cache simulator; ``count`` = only its length (compact, clear-tool-uses).
 Runs are ``benchmarks/synthetic.py``'s mini-swe-agent runs written as mini-swe-agent-1 files.
-The growth exponent between two sizes is log(t2/t1)/log(n2/n1) (1 = linear, 2 = quadratic).
+The growth exponent between two sizes is log(t2/t1)/log(n2/n1) (1 = linear, 2 = quadratic), on
+CPU seconds of the child (wall seconds are shown too; they swing with the load of a shared box).
 
 Run:  PYTHONPATH=src python benchmarks/bench_replay_scale.py [--sizes 250,500,1000,2000]
-          [--what replay,view,tokens] [--out benchmarks/results/replay_scale.txt --label after]
+          [--what replay,view,tokens,count] [--out benchmarks/results/replay_scale.txt --label after]
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ CHILD = r"""
 import json, resource, sys, time
 path, what, view = sys.argv[1:4]
 from refold.loaders import load
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 extra = {}
 if what == "replay":
     from refold.lab.replay import Settings, replay_paths
@@ -40,23 +42,32 @@ elif what == "view":
     from refold.lab.viewer import build_report
     page = build_report(load(path), variants=view.split(","), mechanisms=False)
     extra["html_bytes"] = len(page)
-else:  # tokens: count every base prompt as measure does (rendering not timed)
+else:  # tokens / count: every base prompt's ids as measure gets them, or just their number
+    # (what the compact and clear-tool-uses policies need); rendering is not timed
     from refold.lab.replay import Settings, make_projector
     from refold import chat_tokens
     h = load(path)
     tok = Settings().options().tokenizer
     prompts = [p.messages for p in make_projector("base", Settings().options()).prompts(h)]
-    t0 = time.perf_counter()
-    session = getattr(chat_tokens, "PromptTokens", None)
-    if session is not None:
-        counter = session(tok)
+    try:
+        from refold.prompt_tokens import PromptTokens
+    except ImportError:  # before: every prompt tokenized whole (per-message memo)
+        PromptTokens = None
+    t0, c0 = time.perf_counter(), time.process_time()
+    if what == "count" and PromptTokens is not None:
+        counter = PromptTokens(tok)
+        total = sum(counter.count(m) for m in prompts)
+    elif what == "count":
+        total = sum(chat_tokens.count_messages(m, tok) for m in prompts)
+    elif PromptTokens is not None:
+        counter = PromptTokens(tok)
         total = sum(len(counter.ids(m)) for m in prompts)
     else:
         total = sum(len(chat_tokens.prompt_token_ids(m, tok)) for m in prompts)
     extra["base_prompt_tokens"] = total
-seconds = time.perf_counter() - t0
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": seconds, "peak_mib": peak, **extra}))
+print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mib": peak, **extra}))
 """
 
 
@@ -100,10 +111,13 @@ def main() -> None:
             prev: tuple[int, float] | None = None
             for n in sizes:
                 got = run_case(paths[n], what, args.view)
-                s = got["seconds"]
-                growth = f"  growth x^{math.log(s / prev[1]) / math.log(n / prev[0]):.2f}" if prev else ""
-                extra = "  ".join(f"{k} {v:,}" for k, v in got.items() if k not in ("seconds", "peak_mib"))
-                line = f"{what:<7} {n:>5} steps  {s:8.2f} s  peak RSS {got['peak_mib']:7,.0f} MiB{growth}  {extra}"
+                s = got["cpu"]
+                growth = f"  growth x^{math.log(s / prev[1]) / math.log(n / prev[0]):.2f}" if prev else " " * 14
+                extra = "  ".join(f"{k} {v:,}" for k, v in got.items() if k not in ("seconds", "cpu", "peak_mib"))
+                line = (
+                    f"{what:<7} {n:>5} steps  cpu {s:8.2f} s  wall {got['seconds']:8.2f} s  "
+                    f"peak RSS {got['peak_mib']:7,.0f} MiB{growth}  {extra}"
+                )
                 print(line, flush=True)
                 lines.append(line)
                 prev = (n, s)

@@ -194,6 +194,8 @@ class ObjectIndex:
         self.touched: dict[str, int] = {}
         self._by_path: list[tuple[str, str]] = []  # (path, object id) of outputs with a path
         self._summaries: dict[str, str] = {}
+        # each reply's object, built once: the ledger view lists every step at every call
+        self._reply_objs: dict[tuple[int, bool], Obj] = {}
         self.t = 0
 
     def observe(self, step: Step) -> None:
@@ -226,8 +228,9 @@ class ObjectIndex:
 
     def objects(self, step: int, *, last: bool = False) -> list[Obj]:
         """The reply object and the output objects of ``step`` (1-based)."""
-        s = self.replies[step - 1]
-        reply = reply_object(s, last=last)
+        reply = self._reply_objs.get((step, last))
+        if reply is None:  # replies[step - 1] never changes once observed
+            reply = self._reply_objs[(step, last)] = reply_object(self.replies[step - 1], last=last)
         out = [_touched(reply, self.touched.get(reply.id, step))]
         for o, tool in zip(self.outputs[step - 1], self.tools[step - 1], strict=True):
             key = f"{o.id}"
