@@ -40,7 +40,8 @@ if what == "replay":
     extra["base_prompt_tokens"] = r.policies["base"]["prompt_tokens"]
 elif what == "view":
     from refold.lab.viewer import build_report
-    page = build_report(load(path), variants=view.split(","), mechanisms=False)
+    every = view == "all"  # refold view's default: every policy and the 16 switch combinations
+    page = build_report(load(path), variants=None if every else view.split(","), mechanisms=every)
     extra["html_bytes"] = len(page)
 else:  # tokens / count: every base prompt's ids as measure gets them, or just their number
     # (what the compact and clear-tool-uses policies need); rendering is not timed
@@ -95,7 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="250,500,1000,2000")
     ap.add_argument("--what", default="replay,view,tokens")
-    ap.add_argument("--view", default="base,default,refold", help="policies of the view build")
+    ap.add_argument("--view", default="base,default,refold", help="policies of the view build ('all': as refold view)")
     ap.add_argument("--label", default="", help="a title for this block of results (e.g. before/after)")
     ap.add_argument("--out", help="append the results here")
     args = ap.parse_args()
