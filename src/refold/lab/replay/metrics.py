@@ -215,8 +215,9 @@ def measure(
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
-    ``keep_ids`` (a list, or a streaming ``CallSink``) receives each call (for cache validation); ``as_of[k]`` is the cache
-    state model call ``k`` meets under a replayed profile (``recorded_as_of``). ``calibration``
+    ``keep_ids`` (a list, or a streaming ``CallSink``) receives each call (for cache validation);
+    ``as_of[k]`` is the cache state model call ``k`` meets under a replayed profile
+    (``recorded_as_of``). ``calibration``
     prices ESTIMATED provider counts instead of the replay tokenizer's (cost only; token figures
     stay in the replay tokenizer).
     """
