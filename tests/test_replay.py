@@ -79,6 +79,20 @@ def test_masking_matches_swe_agent_last_n_observations(polling: int) -> None:
             assert len(outputs) - len(elided) == 5
 
 
+@pytest.mark.parametrize("name", ["masking", "clear-tool-uses"])
+def test_a_note_is_the_same_object_at_every_later_call(name: str) -> None:
+    """Masked/cleared outputs are shown by one note object each, so a later prompt shares its
+    leading messages by identity with the last one (what PromptTokens and the viewer skip)."""
+    seen: dict[int, dict[str, Any]] = {}
+    calls = 0
+    for p in make_projector(name, _opts(clear_trigger=1_000)).prompts(_history(12)):
+        for m, o in zip(p.messages, p.origins, strict=True):
+            if o.shown is Shown.NOTE:
+                assert seen.setdefault(o.step or 0, m) is m
+                calls += 1
+    assert calls > len(seen) > 3  # notes repeated over several calls
+
+
 def test_clear_tool_uses_keeps_last_three_once_over_trigger() -> None:
     h = _history(10)
     prompts = list(make_projector("clear-tool-uses", _opts(clear_trigger=1_000)).prompts(h))

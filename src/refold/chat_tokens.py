@@ -339,6 +339,9 @@ def tools_token_ids(tools: Sequence[Mapping[str, Any]], tok: Tokenizer) -> list[
     return list(ids)
 
 
+_NO_SYSTEM: Mapping[str, Any] = {"role": "system", "content": None}  # one object: a session sees it unchanged
+
+
 def _with_tools(
     messages: Sequence[Mapping[str, Any]], tok: Tokenizer, tools: Sequence[Mapping[str, Any]] | None
 ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None]:
@@ -347,7 +350,7 @@ def _with_tools(
         return messages, None
     if messages and messages[0].get("role") in ("system", "developer"):
         return messages, tools
-    return [{"role": "system", "content": None}, *messages], tools
+    return [_NO_SYSTEM, *messages], tools
 
 
 def _qwen_system_ids(msg: Mapping[str, Any], tok: Tokenizer, tools: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:

@@ -193,7 +193,9 @@ class ObjectIndex:
         self.tools: list[list[str]] = []
         self.touched: dict[str, int] = {}
         self._by_path: list[tuple[str, str]] = []  # (path, object id) of outputs with a path
-        self._summaries: dict[str, str] = {}
+        # each object built once (as first touched): the ledger view lists every step at every call
+        self._outputs: dict[str, Obj] = {}
+        self._reply_objs: dict[tuple[int, bool], Obj] = {}
         self.t = 0
 
     def observe(self, step: Step) -> None:
@@ -226,16 +228,15 @@ class ObjectIndex:
 
     def objects(self, step: int, *, last: bool = False) -> list[Obj]:
         """The reply object and the output objects of ``step`` (1-based)."""
-        s = self.replies[step - 1]
-        reply = reply_object(s, last=last)
+        reply = self._reply_objs.get((step, last))
+        if reply is None:  # replies[step - 1] never changes once observed
+            reply = self._reply_objs[(step, last)] = reply_object(self.replies[step - 1], last=last)
         out = [_touched(reply, self.touched.get(reply.id, step))]
         for o, tool in zip(self.outputs[step - 1], self.tools[step - 1], strict=True):
-            key = f"{o.id}"
-            text = self._summaries.get(key)
-            if text is None:
-                text = self._summaries[key] = summary(o)
-            out.append(Obj(o.id, o.step, o.sub, o.kind, tool, _args(o.command, tool), text, o.body, o.step,
-                           self.touched.get(o.id, o.step), o.path))
+            obj = self._outputs.get(o.id)
+            if obj is None:
+                obj = self._outputs[o.id] = output_object(o, tool, o.step)
+            out.append(_touched(obj, self.touched.get(o.id, o.step)))
         return out
 
     def all(self, upto: int | None = None) -> Iterable[Obj]:

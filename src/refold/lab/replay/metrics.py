@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ...chat_tokens import message_tokens, prompt_token_ids
 from ...history import History
 from ...mechanisms.boundary import PRICES, idle_s
 from ...messages import clean
+from ...prompt_tokens import MessageBounds, PromptTokens
 from ...tokens import Tokenizer
 from ...types import Shown
 from ..cache import (
@@ -37,6 +38,7 @@ from .recorded_calls import (
 
 __all__ = [
     "CallIds",
+    "CallSink",
     "PolicyMetrics",
     "default_price",
     "measure",
@@ -151,27 +153,19 @@ def message_chars(messages: Sequence[dict[str, Any]]) -> int:
     return n
 
 
-def _boundaries(messages: Sequence[dict[str, Any]], tok: Tokenizer, total: int) -> list[int]:
-    out, pos = [], 0
-    for m in messages:
-        pos += len(message_tokens(m, tok))
-        out.append(min(pos, total))
-    return out
-
-
 def _request(
     cache: PrefixCacheSim,
     cache_name: str,
     ids: list[int],
     msgs: Sequence[dict[str, Any]],
-    tok: Tokenizer,
+    boundaries: MessageBounds,
     generated: list[int] | int,
     session: str,
     marks: Sequence[int] | None = None,
 ) -> tuple[int, int]:
     """One request; ``marks``: messages refold put Anthropic breakpoints on (None: one at the end)."""
     if cache_name in ("anthropic", "deepseek"):
-        bounds = _boundaries(msgs, tok, len(ids))
+        bounds = boundaries(msgs, len(ids))
         points = [len(ids)]
         if marks is not None and cache_name == "anthropic":
             points = sorted({bounds[i] for i in marks if 0 <= i < len(bounds) and bounds[i] > 0}) or points
@@ -194,6 +188,12 @@ class CallIds:
     """When the call was made (recorded seconds; interpolated for an unreplied call)."""
 
 
+class CallSink(Protocol):
+    """Receives each replayed call (a list, or a streaming consumer such as ``CacheValidation``)."""
+
+    def append(self, call: CallIds, /) -> None: ...
+
+
 def measure(
     history: History,
     projector: Projector,
@@ -203,7 +203,7 @@ def measure(
     price: Price | None = None,
     kv_model: str = "qwen3.6-27b",
     base_step_tokens: Sequence[int] | None = None,
-    keep_ids: list[CallIds] | None = None,
+    keep_ids: CallSink | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     as_of: Sequence[int | None] | None = None,
     calibration: CountCalibration | None = None,
@@ -215,14 +215,18 @@ def measure(
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
-    ``keep_ids`` (a list) receives each call (for cache validation); ``as_of[k]`` is the cache
-    state model call ``k`` meets under a replayed profile (``recorded_as_of``). ``calibration``
+    ``keep_ids`` (a list, or a streaming ``CallSink``) receives each call (for cache validation);
+    ``as_of[k]`` is the cache state model call ``k`` meets under a replayed profile
+    (``recorded_as_of``). ``calibration``
     prices ESTIMATED provider counts instead of the replay tokenizer's (cost only; token figures
     stay in the replay tokenizer).
     """
     price = price or DEFAULT_PRICES[default_price(cache_name)]
     cache = make_cache(cache_name)
     priming = prompt_token_ids([], tok)
+    # each call's prompt repeats most of the last one's: only what changed is tokenized
+    prompt_ids = PromptTokens(tok, tools=tools)
+    bounds = MessageBounds(tok)
     m = PolicyMetrics()
     ms: list[float] = []
     per_prompt: list[int] = []
@@ -263,7 +267,7 @@ def measure(
             stale.calls, stale.as_of = k, states[k] if k < len(states) else None
         if timed is not None:
             timed.now = at
-        cached, written = _request(cache, cache_name, ids, msgs, tok, gen, where, marks)
+        cached, written = _request(cache, cache_name, ids, msgs, bounds, gen, where, marks)
         n = len(ids)
         m.calls += 1
         m.prompt_tokens += n
@@ -290,13 +294,13 @@ def measure(
     for p in projector.prompts(history):
         if p.compaction is not None:
             c = p.compaction
-            cids = prompt_token_ids(c.input_messages, tok, tools=tools)
+            cids = prompt_ids.ids(c.input_messages)
             if stale is not None:
                 stale.calls, stale.as_of = m.calls, None
             if timed is not None:
                 timed.now = None  # not a recorded call: no time
             cached, written = _request(
-                cache, cache_name, cids, c.input_messages, tok, c.summary_tokens, session
+                cache, cache_name, cids, c.input_messages, bounds, c.summary_tokens, session
             )
             m.compactions += 1
             m.compaction_input_tokens += len(cids)
@@ -318,10 +322,10 @@ def measure(
             msgs = unreplied_prompt(history, p, seen)
             # an unreplied call has no record of its time: evenly between its stored neighbours
             at = now if now is None or before is None else before + (now - before) * (i + 1) / (len(lost) + 1)
-            call(prompt_token_ids(msgs, tok, tools=tools), msgs, lost_out, lost_out, 0, route, at=at)
+            call(prompt_ids.ids(msgs), msgs, lost_out, lost_out, 0, route, at=at)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += lost_out
-        ids = prompt_token_ids(p.messages, tok, tools=tools)
+        ids = prompt_ids.ids(p.messages)
         reply = history.step(p.t + 1).reply
         gen = _generated(history, p.t, tok, priming)
         reasoning = reasoning_tokens(reply)

@@ -30,6 +30,7 @@ from ...history import History
 from ...integrations.cache_control import breakpoints
 from ...messages import clean
 from ...policy import Policy
+from ...prompt_tokens import PromptTokens
 from ...protocol import CM
 from ...render import Renderer
 from ...tokens import Tokenizer
@@ -161,6 +162,27 @@ def refold_policy(**extra: object) -> Policy:
 # ---- SWE-agent LastNObservations -----------------------------------------------------------
 
 
+Notes = dict[int, tuple[Message, Origin, Message, Origin]]
+
+
+def _noted(notes: Notes, m: Message, o: Origin, content: Callable[[Message], str]) -> tuple[Message, Origin]:
+    """Output ``m`` shown as a note: one copy per output, reused at every call, so later calls
+    repeat the same objects (token counting and the viewer skip unchanged messages by identity)."""
+    hit = notes.get(id(m))
+    if hit is None or hit[0] is not m or hit[1] is not o:
+        shown = Origin(o.step, "output", Shown.NOTE, (o.step,) if o.step else ())
+        hit = notes[id(m)] = (m, o, {**m, "content": content(m)}, shown)
+    return hit[2], hit[3]
+
+
+def _omitted(m: Message) -> str:
+    return f"Old environment output: ({len(content_text(m.get('content')).splitlines())} lines omitted)"
+
+
+def _cleared(m: Message) -> str:
+    return CLEARED
+
+
 class MaskingProjector:
     """SWE-agent ``LastNObservations(n, polling)`` (sweagent/agent/history_processors.py).
 
@@ -173,6 +195,7 @@ class MaskingProjector:
         self.name, self.n, self.polling = name, n, polling
 
     def prompts(self, history: History) -> Iterator[Prompt]:
+        masked: Notes = {}
         for p in RendererProjector("base", BASE_POLICY).prompts(history):
             start = time.perf_counter()
             outputs = [i for i, o in enumerate(p.origins) if o.part == "output"]
@@ -180,10 +203,7 @@ class MaskingProjector:
             last_removed = max(0, (count // self.polling) * self.polling - self.n)
             msgs, origins = list(p.messages), list(p.origins)
             for idx in outputs[: max(0, last_removed - 1)]:
-                lines = len(content_text(msgs[idx].get("content")).splitlines())
-                msgs[idx] = {**msgs[idx], "content": f"Old environment output: ({lines} lines omitted)"}
-                o = origins[idx]
-                origins[idx] = Origin(o.step, "output", Shown.NOTE, (o.step,) if o.step else ())
+                msgs[idx], origins[idx] = _noted(masked, msgs[idx], origins[idx], _omitted)
             ms = p.render_ms + (time.perf_counter() - start) * 1000
             yield Prompt(p.t, msgs, origins, ms)
 
@@ -230,20 +250,24 @@ class ClearToolUsesProjector:
         self.trigger, self.keep, self.clear_at_least = trigger, keep, clear_at_least
 
     def prompts(self, history: History) -> Iterator[Prompt]:
+        counter = PromptTokens(self.tok)  # counts only what changed since the last call
+        notes: Notes = {}
+        saved: dict[int, int] = {}  # id(cleared copy) -> tokens clearing saves
         for p in RendererProjector("base", BASE_POLICY).prompts(history):
             start = time.perf_counter()
             msgs, origins = list(p.messages), list(p.origins)
-            total = count_messages(msgs, self.tok)
+            total = counter.count(msgs)
             if total > self.trigger:
                 outputs = [i for i, o in enumerate(origins) if o.part == "output"]
                 candidates = outputs[: -self.keep] if self.keep > 0 else outputs
                 cleared = 0
                 for idx in candidates:
-                    before = len(message_tokens(msgs[idx], self.tok))
-                    msgs[idx] = {**msgs[idx], "content": CLEARED}
-                    cleared += before - len(message_tokens(msgs[idx], self.tok))
-                    o = origins[idx]
-                    origins[idx] = Origin(o.step, "output", Shown.NOTE, (o.step,) if o.step else ())
+                    m = msgs[idx]
+                    msgs[idx], origins[idx] = note, _ = _noted(notes, m, origins[idx], _cleared)
+                    n = saved.get(id(note))
+                    if n is None:
+                        n = saved[id(note)] = len(message_tokens(m, self.tok)) - len(message_tokens(note, self.tok))
+                    cleared += n
                     if 0 < self.clear_at_least <= cleared:
                         break
             ms = p.render_ms + (time.perf_counter() - start) * 1000
@@ -285,11 +309,12 @@ class CompactProjector:
         limit = o.compact_fraction * o.budget
         upto = 0
         summary: Message | None = None
+        counter = PromptTokens(o.tokenizer)  # counts only what changed since the last call
         for p in self.inner.prompts(history):
             start = time.perf_counter()
             msgs, origins = self._view(p, upto, summary)
             event: Compaction | None = None
-            total = count_messages(msgs, o.tokenizer)
+            total = counter.count(msgs)
             if total > limit and p.t > upto:
                 n_prefix = _prefix_len(p.origins)
                 summarized = total - count_messages(msgs[:n_prefix], o.tokenizer)

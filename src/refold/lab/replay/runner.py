@@ -27,10 +27,10 @@ from ..cache import (
     load_prices,
     price_for_model,
 )
-from .metrics import CallIds, default_price, measure, step_tokens
+from .metrics import default_price, measure, step_tokens
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
-from .recorded import recorded_as_of, validate_cache
+from .recorded import CacheValidation, RecordedAsOf
 from .stale import STALE_SOURCES, with_stale
 from .unrecorded import unrecorded_calls
 
@@ -230,12 +230,13 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     needed = NeededIndex(history, tok)
     as_of: list[int | None] | None = None
     if settings.cache in REPLAYED:  # the state each call met, from base's calls and the record
-        calls: list[CallIds] = []
-        measure(history, make_projector("base", opts), tok, cache_name="none", keep_ids=calls, tools=request_tools(history, "base"))
-        as_of = recorded_as_of(history, calls, settings.cache)
+        states = RecordedAsOf(history, settings.cache)  # fed call by call (no call's ids held)
+        measure(history, make_projector("base", opts), tok, cache_name="none", keep_ids=states, tools=request_tools(history, "base"))
+        as_of = states.result()
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
-        keep: list[CallIds] | None = [] if name == "base" and settings.validate else None
+        # base's calls feed the cache validation as they are made (never all held at once)
+        keep = CacheValidation(history) if name == "base" and settings.validate else None
         tap = NeededTap(make_projector(name, opts), needed)
         m = measure(
             h,
@@ -253,8 +254,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
         m.hidden_needed_calls = tap.totals.needed_calls
         m.hidden_needed_restore_tokens = tap.totals.restore_tokens
         result.policies[name] = m.to_dict(per_call=settings.per_call)
-        if keep:
-            result.validation = validate_cache(history, keep, tok)
+        if keep is not None and m.calls:
+            result.validation = keep.result()
         if on_policy:
             on_policy(result, name)
 

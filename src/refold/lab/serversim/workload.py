@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from ...chat_tokens import message_tokens, prompt_token_ids
 from ...history import History
 from ...messages import clean
+from ...prompt_tokens import PromptTokens
 from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
 from ..replay.recorded_calls import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
@@ -133,6 +134,7 @@ def build_trace(
     system_tokens = 0
     placeholder = 0
     tools = request_tools(history, policy)
+    prompt_ids = PromptTokens(tok, tools=tools)  # only what changed since the last call is tokenized
     unreplied = unreplied_by_step(history)
     lost_out = max(1, output_tokens or unreplied_output_estimate(history)) if unreplied else 0
 
@@ -154,12 +156,12 @@ def build_trace(
     for p in iter_prompts(history, policy, stale, tokenizer=tokenizer, mask_after=mask_after):
         compacted = p.compaction is not None
         if p.compaction is not None:
-            cids = prompt_token_ids(p.compaction.input_messages, tok, tools=tools)
+            cids = prompt_ids.ids(p.compaction.input_messages)
             add(cids, placeholders(max(1, p.compaction.summary_tokens)), True)
         for seen in unreplied.get(p.t, ()):
             cut = unreplied_prompt(history, p, seen)
-            add(prompt_token_ids(cut, tok, tools=tools), placeholders(lost_out), not compacted)
-        ids = prompt_token_ids(p.messages, tok, tools=tools)
+            add(prompt_ids.ids(cut), placeholders(lost_out), not compacted)
+        ids = prompt_ids.ids(p.messages)
         if not first:
             first = ids
             if p.messages and p.messages[0].get("role") == "system":
