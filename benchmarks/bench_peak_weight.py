@@ -13,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import refold.lab.replay.policies as policies
 from bench_default import over_base, peak_ratio, totals
+
+import refold.lab.replay.policies as policies
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, replay_paths
 
