@@ -206,7 +206,7 @@ def test_a_restore_the_client_is_sent_nothing_of_is_held_at_its_separator(
 @pytest.mark.parametrize(
     "command",
     ["for f in a b; do restore 1; done", "if true; then restore 1; fi", "for f in a; do ls; restore 1; done",
-     "{ ls; restore 1; }"],
+     "{ ls; restore 1; }", "ls; (restore 1)", "ls && { restore 1; }"],
 )
 def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with_a_note(
     scripted: tuple[Scripted, str], tmp_path: Path, command: str
@@ -231,6 +231,16 @@ def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with
     assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
     note = sent[-1]
     assert note["tool_call_id"] == "c1_restore" and "Not run" in note["content"] and "`restore 1`" in note["content"]
+
+
+@pytest.mark.parametrize(
+    "command", ["ls; (restore 3)", "ls | (restore 3)", "ls && { restore 3 || true; }", "ls; f() { restore 3; }"]
+)
+def test_no_split_where_a_group_or_function_body_opens_before_the_restore(command: str) -> None:
+    """Cut there, the client would run ``ls; f`` (a function's name as a command) and refold
+    would answer ``restore 3)``, a bad step number."""
+    assert split_restore(command) is None
+    assert split_restore("(cd /x; ls); restore 3") == ("(cd /x; ls)", "restore 3")
 
 
 def _split_then_next(store: str, restart: bool, session: str) -> list[dict[str, Any]]:
