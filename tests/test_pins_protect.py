@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,6 +58,17 @@ def test_rules_name_a_tool_a_path_read_or_the_command() -> None:
     assert protected_parts(s2, ("tool:bash",)) == ((2, 0), (2, 1))
     assert protected_parts(s2, ("tool:read_*",)) == ()
     assert protected_parts(s3, ("restore*", "tool:*")) == ()  # a context command is answered, never kept
+
+
+def test_parallel_calls_results_in_another_order_protect_the_matching_one() -> None:
+    """Results answer calls by id, not position: the plan's own output is protected, not ``ls``'s."""
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "t"}])
+    calls = [{"id": i, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": c})}}
+             for i, c in (("a", "cat PLAN.md"), ("b", "ls"))]
+    h.append({"role": "assistant", "content": "x", "tool_calls": calls},
+             [{"role": "tool", "tool_call_id": "b", "content": "files"}, {"role": "tool", "tool_call_id": "a", "content": PLAN}])
+    assert protected_parts(h.steps[0], ("path:PLAN.md",)) == ((1, 1),)
+    assert protected_parts(h.steps[0], ("ls",)) == ((1, 0),)
 
 
 def test_a_protected_output_is_never_hidden_and_the_rest_still_is() -> None:
