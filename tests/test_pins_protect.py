@@ -83,6 +83,19 @@ def test_a_protected_output_is_never_hidden_and_the_rest_still_is() -> None:
     assert sum(PLAN in str(m.get("content")) for m in last.messages) == 1  # verbatim, once
 
 
+def test_the_agents_unpin_releases_a_protected_output() -> None:
+    """A protected output is a pin: ``unpin 1`` lets it be hidden again, as it would any pin."""
+    h = _run(24)
+    h2 = text_history([(reply(None, None, "cat PLAN.md"), PLAN), *[(reply(None, None, f"cat src/mod_{i}.py"), _code(i)) for i in range(2, 5)],
+                       (reply(None, None, "unpin 1"), "[context-manager] 1 unpinned"),
+                       *[(reply(None, None, f"cat src/mod_{i}.py"), _code(i)) for i in range(6, 25)]])
+    config = Config.parse(policy={"protect": ["cat PLAN.md"]})
+    kept = _shown_outputs(h, config)
+    released = _shown_outputs(h2, config)
+    assert all(c.get(1) in (Shown.RECEIVED, Shown.PINNED) for c in kept)
+    assert released[-1].get(1) not in (Shown.RECEIVED, Shown.PINNED)
+
+
 def test_protecting_moves_the_boundary_no_more_often() -> None:
     """Protected outputs count from the boundary on, so their arrival is no edit that forces a move."""
     h = _run(30)
