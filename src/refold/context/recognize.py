@@ -130,9 +130,10 @@ class Recognizer:
     shell_tool: bool = True
     """The agent has a shell tool (one of ``SHELL_TOOLS``)."""
     compound: bool = False
-    """Read a restore after another command (``ls; restore 3``) as one, answered "Not run": only
-    where the whole call decides. A streamed call is released by its first word (``ls``), and a
-    call relayed must never be answered too (``proxy.early``), so streams leave it to the shell."""
+    """Read a restore after another command (``ls; restore 3``) as one, answered "Not run" where
+    the whole call decides. A streamed shell call is held from the separator before it and split
+    (``proxy.compound``); a streamed text reply's command block is released by its first word
+    (``proxy.early``), so there the client's shell gets the restore (a gap)."""
 
     def command(self, tool: str, command: str) -> ContextCommand | None:
         """The context command an action (``tool`` called with ``command``) is, else None."""
