@@ -160,3 +160,17 @@ def test_serve_flags_carry_the_rules_into_the_config() -> None:
 
     assert from_flags(upstream="http://127.0.0.1:9", protect=("path:*.md", "tool:todo")).policy.protect == ("path:*.md", "tool:todo")
     assert from_flags(upstream="http://127.0.0.1:9").policy.protect == ()
+
+
+@pytest.mark.parametrize("name", ["compact+refold", "compact+self-gc"])
+def test_a_replayed_compaction_keeps_a_protected_output_before_the_boundary_passes_it(name: str) -> None:
+    """The summary kept pins only: a compaction before the boundary passed the plan dropped it
+    for the calls until then (the rule's outputs are in every prompt)."""
+    from refold.lab.replay.policies import Options, make_projector
+    from refold.tokens import get_tokenizer
+
+    h = _run(40)
+    opts = Options(tokenizer=get_tokenizer("chars4"), budget=2048, policy_overrides={"protect": ("cat PLAN.md",)})
+    prompts = list(make_projector(name, opts).prompts(h))
+    assert any(p.compaction is not None and p.stats is not None and p.stats.boundary < 1 for p in prompts)
+    assert all(PLAN in "\n".join(str(m.get("content")) for m in p.messages) for p in prompts if p.t)
