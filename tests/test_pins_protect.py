@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -58,6 +60,17 @@ def test_rules_name_a_tool_a_path_read_or_the_command() -> None:
     assert protected_parts(s3, ("restore*", "tool:*")) == ()  # a context command is answered, never kept
 
 
+def test_parallel_calls_results_in_another_order_protect_the_matching_one() -> None:
+    """Results answer calls by id, not position: the plan's own output is protected, not ``ls``'s."""
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "t"}])
+    calls = [{"id": i, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": c})}}
+             for i, c in (("a", "cat PLAN.md"), ("b", "ls"))]
+    h.append({"role": "assistant", "content": "x", "tool_calls": calls},
+             [{"role": "tool", "tool_call_id": "b", "content": "files"}, {"role": "tool", "tool_call_id": "a", "content": PLAN}])
+    assert protected_parts(h.steps[0], ("path:PLAN.md",)) == ((1, 1),)
+    assert protected_parts(h.steps[0], ("ls",)) == ((1, 0),)
+
+
 def test_a_protected_output_is_never_hidden_and_the_rest_still_is() -> None:
     h = _run()
     plain = _shown_outputs(h, Config())
@@ -68,6 +81,19 @@ def test_a_protected_output_is_never_hidden_and_the_rest_still_is() -> None:
     r = Renderer(Config.parse(policy={"protect": ["cat PLAN.md"]}))
     last = r.render(h, len(h))
     assert sum(PLAN in str(m.get("content")) for m in last.messages) == 1  # verbatim, once
+
+
+def test_the_agents_unpin_releases_a_protected_output() -> None:
+    """A protected output is a pin: ``unpin 1`` lets it be hidden again, as it would any pin."""
+    h = _run(24)
+    h2 = text_history([(reply(None, None, "cat PLAN.md"), PLAN), *[(reply(None, None, f"cat src/mod_{i}.py"), _code(i)) for i in range(2, 5)],
+                       (reply(None, None, "unpin 1"), "[context-manager] 1 unpinned"),
+                       *[(reply(None, None, f"cat src/mod_{i}.py"), _code(i)) for i in range(6, 25)]])
+    config = Config.parse(policy={"protect": ["cat PLAN.md"]})
+    kept = _shown_outputs(h, config)
+    released = _shown_outputs(h2, config)
+    assert all(c.get(1) in (Shown.RECEIVED, Shown.PINNED) for c in kept)
+    assert released[-1].get(1) not in (Shown.RECEIVED, Shown.PINNED)
 
 
 def test_protecting_moves_the_boundary_no_more_often() -> None:
@@ -134,3 +160,17 @@ def test_serve_flags_carry_the_rules_into_the_config() -> None:
 
     assert from_flags(upstream="http://127.0.0.1:9", protect=("path:*.md", "tool:todo")).policy.protect == ("path:*.md", "tool:todo")
     assert from_flags(upstream="http://127.0.0.1:9").policy.protect == ()
+
+
+@pytest.mark.parametrize("name", ["compact+refold", "compact+self-gc"])
+def test_a_replayed_compaction_keeps_a_protected_output_before_the_boundary_passes_it(name: str) -> None:
+    """The summary kept pins only: a compaction before the boundary passed the plan dropped it
+    for the calls until then (the rule's outputs are in every prompt)."""
+    from refold.lab.replay.policies import Options, make_projector
+    from refold.tokens import get_tokenizer
+
+    h = _run(40)
+    opts = Options(tokenizer=get_tokenizer("chars4"), budget=2048, policy_overrides={"protect": ("cat PLAN.md",)})
+    prompts = list(make_projector(name, opts).prompts(h))
+    assert any(p.compaction is not None and p.stats is not None and p.stats.boundary < 1 for p in prompts)
+    assert all(PLAN in "\n".join(str(m.get("content")) for m in p.messages) for p in prompts if p.t)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from refold.context.recognize import split_restore
+from refold.context.recognize import Recognizer, split_restore
 from refold.proxy import ProxyConfig
 from refold.proxy.compound import CompoundHold, release_limit
 from test_proxy_held_restart import _sse_message, _two_requests
@@ -60,7 +60,7 @@ COMMANDS = st.lists(
                      'echo "x; y"', "cat <<EOF\nrestore 2\nEOF", "cat <<'E'\nx\nE", "restored", "git restore f",
                      "x=1 restore 2", "(restore 4)", "(cd /x && ls)", "{ ls; restore 5; }", "# a note\n", "echo {a,b}",
                      "echo $(ls; restore 1)", "echo `ls`", "for i in 1; do restore 2; done", "if true; then ls; fi",
-                     "python -c 'a=1; b=2'", "ls 2>&1", "ls &>/dev/null", "echo \\; restore"]),
+                     "python -c 'a=1; b=2'", "ls 2>&1", "ls &>/dev/null", "echo \\; restore", "echo \U0001F600"]),
     min_size=1, max_size=4,
 )
 SEPS = st.sampled_from(["; ", " && ", " || ", "\n", " | ", " & ", ";\n", "\n\n", " ;; ", "&"])
@@ -90,6 +90,19 @@ def test_no_restore_after_another_command_ever_goes_out(parts: list[str], seps: 
         assert _bash_ok(found[0]), found[0]
     if found is None and release_limit(command).held is None:
         assert hold.allowed(args) == args.index('"', start + len(json.dumps(command)) - 2)
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_a_character_outside_the_bmp_escaped_as_a_surrogate_pair_is_one_character(ensure_ascii: bool) -> None:
+    """``\\ud83d\\ude00`` is one character to ``json.loads``: read as two, the command never
+    matched the session's and ``echo 😀; restore 3`` reached the client's shell whole."""
+    command = "echo \U0001F600 done; restore 3"
+    args = json.dumps({"command": command}, ensure_ascii=ensure_ascii)
+    hold = CompoundHold(len('{"command": "'))
+    for i in range(1, len(args) + 1):  # the pair cut at every point
+        hold.allowed(args[:i])
+    assert hold.cmd.value == command
+    assert hold.split(command, Recognizer(compound=True), 0) == (args.index(";"), "restore 3")
 
 
 @pytest.fixture()
@@ -206,7 +219,7 @@ def test_a_restore_the_client_is_sent_nothing_of_is_held_at_its_separator(
 @pytest.mark.parametrize(
     "command",
     ["for f in a b; do restore 1; done", "if true; then restore 1; fi", "for f in a; do ls; restore 1; done",
-     "{ ls; restore 1; }"],
+     "{ ls; restore 1; }", "ls; (restore 1)", "ls && { restore 1; }"],
 )
 def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with_a_note(
     scripted: tuple[Scripted, str], tmp_path: Path, command: str
@@ -231,6 +244,16 @@ def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with
     assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
     note = sent[-1]
     assert note["tool_call_id"] == "c1_restore" and "Not run" in note["content"] and "`restore 1`" in note["content"]
+
+
+@pytest.mark.parametrize(
+    "command", ["ls; (restore 3)", "ls | (restore 3)", "ls && { restore 3 || true; }", "ls; f() { restore 3; }"]
+)
+def test_no_split_where_a_group_or_function_body_opens_before_the_restore(command: str) -> None:
+    """Cut there, the client would run ``ls; f`` (a function's name as a command) and refold
+    would answer ``restore 3)``, a bad step number."""
+    assert split_restore(command) is None
+    assert split_restore("(cd /x; ls); restore 3") == ("(cd /x; ls)", "restore 3")
 
 
 def _split_then_next(store: str, restart: bool, session: str) -> list[dict[str, Any]]:

@@ -146,6 +146,8 @@ def test_a_split_call_is_answered_before_the_next_upstream_call_on_both_surfaces
                     uses = [(i["call_id"], json.loads(i["arguments"])) for i in inp if i.get("type") == "function_call"]
                     results = [(i["call_id"], str(i["output"])) for i in inp if i.get("type") == "function_call_output"]
                     assert uses == [("call_1", want), ("call_1_restore", {"command": ["bash", "-lc", "restore 1"]})]
+                    # the item refold made has no id: the upstream never made it, and would not find one
+                    assert [i.get("id") for i in inp if i.get("type") == "function_call"][1:] == [None]
                 assert len(up.requests) == n + 2  # nothing answered inside the first response
                 assert [i for i, _ in results] == [uses[0][0], uses[1][0]]
                 assert "a.py" in results[0][1] and "restored" in results[1][1]

@@ -380,3 +380,12 @@ def test_replay_warns_of_copies_of_one_run(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert f"{tmp_path / 'b.traj.json.gz'} holds the same run as {tmp_path / 'a.traj.json'}" in r.stderr
     assert r.stderr.count("holds the same run") == 1  # c.traj is another run
+
+
+def test_a_report_says_which_outputs_it_kept() -> None:
+    """Figures measured under ``--protect`` are not the default's: the report names the rules."""
+    s = Settings(tokenizer="chars4", policies=("base", "default"), protect=("path:*.py",))
+    r = build_report(replay_paths([str(MINI)], s), s)
+    assert r["protect"] == ["path:*.py"]
+    plain = Settings(tokenizer="chars4", policies=("base", "default"))
+    assert "protect" not in build_report(replay_paths([str(MINI)], plain), plain)

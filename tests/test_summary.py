@@ -683,6 +683,11 @@ def test_a_listing_names_the_projects_files_before_its_dotfiles() -> None:
     assert summarize("ls -la", mini(body)).text == "7 entries: README.rst, django, docs, setup.py, …"
 
 
+def test_a_listing_of_an_empty_folder_says_so() -> None:
+    body = "total 8\ndrwxr-xr-x 2 r r 4096 Jan 1 .\ndrwxr-xr-x 9 r r 4096 Jan 1 ..\n"
+    assert summarize("ls -la", mini(body)).text == "no entries"  # was "0 entries:"
+
+
 def test_a_script_that_writes_files_is_summarized_by_what_it_printed_first_and_last() -> None:
     cmd = "cat <<'EOF' > check.py\nimport sympy\nprint(sympy.Union)\nEOF\npython check.py"
     body = (

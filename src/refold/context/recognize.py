@@ -79,8 +79,8 @@ def _restore_at(simples: list[Simple]) -> tuple[int, int] | None:
 def split_restore(command: str) -> tuple[str, str] | None:
     """``ls; restore 3`` as (``ls``, ``restore 3``): the commands before the first restore after
     another command (``_after_another``) as a whole command line, and the text from that restore
-    on; None when there is none, or no clean cut before it (inside a loop, an ``if``, a group, or
-    with a heredoc body still to come). A streamed call whose first part the client already has
+    on; None when there is none, or no clean cut before it (inside a loop, an ``if``, a group or
+    a function body, or with a heredoc body still to come). A streamed call whose first part the client already has
     is split there (``proxy.compound``)."""
     simples = [s for s in lex(command) if s.words]
     found = _restore_at(simples)
@@ -94,6 +94,8 @@ def split_restore(command: str) -> tuple[str, str] | None:
     if depth > 0:
         return None
     s = simples[k]
+    if any(c in "({" for c in command[s.cut : s.start]):  # ``ls; (restore 3)``, ``f() { restore 3; }``: a group opens
+        return None
     return command[: s.cut], command[s.start :]
 
 
@@ -128,9 +130,10 @@ class Recognizer:
     shell_tool: bool = True
     """The agent has a shell tool (one of ``SHELL_TOOLS``)."""
     compound: bool = False
-    """Read a restore after another command (``ls; restore 3``) as one, answered "Not run": only
-    where the whole call decides. A streamed call is released by its first word (``ls``), and a
-    call relayed must never be answered too (``proxy.early``), so streams leave it to the shell."""
+    """Read a restore after another command (``ls; restore 3``) as one, answered "Not run" where
+    the whole call decides. A streamed shell call is held from the separator before it and split
+    (``proxy.compound``); a streamed text reply's command block is released by its first word
+    (``proxy.early``), so there the client's shell gets the restore (a gap)."""
 
     def command(self, tool: str, command: str) -> ContextCommand | None:
         """The context command an action (``tool`` called with ``command``) is, else None."""

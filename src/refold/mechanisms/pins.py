@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from ..messages import action_of
 from ..protocol import CM, ContextCommand
 from ..types import Action, Answer, Outcome, Step
 from .ledger import parse_ids
@@ -91,12 +92,12 @@ def protects(action: Action, rules: tuple[str, ...]) -> bool:
 def protected_parts(step: Step, rules: tuple[str, ...]) -> tuple[Part, ...]:
     """The outputs of ``step`` that ``rules`` protect: each matching action's own output when the
     step has one output per action (tool calls, one command), else all of them."""
-    hits = [i for i, a in enumerate(step.actions) if protects(a, rules)]
+    hits = [a for a in step.actions if protects(a, rules)]
     if not hits:
         return ()
     n = len(step.observations)
-    if len(step.actions) == n:
-        return tuple((step.index, i) for i in hits)
+    if len(step.actions) == n:  # by tool-call id: parallel calls' results may come in another order
+        return tuple((step.index, j) for j in range(n) if any(action_of(step, j) is a for a in hits))
     return tuple((step.index, j) for j in range(n))
 
 

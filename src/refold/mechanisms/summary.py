@@ -251,6 +251,8 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         ]
         # the project's own files before its dotfiles: '.editorconfig, .eslintignore' says little
         shown = sorted((e.split()[-1] for e in entries), key=lambda n: n.startswith("."))[:4]
+        if not entries:  # ``ls -a`` of an empty folder: only '.' and '..'
+            return out("listing", "no entries")
         names = ", ".join(shown)
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):

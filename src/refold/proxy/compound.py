@@ -22,6 +22,7 @@ from .early import _ESCAPES
 
 _NAME = "restore"
 _WORD = re.compile(r"\w")
+_LOW = re.compile(r"[dD][c-fC-F][0-9a-fA-F]{2}")  # the low half of a surrogate pair
 _ENDS_WORD = frozenset(" \t\n;&|()<>")
 _OPERATORS = frozenset(";&|\n(){}")
 """Characters that may end a simple command (``shell_lex``); text without them starts none."""
@@ -58,12 +59,20 @@ class CommandText:
                 if len(code) < 4:
                     break
                 try:
-                    out.append(chr(int(code, 16)))
+                    cp = int(code, 16)
                 except ValueError:  # bad JSON: the arguments are read whole at the end
                     self.closed = True
                     break
+                size = 6
+                if 0xD800 <= cp < 0xDC00:  # ``\ud83d\ude00``: one character, as ``json.loads`` reads it
+                    low = text[i + 6 : i + 12]
+                    if len(low) < 6 and "\\u".startswith(low[:2]):
+                        break  # its low half may still come
+                    if low[:2] == "\\u" and _LOW.fullmatch(low[2:]):
+                        cp, size = 0x10000 + ((cp - 0xD800) << 10) + (int(low[2:], 16) - 0xDC00), 12
+                out.append(chr(cp))
                 self._offsets.append(i)
-                i += 6
+                i += size
                 continue
             if esc not in _ESCAPES:
                 self.closed = True

@@ -121,10 +121,10 @@ def split_call(item: dict[str, Any], rest: str) -> tuple[dict[str, Any], str] | 
         if args is None:
             return None
         cid = item["call_id"] + "_restore"
-        out = {**item, "call_id": cid, "arguments": json.dumps(args, ensure_ascii=False)}
-        if isinstance(item.get("id"), str):
-            out["id"] = item["id"] + "_restore"
-        return out, cid
+        # no ``id``: the upstream never made this item, and one it cannot find is a 404 ("Item with
+        # id ... not found") where it looks input items up; ``id`` is optional on an input item
+        out = {k: v for k, v in item.items() if k != "id"}
+        return {**out, "call_id": cid, "arguments": json.dumps(args, ensure_ascii=False)}, cid
     return None
 
 

@@ -28,6 +28,7 @@ from ...config import CACHE_PROFILES, BoundaryConfig, Config
 from ...config import DEFAULT as DEFAULT_CONFIG
 from ...history import History
 from ...integrations.cache_control import breakpoints
+from ...mechanisms.pins import protected_parts
 from ...messages import clean
 from ...policy import Policy
 from ...prompt_tokens import PromptTokens
@@ -310,9 +311,16 @@ class CompactProjector:
         upto = 0
         summary: Message | None = None
         counter = PromptTokens(o.tokenizer)  # counts only what changed since the last call
+        # a protected output is pinned once the boundary passes it; the summary keeps it from arrival
+        rules = self.inner.config.policy.protect if isinstance(self.inner, RendererProjector) else ()
+        kept: set[tuple[int, int]] = set()
+        seen = 0
         for p in self.inner.prompts(history):
             start = time.perf_counter()
-            msgs, origins = self._view(p, upto, summary)
+            for s in history.steps_between(seen, p.t) if rules and p.t > seen else ():
+                kept.update(protected_parts(s, rules))
+            seen = max(seen, p.t)
+            msgs, origins = self._view(p, upto, summary, kept)
             event: Compaction | None = None
             total = counter.count(msgs)
             if total > limit and p.t > upto:
@@ -322,23 +330,31 @@ class CompactProjector:
                 event = Compaction([*msgs, SUMMARY_INSTRUCTION], size, (upto + 1, p.t))
                 summary = self._summary(1, p.t, size)
                 upto = p.t
-                msgs, origins = self._view(p, upto, summary)
+                msgs, origins = self._view(p, upto, summary, kept)
             ms = p.render_ms + (time.perf_counter() - start) * 1000
             yield Prompt(p.t, msgs, origins, ms, p.stats, event, upto, p.reversible)
 
     @staticmethod
-    def _view(p: Prompt, upto: int, summary: Message | None) -> tuple[list[Message], list[Origin]]:
+    def _view(
+        p: Prompt, upto: int, summary: Message | None, kept: set[tuple[int, int]]
+    ) -> tuple[list[Message], list[Origin]]:
         n_prefix = _prefix_len(p.origins)
         msgs, origins = list(p.messages[:n_prefix]), list(p.origins[:n_prefix])
         if summary is not None:
             msgs.append(summary)
             origins.append(Origin(None, "note", Shown.NOTE, tuple(range(1, upto + 1))))
+        outputs: dict[int, int] = {}  # each step's outputs met so far: the next one's index
         for m, o in zip(p.messages[n_prefix:], p.origins[n_prefix:], strict=True):
+            j = -1
+            if o.part == "output" and o.step:
+                j = outputs.get(o.step, 0)
+                outputs[o.step] = j + 1
             last = max(o.covers) if o.covers else (o.step or 0)
             if last > upto or o.part == "ledger":
                 msgs.append(m)
                 origins.append(o)
-            elif o.shown is Shown.PINNED:  # a pinned object survives the summary verbatim, as a note
+            elif o.shown is Shown.PINNED or o.shown is Shown.RECEIVED and (o.step or 0, j) in kept:
+                # a pinned (or protected) object survives the summary verbatim, as a note
                 text = content_text(m.get("content"))
                 if o.part != "pin":
                     text = f"{CM} Pinned {o.part} of step {o.step}, kept verbatim through the compaction:\n{text}"

@@ -210,6 +210,8 @@ def build_report(
         "files": per_file(results),
         "cache_validation": _validation_summary(results),
     }
+    if settings.protect:  # figures measured with outputs kept: say so (absent, the report reads as the default's)
+        report["protect"] = list(settings.protect)
     if seconds is not None:
         report["seconds"] = round(seconds, 3)
     return report
