@@ -174,3 +174,11 @@ def test_a_replayed_compaction_keeps_a_protected_output_before_the_boundary_pass
     prompts = list(make_projector(name, opts).prompts(h))
     assert any(p.compaction is not None and p.stats is not None and p.stats.boundary < 1 for p in prompts)
     assert all(PLAN in "\n".join(str(m.get("content")) for m in p.messages) for p in prompts if p.t)
+
+
+def test_a_tool_rule_matches_in_any_case_and_a_shell_by_any_of_its_names() -> None:
+    h = tool_history([("a", [("ls", "x")])])
+    step = h.steps[0]  # recorded as the shell tool `bash`, whatever the client named it
+    for rule in ("tool:Bash", "tool:BASH", "tool:shell", "tool:exec*"):
+        assert protected_parts(step, (rule,)) == ((1, 0),), rule
+    assert protected_parts(step, ("tool:Read",)) == ()

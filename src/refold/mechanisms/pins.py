@@ -27,6 +27,7 @@ from fnmatch import fnmatchcase
 
 from ..messages import action_of
 from ..protocol import CM, ContextCommand
+from ..shell import SHELL_TOOLS
 from ..types import Action, Answer, Outcome, Step
 from .ledger import parse_ids
 from .objects import plan_text, reply_id
@@ -71,14 +72,18 @@ def parts(ids: Iterable[tuple[int, int | None]], outputs: list[int]) -> list[Par
 
 def protects(action: Action, rules: tuple[str, ...]) -> bool:
     """Whether ``action`` is one whose outputs ``Policy.protect``'s ``rules`` keep: ``tool:GLOB``
-    its tool's name, ``path:GLOB`` a file it reads (the whole path or its name), else a glob on
-    the command itself. Context commands answer from the history and are never protected."""
+    its tool's name in any case (a shell call is recorded as ``bash`` whatever its tool was named:
+    ``tool:Bash`` and ``tool:shell`` match it too), ``path:GLOB`` a file it reads (the whole path
+    or its name), else a glob on the command itself. Context commands answer from the history and
+    are never protected."""
     if action.context is not None:
         return False
     command = action.command.strip()
+    tools = (action.tool.lower(), *SHELL_TOOLS) if action.tool == "bash" else (action.tool.lower(),)
     for rule in rules:
         if rule.startswith("tool:"):
-            if fnmatchcase(action.tool, rule[5:]):
+            glob = rule[5:].lower()
+            if any(fnmatchcase(t, glob) for t in tools):
                 return True
         elif rule.startswith("path:"):
             glob = rule[5:]
