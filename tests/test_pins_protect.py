@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold import Config, Renderer
-from refold.errors import SettingError
+from refold.errors import PolicyError, SettingError
 from refold.history import History
 from refold.mechanisms.pins import protected_parts
 from refold.policy import Policy
@@ -182,3 +183,17 @@ def test_a_tool_rule_matches_in_any_case_and_a_shell_by_any_of_its_names() -> No
     for rule in ("tool:Bash", "tool:BASH", "tool:shell", "tool:exec*"):
         assert protected_parts(step, (rule,)) == ((1, 0),), rule
     assert protected_parts(step, ("tool:Read",)) == ()
+
+
+def test_the_viewer_renders_refolds_policies_with_the_rules() -> None:
+    from refold.lab.viewer import build_report
+
+    h = _run()
+    def page(rule: str) -> str:  # timings and the rule's own text left out
+        html = build_report(h, variants=["default"], mechanisms=False, tokenizer="chars4", protect=[rule])
+        return re.sub(r'"\w*_ms":[0-9.e-]+', "", html).replace(rule, "RULE")
+
+    assert page("cat PLAN.mx") != page("cat PLAN.md")
+    assert page("cat PLAN.mx") == page("cat PLAN.my")
+    with pytest.raises(PolicyError, match="protect"):
+        build_report(h, variants=["default"], mechanisms=False, tokenizer="chars4", protect=["path:"])

@@ -14,10 +14,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..errors import PolicyError, RefoldError
+from ..errors import PolicyError, RefoldError, SettingError
 from ..lab.replay import POLICIES, STALE_SOURCES
 from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
+from ..policy import Policy
 from ._output import check_apart, check_output
 
 
@@ -98,6 +99,10 @@ def view(
     mask_after: Annotated[
         int | None, typer.Option(help="refold-best's mask_after (default: the replay sweep's choice).")
     ] = None,
+    protect: Annotated[
+        list[str] | None,
+        typer.Option(help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."),
+    ] = None,
     title: Annotated[str, typer.Option(help="Page title (default: the instance id or file name).")] = "",
 ) -> None:
     """Write a single offline HTML report: history vs prompt at every call, charts, mechanism switches."""
@@ -108,6 +113,11 @@ def view(
         raise PolicyError(f"--budget must be at least 1024 tokens, got {budget}")
     if mask_after is not None and mask_after < 1:
         raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
+    if protect:
+        try:
+            Policy(protect=tuple(protect))
+        except SettingError as e:
+            raise PolicyError(f"--protect: {e.reason}") from None
     file, agent = split_source(run)  # FILE#Agent: one agent of a multi-agent file
     if not Path(file).exists():
         raise PolicyError(f"no such file: {run}")
@@ -134,6 +144,7 @@ def view(
                 mechanisms=mechanisms or MECHANISMS in names,
                 budget=budget,
                 mask_after=mask_after,
+                protect=tuple(protect or ()),
                 progress=tick,
             )
     except RefoldError:

@@ -15,9 +15,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ...errors import PolicyError, RefoldError
+from ...errors import PolicyError, RefoldError, SettingError
 from ...history import History
 from ...loaders import load
+from ...policy import Policy
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from ..replay import STALE_SOURCES, Options
 from .data import VIEW_FORMAT, Progress, build_data
@@ -53,6 +54,7 @@ def build_report(
     default: str = "default",
     budget: int = 32_768,
     mask_after: int | None = None,
+    protect: Sequence[str] = (),
     progress: Progress | None = None,
     live: dict[str, Any] | None = None,
 ) -> str:
@@ -62,7 +64,8 @@ def build_report(
     always added). ``mechanisms``: also precompute refold with every combination of the four
     switches. ``stale``: where STALE marks come from (``recorded``, ``none``, ``hindsight``...);
     anything but ``recorded`` is simulated and the page says so. ``budget`` and ``mask_after``
-    are the knobs of the compact policies and of refold-best, as in ``refold replay``.
+    are the knobs of the compact policies and of refold-best, as in ``refold replay``; ``protect``
+    the ``Policy.protect`` rules of refold's policies (outputs they never hide).
     ``progress(done, total, what)`` is called as each precomputed policy is done. ``live`` (the
     proxy's session page: ``session``, ``base`` URL path, ``pins``) adds expand and pin controls.
     """
@@ -76,6 +79,12 @@ def build_report(
         raise PolicyError(f"mask_after must be at least 1, got {mask_after}")
     tok = _tokenizer(tokenizer)
     extra: dict[str, Any] = {} if mask_after is None else {"mask_after": mask_after}
+    if protect:
+        try:
+            Policy(protect=tuple(protect))
+        except SettingError as e:
+            raise PolicyError(f"protect: {e.reason}") from None
+        extra["policy_overrides"] = {"protect": tuple(protect)}
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
     data = build_data(history, chosen, tok, title=title, stale=stale, default=default, progress=progress)
     if live is not None:
@@ -94,6 +103,7 @@ def write_report(
     mechanisms: bool = True,
     budget: int = 32_768,
     mask_after: int | None = None,
+    protect: Sequence[str] = (),
     progress: Progress | None = None,
 ) -> Path:
     """Load a recorded run (any format ``refold.loaders.load`` reads) and write its report."""
@@ -107,6 +117,7 @@ def write_report(
         mechanisms=mechanisms,
         budget=budget,
         mask_after=mask_after,
+        protect=protect,
         progress=progress,
     )
     out = Path(path_out)
