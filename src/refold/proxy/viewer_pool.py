@@ -47,6 +47,8 @@ class Snapshot:
     pins: Sequence[dict[str, Any]]
     live: dict[str, Any]
     source: str
+    config: dict[str, Any] | None = None
+    """The proxy's Config (``model_dump``): the page shows the prompts it rendered as ``sent``."""
 
     def history(self) -> History:
         from ..wire import read_stored
@@ -85,7 +87,10 @@ def build_page(snap: Snapshot, title: str, tokenizer: str) -> Built:
     history = snap.history()
     if not len(history):  # the first call's reply becomes a step with the request carrying its outcome
         raise RefoldError("it has no step yet: its page opens with the agent's second request")
-    html = build_report(history, title=title, tokenizer=tokenizer, live=snap.live).encode()
+    from ..config import Config
+
+    served = Config.model_validate(snap.config) if snap.config is not None else None
+    html = build_report(history, title=title, tokenizer=tokenizer, live=snap.live, served=served).encode()
     return html, gzip.compress(html, 6)
 
 

@@ -93,9 +93,10 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
         def snapshot() -> Snapshot:  # synchronous: no other coroutine can append meanwhile
             p, steps = s.chain(head)
             live = {"session": name, "base": f"/sessions/{quote(name, safe='')}", "pins": pinned_items(s.pins)}
+            manager: SessionManager = state["manager"]
             return Snapshot(
                 s.prefixes[p], [(st.reply, st.observations, st.meta) for st in steps], list(s.pins), live,
-                f"session:{name}",
+                f"session:{name}", manager.renderer().config.model_dump(mode="json"),
             )
 
         page = await pool.page(key, snapshot, f"refold session {name}", tokenizer)

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ...config import Config
 from ...errors import PolicyError, RefoldError, SettingError
 from ...history import History
 from ...loaders import load
@@ -23,7 +24,7 @@ from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from ..replay import STALE_SOURCES, Options
 from .data import VIEW_FORMAT, Progress, build_data
 from .page import render_page
-from .variants import MECHANISMS, SWITCHES, build_variants
+from .variants import MECHANISMS, SENT, SWITCHES, build_variants, sent_variant
 
 __all__ = ["MECHANISMS", "SWITCHES", "VIEW_FORMAT", "Progress", "build_report", "write_report"]
 
@@ -57,6 +58,7 @@ def build_report(
     protect: Sequence[str] = (),
     progress: Progress | None = None,
     live: dict[str, Any] | None = None,
+    served: Config | None = None,
 ) -> str:
     """The HTML report for ``history``.
 
@@ -68,6 +70,8 @@ def build_report(
     the ``Policy.protect`` rules of refold's policies (outputs they never hide).
     ``progress(done, total, what)`` is called as each precomputed policy is done. ``live`` (the
     proxy's session page: ``session``, ``base`` URL path, ``pins``) adds expand and pin controls.
+    ``served``: the Config a proxy rendered this session with; its prompts (what the agent was
+    sent) are added as the variant ``sent`` and the page opens on them.
     """
     if stale not in STALE_SOURCES:
         raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
@@ -86,6 +90,9 @@ def build_report(
             raise PolicyError(f"protect: {e.reason}") from None
         extra["policy_overrides"] = {"protect": tuple(protect)}
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
+    if served is not None:
+        chosen.insert(1, sent_variant(served))
+        default = SENT
     data = build_data(history, chosen, tok, title=title, stale=stale, default=default, progress=progress)
     if live is not None:
         data["live"] = dict(live)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...config import Config
 from ...errors import PolicyError
 from ..replay import POLICIES, STALE_POLICIES, Options, Projector, make_projector
 from ..replay.policies import RendererProjector, refold_policy
@@ -32,6 +33,18 @@ class Variant:
     uses_stale: bool  # renders from the history with STALE marks (recorded or simulated)
     switches: dict[str, bool] | None  # the four switches, when the variant is refold's renderer
     settings: dict[str, Any]  # what to show as "policy settings"
+
+
+SENT = "sent"
+"""The variant of a proxy's session page rendered with the proxy's own Config: what was sent."""
+
+
+def sent_variant(config: Config) -> Variant:
+    """The prompts ``config`` renders, reminders and all: on a proxy's session page, what the
+    agent was sent (its renderer is the session's, fed the same stored steps)."""
+    policy = config.policy
+    switches = {s: bool(getattr(policy, s)) for s in SWITCHES}
+    return Variant(SENT, "sent (this proxy's settings)", "policy", RendererProjector(SENT, policy, config), True, switches, policy.model_dump())
 
 
 def mechanism_id(switches: dict[str, bool]) -> str:
