@@ -13,6 +13,7 @@ answers the rest (``split_restore``) before the next upstream call (``deferred``
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import NamedTuple
 
@@ -26,6 +27,11 @@ _LOW = re.compile(r"[dD][c-fC-F][0-9a-fA-F]{2}")  # the low half of a surrogate 
 _ENDS_WORD = frozenset(" \t\n;&|()<>")
 _OPERATORS = frozenset(";&|\n(){}")
 """Characters that may end a simple command (``shell_lex``); text without them starts none."""
+_BUDGET = 120_000
+"""Characters one call's command may be re-read for (~20-150 ms): a command that never becomes whole
+(``\\``-continued lines, nested groups, a heredoc body) is re-read from its start at every line
+break, quadratic in its length; past this the rest is held to the call's end and the whole
+call decides (``split``), which is always safe."""
 
 
 class CommandText:
@@ -156,15 +162,21 @@ class CompoundHold:
         self.held: bool | None = None  # ``release_limit``'s verdict at ``limit`` (True: final till the end)
         self._resume: tuple[int, int, bool] = (0, 0, False)
         self._until = ""
+        self._work = 0  # characters re-read so far (``_BUDGET``)
+        self.frozen = False  # the budget ran out: nothing more goes out before the call is whole
 
     def allowed(self, args: str) -> int:
         new = self.cmd.add(args)
         text = self.cmd.value
-        if self.held is not True:
+        if self.held is not True and not self.frozen:
             # what may start a command, or end the quote, substitution or heredoc body the text is in
             changes = frozenset(self._until) if self._until else _OPERATORS
             if self.held is False or not changes.isdisjoint(new):
-                self.limit, self.held, self._resume, self._until = release_limit(text, self._resume)
+                self._work += len(text) - self._resume[0]
+                if self._work > _BUDGET:  # ``limit`` stays: the client may have had that much already
+                    self.frozen = True
+                else:
+                    self.limit, self.held, self._resume, self._until = release_limit(text, self._resume)
             else:  # no new command began: what went out before still goes on
                 self.limit = len(text)
         return self.cmd.offset(self.limit)
@@ -183,3 +195,35 @@ class CompoundHold:
             return self.cmd.offset(len(parts[0])), parts[1]
         return None, f"restore {found.argument}"
 
+
+
+_RUN = re.compile(r"[A-Za-z0-9]+")
+_HEX = frozenset("0123456789abcdef")
+_CLASSES = ("0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def derived_id(cid: str, taken: frozenset[str] = frozenset()) -> str:
+    """The id of the call refold answers of a split call ``cid``, in ``cid``'s format: its last
+    run of letters and digits replaced by one of the same length (at least 8 after a prefix such as
+    ``call_``) from the same alphabet (hex, or the classes it uses), drawn from a hash of ``cid``.
+    Mistral accepts only 9 characters of ``[a-zA-Z0-9]``: a suffix (``c1_restore``) was refused
+    when the history went back upstream. Deterministic, so a retry sends the same id."""
+    runs = list(_RUN.finditer(cid))
+    if not runs:
+        return cid + "_restore"
+    run = runs[-1]
+    word = run.group(0)
+    alphabet = "".join(sorted(_HEX)) if set(word) <= _HEX and not word.isdigit() else "".join(
+        c for c in _CLASSES if not set(word).isdisjoint(c)
+    )
+    size = len(word) if run.start() == 0 and run.end() == len(cid) else max(len(word), 8)
+    for salt in range(1000):
+        digest = int.from_bytes(hashlib.shake_256(f"{cid}\0restore\0{salt}".encode()).digest(size + 8), "big")
+        out = []
+        for _ in range(size):
+            digest, k = divmod(digest, len(alphabet))
+            out.append(alphabet[k])
+        made = cid[: run.start()] + "".join(out) + cid[run.end() :]
+        if made != cid and made not in taken:
+            return made
+    return cid + "_restore"  # a one-character id whose every other value is taken

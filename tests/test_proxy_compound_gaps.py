@@ -1,0 +1,121 @@
+"""Three gaps of the streamed compound hold (``proxy.compound``), through the real app: a restore
+after ``time`` or ``!`` (no clean cut: the client runs the whole command, refold's answer says
+"Not run", never a restore that succeeded); a command that never becomes whole (``\\``-continued
+lines) stops being re-read past a budget and is decided whole at the call's end; and the call
+refold answers of a split gets an id in the original's format (Mistral: 9 of ``[a-zA-Z0-9]``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from refold.context.recognize import Recognizer, split_restore
+from refold.proxy.compound import CompoundHold, derived_id, release_limit
+from test_proxy_resend import BASH, SYSTEM
+from test_proxy_stream_early import Reader, Scripted, _proxy, call
+
+from fake_upstream import ServerThread
+
+
+@pytest.fixture()
+def scripted() -> Iterator[tuple[Scripted, str]]:
+    s = Scripted()
+    s.release.set()
+    with ServerThread(s.app) as srv:
+        yield s, f"{srv.url}/v1"
+
+
+def _stream(c: httpx.Client, url: str, msgs: list[dict[str, Any]], sid: str) -> dict[str, Any]:
+    body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+    with c.stream("POST", f"{url}/v1/chat/completions", json=body, headers={"X-Refold-Session": sid}) as r:
+        rd = Reader(r)
+        rd.rest()
+    return rd.message()
+
+
+def _two_rounds(s: Scripted, url: str, tmp_path: Path, command: str, cid: str, output: str) -> tuple[str, list[Any]]:
+    """The first call's command as the client got it, and the second upstream request's messages."""
+    s.replies.append(call(0, "bash", json.dumps({"command": command}), cid))
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo next"}), "zZ9yY8xX7"))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=60) as c:
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        msg = _stream(c, px.url, msgs, "gap")
+        got = str(json.loads(msg["tool_calls"][0]["function"]["arguments"])["command"])
+        msgs += [msg, {"role": "tool", "tool_call_id": cid, "content": output}]
+        _stream(c, px.url, msgs, "gap")
+    assert len(s.requests) == 2
+    return got, list(s.requests[1]["messages"])
+
+
+@pytest.mark.parametrize("command", ["ls; time restore 1", "ls; ! restore 1", "ls && ! time restore 1"])
+def test_a_restore_after_time_or_bang_runs_whole_and_is_answered_not_run(
+    scripted: tuple[Scripted, str], tmp_path: Path, command: str
+) -> None:
+    """No clean cut before ``time restore``: the client's shell gets all of it (and says ``restore:
+    command not found``); refold's answer must agree with that, never restore the step."""
+    s, url = scripted
+    got, sent = _two_rounds(s, url, tmp_path, command, "c1", "bash: restore: command not found")
+    assert got == command
+    answers = [m for m in sent if m.get("role") == "tool"]
+    assert [m["tool_call_id"] for m in answers] == ["c1", derived_id("c1")]
+    assert "Not run" in answers[1]["content"] and "restored" not in answers[1]["content"]
+
+
+def test_a_split_calls_answered_part_has_an_id_in_the_originals_format(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """Mistral refuses a call id that is not 9 of ``[a-zA-Z0-9]``: ``aB3dE5fG7_restore`` went back
+    upstream in the history."""
+    s, url = scripted
+    got, sent = _two_rounds(s, url, tmp_path, "ls; restore 1", "aB3dE5fG7", "a.py")
+    assert got == "ls"
+    ids = [tc["id"] for m in sent for tc in m.get("tool_calls") or []] + [m["tool_call_id"] for m in sent if m.get("role") == "tool"]
+    assert len(ids) == 4 and len(set(ids)) == 2 and all(re.fullmatch(r"[a-zA-Z0-9]{9}", i) for i in ids)
+    assert "restored" in sent[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("cid", "pattern"),
+    [("aB3dE5fG7", r"[a-zA-Z0-9]{9}"), ("call_1", r"call_[0-9]{8}"), ("toolu_01AbC", r"toolu_[0-9a-zA-Z]{8}"),
+     ("fc_0a1b", r"fc_[0-9a-f]{8}"), ("c1", r"[a-z0-9]{2}")],
+)
+def test_a_derived_id_keeps_the_format_differs_and_is_deterministic(cid: str, pattern: str) -> None:
+    made = derived_id(cid)
+    assert re.fullmatch(pattern, made) and made != cid and derived_id(cid) == made
+    assert derived_id(cid, frozenset({made})) not in (made, cid)
+
+
+LONG = "echo a \\\n" * 400 + "  b; restore 3"
+
+
+def test_a_command_that_never_becomes_whole_stops_being_re_read_and_nothing_leaks() -> None:
+    """``\\``-continued lines were re-read from the start at every line break (35 KB: ~14 s of
+    CPU); past the budget the hold keeps what it let out and the whole call decides."""
+    args = json.dumps({"command": LONG})
+    start = len('{"command": "')
+    found = split_restore(LONG)
+    assert found is not None
+    hold = CompoundHold(start)
+    for pos in range(7, len(args) + 7, 7):
+        allowed = hold.allowed(args[:pos])
+        assert allowed <= hold.cmd.offset(len(found[0]))
+    assert hold.frozen
+    assert hold.split(LONG, Recognizer(compound=True), 0)[1] == found[1]
+
+
+def test_a_frozen_hold_still_splits_through_the_app(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    s, url = scripted
+    got, sent = _two_rounds(s, url, tmp_path, LONG, "c1", "a")
+    assert (got, "restore 3") == split_restore(LONG)
+    assert derived_id("c1") in [m.get("tool_call_id") for m in sent]
+
+
+@pytest.mark.parametrize("text", ["ls; # a note \\\nrestore 3", "ls # a note \\\nrestore 3"])
+def test_a_comment_ending_in_a_backslash_does_not_continue_the_line(text: str) -> None:
+    """Inside a comment ``\\`` escapes nothing: the next line is a command of its own."""
+    assert release_limit(text).held is True
+    assert split_restore(text) is not None
