@@ -1,6 +1,6 @@
 """Three gaps of the streamed compound hold (``proxy.compound``), through the real app: a restore
 after ``time`` or ``!`` (no clean cut: the client runs the whole command, refold's answer says
-"Not run", never a restore that succeeded); a command that never becomes whole (``\\``-continued
+"Not run", never a restore that succeeded, also with no other command to name); a command that never becomes whole (``\\``-continued
 lines) stops being re-read past a budget and is decided whole at the call's end; and the call
 refold answers of a split gets an id in the original's format (Mistral: 9 of ``[a-zA-Z0-9]``)."""
 
@@ -16,9 +16,14 @@ import httpx
 import pytest
 
 from refold.context.recognize import Recognizer, split_restore
+from refold.protocol import parse_restore_args
+from refold.proxy import anthropic_wire
+from refold.proxy import responses_wire as rwire
 from refold.proxy.compound import CompoundHold, derived_id, release_limit
 from test_proxy_resend import BASH, SYSTEM
 from test_proxy_stream_early import Reader, Scripted, _proxy, call
+from test_proxy_surface_compound import FORMS, _command, _splice
+from test_proxy_surface_guard import _client_args
 
 from fake_upstream import ServerThread
 
@@ -53,7 +58,9 @@ def _two_rounds(s: Scripted, url: str, tmp_path: Path, command: str, cid: str, o
     return got, list(s.requests[1]["messages"])
 
 
-@pytest.mark.parametrize("command", ["ls; time restore 1", "ls; ! restore 1", "ls && ! time restore 1"])
+@pytest.mark.parametrize(
+    "command", ["time restore 1", "! restore 1", "time restore 1  # again", "ls; time restore 1", "ls; ! restore 1", "ls && ! time restore 1"]
+)
 def test_a_restore_after_time_or_bang_runs_whole_and_is_answered_not_run(
     scripted: tuple[Scripted, str], tmp_path: Path, command: str
 ) -> None:
@@ -65,6 +72,24 @@ def test_a_restore_after_time_or_bang_runs_whole_and_is_answered_not_run(
     answers = [m for m in sent if m.get("role") == "tool"]
     assert [m["tool_call_id"] for m in answers] == ["c1", derived_id("c1")]
     assert "Not run" in answers[1]["content"] and "restored" not in answers[1]["content"]
+    assert "Run `restore 1` alone" in answers[1]["content"] and "``" not in answers[1]["content"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("command", ["time restore 3", "! restore 3", "ls; time restore 3"])
+def test_on_messages_and_responses_too(form: Any, command: str) -> None:
+    """``time restore 3`` alone was answered as a restore that succeeded while the client's shell
+    said ``command not found``."""
+    surface, name, make = form
+    args = json.dumps(make(command))
+    sp, sent, data = _splice(surface, name, args, [args[j : j + 5] for j in range(0, len(args), 5)])
+    assert _client_args(surface, sent) == [args]  # the client runs it whole
+    note = sp.split_answer(data)
+    reply = (anthropic_wire if surface == "messages" else rwire).reply(note[0])
+    assert reply is not None
+    answered = {c["id"]: _command(name, c["function"]["arguments"]) for c in reply["tool_calls"]}[note[1]]
+    steps, error = parse_restore_args(answered.split(None, 1)[1], 5)
+    assert not steps and error is not None and "Not run" in error and "`restore 3` alone" in error
 
 
 def test_a_split_calls_answered_part_has_an_id_in_the_originals_format(scripted: tuple[Scripted, str], tmp_path: Path) -> None:

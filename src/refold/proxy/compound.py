@@ -27,6 +27,8 @@ _LOW = re.compile(r"[dD][c-fC-F][0-9a-fA-F]{2}")  # the low half of a surrogate 
 _ENDS_WORD = frozenset(" \t\n;&|()<>")
 _OPERATORS = frozenset(";&|\n(){}")
 """Characters that may end a simple command (``shell_lex``); text without them starts none."""
+_COMMENT = re.compile(r"\s#\s+\D[^\n]*$")  # ``protocol.parse_restore_args`` drops it
+_SHELL = re.compile(r"[;&|\n]")  # what makes ``parse_restore_args`` answer "Not run"
 _BUDGET = 120_000
 """Characters one call's command may be re-read for (~20-150 ms): a command that never becomes whole
 (``\\``-continued lines, nested groups, a heredoc body) is re-read from its start at every line
@@ -193,7 +195,10 @@ class CompoundHold:
         parts = split_restore(command)
         if parts is not None and self.cmd.offset(len(parts[0])) >= sent:
             return self.cmd.offset(len(parts[0])), parts[1]
-        return None, f"restore {found.argument}"
+        arg = _COMMENT.sub("", found.argument)
+        # ``time restore 3``: its shell ran it, so the answer must say "Not run" even with no other
+        # command to name (a restore answered here would contradict what the client saw)
+        return None, f"restore {arg}" if _SHELL.search(arg) else f"restore {arg.strip()};"
 
 
 
