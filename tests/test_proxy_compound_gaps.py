@@ -14,12 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
 from refold.context.recognize import Recognizer, split_restore
 from refold.protocol import parse_restore_args
-from refold.proxy import anthropic_wire
+from refold.proxy import ProxyConfig, anthropic_wire
 from refold.proxy import responses_wire as rwire
 from refold.proxy.compound import CompoundHold, derived_id, release_limit
+from test_proxy_held_restart import _sse_message, _two_requests
 from test_proxy_resend import BASH, SYSTEM
 from test_proxy_stream_early import Reader, Scripted, _proxy, call
 from test_proxy_surface_compound import FORMS, _command, _splice
@@ -144,3 +146,37 @@ def test_a_comment_ending_in_a_backslash_does_not_continue_the_line(text: str) -
     """Inside a comment ``\\`` escapes nothing: the next line is a command of its own."""
     assert release_limit(text).held is True
     assert split_restore(text) is not None
+
+
+def test_a_session_stored_with_the_old_suffixed_id_still_loads_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split stored by an older proxy (``c1_restore``), answered after a restart by this one:
+    the stored id goes on as it was, and the session renders."""
+    import refold.proxy.relay as relay
+
+    s = Scripted()
+    s.replies.append(call(0, "bash", json.dumps({"command": "ls; restore 1"}), "c1"))
+    s.replies.append([{"content": "done"}])
+    with ServerThread(s.app) as srv:
+        cfg = ProxyConfig(upstream=f"{srv.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
+        body = {"model": "m", "messages": msgs, "tools": [BASH], "stream": True}
+        h = {"X-Refold-Session": "old-ids"}
+
+        def first(c: TestClient) -> dict[str, Any]:
+            with monkeypatch.context() as m:
+                m.setattr(relay, "derived_id", lambda cid, taken=frozenset(): f"{cid}_restore")
+                return _sse_message(c.post("/v1/chat/completions", json=body, headers=h).text)
+
+        def second(c: TestClient, msg: dict[str, Any]) -> None:
+            more = [*msgs, msg, {"role": "tool", "tool_call_id": "c1", "content": "a.py"}]
+            r = c.post("/v1/chat/completions", json={**body, "messages": more}, headers=h)
+            assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n")
+            steps = c.get("/sessions/old-ids").json()["steps"]
+            assert [st["internal"] for st in steps] == [False, True]
+            view = c.get("/sessions/old-ids/view")
+            assert view.status_code == 200 and "restored" in view.text
+
+        _two_requests(cfg, True, first, second)
+    sent = s.requests[1]["messages"]
+    assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
+    assert sent[-1]["tool_call_id"] == "c1_restore" and "restored" in sent[-1]["content"]
