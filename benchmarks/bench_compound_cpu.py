@@ -36,7 +36,9 @@ def main() -> None:
         t = time.process_time()
         for pos in range(7, len(args) + 7, 7):
             hold.allowed(args[:pos])
-        print(f"{a.label}\t{name}\t{len(command)} chars\t{time.process_time() - t:.3f} s CPU")
+        cpu = time.process_time() - t
+        held = "held to the call's end past the budget" if getattr(hold, "frozen", False) else "streamed"
+        print(f"{a.label}\t{name}\t{len(command)} chars\t{cpu:.3f} s CPU\t{held}")
 
 
 if __name__ == "__main__":

@@ -180,3 +180,38 @@ def test_a_session_stored_with_the_old_suffixed_id_still_loads_and_renders(tmp_p
     sent = s.requests[1]["messages"]
     assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
     assert sent[-1]["tool_call_id"] == "c1_restore" and "restored" in sent[-1]["content"]
+
+
+def _feed(command: str, step: int = 7) -> tuple[CompoundHold, int]:
+    """The hold fed ``command``'s arguments ``step`` characters at a time, and the most it allowed."""
+    args = json.dumps({"command": command})
+    hold, most = CompoundHold(len('{"command": "')), 0
+    for pos in range(step, len(args) + step, step):
+        most = max(most, hold.allowed(args[:pos]))
+        assert hold.held is True or hold.limit <= release_limit(hold.cmd.value).limit
+    return hold, most
+
+
+@pytest.mark.parametrize("delim", ["EOF", "'EOF'", '"E O"', "-EOF"])
+def test_a_heredoc_body_is_read_only_at_its_delimiter_lines(delim: str) -> None:
+    """A heredoc body was re-read from its start at every line; now only a line that may be its
+    delimiter is read, so the hold never runs out of budget and the restore after it stays held."""
+    word = delim.lstrip("-").strip("'\"")
+    tab = "\t" if delim.startswith("-") else ""
+    body = "".join(f"{tab}line {i} = {i * 7}; {word}x\n" for i in range(2500))
+    command = f"cat <<{delim} > f.py\n{body}{word}\nls; restore 3"
+    found = split_restore(command)
+    assert found is not None
+    hold, most = _feed(command)
+    assert not hold.frozen and hold._work < 2 * len(command) and most <= hold.cmd.offset(len(found[0]))
+    assert hold.cmd.offset(len(found[0])) > len(body)  # all of the body went out as it streamed
+
+
+@pytest.mark.parametrize("command", ["ls\rrestore 3", "ls\u00a0restore 3", "echo \\\n#restore 3", "echo a\"b\"#; restore 3"])
+def test_what_the_lexer_reads_as_a_separator_holds_the_stream(command: str) -> None:
+    """``shell_lex`` ends a command at ``\\r``, any space but a blank or tab, and a ``#`` inside a
+    word: the hold re-reads on those too, so it never lets out more than a whole read does."""
+    hold, most = _feed(command, 1)
+    found = split_restore(command)
+    if found is not None:
+        assert most <= hold.cmd.offset(len(found[0]))
