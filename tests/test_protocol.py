@@ -353,3 +353,10 @@ def test_a_restore_without_a_step_beside_another_command_names_a_step(command: s
     _, error = parse_restore_args(cmd.argument, 9)
     assert error is not None and "Not run" in error and "`restore ` " not in error
     assert "Run `restore <step>` alone" in error and "`ls`" in error
+
+
+def test_a_restore_with_only_a_separator_after_it_names_nothing_else() -> None:
+    """``restore 2;`` (the proxy's answer to a ``time restore 2`` its client's shell ran) said
+    "then `` in a command of its own"."""
+    steps, error = parse_restore_args("2;", 5)
+    assert not steps and error is not None and "Run `restore 2` alone, as a command of its own." in error and "``" not in error

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from refold.context.recognize import Recognizer, split_restore
 from refold.proxy import ProxyConfig
-from refold.proxy.compound import CompoundHold, release_limit
+from refold.proxy.compound import CompoundHold, derived_id, release_limit
 from test_proxy_held_restart import _sse_message, _two_requests
 from test_proxy_resend import BASH, SYSTEM
 from test_proxy_stream_early import Reader, Scripted, _proxy, call
@@ -154,9 +154,9 @@ def test_a_streamed_restore_after_a_command_is_split(
         assert json.loads(rd2.message()["tool_calls"][0]["function"]["arguments"]) == {"command": "echo next"}
         sent = s.requests[1]["messages"]
         calls = [(tc["id"], json.loads(tc["function"]["arguments"])["command"]) for m in sent for tc in m.get("tool_calls") or []]
-        assert calls == [("c1", runs), ("c1_restore", rest)]
+        assert calls == [("c1", runs), (derived_id("c1"), rest)]
         answers = [m for m in sent if m.get("role") == "tool"]
-        assert [m["tool_call_id"] for m in answers] == ["c1", "c1_restore"]
+        assert [m["tool_call_id"] for m in answers] == ["c1", derived_id("c1")]
         assert "a.py\nb.py" in answers[0]["content"] and "Step 1 restored" in answers[1]["content"]
         sess = c.get(f"{px.url}/sessions/split").json()
         assert len(sess["branches"]) == 1 and [st["internal"] for st in sess["steps"]] == [False, True]
@@ -174,7 +174,7 @@ def test_commands_after_the_restore_are_not_run_and_named(scripted: tuple[Script
         msgs += [msg, {"role": "tool", "tool_call_id": "c1", "content": "f.py"}]
         _stream(c, px.url, msgs, "after")
         answer = s.requests[1]["messages"][-1]
-        assert answer["tool_call_id"] == "c1_restore"
+        assert answer["tool_call_id"] == derived_id("c1")
         assert "Not run" in answer["content"] and "cat f.py" in answer["content"]
 
 
@@ -241,9 +241,9 @@ def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with
         msgs += [msg, {"role": "tool", "tool_call_id": "c1", "content": "bash: restore: command not found"}]
         _stream(c, px.url, msgs, "loop")
     sent = s.requests[1]["messages"]
-    assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
+    assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", derived_id("c1")]
     note = sent[-1]
-    assert note["tool_call_id"] == "c1_restore" and "Not run" in note["content"] and "`restore 1`" in note["content"]
+    assert note["tool_call_id"] == derived_id("c1") and "Not run" in note["content"] and "`restore 1`" in note["content"]
 
 
 @pytest.mark.parametrize(
@@ -289,5 +289,5 @@ def test_a_split_survives_a_restart_between_the_two_requests(store_url: str) -> 
     kept = _split_then_next(store_url, False, f"split-{tag}-kept")
     after = _split_then_next(store_url, True, f"split-{tag}-restarted")
     assert after == kept
-    assert [tc["id"] for m in after for tc in m.get("tool_calls") or []] == ["c1", "c1_restore"]
+    assert [tc["id"] for m in after for tc in m.get("tool_calls") or []] == ["c1", derived_id("c1")]
     assert "restored" in after[-1]["content"]

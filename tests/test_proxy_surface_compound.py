@@ -18,6 +18,7 @@ from refold.proxy import ProxyConfig, anthropic_wire, create_app
 from refold.proxy import responses_wire as rwire
 from refold.proxy.anthropic import AnthropicSplicer
 from refold.proxy.commands import context_calls
+from refold.proxy.compound import derived_id
 from refold.proxy.responses import ResponsesSplicer
 from refold.proxy.surface_calls import canonical_call, recognizable
 from refold.proxy.surface_stream import context_ids
@@ -130,7 +131,7 @@ def test_a_split_call_is_answered_before_the_next_upstream_call_on_both_surfaces
                     uses = [(b["id"], b["input"]) for m in msgs if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_use"]
                     results = [(b["tool_use_id"], str(b["content"])) for m in msgs if isinstance(m["content"], list)
                                for b in m["content"] if b["type"] == "tool_result"]
-                    assert uses == [("toolu_1", want), ("toolu_1_restore", {"command": "restore 1"})]
+                    assert uses == [("toolu_1", want), (derived_id("toolu_1"), {"command": "restore 1"})]
                 else:
                     tool = {"type": "function", "name": name, "parameters": {"type": "object", "properties": {"command": {"type": "array"}}}}
                     body = {"model": "m", "tools": [tool], "stream": True, "input": [{"role": "user", "content": "go"}]}
@@ -145,7 +146,7 @@ def test_a_split_call_is_answered_before_the_next_upstream_call_on_both_surfaces
                     inp = up.requests[-1]["input"]
                     uses = [(i["call_id"], json.loads(i["arguments"])) for i in inp if i.get("type") == "function_call"]
                     results = [(i["call_id"], str(i["output"])) for i in inp if i.get("type") == "function_call_output"]
-                    assert uses == [("call_1", want), ("call_1_restore", {"command": ["bash", "-lc", "restore 1"]})]
+                    assert uses == [("call_1", want), (derived_id("call_1"), {"command": ["bash", "-lc", "restore 1"]})]
                     # the item refold made has no id: the upstream never made it, and would not find one
                     assert [i.get("id") for i in inp if i.get("type") == "function_call"][1:] == [None]
                 assert len(up.requests) == n + 2  # nothing answered inside the first response

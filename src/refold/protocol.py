@@ -367,10 +367,11 @@ def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | Non
         rest = " ".join(argument[shell.start() :].split())
         rest = rest if len(rest) <= 60 else rest[:59] + "…"
         named = argument[: shell.start()].strip() or "<step>"  # `ls; restore` named no step
+        then = rest.lstrip(";&| ")  # `restore 2;`: nothing else to name
         return [], (
             f"{CM} Not run: `restore` is answered by refold, not by your shell, so it must be the whole "
-            f"command. Run `restore {named}` alone, then `{rest.lstrip(';&| ')}` "
-            "in a command of its own."
+            f"command. Run `restore {named}` alone"
+            + (f", then `{then}` in a command of its own." if then else ", as a command of its own.")
         )
     text = _RESTORE_NOISE.sub(" ", argument).replace(",", " ")
     text = _RESTORE_DASH.sub("-", text)

@@ -49,7 +49,7 @@ def lex(text: str) -> list[Simple]:
 
 
 def lex_open(
-    text: str, start: int = 0, cut: int = 0, *, partial: bool = False
+    text: str, start: int = 0, cut: int = 0, *, partial: bool = False, delims: list[str] | None = None
 ) -> tuple[list[Simple], Simple | None, str]:
     """``lex``, the command the text ends in when nothing of it has come yet (``ls;``, ``ls && ``,
     or no command at all), else None;
@@ -57,7 +57,8 @@ def lex_open(
     which only one may end it (``'``, ``"``, ``)``, a backtick, a line break), else "".
     ``start``: lex from there, the ``begin`` of a command that is ``whole`` and ``clean`` (the
     lexer's state there is a fresh one), with that command's ``cut``. ``partial``: more text
-    may follow (a heredoc delimiter that ends the text may be the start of a longer line)."""
+    may follow (a heredoc delimiter that ends the text may be the start of a longer line).
+    ``delims``: gets the delimiters of the heredoc bodies the text ends inside."""
     out: list[Simple] = []
     cur = Simple(cut=cut, whole=start > 0, begin=start)
     word: list[str] = []
@@ -141,7 +142,10 @@ def lex_open(
             i += 1
             for owner, delim, strip_tabs in pending:  # heredoc bodies follow, in order
                 i = _heredoc(text, i, delim, strip_tabs, owner, partial)
-                until = "\n" if i > n + 1 else until  # (n + 1: a delimiter that ends the text)
+                if i > n + 1:  # (n + 1: a delimiter that ends the text)
+                    until = "\n"
+                    if delims is not None:
+                        delims.append(delim)
             pending.clear()
             if bodies:  # the next command opens after them, whole only when a command ended here
                 cur.begin = i

@@ -21,7 +21,7 @@ from ..context.recognize import Recognizer
 from ..shell import SHELL_TOOLS
 from ..types import Action, Message
 from .commands import _call, context_calls
-from .compound import CompoundHold
+from .compound import CompoundHold, derived_id
 from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandEnd, CommandGate, command_value
 from .stream import HeadStripper, event, split_chunk, text_chunk, usage_only, with_id
@@ -158,8 +158,9 @@ class ArgsGuard:
         if self.split is None or not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
             return None
         cid = calls[0].get("id")
+        taken = frozenset(str(c.get("id")) for c in calls if isinstance(c, dict) and c.get("id"))
         return {
-            "id": f"{cid}_restore" if isinstance(cid, str) else "refold_restore",
+            "id": derived_id(cid, taken) if isinstance(cid, str) else "refold_restore",
             "type": "function",
             "function": {"name": self.name, "arguments": json.dumps({"command": self.split}, ensure_ascii=False)},
         }

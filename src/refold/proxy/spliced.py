@@ -22,7 +22,7 @@ from typing import Any
 from ..context.recognize import Recognizer
 from ..protocol import SHELL_LANGS, fenced_blocks
 from .commands import context_calls
-from .compound import CompoundHold
+from .compound import CompoundHold, derived_id
 from .early import ARGV_SHELL, CommandEnd, command_value
 from .held import HeldRound, decide
 from .sse import Event, parse_json, sse
@@ -99,7 +99,7 @@ class CallGuard:
         return cut
 
 
-def split_call(item: dict[str, Any], rest: str) -> tuple[dict[str, Any], str] | None:
+def split_call(item: dict[str, Any], rest: str, taken: frozenset[str] = frozenset()) -> tuple[dict[str, Any], str] | None:
     """A copy of a native shell call (a ``tool_use`` block or a ``function_call`` item) running
     ``rest`` instead, under a new id: what refold answers of a split call; and that id."""
     def swap(args: Any) -> dict[str, Any] | None:
@@ -111,7 +111,7 @@ def split_call(item: dict[str, Any], rest: str) -> tuple[dict[str, Any], str] | 
 
     if item.get("type") == "tool_use" and isinstance(item.get("id"), str):
         args = swap(item.get("input"))
-        cid = item["id"] + "_restore"
+        cid = derived_id(item["id"], taken)
         return ({**item, "id": cid, "input": args}, cid) if args is not None else None
     if item.get("type") == "function_call" and isinstance(item.get("call_id"), str):
         try:
@@ -120,7 +120,7 @@ def split_call(item: dict[str, Any], rest: str) -> tuple[dict[str, Any], str] | 
             return None
         if args is None:
             return None
-        cid = item["call_id"] + "_restore"
+        cid = derived_id(item["call_id"], taken)
         # no ``id``: the upstream never made this item, and one it cannot find is a 404 ("Item with
         # id ... not found") where it looks input items up; ``id`` is optional on an input item
         out = {k: v for k, v in item.items() if k != "id"}
@@ -250,7 +250,8 @@ class SplicedRound(HeldRound):
         items = data.get(key) if isinstance(data, dict) else None
         if g is None or g.split is None or i is None or not isinstance(items, list) or not 0 <= i < len(items):
             return None
-        made = split_call(items[i], g.split) if isinstance(items[i], dict) else None
+        taken = frozenset(str(it.get(k)) for it in items if isinstance(it, dict) for k in ("id", "call_id") if it.get(k))
+        made = split_call(items[i], g.split, taken) if isinstance(items[i], dict) else None
         if made is None:
             return None
         return {**data, key: [*items[: i + 1], made[0], *items[i + 1 :]]}, made[1]
