@@ -146,7 +146,7 @@ class NeededIndex:
                 view.update(messages, origins)
                 synced = True
             assert view is not None
-            if any(view.pieces[p] > 0 for p in before) or view.keys[key] > 0:
+            if any(view.pieces[p] > 0 for p in before) or view.has_key(key):
                 continue
             needed.append(key)
             latest = before[-1][0]  # one restore, of the latest step that held it, suffices
@@ -168,17 +168,21 @@ class ShownKeys:
     holds every key of the recorded piece; a step's reply and outputs are laid out in order.
     Call t+1's prompt repeats call t's leading messages (the very same objects), so an update
     undoes the messages after the shared ones and adds the new: work per changed message, not
-    per message shown. Counts equal a from-scratch reading as long as no message is changed in
-    place between two updates (a replay's never are).
+    per message shown. The keys of the other messages are read only when a lookup needs them
+    (a ledger or summary new at every call is often never read). Counts equal a from-scratch
+    reading as long as no message is changed in place between two updates (a replay's never are).
     """
 
     def __init__(self, index: NeededIndex) -> None:
         self.index = index
         self.pieces: Counter[tuple[int, int]] = Counter()
-        self.keys: Counter[str] = Counter()
+        # keys added and removed, both counted by Counter.update (C speed)
+        self._added: Counter[str] = Counter()
+        self._removed: Counter[str] = Counter()
+        self._counted = 0  # the slots whose keys are in the counts
         self._msgs: list[Message] = []
         self._origins: list[Origin] = []
-        self._slots: list[tuple[int, int] | frozenset[str]] = []
+        self._slots: list[tuple[int, int] | Message] = []  # a verbatim piece, or another message
         self._nxt: dict[int, int] = {}  # the next output index j of each step laid out so far
 
     def update(self, messages: Sequence[Message], origins: Sequence[Origin]) -> None:
@@ -197,25 +201,40 @@ class ShownKeys:
                 nxt[o.step] -= 1
             if isinstance(gone, tuple):
                 self.pieces[gone] -= 1
-            else:
-                self.keys.subtract(gone)
+            elif pos < self._counted:
+                self._removed.update(self.index._keys_of_message(gone))
         del slots[k:]
+        self._counted = min(self._counted, k)
         for m, o in zip(messages[k:], origins[k:], strict=True):
-            slot: tuple[int, int] | frozenset[str]
             if o.step is None or o.part not in ("reply", "output"):
-                slot = self.index._keys_of_message(m)
+                slots.append(m)
+                continue
+            j = 0 if o.part == "reply" else nxt.get(o.step, 1)
+            if o.part == "output":
+                nxt[o.step] = j + 1
+            if o.shown in _VERBATIM:
+                self.pieces[(o.step, j)] += 1
+                slots.append((o.step, j))
             else:
-                j = 0 if o.part == "reply" else nxt.get(o.step, 1)
-                if o.part == "output":
-                    nxt[o.step] = j + 1
-                slot = (o.step, j) if o.shown in _VERBATIM else self.index._keys_of_message(m)
-            if isinstance(slot, tuple):
-                self.pieces[slot] += 1
-            else:
-                self.keys.update(slot)
-            slots.append(slot)
+                slots.append(m)
         self._msgs = list(messages)  # the caller may change its lists afterwards
         self._origins = list(origins)
+
+    def _count(self) -> None:
+        for slot in self._slots[self._counted :]:
+            if not isinstance(slot, tuple):
+                self._added.update(self.index._keys_of_message(slot))
+        self._counted = len(self._slots)
+
+    def has_key(self, key: str) -> bool:
+        """Whether a message of the prompt other than a verbatim piece holds ``key``."""
+        self._count()
+        return self._added[key] > self._removed[key]
+
+    def keys(self) -> set[str]:
+        """Every key :meth:`has_key` answers yes for."""
+        self._count()
+        return {k for k, n in self._added.items() if n > self._removed[k]}
 
 
 class NeededCounter:
