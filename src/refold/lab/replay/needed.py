@@ -25,6 +25,7 @@ work is a few lookups per key of the reply plus the messages new to the prompt.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -138,7 +139,8 @@ class NeededIndex:
         needed: list[str] = []
         pieces: set[tuple[int, int]] = set()
         for key in sorted(self._replies[t]):
-            before = [p for p in self._where.get(key, ()) if p[0] <= t]
+            where = self._where.get(key, [])
+            before = where[: bisect_right(where, (t, _LAST))]  # pieces are indexed in order
             if not before:
                 continue  # new to the run: nothing was hidden
             if not synced:
@@ -146,7 +148,8 @@ class NeededIndex:
                 view.update(messages, origins)
                 synced = True
             assert view is not None
-            if any(view.pieces[p] > 0 for p in before) or view.has_key(key):
+            # the latest pieces first: the ones most often still shown
+            if any(view.pieces[p] > 0 for p in reversed(before)) or view.has_key(key):
                 continue
             needed.append(key)
             latest = before[-1][0]  # one restore, of the latest step that held it, suffices
@@ -158,6 +161,7 @@ class NeededIndex:
 
 
 _VERBATIM = frozenset({Shown.RECEIVED, Shown.RESTORED})
+_LAST = float("inf")  # sorts after every output index j
 
 
 class ShownKeys:
