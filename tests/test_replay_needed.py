@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from refold.lab.replay import (
     make_projector,
     write_csv,
 )
-from refold.lab.replay.needed import NeededIndex, hidden_then_needed
+from refold.lab.replay.needed import NeededIndex, ShownKeys, hidden_then_needed
 from refold.lab.replay.needed_keys import keys_of, message_text, reply_keys
 from refold.lab.replay.runner import replay_history
 from refold.messages import clean
@@ -270,3 +271,79 @@ def test_cli_table_and_json_carry_the_new_columns(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["tasks"][0]["policies"]["masking"]["hidden_needed_calls"] == 1
     assert report["summary"]["all"]["policies"]["masking"]["hidden_needed_rate"] == 0.125
+
+
+# ---- incremental reading of successive prompts ------------------------------------------------
+
+_WORDS = ("src/pkg/alpha_mod.py", "beta_helper", "GammaThing", "lib/delta_util.py", "plain", "words")
+_POOL: list[Message] = [
+    {"role": "user", "content": " ".join(_WORDS[i] for i in range(6) if n >> i & 1)} for n in range(64)
+]
+_ORIGIN = st.builds(
+    Origin,
+    st.sampled_from([None, 1, 2, 3]),
+    st.sampled_from(["system", "task", "reply", "output", "note"]),
+    st.sampled_from(list(Shown)),
+)
+_ITEM = st.tuples(st.sampled_from(range(len(_POOL))), _ORIGIN)
+# each prompt keeps a leading part of the previous one (the same objects) and appends new items
+# (keep, new items, rebuild the origins, read this prompt: the keys of unread prompts are never
+# counted, so the next update has fewer to undo)
+_STEPS = st.lists(
+    st.tuples(st.integers(0, 12), st.lists(_ITEM, max_size=6), st.booleans(), st.booleans()), max_size=12
+)
+
+
+def _from_scratch(messages: list[Message], origins: list[Origin]) -> tuple[set[tuple[int, int]], set[str]]:
+    """What the prompt shows, read whole: the verbatim pieces and the keys of every other message."""
+    shown: set[tuple[int, int]] = set()
+    keys: set[str] = set()
+    nxt: dict[int, int] = {}
+    for m, o in zip(messages, origins, strict=True):
+        if o.step is not None and o.part in ("reply", "output"):
+            j = 0 if o.part == "reply" else nxt.get(o.step, 1)
+            if o.part == "output":
+                nxt[o.step] = j + 1
+            if o.shown in (Shown.RECEIVED, Shown.RESTORED):
+                shown.add((o.step, j))
+                continue
+        keys |= keys_of(message_text(m))
+    return shown, keys
+
+
+@given(_STEPS)
+def test_the_incremental_reading_equals_a_reading_from_scratch(
+    steps: list[tuple[int, list[tuple[int, Origin]], bool, bool]],
+) -> None:
+    h = text_history(
+        [
+            (reply(None, None, "cat src/pkg/alpha_mod.py"), "beta_helper GammaThing"),
+            (reply(None, None, "echo beta_helper"), "lib/delta_util.py"),
+            (reply(None, None, "run beta_helper src/pkg/alpha_mod.py lib/delta_util.py GammaThing"), "go"),
+        ]
+    )
+    idx = NeededIndex(h, TOK)
+    view = ShownKeys(idx)
+    msgs: list[Message] = []
+    origins: list[Origin] = []
+    for keep, new, rebuild, read in steps:
+        msgs = msgs[:keep] + [_POOL[i] for i, _ in new]
+        origins = origins[:keep] + [o for _, o in new]
+        if rebuild:  # equal origins, new objects: still the same prompt
+            origins = [Origin(o.step, o.part, o.shown, o.covers) for o in origins]
+        view.update(msgs, origins)
+        if not read:
+            continue
+        shown, keys = _from_scratch(msgs, origins)
+        assert {p for p, n in view.pieces.items() if n > 0} == shown
+        assert view.keys() == keys
+        assert all(n >= 0 for n in view.pieces.values())
+        for t in range(3):
+            assert idx.check(t, msgs, origins, view) == NeededIndex(h, TOK).check(t, msgs, origins)
+
+
+def test_a_prompt_with_an_origin_missing_is_refused() -> None:
+    h = _three_steps("echo hi")
+    msgs, origins = _prompt(h, (Shown.NOTE, "masked"))
+    with pytest.raises(ValueError, match="5 origins"):
+        ShownKeys(NeededIndex(h, TOK)).update(msgs, origins[:-1])

@@ -18,18 +18,22 @@ per call however many keys it holds. Keys (paths, identifiers, test ids, error s
 defined in ``refold.lab.replay.needed_keys``.
 
 Everything is indexed once per history (one pass over each step's reply and outputs) and each
-distinct rendered message text once (a memo keyed by the text object), so the per-call work is a
-few set lookups per key of the reply.
+distinct rendered message text once (a memo keyed by the text object); what a policy's prompts
+show is kept as running counts updated per changed message (:class:`ShownKeys`), so the per-call
+work is a few lookups per key of the reply plus the messages new to the prompt.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ...chat_tokens import message_tokens
 from ...history import History
 from ...messages import clean
+from ...prompt_tokens import same_prefix
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown
 from .needed_keys import keys_of, message_text, reply_keys
@@ -41,6 +45,7 @@ __all__ = [
     "NeededIndex",
     "NeededTap",
     "NeededTotals",
+    "ShownKeys",
     "hidden_then_needed",
 ]
 
@@ -120,21 +125,31 @@ class NeededIndex:
             n = self._cost[piece] = len(message_tokens(clean(self._pieces[piece]), self.tok))
         return n
 
-    def check(self, t: int, messages: Sequence[Message], origins: Sequence[Origin]) -> NeededCall | None:
-        """The hidden-then-needed finding of the prompt of call ``t + 1``, or None."""
+    def check(
+        self, t: int, messages: Sequence[Message], origins: Sequence[Origin], view: ShownKeys | None = None
+    ) -> NeededCall | None:
+        """The hidden-then-needed finding of the prompt of call ``t + 1``, or None.
+
+        ``view``: the :class:`ShownKeys` of the same policy's earlier prompts (brought up to date
+        here, only when a key needs it); without one the prompt is read from scratch.
+        """
         if t >= len(self._replies):
             return None  # no recorded reply to check
-        shown: set[tuple[int, int]] | None = None
-        other: list[Message] = []
+        synced = False
         needed: list[str] = []
         pieces: set[tuple[int, int]] = set()
         for key in sorted(self._replies[t]):
-            before = [p for p in self._where.get(key, ()) if p[0] <= t]
+            where = self._where.get(key, [])
+            before = where[: bisect_right(where, (t, _LAST))]  # pieces are indexed in order
             if not before:
                 continue  # new to the run: nothing was hidden
-            if shown is None:
-                shown, other = _split(messages, origins)
-            if any(p in shown for p in before) or any(key in self._keys_of_message(m) for m in other):
+            if not synced:
+                view = view or ShownKeys(self)
+                view.update(messages, origins)
+                synced = True
+            assert view is not None
+            # the latest pieces first: the ones most often still shown
+            if any(view.pieces[p] > 0 for p in reversed(before)) or view.has_key(key):
                 continue
             needed.append(key)
             latest = before[-1][0]  # one restore, of the latest step that held it, suffices
@@ -146,31 +161,84 @@ class NeededIndex:
 
 
 _VERBATIM = frozenset({Shown.RECEIVED, Shown.RESTORED})
+_LAST = float("inf")  # sorts after every output index j
 
 
-def _split(
-    messages: Sequence[Message], origins: Sequence[Origin]
-) -> tuple[set[tuple[int, int]], list[Message]]:
-    """(recorded pieces shown verbatim, as ``(step, j)``; every other message of the prompt).
+class ShownKeys:
+    """What a prompt shows: the recorded pieces shown verbatim, as ``(step, j)``, and the keys of
+    every other message, as running counts over successive prompts of one policy.
 
     A verbatim piece is the recorded text plus protocol lines (``[step N]``, reminders), so it
     holds every key of the recorded piece; a step's reply and outputs are laid out in order.
+    Call t+1's prompt repeats call t's leading messages (the very same objects), so an update
+    undoes the messages after the shared ones and adds the new: work per changed message, not
+    per message shown. The keys of the other messages are read only when a lookup needs them
+    (a ledger or summary new at every call is often never read). Counts equal a from-scratch
+    reading as long as no message is changed in place between two updates (a replay's never are).
     """
-    shown: set[tuple[int, int]] = set()
-    other: list[Message] = []
-    nxt: dict[int, int] = {}
-    for m, o in zip(messages, origins, strict=True):
-        if o.step is None or o.part not in ("reply", "output"):
-            other.append(m)
-            continue
-        j = 0 if o.part == "reply" else nxt.get(o.step, 1)
-        if o.part == "output":
-            nxt[o.step] = j + 1
-        if o.shown in _VERBATIM:
-            shown.add((o.step, j))
-        else:
-            other.append(m)
-    return shown, other
+
+    def __init__(self, index: NeededIndex) -> None:
+        self.index = index
+        self.pieces: Counter[tuple[int, int]] = Counter()
+        # keys added and removed, both counted by Counter.update (C speed)
+        self._added: Counter[str] = Counter()
+        self._removed: Counter[str] = Counter()
+        self._counted = 0  # the slots whose keys are in the counts
+        self._msgs: list[Message] = []
+        self._origins: list[Origin] = []
+        self._slots: list[tuple[int, int] | Message] = []  # a verbatim piece, or another message
+        self._nxt: dict[int, int] = {}  # the next output index j of each step laid out so far
+
+    def update(self, messages: Sequence[Message], origins: Sequence[Origin]) -> None:
+        if len(messages) != len(origins):
+            raise ValueError(f"a prompt of {len(messages)} messages has {len(origins)} origins")
+        old = self._origins
+        k = same_prefix(self._msgs, messages)
+        i = same_prefix(old, origins)
+        while i < k and old[i] == origins[i]:  # an equal origin rebuilt is still the same
+            i += 1
+        k = min(k, i)
+        slots, nxt = self._slots, self._nxt
+        for pos in range(len(slots) - 1, k - 1, -1):  # undo, last first
+            o, gone = old[pos], slots[pos]
+            if o.step is not None and o.part == "output":
+                nxt[o.step] -= 1
+            if isinstance(gone, tuple):
+                self.pieces[gone] -= 1
+            elif pos < self._counted:
+                self._removed.update(self.index._keys_of_message(gone))
+        del slots[k:]
+        self._counted = min(self._counted, k)
+        for m, o in zip(messages[k:], origins[k:], strict=True):
+            if o.step is None or o.part not in ("reply", "output"):
+                slots.append(m)
+                continue
+            j = 0 if o.part == "reply" else nxt.get(o.step, 1)
+            if o.part == "output":
+                nxt[o.step] = j + 1
+            if o.shown in _VERBATIM:
+                self.pieces[(o.step, j)] += 1
+                slots.append((o.step, j))
+            else:
+                slots.append(m)
+        self._msgs = list(messages)  # the caller may change its lists afterwards
+        self._origins = list(origins)
+
+    def _count(self) -> None:
+        for slot in self._slots[self._counted :]:
+            if not isinstance(slot, tuple):
+                self._added.update(self.index._keys_of_message(slot))
+        self._counted = len(self._slots)
+
+    def has_key(self, key: str) -> bool:
+        """Whether a message of the prompt other than a verbatim piece holds ``key``."""
+        self._count()
+        return self._added[key] > self._removed[key]
+
+    def keys(self) -> set[str]:
+        """Every key :meth:`has_key` answers yes for."""
+        self._count()
+        return {k for k, n in self._added.items() if n > self._removed[k]}
 
 
 class NeededCounter:
@@ -180,10 +248,11 @@ class NeededCounter:
         self.index = index
         self.totals = NeededTotals()
         self.keep_examples = keep_examples
+        self.view = ShownKeys(index)
 
     def add(self, t: int, messages: Sequence[Message], origins: Sequence[Origin]) -> None:
         self.totals.calls += 1
-        found = self.index.check(t, messages, origins)
+        found = self.index.check(t, messages, origins, self.view)
         if found is None:
             return
         self.totals.needed_calls += 1

@@ -37,6 +37,7 @@ from ...render import Renderer
 from ...tokens import Tokenizer
 from ...types import Message, Origin, RenderStats, Shown, content_text
 from .client import client_history
+from .compact_view import CompactView, prefix_len
 
 __all__ = [
     "BEST_MASK_AFTER",
@@ -315,59 +316,25 @@ class CompactProjector:
         rules = self.inner.config.policy.protect if isinstance(self.inner, RendererProjector) else ()
         kept: set[tuple[int, int]] = set()
         seen = 0
+        view = CompactView()  # reads only the inner messages that changed since the last call
         for p in self.inner.prompts(history):
             start = time.perf_counter()
             for s in history.steps_between(seen, p.t) if rules and p.t > seen else ():
                 kept.update(protected_parts(s, rules))
             seen = max(seen, p.t)
-            msgs, origins = self._view(p, upto, summary, kept)
+            msgs, origins = view(p.messages, p.origins, upto, summary, kept)
             event: Compaction | None = None
             total = counter.count(msgs)
             if total > limit and p.t > upto:
-                n_prefix = _prefix_len(p.origins)
+                n_prefix = prefix_len(p.origins)
                 summarized = total - count_messages(msgs[:n_prefix], o.tokenizer)
                 size = int(min(o.summary_max, max(o.summary_min, round(o.summary_ratio * summarized))))
                 event = Compaction([*msgs, SUMMARY_INSTRUCTION], size, (upto + 1, p.t))
                 summary = self._summary(1, p.t, size)
                 upto = p.t
-                msgs, origins = self._view(p, upto, summary, kept)
+                msgs, origins = view(p.messages, p.origins, upto, summary, kept)
             ms = p.render_ms + (time.perf_counter() - start) * 1000
             yield Prompt(p.t, msgs, origins, ms, p.stats, event, upto, p.reversible)
-
-    @staticmethod
-    def _view(
-        p: Prompt, upto: int, summary: Message | None, kept: set[tuple[int, int]]
-    ) -> tuple[list[Message], list[Origin]]:
-        n_prefix = _prefix_len(p.origins)
-        msgs, origins = list(p.messages[:n_prefix]), list(p.origins[:n_prefix])
-        if summary is not None:
-            msgs.append(summary)
-            origins.append(Origin(None, "note", Shown.NOTE, tuple(range(1, upto + 1))))
-        outputs: dict[int, int] = {}  # each step's outputs met so far: the next one's index
-        for m, o in zip(p.messages[n_prefix:], p.origins[n_prefix:], strict=True):
-            j = -1
-            if o.part == "output" and o.step:
-                j = outputs.get(o.step, 0)
-                outputs[o.step] = j + 1
-            last = max(o.covers) if o.covers else (o.step or 0)
-            if last > upto or o.part == "ledger":
-                msgs.append(m)
-                origins.append(o)
-            elif o.shown is Shown.PINNED or o.shown is Shown.RECEIVED and (o.step or 0, j) in kept:
-                # a pinned (or protected) object survives the summary verbatim, as a note
-                text = content_text(m.get("content"))
-                if o.part != "pin":
-                    text = f"{CM} Pinned {o.part} of step {o.step}, kept verbatim through the compaction:\n{text}"
-                msgs.append({"role": "user", "content": text})
-                origins.append(Origin(o.step, "pin", Shown.PINNED, o.covers))
-        return msgs, origins
-
-
-def _prefix_len(origins: list[Origin]) -> int:
-    n = 0
-    while n < len(origins) and origins[n].step is None and origins[n].part in ("system", "task"):
-        n += 1
-    return n
 
 
 # ---- registry --------------------------------------------------------------------------------
