@@ -20,6 +20,7 @@ from typing import Any
 from ..context.recognize import Recognizer
 from ..protocol import CD_OPEN, SHELL_LANGS, without_cd
 from ..shell import SHELL_TOOLS
+from .json_string import JsonString
 
 _MARKERS = ("```", "<mswea_bash_command>")
 """Where a command block of a reply may begin (``protocol.bash_block`` reads only these)."""
@@ -50,7 +51,6 @@ def may_be_command(prefix: str, names: Collection[str]) -> bool | None:
 
 _ARGS_HEAD = re.compile(r'\s*\{\s*"(?:command|cmd)"\s*:\s*(\[\s*)?"')
 _NEXT = re.compile(r"\s*(,\s*\"|,|\])")  # after an argv word: the next word, or the list's end
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
 _SHELLS = ("bash", "sh", "zsh")
 _FLAGS = ("-c", "-lc")
 
@@ -78,33 +78,11 @@ class Command:
 def _string(text: str, i: int) -> tuple[str, int | None] | None:
     """A JSON string's value from ``i`` (just after its opening quote): (its text so far, the
     index of its closing quote or None while it is open); None for a bad escape."""
-    out: list[str] = []
-    while i < len(text):
-        ch = text[i]
-        if ch == '"':
-            return "".join(out), i
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        if i + 1 >= len(text):
-            break
-        esc = text[i + 1]
-        if esc == "u":
-            code = text[i + 2 : i + 6]
-            if len(code) < 4:
-                break
-            try:
-                out.append(chr(int(code, 16)))
-            except ValueError:
-                return None
-            i += 6
-            continue
-        if esc not in _ESCAPES:
-            return None
-        out.append(_ESCAPES[esc])
-        i += 2
-    return "".join(out), None
+    s = JsonString(i)
+    s.add(text)
+    if s.bad:
+        return None
+    return s.value, (s.end if s.closed else None)
 
 
 def _words(text: str, i: int) -> tuple[list[tuple[str, int, bool]], bool | None] | None:
