@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from .claude_code import FORMAT as CLAUDE_CODE, is_claude_code, session_messages, session_names
 from .errors import TrajectoryError
 from .history import History
 from .integrations.mini_record import read_pins
@@ -105,6 +106,8 @@ def detect_format(data: Any) -> str:
     """Name the trajectory format of parsed JSON, or raise ValueError saying what is missing."""
     if _predictions(data):
         raise ValueError("a SWE-bench predictions file (instance id -> model_patch), not a recorded run")
+    if is_claude_code(data):
+        return CLAUDE_CODE
     if isinstance(data, list):
         bad = next((i for i, m in enumerate(data) if not (isinstance(m, dict) and "role" in m)), None)
         if data and bad is None:
@@ -172,8 +175,11 @@ def _exists(name: str) -> bool:
 def agent_names(data: Any) -> list[str]:
     """The agents of a multi-agent SWE-agent/CodeR file, in order of first appearance.
 
-    One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``.
+    One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``. A Claude Code
+    log's sessions (main, compactions, subagents) are named the same way.
     """
+    if is_claude_code(data):
+        return session_names(data)
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
         return []
     names = list(
@@ -257,8 +263,11 @@ def _history(data: Any, name: str, agent: str | None) -> History:
     except ValueError as e:
         raise TrajectoryError(name, str(e)) from None
     source = name if agent is None else f"{name}{AGENT_SEP}{agent}"
+    extra: dict[str, Any] = {}
     if fmt == "swe-agent":
         messages = _sweagent_messages(data, name, agent)
+    elif fmt == CLAUDE_CODE:
+        messages, extra = session_messages(data, name, agent)
     else:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):
@@ -270,7 +279,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
     for m in messages:  # arguments are JSON text: their own escapes may decode to lone surrogates
         if isinstance(m, dict):
             scrub_calls(m)
-    meta: dict[str, Any] = {"format": fmt, "path": name, "session": source}
+    meta: dict[str, Any] = {"format": fmt, "path": name, "session": source, **extra}
     if isinstance(data, dict):
         info = data.get("info") or {}
         stats = _file_stats(data)

@@ -1,0 +1,329 @@
+"""Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) as recorded runs.
+
+A log is one JSON object a line. Only ``user``/``assistant`` lines with a ``message`` (an Anthropic
+Messages API message) carry the conversation; the other kinds (``summary``, ``system``,
+``file-history-snapshot``, ``queue-operation``, ``progress``, ...) are skipped, but their
+``uuid``/``parentUuid`` links are followed. How a file becomes sessions (see docs/formats.md):
+
+* Lines form trees by ``parentUuid``. Each tree is one context sent to the model: the main
+  conversation, each compaction's continuation (a ``compact_boundary`` starts a new tree, whose
+  first user message is the summary: the prompts after it hold the summary, not the old
+  messages), and each subagent's conversation (``isSidechain`` lines; a link between a sidechain
+  line and a main one is not followed). One tree is a single-session file; more are named
+  ``main``, ``compact-N``, ``main-N`` and ``sidechain-N`` (``FILE#compact-1``).
+* Within a tree the live conversation is the chain ending at its last line (edits and retries
+  leave dead branches). The lines of one API response share ``message.id`` and are one reply;
+  the results of its tool calls may hang off any of its lines, so they are taken by
+  ``tool_use_id`` (the live chain's copy first).
+* Synthetic assistant lines (model ``<synthetic>``, API error notices) were no model call: dropped.
+  A ``uuid`` seen twice keeps its first line (compaction may re-emit earlier lines).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .claude_code_blocks import ConvertError, reply_message, usage_record, user_messages
+from .errors import TrajectoryError
+from .types import Message
+
+__all__ = ["FORMAT", "NOTE", "is_claude_code", "session_messages", "session_names"]
+
+FORMAT = "claude-code"
+NOTE = "the system prompt and tool schemas Claude Code sent are not in its log: counts are of the messages only"
+_CONVERSATION = ("user", "assistant")
+_KINDS = frozenset({
+    "user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation", "progress",
+    "turn_end", "compact_boundary", "attachment", "custom-title", "tag",
+})  # fmt: skip
+
+
+def _is_line(item: Any) -> bool:
+    """A conversation line of a Claude Code log (a chat message never has these three keys together)."""
+    return (
+        isinstance(item, dict)
+        and item.get("type") in _CONVERSATION
+        and isinstance(item.get("message"), dict)
+        and ("uuid" in item or "sessionId" in item or "parentUuid" in item)
+    )
+
+
+def is_claude_code(data: Any) -> bool:
+    """Parsed JSON Lines (a list; one line alone parses as an object) from a Claude Code log."""
+    if isinstance(data, dict):
+        return _is_line(data) or (data.get("type") in _KINDS and ("leafUuid" in data or "sessionId" in data))
+    if not isinstance(data, list) or not data or any(isinstance(item, dict) and "role" in item for item in data[:50]):
+        return False
+    return any(map(_is_line, data)) or all(isinstance(item, dict) and item.get("type") in _KINDS for item in data)
+
+
+@dataclass(slots=True)
+class _Tree:
+    root: int  # index of the root line
+    lines: list[int] = field(default_factory=list)  # conversation lines, in file order
+    sidechain: bool = False
+    compaction: bool = False
+
+
+@dataclass(slots=True)
+class _Log:
+    name: str
+    items: list[Any]
+    first: dict[str, int] = field(default_factory=dict)  # uuid -> index of its first line
+    trees: list[_Tree] = field(default_factory=list)
+
+    def fail(self, index: int, reason: str) -> TrajectoryError:
+        return TrajectoryError(self.name, f"line {_line_number(self.name, index)}: {reason}")
+
+
+def _read(data: Any, name: str) -> _Log:
+    items = [data] if isinstance(data, dict) else list(data)
+    log = _Log(name, items)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise log.fail(i, f"is {type(item).__name__}, not a JSON object (a Claude Code log line)")
+        uuid = item.get("uuid")
+        if isinstance(uuid, str) and uuid not in log.first:
+            log.first[uuid] = i
+    roots: dict[int, _Tree] = {}
+    memo: dict[int, int] = {}
+    for i, item in enumerate(items):
+        if not _conversation(log, i):
+            continue
+        root = _root(log, i, memo)
+        tree = roots.get(root)
+        if tree is None:
+            head = items[root]
+            tree = roots[root] = _Tree(root, sidechain=head.get("isSidechain") is True)
+            tree.compaction = _starts_compaction(head)
+        tree.lines.append(i)
+    log.trees = [t for t in sorted(roots.values(), key=lambda t: t.lines[0]) if any(_is_call(items[i]) for i in t.lines)]
+    return log
+
+
+def _conversation(log: _Log, i: int) -> bool:
+    item = log.items[i]
+    if not _is_line(item):
+        return False
+    uuid = item.get("uuid")
+    return not isinstance(uuid, str) or log.first[uuid] == i  # a re-emitted copy is not a new line
+
+
+def _is_call(item: dict[str, Any]) -> bool:
+    """An assistant line that was a model call (not Claude Code's synthetic notices)."""
+    if item.get("type") != "assistant" or item.get("isApiErrorMessage") is True:
+        return False
+    return item["message"].get("model") != "<synthetic>"
+
+
+def _starts_compaction(item: dict[str, Any]) -> bool:
+    return (
+        item.get("subtype") == "compact_boundary"
+        or item.get("type") == "compact_boundary"
+        or item.get("isCompactSummary") is True
+        or "logicalParentUuid" in item
+    )
+
+
+def _parent(log: _Log, i: int) -> int | None:
+    """The line ``i`` hangs off, when it is in the file and on the same side (main or sidechain)."""
+    item = log.items[i]
+    parent = item.get("parentUuid")
+    j = log.first.get(parent) if isinstance(parent, str) else None
+    if j is None or j == i:
+        return None
+    if (log.items[j].get("isSidechain") is True) != (item.get("isSidechain") is True):
+        return None  # a subagent's first line may name the Task call: still its own conversation
+    return j
+
+
+def _root(log: _Log, i: int, memo: dict[int, int]) -> int:
+    path: list[int] = []
+    seen: set[int] = set()
+    node: int | None = i
+    while node is not None and node not in memo and node not in seen:
+        seen.add(node)
+        path.append(node)
+        node = _parent(log, node)
+    root = memo[node] if node is not None and node in memo else path[-1]  # a cycle ends at its last new line
+    for n in path:
+        memo[n] = root
+    return root
+
+
+def _names(log: _Log) -> list[str]:
+    out: list[str] = []
+    main = compact = side = 0
+    for t in log.trees:
+        if t.sidechain:
+            side += 1
+            out.append(f"sidechain-{side}")
+        elif t.compaction and main:
+            compact += 1
+            out.append(f"compact-{compact}")
+        else:
+            main += 1
+            out.append("main" if main == 1 else f"main-{main}")
+    return out
+
+
+def session_names(data: Any) -> list[str]:
+    """The sessions of a log (``[]`` when it holds one conversation, or none, or cannot be read:
+    loading it then says why, naming the file)."""
+    try:
+        log = _read(data, "")
+    except TrajectoryError:
+        return []
+    return _names(log) if len(log.trees) > 1 else []
+
+
+def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Message], dict[str, Any]]:
+    """The chat messages of one session (the only one when ``session`` is None) and its meta."""
+    log = _read(data, name)
+    if not log.trees:
+        if any(_is_line(item) for item in log.items):
+            raise TrajectoryError(name, "Claude Code log has no assistant replies (no model calls to render)")
+        raise TrajectoryError(name, "Claude Code log holds no conversation (only summary or bookkeeping lines)")
+    names = _names(log)
+    if session is None:
+        tree = log.trees[0]
+    elif session in names:
+        tree = log.trees[names.index(session)]
+    else:
+        raise TrajectoryError(name, f"no session {session!r} (sessions: {', '.join(names)})")
+    lines = _live(log, tree)
+    messages = _messages(log, lines)
+    return messages, _meta(log, lines)
+
+
+def _key(item: dict[str, Any]) -> str:
+    mid = item["message"].get("id")
+    return f"id:{mid}" if isinstance(mid, str) and mid else f"uuid:{item.get('uuid')}"
+
+
+def _live(log: _Log, tree: _Tree) -> list[int]:
+    """The lines of the live conversation, in file order: the chain ending at the tree's last line,
+    every line of each response on it, and the result of each of their tool calls."""
+    items = log.items
+    spine: set[int] = set()
+    node: int | None = tree.lines[-1]
+    while node is not None and node not in spine:
+        spine.add(node)
+        node = _parent(log, node)
+    keys = {_key(items[i]) for i in spine if items[i].get("type") == "assistant"}
+    chosen = [i for i in tree.lines if i in spine or (items[i].get("type") == "assistant" and _key(items[i]) in keys)]
+    calls = {cid for i in chosen for cid in _call_ids(items[i])}
+    answered = {cid for i in chosen if i in spine for cid in _result_ids(items[i])}
+    for i in tree.lines:
+        if i in spine or items[i].get("type") != "user":
+            continue
+        ids = _result_ids(items[i])
+        if ids and ids <= calls and not ids & answered and _only_results(items[i]):
+            chosen.append(i)
+            answered |= ids
+    return sorted(set(chosen))
+
+
+def _call_ids(item: dict[str, Any]) -> Iterator[str]:
+    content = item["message"].get("content") if item.get("type") == "assistant" else None
+    for b in content if isinstance(content, list) else ():
+        if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+            yield b["id"]
+
+
+def _result_ids(item: dict[str, Any]) -> set[str]:
+    content = item["message"].get("content") if item.get("type") == "user" else None
+    return {
+        b["tool_use_id"]
+        for b in (content if isinstance(content, list) else ())
+        if isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)
+    }
+
+
+def _only_results(item: dict[str, Any]) -> bool:
+    content = item["message"].get("content")
+    return isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _messages(log: _Log, lines: list[int]) -> list[Message]:
+    """Replies merged by response, each followed by its tool results (in call order), then the
+    other user messages that came before the next reply."""
+    items = log.items
+    turns: list[tuple[str, list[int]]] = []  # ("reply", lines of one response) | ("user", [line])
+    where: dict[str, int] = {}
+    for i in lines:
+        item = items[i]
+        if item.get("type") == "assistant":
+            if not _is_call(item):
+                continue
+            k = _key(item)
+            if k in where:
+                turns[where[k]][1].append(i)
+                continue
+            where[k] = len(turns)
+            turns.append(("reply", [i]))
+        else:
+            turns.append(("user", [i]))
+    out: list[Message] = []
+    results: list[Message] = []
+    others: list[Message] = []
+    order: list[str] = []
+
+    def flush() -> None:
+        rank = {cid: n for n, cid in enumerate(order)}
+        results.sort(key=lambda m: rank.get(m["tool_call_id"], len(rank)))  # stable: unknown ids keep their order
+        out.extend(results)
+        out.extend(others)
+        results.clear()
+        others.clear()
+
+    for kind, idx in turns:
+        try:
+            if kind == "reply":
+                flush()
+                group = [items[i] for i in idx]
+                reply = reply_message(group, usage_record(group))
+                order = [c["id"] for c in reply.get("tool_calls", [])]
+                out.append(reply)
+            else:
+                r, o = user_messages(items[idx[0]])
+                results.extend(r)
+                others.extend(o)
+        except ConvertError as e:
+            raise log.fail(idx[-1], str(e)) from None
+    flush()
+    return out
+
+
+def _meta(log: _Log, lines: list[int]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"note": NOTE}
+    models = [m for i in lines if _is_call(log.items[i]) and isinstance(m := log.items[i]["message"].get("model"), str)]
+    if models:
+        meta["model"] = max(set(models), key=models.count)
+    head = log.items[lines[0]]
+    for key, out in (("sessionId", "session_id"), ("version", "claude_code_version"), ("cwd", "cwd"), ("agentId", "agent_id")):
+        if isinstance(head.get(key), str):
+            meta[out] = head[key]
+    return meta
+
+
+def _line_number(name: str, index: int) -> int:
+    """The file line of the ``index``-th JSON value (blank lines are skipped when reading); only
+    read again for an error message."""
+    try:
+        raw = Path(name).read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return index + 1
+    seen = -1
+    for n, line in enumerate(raw.splitlines(), 1):
+        if line.strip():
+            seen += 1
+            if seen == index:
+                return n
+    return index + 1
