@@ -91,7 +91,7 @@ def _read(data: Any, name: str) -> _Log:
             log.first[uuid] = i
     roots: dict[int, _Tree] = {}
     memo: dict[int, int] = {}
-    for i, item in enumerate(items):
+    for i in range(len(items)):
         if not _conversation(log, i):
             continue
         root = _root(log, i, memo)
@@ -117,7 +117,7 @@ def _is_call(item: dict[str, Any]) -> bool:
     """An assistant line that was a model call (not Claude Code's synthetic notices)."""
     if item.get("type") != "assistant" or item.get("isApiErrorMessage") is True:
         return False
-    return item["message"].get("model") != "<synthetic>"
+    return bool(item["message"].get("model") != "<synthetic>")
 
 
 def _starts_compaction(item: dict[str, Any]) -> bool:

@@ -13,7 +13,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .claude_code import FORMAT as CLAUDE_CODE, is_claude_code, session_messages, session_names
+from .claude_code import FORMAT as CLAUDE_CODE
+from .claude_code import is_claude_code, session_messages, session_names
 from .errors import TrajectoryError
 from .history import History
 from .integrations.mini_record import read_pins
@@ -204,7 +205,8 @@ def load(path: str | Path) -> History:
     if agent is None and names:
         raise TrajectoryError(
             file,
-            f"holds {len(names)} agents ({_listed(names)}); name one as '{file}{AGENT_SEP}{_short(names[0])}' "
+            f"holds {len(names)} {'sessions' if is_claude_code(data) else 'agents'} ({_listed(names)}); "
+            f"name one as '{file}{AGENT_SEP}{_short(names[0])}' "
             "(refold replay and simulate take every agent; in Python, refold.loaders.load_all)",
         )
     if agent is not None and agent not in names:

@@ -13,7 +13,8 @@ from .shell_paths import normalize_path, patch_paths
 
 __all__ = ["analyze_tool"]
 
-_PATH_KEYS = ("path", "file", "filename", "file_name", "file_path", "filepath", "target_file", "target", "dir")
+_PATH_KEYS = ("path", "file", "filename", "file_name", "file_path", "filepath", "target_file", "target", "dir",
+              "notebook_path")  # fmt: skip
 _READ_VERBS = {"view", "open", "read_file", "read", "cat"}
 _OPEN_READ_VERBS = {"goto", "scroll_up", "scroll_down"}
 _WRITE_VERBS = {"create", "str_replace", "insert", "edit", "undo_edit", "write_file", "write", "apply_patch",
@@ -39,7 +40,9 @@ def analyze_tool(tool: str, arguments: str) -> CommandInfo:
     if name == "create" and named:  # SWE-agent's create opens what it creates
         return CommandInfo("edit", (), tuple(named[:1]), False, opens=named[0])
     if verb in _READ_VERBS:
-        return CommandInfo("read", tuple(named), (), False, opens=named[0] if named and name == "open" else None)
+        start = args.get("offset") if name == "read" else None  # Claude Code's Read: the first line it shows
+        first = start if isinstance(start, int) and not isinstance(start, bool) and start >= 1 else None
+        return CommandInfo("read", tuple(named), (), False, opens=named[0] if named and name == "open" else None, first_line=first)
     if verb in _OPEN_READ_VERBS:
         return CommandInfo("read", tuple(named), (), False, open_reads=not named)
     if verb in _WRITE_VERBS or name in _WRITE_VERBS:

@@ -113,6 +113,21 @@ def summary_line(files: int, failed_files: int, sessions: int, seconds: float, j
     return f"{done}{per_agent} in {seconds:.1f} s with {plural(jobs, 'job')}."
 
 
+def recorded_lines(report: dict[str, Any], tokenizer: str) -> list[str]:
+    """What the runs' own usage says next to base's re-rendered prompts, and the formats' notes."""
+    out = []
+    rec = report.get("recorded")
+    if isinstance(rec, dict):
+        of = f"{rec['sessions']} of {rec['of_sessions']} sessions" if rec["sessions"] != rec["of_sessions"] else plural(rec["sessions"], "session")
+        cached = f", {rec['cached_tokens'] / max(1, rec['prompt_tokens']):.0%} cached" if rec.get("cached_tokens") is not None else ""
+        out.append(
+            f"Recorded usage ({of}): {rec['prompt_tokens']:,} prompt tokens as the provider counted them{cached}; "
+            f"base re-rendered: {rec['base_prompt_tokens']:,} ({tokenizer} tokenizer)."
+        )
+    out.extend(str(n) for n in report.get("notes") or [])
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1%}"
 
@@ -219,6 +234,8 @@ def replay(
         print_table(out, _title(report), COLUMNS, _rows(report), wide)
     failed_files = len({r.file.split("#", 1)[0] for r in failed})
     out.print(summary_line(len(files), failed_files, len(results), seconds, jobs), report["simulated"], highlight=False)
+    for line in recorded_lines(report, settings.tokenizer):
+        out.print(line, highlight=False)
     if json_out:
         saved = report if per_call else _without_per_call(report)
         write_output(json_out, json.dumps(saved, indent=1, sort_keys=False) + "\n")

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...claude_code import FORMAT as CLAUDE_CODE
+from ...claude_code import NOTE as CLAUDE_CODE_NOTE
 from .needed import NEEDED_NOTE
 from .runner import Settings, TaskResult
 
@@ -155,6 +157,22 @@ def per_file(results: Sequence[TaskResult]) -> dict[str, Any]:
     return out
 
 
+def recorded_usage(results: Sequence[TaskResult]) -> dict[str, Any] | None:
+    """The provider's own prompt counts next to base's re-rendered ones, over the sessions that
+    report usage on every call (None when none does). Tokenizers differ: compare sizes, not ids."""
+    rows = [r for r in _ok(results) if isinstance(r.reported.get("prompt_tokens"), int) and "base" in r.policies]
+    if not rows:
+        return None
+    cached = [r.reported.get("cached_tokens") for r in rows]
+    return {
+        "sessions": len(rows),
+        "of_sessions": len(_ok(results)),
+        "prompt_tokens": sum(int(r.reported["prompt_tokens"] or 0) for r in rows),
+        "cached_tokens": sum(c for c in cached if isinstance(c, int)) if all(isinstance(c, int) for c in cached) else None,
+        "base_prompt_tokens": sum(int(r.policies["base"].get("prompt_tokens", 0)) for r in rows),
+    }
+
+
 def _validation_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
     vals = [r.validation for r in _ok(results) if r.validation]
     if not vals:
@@ -209,7 +227,10 @@ def build_report(
         "summary": summarize(results, settings.policies),
         "files": per_file(results),
         "cache_validation": _validation_summary(results),
+        "recorded": recorded_usage(results),
     }
+    if any(r.format == CLAUDE_CODE for r in _ok(results)):
+        report["notes"] = [f"Claude Code: {CLAUDE_CODE_NOTE}."]
     if settings.protect:  # figures measured with outputs kept: say so (absent, the report reads as the default's)
         report["protect"] = list(settings.protect)
     if seconds is not None:

@@ -1,0 +1,310 @@
+"""Claude Code session logs (refold.claude_code): split replies merged, tool results paired by id,
+the live chain only, compactions and subagents as sessions of their own, usage as reported usage,
+and every malformed line one error naming the file and line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claude_code_log import CALC, Log, call, numbered, session, text
+from conftest import run_cli
+from refold.claude_code import NOTE
+from refold.errors import TrajectoryError
+from refold.history import History
+from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
+from refold.loaders import agent_names, detect_format, load, load_all, read_json
+from refold.outline_lines import strip_line_numbers
+from refold.shell import analyze
+
+SHIPPED = Path(__file__).parent / "data" / "claude_code_session.jsonl"
+
+
+@pytest.fixture
+def log_path(tmp_path: Path) -> Path:
+    return session(tmp_path / "session.jsonl")
+
+
+def calls_of(m: dict[str, Any]) -> list[str]:
+    return [c["id"] for c in m.get("tool_calls") or []]
+
+
+def test_shipped_fixture_is_the_builders_session(tmp_path: Path) -> None:
+    """tests/data/claude_code_session.jsonl is synthetic (claude_code_log.session), kept in step."""
+    assert SHIPPED.read_text(encoding="utf-8") == session(tmp_path / "s.jsonl").read_text(encoding="utf-8")
+
+
+def test_detected_as_claude_code_and_split_into_sessions(log_path: Path) -> None:
+    data = read_json(log_path)
+    assert detect_format(data) == "claude-code"
+    assert agent_names(data) == ["main", "compact-1", "sidechain-1"]
+    with pytest.raises(TrajectoryError, match=r"holds 3 sessions \(main, compact-1, sidechain-1\); name one as '.*#main'"):
+        load(log_path)
+    assert [h.source for h in load_all(log_path)] == [f"{log_path}#{n}" for n in ("main", "compact-1", "sidechain-1")]
+
+
+def test_split_reply_lines_are_one_reply_with_every_block(log_path: Path) -> None:
+    h = load(f"{log_path}#main")
+    first = h.step(1).reply
+    assert first["content"] == "I'll read calc.py and look for the tests."
+    assert calls_of(first) == ["toolu_01", "toolu_02"]
+    assert first["reasoning_content"] == "Look at the code first."  # thinking: kept aside, not in the text
+    assert [c["function"]["name"] for c in first["tool_calls"]] == ["Read", "Grep"]
+    assert len(h) == 5 and h.meta["model"] == "claude-sonnet-4-5-20250929"
+
+
+def test_tool_results_follow_their_reply_in_call_order(log_path: Path) -> None:
+    """Results were written out of order and hang off different lines of the response."""
+    h = load(f"{log_path}#main")
+    obs = h.step(1).observations
+    assert [o["tool_call_id"] for o in obs] == ["toolu_01", "toolu_02"]
+    assert obs[0]["role"] == "tool" and obs[0]["content"].startswith("     1\u2192")
+    for s in h.steps:
+        assert [o["tool_call_id"] for o in s.observations if o["role"] == "tool"] == calls_of(s.reply)
+
+
+def test_only_the_live_branch_is_loaded(log_path: Path) -> None:
+    h = load(f"{log_path}#main")
+    ids = [cid for s in h.steps for cid in calls_of(s.reply)]
+    assert "toolu_04x" not in ids and "toolu_04" in ids  # the rejected Write is a dead branch
+    assert "doesn't want to proceed" not in json.dumps(h.messages())
+
+
+def test_compaction_starts_a_new_context_from_the_summary(log_path: Path) -> None:
+    h = load(f"{log_path}#compact-1")
+    assert [m["role"] for m in h.prefix] == ["user", "user"]
+    assert h.prefix[0]["content"].startswith("This session is being continued")
+    assert "toolu_01" not in json.dumps(h.messages())  # nothing from before the compaction
+    assert [calls_of(s.reply) for s in h.steps] == [["toolu_06"], ["toolu_07"], ["toolu_08"], []]
+    # the local command that asked for it stays with the context it was typed in
+    assert load(f"{log_path}#main").step(5).observations[0]["content"].startswith("<command-name>/compact")
+
+
+def test_subagent_conversation_is_its_own_session(log_path: Path) -> None:
+    h = load(f"{log_path}#sidechain-1")
+    assert h.prefix[0]["content"] == "Check calc.py for style problems."
+    assert [a.command for s in h.steps for a in s.actions] == ["ruff check calc.py"]
+    main = load(f"{log_path}#compact-1")
+    assert "ruff check" not in json.dumps(main.messages())  # the parent sees only the Task result
+
+
+def test_subagent_file_alone_is_one_session(tmp_path: Path) -> None:
+    """Newer versions write each subagent to its own agent-*.jsonl: every line a sidechain line."""
+    log = Log(sidechain=True)
+    task = log.user("Find the config loader.")
+    ids = log.reply("msg_a1", [call("t1", "Glob", pattern="**/config*.py")], parent=task)
+    r = log.results(("t1", "src/config.py"), parent=ids[-1])
+    log.reply("msg_a2", [text("It is src/config.py.")], parent=r)
+    path = log.write(tmp_path / "agent-a1b2c3.jsonl")
+    assert agent_names(read_json(path)) == []
+    h = load(path)
+    assert len(h) == 2 and h.step(1).actions[0].effects.kind == "search"
+
+
+def test_usage_is_the_providers_prompt_with_cache_reads_and_writes(log_path: Path) -> None:
+    h = load(f"{log_path}#main")
+    assert h.step(1).meta["usage"] == {"prompt_tokens": 3 + 12000 + 4000, "cached_tokens": 12000, "completion_tokens": 120}
+    results = replay_sessions(str(log_path), Settings(policies=("base",), tokenizer="chars4", validate=False))
+    assert [r.error for r in results] == [None, None, None]
+    assert results[0].reported["prompt_tokens"] == 16003 + 16605 + 16906 + 17106 + 17206
+    assert results[0].reported["cached_tokens"] == 12000 + 16000 + 16600 + 16900 + 17100
+    assert h.meta["note"] == NOTE
+
+
+def test_split_lines_take_the_largest_output_count(tmp_path: Path) -> None:
+    log = Log()
+    task = log.user("hi")
+    ids = log.reply("msg_1", [text("a"), call("t1", "Bash", command="ls")], parent=task)
+    log.lines[-2]["message"]["usage"]["output_tokens"] = 1  # written before the response ended
+    log.lines[-1]["message"]["usage"]["output_tokens"] = 33
+    log.results(("t1", "x"), parent=ids[-1])
+    h = load(log.write(tmp_path / "s.jsonl"))
+    assert h.step(1).meta["usage"]["completion_tokens"] == 33
+
+
+def test_bookkeeping_and_synthetic_lines_are_skipped_meta_lines_kept(tmp_path: Path) -> None:
+    log = Log()
+    log.other("queue-operation", None, operation="dequeue")
+    log.other("file-history-snapshot", None, messageId="m", snapshot={})
+    task = log.user("Fix it.")
+    caveat = log.user("Caveat: the messages below were generated by the user while running local commands.", parent=task, isMeta=True)
+    ids = log.reply("msg_1", [call("t1", "Bash", command="make")], parent=caveat)
+    r = log.results(("t1", "ok"), parent=ids[-1])
+    hook = log.other("progress", r, data={"type": "hook_progress"})
+    api_error = log.reply("msg_e", [text("API Error: 529 overloaded")], parent=hook, model="<synthetic>")
+    log.other("system", api_error[-1], subtype="api_error", level="error")
+    log.reply("msg_2", [text("Done.")], parent=log.last)
+    h = load(log.write(tmp_path / "s.jsonl"))
+    assert [m["content"] for m in h.prefix] == ["Fix it.", log.lines[3]["message"]["content"]]
+    assert [s.reply["content"] for s in h.steps] == ["", "Done."]  # no synthetic notice as a model call
+
+
+def test_bash_read_edit_grep_map_to_refolds_analysis() -> None:
+    bash = analyze("sed -n '1,5p' calc.py", "bash")
+    assert bash.kind == "read" and bash.reads == ("calc.py",)
+    read = analyze(json.dumps({"file_path": "/p/calc.py", "offset": 12, "limit": 2}), "Read")
+    assert (read.kind, read.reads, read.first_line) == ("read", ("/p/calc.py",), 12)
+    assert analyze(json.dumps({"file_path": "/p/calc.py"}), "Read").first_line is None
+    for tool in ("Edit", "MultiEdit", "Write"):
+        assert analyze(json.dumps({"file_path": "/p/calc.py", "edits": []}), tool).writes == ("/p/calc.py",)
+    assert analyze(json.dumps({"notebook_path": "/p/a.ipynb", "new_source": "x"}), "NotebookEdit").writes == ("/p/a.ipynb",)
+    grep = analyze(json.dumps({"pattern": "def x", "path": "/p"}), "Grep")
+    assert (grep.kind, grep.reads) == ("search", ("/p",))
+    assert analyze(json.dumps({"pattern": "**/*.py"}), "Glob").kind == "search"
+
+
+def test_bash_calls_are_shell_commands(log_path: Path) -> None:
+    step = load(f"{log_path}#main").step(2)
+    (action,) = step.actions
+    assert (action.tool, action.command, action.effects.kind) == ("bash", "python -m pytest -q test_calc.py", "test")
+    assert json.loads(step.reply["tool_calls"][0]["function"]["arguments"])["description"] == "Run the tests"
+
+
+def test_read_output_line_numbers_reach_the_outline() -> None:
+    code, numbers = strip_line_numbers(numbered(CALC[11:13], 12))
+    assert code == "\n".join(CALC[11:13]) and numbers == [12, 13]
+
+
+def test_hidden_read_outline_names_file_lines(tmp_path: Path) -> None:
+    src = [line for k in range(25) for line in (f"def f{k}(x):", f"    return x + {k}", "", "")]
+    log = Log()
+    p = log.user("Tidy engine.py.")
+    ids = log.reply("m0", [call("t0", "Read", file_path="/p/engine.py")], parent=p)
+    p = log.results(("t0", numbered(src)), parent=ids[-1])
+    for k in range(1, 20):  # long enough for the default to move its boundary past step 1
+        ids = log.reply(f"m{k}", [call(f"t{k}", "Bash", command=f"python bench.py {k}")], parent=p)
+        p = log.results((f"t{k}", "\n".join(f"run {i}: {k * i} ms" for i in range(30))), parent=ids[-1])
+    h = load(log.write(tmp_path / "s.jsonl"))
+    last = list(iter_prompts(h, "default", tokenizer="chars4"))[-1]
+    note = next(m["content"] for m in last.messages if m.get("tool_call_id") == "t0")
+    assert "Output of `Read /p/engine.py` hidden (100 lines)" in note
+    assert "def f1 L5" in note and "restore 1" in note  # file line numbers from the arrow prefixes
+
+
+def test_cli_replay_reports_recorded_usage_and_the_note(log_path: Path) -> None:
+    r = run_cli("replay", str(log_path), "--policy", "base,default", "--tokenizer", "chars4")
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    assert "3 sessions" in out and "Recorded usage (3 sessions): 148,914 prompt tokens" in out
+    assert "system prompt and tool schemas Claude Code sent are not in its log" in out
+
+
+# ---- malformed lines --------------------------------------------------------------------------
+
+
+def write_lines(path: Path, lines: list[Any]) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def small() -> Log:
+    log = Log()
+    task = log.user("go")
+    ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=task)
+    log.results(("t1", "a.py"), parent=ids[-1])
+    return log
+
+
+@pytest.mark.parametrize(
+    ("mutate", "words"),
+    [
+        (lambda ls: ls.insert(2, [1, 2]), "line 4: is list, not a JSON object"),
+        (lambda ls: ls[1]["message"].update(content=5), "line 2: assistant content is int"),
+        (lambda ls: ls[1]["message"]["content"][0].pop("id"), "line 2: assistant content[0]: tool_use has no 'id'"),
+        (lambda ls: ls[2]["message"]["content"][0].pop("tool_use_id"), "line 4: user content[0]: tool_result has no 'tool_use_id'"),
+        (lambda ls: ls[2]["message"].update(content=[7]), "line 4: user content[0] is not a content block"),
+    ],
+)
+def test_malformed_line_is_one_error_naming_file_and_line(tmp_path: Path, mutate: Any, words: str) -> None:
+    lines: list[Any] = small().lines
+    mutate(lines)
+    text_lines: list[Any] = [*lines[:2], "", *lines[2:]]  # a blank line: numbers are file lines
+    path = write_lines(tmp_path / "bad.jsonl", text_lines)
+    with pytest.raises(TrajectoryError) as e:
+        load(path)
+    assert str(e.value).startswith(f"{path}: ") and words in str(e.value) and "\n" not in str(e.value)
+    r = run_cli("replay", str(path), "--policy", "base", "--tokenizer", "chars4")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and words in r.stderr
+
+
+def test_truncated_last_line_names_it(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "cut.jsonl", [*small().lines, '{"type": "user", "mess'])
+    with pytest.raises(TrajectoryError, match="invalid JSON Lines at line 4"):
+        load(path)
+
+
+def test_logs_without_a_model_call_say_so(tmp_path: Path) -> None:
+    only_summary = write_lines(tmp_path / "summary.jsonl", [{"type": "summary", "summary": "x", "leafUuid": "u1"}] * 2)
+    with pytest.raises(TrajectoryError, match="holds no conversation"):
+        load(only_summary)
+    log = Log()
+    log.user("hello")
+    with pytest.raises(TrajectoryError, match="no assistant replies"):
+        load(log.write(tmp_path / "one.jsonl"))  # one line parses as an object, not a list
+
+
+def test_gzip_log_error_names_the_file_line(tmp_path: Path) -> None:
+    lines: list[Any] = small().lines
+    lines[1]["message"]["content"] = 5
+    path = tmp_path / "s.jsonl.gz"
+    path.write_bytes(gzip.compress(("\n\n".join(json.dumps(x) for x in lines) + "\n").encode()))
+    with pytest.raises(TrajectoryError, match="line 3: assistant content is int"):
+        load(path)
+
+
+def test_duplicate_uuids_keep_the_first_and_cycles_end(tmp_path: Path) -> None:
+    log = small()
+    copy = json.loads(json.dumps(log.lines[1]))
+    copy["message"]["content"] = [text("re-emitted copy")]
+    log.lines.append(copy)  # the same uuid again (compaction may re-emit lines)
+    log.lines[0]["parentUuid"] = log.lines[2]["uuid"]  # and a cycle: task -> result -> reply -> task
+    h = load(log.write(tmp_path / "s.jsonl"))
+    assert "re-emitted copy" not in json.dumps(h.messages()) and len(h) == 1
+
+
+# ---- invariant: every tool result lands after its call ------------------------------------------
+
+
+@st.composite
+def parallel_sessions(draw: st.DrawFn) -> Log:
+    log = Log()
+    p = log.user("task")
+    for t in range(draw(st.integers(1, 5))):
+        k = draw(st.integers(0, 3))
+        blocks = [text(f"reply {t}")] + [call(f"t{t}_{j}", "Bash", command=f"echo {t} {j}") for j in range(k)]
+        ids = log.reply(f"msg_{t}", blocks, parent=p, split=draw(st.booleans()))
+        order = draw(st.permutations(range(k)))
+        p = ids[-1]
+        for j in order:  # results out of order, each off the line of its own call (or the last line)
+            anchor = ids[min(j + 1, len(ids) - 1)] if draw(st.booleans()) else ids[-1]
+            p = log.results((f"t{t}_{j}", f"out {t} {j}"), parent=anchor)
+        if draw(st.booleans()):
+            p = log.user(f"and then {t}", parent=p)
+    return log
+
+
+@settings(max_examples=60, deadline=None)
+@given(parallel_sessions())
+def test_every_tool_result_follows_its_call(log: Log) -> None:
+    lines = log.lines
+    replies = len({line["message"]["id"] for line in lines if line["type"] == "assistant"})
+    calls = sum(1 for line in lines if line["type"] == "assistant" for b in line["message"]["content"] if b["type"] == "tool_use")
+    from refold.claude_code import session_messages
+
+    messages, _ = session_messages(lines, "mem.jsonl", None)
+    h = History.from_messages(messages)
+    assert len(h) == replies
+    seen = 0
+    for s in h.steps:
+        ids = calls_of(s.reply)
+        tools = [o for o in s.observations if o["role"] == "tool"]
+        assert [o["tool_call_id"] for o in tools] == ids
+        assert s.observations[: len(tools)] == tuple(tools)  # results first, as the API wants them
+        seen += len(ids)
+    assert seen == calls
