@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claude_code_blocks import ConvertError, reply_message, usage_record, user_messages
+from .claude_code_blocks import reply_message, usage_record, user_messages
 from .errors import TrajectoryError
 from .types import Message
 
@@ -293,7 +293,7 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
                 r, o = user_messages(items[idx[0]])
                 results.extend(r)
                 others.extend(o)
-        except ConvertError as e:
+        except ValueError as e:  # the message of one line cannot be read
             raise log.fail(idx[-1], str(e)) from None
     flush()
     return out

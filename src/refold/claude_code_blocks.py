@@ -1,7 +1,8 @@
 """Claude Code transcript lines -> chat messages: one model reply from the lines of one API response,
 tool results as ``tool`` messages, the provider's usage as refold reads it (``extra.response.usage``).
 
-``claude_code`` decides which lines make up a conversation; this module only converts them.
+``claude_code`` decides which lines make up a conversation; this module only converts them. A
+message it cannot read is a ValueError with one line; the loader adds the file and line.
 """
 
 from __future__ import annotations
@@ -12,15 +13,11 @@ from typing import Any
 
 from .types import Message
 
-__all__ = ["ConvertError", "reply_message", "usage_record", "user_messages", "unix_time"]
+__all__ = ["reply_message", "usage_record", "user_messages", "unix_time"]
 
 SHELL_TOOL = "Bash"
 """Claude Code's shell tool: recorded as ``bash`` (as refold's proxy records it), so the shell
 analysis and the context-command recognizer read its ``command``."""
-
-
-class ConvertError(ValueError):
-    """A line whose message cannot be read; the loader adds the file and line."""
 
 
 def unix_time(value: Any) -> float | None:
@@ -37,10 +34,10 @@ def _blocks(content: Any, what: str) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if not isinstance(content, list):
-        raise ConvertError(f"{what} content is {type(content).__name__}, not text or a list of blocks")
+        raise ValueError(f"{what} content is {type(content).__name__}, not text or a list of blocks")
     for j, b in enumerate(content):
         if not isinstance(b, dict) or not isinstance(b.get("type"), str):
-            raise ConvertError(f"{what} content[{j}] is not a content block (an object with a 'type')")
+            raise ValueError(f"{what} content[{j}] is not a content block (an object with a 'type')")
     return content
 
 
@@ -118,9 +115,9 @@ def reply_message(lines: list[dict[str, Any]], usage: dict[str, Any] | None) -> 
 def _call(block: dict[str, Any], j: int) -> dict[str, Any]:
     name, call_id, args = block.get("name"), block.get("id"), block.get("input", {})
     if not isinstance(name, str) or not name:
-        raise ConvertError(f"assistant content[{j}]: tool_use has no 'name'")
+        raise ValueError(f"assistant content[{j}]: tool_use has no 'name'")
     if not isinstance(call_id, str) or not call_id:
-        raise ConvertError(f"assistant content[{j}]: tool_use has no 'id'")
+        raise ValueError(f"assistant content[{j}]: tool_use has no 'id'")
     if name == SHELL_TOOL:
         name = "bash"
     arguments = json.dumps(args if args is not None else {}, ensure_ascii=False)
@@ -142,7 +139,7 @@ def user_messages(line: dict[str, Any]) -> tuple[list[Message], list[Message]]:
             continue
         call_id = b.get("tool_use_id")
         if not isinstance(call_id, str) or not call_id:
-            raise ConvertError(f"user content[{j}]: tool_result has no 'tool_use_id'")
+            raise ValueError(f"user content[{j}]: tool_result has no 'tool_use_id'")
         body = b.get("content")
         if isinstance(body, list):
             inner = _parts([c for c in body if isinstance(c, dict)])
