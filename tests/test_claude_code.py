@@ -14,14 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claude_code_log import CALC, Log, call, numbered, session, text
-from conftest import run_cli
-from refold.claude_code import NOTE
+from refold.claude_code import NOTE, session_messages
 from refold.errors import TrajectoryError
 from refold.history import History
+from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
 from refold.loaders import agent_names, detect_format, load, load_all, read_json
 from refold.outline_lines import strip_line_numbers
 from refold.shell import analyze
+
+from conftest import run_cli
 
 SHIPPED = Path(__file__).parent / "data" / "claude_code_session.jsonl"
 
@@ -295,8 +297,6 @@ def test_every_tool_result_follows_its_call(log: Log) -> None:
     lines = log.lines
     replies = len({line["message"]["id"] for line in lines if line["type"] == "assistant"})
     calls = sum(1 for line in lines if line["type"] == "assistant" for b in line["message"]["content"] if b["type"] == "tool_use")
-    from refold.claude_code import session_messages
-
     messages, _ = session_messages(lines, "mem.jsonl", None)
     h = History.from_messages(messages)
     assert len(h) == replies
@@ -308,3 +308,14 @@ def test_every_tool_result_follows_its_call(log: Log) -> None:
         assert s.observations[: len(tools)] == tuple(tools)  # results first, as the API wants them
         seen += len(ids)
     assert seen == calls
+
+
+def test_project_folder_replays_sessions_and_subagent_logs(tmp_path: Path) -> None:
+    """A folder of Claude Code logs: each session file and each subagents/agent-*.jsonl is read;
+    the subagents' ``.meta.json`` notes are not trajectories."""
+    main = session(tmp_path / "s1.jsonl")
+    sub = tmp_path / "s1" / "subagents"
+    sub.mkdir(parents=True)
+    agent = small().write(sub / "agent-a1.jsonl")
+    (sub / "agent-a1.meta.json").write_text('{"agentType": "general-purpose"}', encoding="utf-8")
+    assert collect_paths([tmp_path]) == sorted([str(main), str(agent)])

@@ -1,4 +1,4 @@
-"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, message lists.
+"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, Claude Code logs, message lists.
 
 Every problem with a file becomes one ``TrajectoryError`` naming the file and what is wrong.
 """

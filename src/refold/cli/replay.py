@@ -136,7 +136,7 @@ def replay(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz); "
+            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code .jsonl, refold runs, .gz); "
             "a multi-agent file is replayed per agent, FILE#Agent picks one."
         ),
     ],

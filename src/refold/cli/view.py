@@ -69,7 +69,7 @@ def view(
     run: Annotated[
         Path,
         typer.Argument(
-            help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, refold runs, .gz); "
+            help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code .jsonl, refold runs, .gz); "
             "FILE#Agent for one agent of a multi-agent file."
         ),
     ],

@@ -1,6 +1,6 @@
 """Which files a replay or a simulation reads: the files named, and the trajectory files inside
-the folders named (recursively, sorted; hidden files, refold's own reports and the predictions
-files agents write next to their runs left out)."""
+the folders named (recursively, sorted; hidden files, refold's own reports, the predictions
+files agents write next to their runs and Claude Code's ``subagents/*.meta.json`` left out)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
                 and not _refold_output(f)
                 and not _predictions(f)
+                and not (f.parent.name == "subagents" and f.name.endswith(".meta.json"))  # Claude Code's notes on a subagent
             )
             out.extend(found)
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
