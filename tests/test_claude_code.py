@@ -319,3 +319,17 @@ def test_project_folder_replays_sessions_and_subagent_logs(tmp_path: Path) -> No
     agent = small().write(sub / "agent-a1.jsonl")
     (sub / "agent-a1.meta.json").write_text('{"agentType": "general-purpose"}', encoding="utf-8")
     assert collect_paths([tmp_path]) == sorted([str(main), str(agent)])
+
+
+def test_compaction_with_no_call_after_it_leaves_one_session(tmp_path: Path) -> None:
+    """Newer logs: attachment lines in the chain, a boundary whose summary has no reply after it."""
+    log = small()
+    log.other("attachment", True, attachment={"type": "task_reminder", "content": []})
+    log.reply("msg_2", [text("Done.")])
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid=log.last,
+                         compactMetadata={"trigger": "manual", "preservedMessages": {"uuids": [log.last]}})  # fmt: skip
+    log.user("This session is being continued from a previous conversation.", parent=boundary, isCompactSummary=True)
+    log.user("<local-command-stdout>Compacted</local-command-stdout>")
+    path = log.write(tmp_path / "s.jsonl")
+    assert agent_names(read_json(path)) == []
+    assert [s.reply["content"] for s in load(path).steps] == ["", "Done."]
