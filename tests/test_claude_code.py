@@ -20,6 +20,7 @@ from refold.history import History
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
 from refold.loaders import agent_names, detect_format, load, load_all, read_json
+from refold.mechanisms.summary import summarize
 from refold.outline_lines import strip_line_numbers
 from refold.shell import analyze
 
@@ -333,3 +334,12 @@ def test_compaction_with_no_call_after_it_leaves_one_session(tmp_path: Path) -> 
     path = log.write(tmp_path / "s.jsonl")
     assert agent_names(read_json(path)) == []
     assert [s.reply["content"] for s in load(path).steps] == ["", "Done."]
+
+
+def test_glob_and_grep_file_lists_are_summarized_as_paths_not_hits() -> None:
+    grep = json.dumps({"pattern": "route", "path": "/w"})
+    assert summarize(grep, "Found 2 files\n/w/a.py\n/w/b.py", "Grep").text == "2 files match (/w/a.py, /w/b.py)"
+    assert summarize(json.dumps({"pattern": "**/*.py"}), "\n".join(f"/w/m{k}.py" for k in range(9)), "Glob").text == "9 paths found"
+    assert summarize(json.dumps({"pattern": "*.rs"}), "No files found", "Glob").text == "0 paths found"
+    content = json.dumps({"pattern": "route", "output_mode": "content", "-n": True})
+    assert summarize(content, "/w/a.py:3:route()\n/w/a.py:9:route()", "Grep").text == "2 hits in 1 file (/w/a.py)"

@@ -23,6 +23,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _elided_numbered,
     _files,
     _grep_summary,
+    _named_search,
     _nonblank,
     _numbered,
     _one_line,
@@ -255,6 +256,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
             return out("listing", "no entries")
         names = ", ".join(shown)
         return out("listing", f"{_plural(len(entries), 'entry')}: {names}{', …' if len(entries) > 4 else ''}")
+    named = _named_search(tool, cmd, lines) if info.kind == "search" else None
+    if named is not None:
+        return out("search", named)
     if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
     if info.kind == "edit":  # what it then printed reads like any output: its first and last lines

@@ -7,6 +7,7 @@ None when the output is not of its kind. Pure, no model call.
 
 from __future__ import annotations
 
+import json
 import re
 
 from ..shell_paths import normalize_path
@@ -240,6 +241,30 @@ def _swe_search(body: str) -> str | None:
             else _one_line(none.group(0), 100)
         )
     return None
+
+
+_FOUND_FILES = re.compile(r"^Found (\d+) files?\b")
+_NO_FILES = re.compile(r"^No (?:files|matches) found\b")
+
+
+def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
+    """Claude Code's ``Glob`` (paths) and ``Grep`` in its default ``files_with_matches`` mode
+    (``Found N files`` and the paths), which the shell readers would count as hits; None otherwise
+    (``Grep`` with ``content`` prints ``path:line:text``, read as grep's)."""
+    name = tool.lower()
+    if name not in ("glob", "grep"):
+        return None
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return None
+    if not isinstance(args, dict) or (name == "grep" and args.get("output_mode", "files_with_matches") != "files_with_matches"):
+        return None
+    body = [ln.strip() for ln in lines if ln.strip()]
+    if body and _NO_FILES.match(body[0]):
+        return f"0 {'paths' if name == 'glob' else 'files'} found"
+    paths = [ln for ln in body if not _FOUND_FILES.match(ln)]
+    return f"{_plural(len(paths), 'path')} found{_files(paths)}" if name == "glob" else f"{_plural(len(paths), 'file')} match{_files(paths)}"
 
 
 def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, ...]) -> str:
