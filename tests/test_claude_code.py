@@ -343,3 +343,14 @@ def test_glob_and_grep_file_lists_are_summarized_as_paths_not_hits() -> None:
     assert summarize(json.dumps({"pattern": "*.rs"}), "No files found", "Glob").text == "0 paths found"
     content = json.dumps({"pattern": "route", "output_mode": "content", "-n": True})
     assert summarize(content, "/w/a.py:3:route()\n/w/a.py:9:route()", "Grep").text == "2 hits in 1 file (/w/a.py)"
+
+
+def test_inline_subagents_are_named_by_their_agent_id(tmp_path: Path) -> None:
+    log = small()
+    log.sidechain = True
+    for agent in ("a1b2c3", "d4e5f6"):
+        sub = log.user("sub task", parent=None, agentId=agent)
+        log.reply(f"msg_{agent}", [text("ok")], parent=sub)
+    names = agent_names(read_json(log.write(tmp_path / "s.jsonl")))
+    assert names == ["main", "agent-a1b2c3", "agent-d4e5f6"]
+    assert load(f"{tmp_path / 's.jsonl'}#agent-d4e5f6").step(1).reply["content"] == "ok"

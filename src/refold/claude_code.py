@@ -10,7 +10,8 @@ Messages API message) carry the conversation; the other kinds (``summary``, ``sy
   first user message is the summary: the prompts after it hold the summary, not the old
   messages), and each subagent's conversation (``isSidechain`` lines; a link between a sidechain
   line and a main one is not followed). One tree is a single-session file; more are named
-  ``main``, ``compact-N``, ``main-N`` and ``sidechain-N`` (``FILE#compact-1``).
+  ``main``, ``compact-N``, ``main-N`` and ``agent-<agentId>`` (else ``sidechain-N``), as in
+  ``FILE#compact-1``.
 * Within a tree the live conversation is the chain ending at its last line (edits and retries
   leave dead branches). The lines of one API response share ``message.id`` and are one reply;
   the results of its tool calls may hang off any of its lines, so they are taken by
@@ -158,10 +159,12 @@ def _root(log: _Log, i: int, memo: dict[int, int]) -> int:
 def _names(log: _Log) -> list[str]:
     out: list[str] = []
     main = compact = side = 0
+    agents = [_agent_id(log, t) for t in log.trees if t.sidechain]
     for t in log.trees:
         if t.sidechain:
             side += 1
-            out.append(f"sidechain-{side}")
+            agent = _agent_id(log, t)
+            out.append(f"agent-{agent}" if agent and agents.count(agent) == 1 else f"sidechain-{side}")
         elif t.compaction and main:
             compact += 1
             out.append(f"compact-{compact}")
@@ -169,6 +172,12 @@ def _names(log: _Log) -> list[str]:
             main += 1
             out.append("main" if main == 1 else f"main-{main}")
     return out
+
+
+def _agent_id(log: _Log, tree: _Tree) -> str | None:
+    """The subagent's ``agentId`` (newer versions stamp it on its lines), when a short plain id."""
+    agent = log.items[tree.lines[0]].get("agentId")
+    return agent if isinstance(agent, str) and 0 < len(agent) <= 40 and agent.replace("-", "").isalnum() else None
 
 
 def session_names(data: Any) -> list[str]:
