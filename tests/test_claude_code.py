@@ -354,3 +354,39 @@ def test_inline_subagents_are_named_by_their_agent_id(tmp_path: Path) -> None:
     names = agent_names(read_json(log.write(tmp_path / "s.jsonl")))
     assert names == ["main", "agent-a1b2c3", "agent-d4e5f6"]
     assert load(f"{tmp_path / 's.jsonl'}#agent-d4e5f6").step(1).reply["content"] == "ok"
+
+
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.text(max_size=3), st.builds(list), st.builds(dict),
+                  st.sampled_from(["u0001-m", "u0002-m", "t1", "msg_1", "assistant", "user"]))  # fmt: skip
+_PATHS = [("parentUuid",), ("uuid",), ("isSidechain",), ("type",), ("message",), ("message", "content"),
+          ("message", "content", 0), ("message", "content", 0, "id"), ("message", "content", 0, "tool_use_id"),
+          ("message", "content", 0, "content"), ("message", "content", 0, "input"), ("message", "id"),
+          ("message", "usage"), ("message", "model"), ("isCompactSummary",)]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from(_PATHS), _JUNK), max_size=3), st.booleans())
+def test_any_mangled_log_loads_or_is_one_trajectory_error(
+    tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[int, tuple[Any, ...], Any]], twice: bool
+) -> None:
+    log = small()
+    if twice:  # a second reply, then a sidechain: more lines to mangle
+        log.reply("msg_2", [text("done")])
+    lines: list[Any] = log.lines
+    for at, path, value in edits:
+        target: Any = lines[at % len(lines)]
+        for n, key in enumerate(path):
+            if isinstance(target, list) and isinstance(key, int) and key < len(target) or isinstance(target, dict) and isinstance(key, str):
+                if n == len(path) - 1:
+                    target[key] = value
+                target = target[key] if isinstance(target, list) or key in target else None
+            else:
+                break
+    path_ = write_lines(tmp_path_factory.mktemp("fuzz") / "s.jsonl", [json.dumps(x) for x in lines])
+    try:
+        histories = load_all(path_)
+    except TrajectoryError as e:
+        assert "\n" not in str(e) and str(e).startswith(str(path_))
+    else:
+        assert histories and all(len(h) >= 1 for h in histories)

@@ -223,6 +223,7 @@ def _live(log: _Log, tree: _Tree) -> list[int]:
     while node is not None and node not in spine:
         spine.add(node)
         node = _parent(log, node)
+    spine &= set(tree.lines)  # the conversation lines on it (the chain also passes other kinds)
     keys = {_key(items[i]) for i in spine if items[i].get("type") == "assistant"}
     chosen = [i for i in tree.lines if i in spine or (items[i].get("type") == "assistant" and _key(items[i]) in keys)]
     calls = {cid for i in chosen for cid in _call_ids(items[i])}
