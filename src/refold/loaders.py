@@ -1,4 +1,5 @@
-"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, message lists.
+"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, Codex rollouts
+(``refold.formats.codex``), message lists.
 
 Every problem with a file becomes one ``TrajectoryError`` naming the file and what is wrong.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TrajectoryError
+from .formats import codex
 from .history import History
 from .integrations.mini_record import read_pins
 from .integrations.mini_responses import is_responses_run, to_chat
@@ -105,6 +107,8 @@ def detect_format(data: Any) -> str:
     """Name the trajectory format of parsed JSON, or raise ValueError saying what is missing."""
     if _predictions(data):
         raise ValueError("a SWE-bench predictions file (instance id -> model_patch), not a recorded run")
+    if codex.is_rollout(data):
+        return codex.FORMAT
     if isinstance(data, list):
         bad = next((i for i, m in enumerate(data) if not (isinstance(m, dict) and "role" in m)), None)
         if data and bad is None:
@@ -172,8 +176,11 @@ def _exists(name: str) -> bool:
 def agent_names(data: Any) -> list[str]:
     """The agents of a multi-agent SWE-agent/CodeR file, in order of first appearance.
 
-    One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``.
+    One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``. A Codex
+    rollout's contexts (one more per compaction) are read as its agents: ``part1``, ``part2``...
     """
+    if codex.is_rollout(data):
+        return codex.part_names(data)
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
         return []
     names = list(
@@ -198,13 +205,17 @@ def load(path: str | Path) -> History:
     if agent is None and names:
         raise TrajectoryError(
             file,
-            f"holds {len(names)} agents ({_listed(names)}); name one as '{file}{AGENT_SEP}{_short(names[0])}' "
+            f"holds {len(names)} {_agents_word(data)} ({_listed(names)}); name one as '{file}{AGENT_SEP}{_short(names[0])}' "
             "(refold replay and simulate take every agent; in Python, refold.loaders.load_all)",
         )
     if agent is not None and agent not in names:
         known = _listed(names) if names else "none: it is a single-agent file"
         raise TrajectoryError(file, f"no agent {_short(agent)!r} (agents: {known})")
     return _history(data, file, agent)
+
+
+def _agents_word(data: Any) -> str:
+    return "contexts (Codex compacted its history)" if codex.is_rollout(data) else "agents"
 
 
 def _short(name: str, limit: int = 40) -> str:
@@ -257,7 +268,12 @@ def _history(data: Any, name: str, agent: str | None) -> History:
     except ValueError as e:
         raise TrajectoryError(name, str(e)) from None
     source = name if agent is None else f"{name}{AGENT_SEP}{agent}"
-    if fmt == "swe-agent":
+    unreplied: list[dict[str, Any]] | None = None
+    if fmt == codex.FORMAT:
+        parts, found = codex.read_rollout(data, name)
+        part = parts[agent_names(data).index(agent)] if agent is not None else parts[0]
+        messages, unreplied = part.messages, part.unreplied
+    elif fmt == "swe-agent":
         messages = _sweagent_messages(data, name, agent)
     else:
         messages = data if isinstance(data, list) else data.get("messages")
@@ -271,7 +287,9 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         if isinstance(m, dict):
             scrub_calls(m)
     meta: dict[str, Any] = {"format": fmt, "path": name, "session": source}
-    if isinstance(data, dict):
+    if fmt == codex.FORMAT:
+        meta.update(found)
+    elif isinstance(data, dict):
         info = data.get("info") or {}
         stats = _file_stats(data)
         if isinstance(info, dict):
@@ -302,7 +320,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         history.load_pins(read_pins(data, source))  # a refold run's user pins (``refold sessions pin``)
     except ValueError as e:
         raise TrajectoryError(source, str(e).removeprefix(f"{source}: ")) from None
-    unreplied = unreplied_calls(messages)
+    unreplied = unreplied_calls(messages) if unreplied is None else unreplied
     if unreplied:
         history.meta["unreplied"] = unreplied
     if any(s.reply.get("tool_calls") for s in history.steps):
