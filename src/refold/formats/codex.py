@@ -177,6 +177,8 @@ class _Reader:
             raise self.fail(n, "a response item without a 'type'")
         if kind in _SKIPPED:
             return
+        if kind == "message" and item.get("role") not in (*_INPUT_ROLES, "assistant"):
+            raise self.fail(n, f"a message whose role is {json.dumps(item.get('role'))[:40]}, not user, developer, system or assistant")
         if kind == "message" and item.get("role") in _INPUT_ROLES:
             self.close()
             self.part.messages.append(_input_message(item, self.time))
