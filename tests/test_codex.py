@@ -122,6 +122,17 @@ def test_older_codex_reports_usage_before_its_interleaved_items(tmp_path: Path) 
     assert [s.meta["usage"]["prompt_tokens"] for s in h.steps] == [100, 150]
 
 
+def test_a_response_whose_tools_ran_while_it_streamed_is_one_step(tmp_path: Path) -> None:
+    # each output written right after its call, the usage event after the whole response
+    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).output("a", structured("A"))
+    r.shell("b", ["bash", "-lc", "cat b.py"]).output("b", structured("B")).usage(100, 0, 20, 0)
+    r.say("done").usage(150, 100, 5, 0)
+    h = load(write(tmp_path, r))
+    assert len(h) == 2 and commands(h.step(1)) == ["cat a.py", "cat b.py"]
+    assert [o["tool_call_id"] for o in h.step(1).observations] == ["a", "b"]
+    assert [s.meta["usage"]["prompt_tokens"] for s in h.steps] == [100, 150]
+
+
 def test_without_usage_events_a_tool_output_ends_a_response(tmp_path: Path) -> None:
     r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).output("a", structured("A"))
     r.shell("b", ["bash", "-lc", "cat b.py"]).output("b", structured("B")).say("done")

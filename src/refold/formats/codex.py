@@ -87,11 +87,31 @@ class Part:
 def read_rollout(data: Any, name: str) -> tuple[list[Part], dict[str, Any]]:
     """Every context of a rollout and what the file says about the session (``History.meta``)."""
     rows = data if isinstance(data, list) else [data]
-    reader = _Reader(name, any(_usage_line(r) for r in rows))
+    reader = _Reader(name, _usage_order(rows))
     for n, row in enumerate(rows, 1):
         reader.line(n, row)
     reader.finish()
     return reader.parts, reader.meta
+
+
+def _usage_order(rows: list[Any]) -> str:
+    """Where a file's usage events stand: ``"after"`` each response's items (newer Codex),
+    ``"before"`` them (older Codex, which wrote a turn's items when it ended), ``""`` none."""
+    for row in rows:
+        if _usage_line(row):
+            return "before"
+        payload = row.get("payload") if isinstance(row, dict) and row.get("type") == "response_item" else None
+        if isinstance(payload, dict) and _is_output(payload):
+            return "after" if any(_usage_line(r) for r in rows) else ""
+    return ""
+
+
+def _is_output(item: dict[str, Any]) -> bool:
+    """An item the model produced (reasoning, its text, a call), not one sent to it."""
+    kind = item_kind(item)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return bool(kind) and kind not in OUTPUTS and kind not in _SKIPPED and kind not in ("compaction", "compaction_summary")
 
 
 def _usage_line(row: Any) -> bool:
@@ -100,9 +120,9 @@ def _usage_line(row: Any) -> bool:
 
 
 class _Reader:
-    def __init__(self, name: str, by_usage: bool) -> None:
+    def __init__(self, name: str, usage_order: str) -> None:
         self.name = name
-        self.by_usage = by_usage  # usage events mark where responses end (else: the proxy's rule)
+        self.order = usage_order  # usage events mark where responses end ("": the proxy's rule)
         self.parts: list[Part] = [Part()]
         self.meta: dict[str, Any] = {"instructions_recorded": False}
         self.system: Message | None = None
@@ -112,7 +132,6 @@ class _Reader:
         self.group_usage: dict[str, Any] | None = None
         self.pending: dict[str, Any] | None = None  # usage reported before its response's items
         self.last_total: Any = None
-        self.after_output = False  # the last response item was an output item of the open group
         self.time: float | None = None
         self.models: list[str] = []
         self.seen_meta = False
@@ -182,14 +201,12 @@ class _Reader:
         if kind == "message" and item.get("role") in _INPUT_ROLES:
             self.close()
             self.part.messages.append(_input_message(item, self.time))
-            self.after_output = False
         elif kind in OUTPUTS:
             if not isinstance(item.get("call_id"), str):
                 raise self.fail(n, f"a '{kind}' item without a 'call_id'")
-            if not self.by_usage:
+            if not self.order:
                 self.close()
             self.part.messages.append(_output_message(item, self.time))
-            self.after_output = False
         elif kind == "compaction" or kind == "compaction_summary":
             self.close()  # an encrypted summary (remote compaction): its text is not readable
             self.meta["encrypted_summaries"] = self.meta.get("encrypted_summaries", 0) + 1
@@ -200,7 +217,6 @@ class _Reader:
                 self.group_at, self.group_time = len(self.part.messages), self.time
                 self.group_usage, self.pending = self.pending, None
             self.group.append(copy.deepcopy(item))  # reasoning, text, calls, web searches
-            self.after_output = True
 
     def _event_msg(self, n: int, p: dict[str, Any]) -> None:
         kind = p.get("type")
@@ -215,20 +231,25 @@ class _Reader:
         last = info.get("last_token_usage")
         usage = _usage(last if isinstance(last, dict) else _difference(total, self.last_total))
         self.last_total = total
-        if self.group and self.after_output:
-            self.group_usage = usage  # newer Codex: right after the response's items
+        if self.order == "after":  # after the response's items, before (or after) its tool outputs
+            if not self.group:
+                self.unreplied("no reply stored")  # the summarization call, an aborted response
+            self.group_usage = usage
             self.close()
             return
         self.close()
         if self.pending is not None:
             self.unreplied("no reply stored")
-        self.pending = usage  # older Codex (before the items), or a call whose reply is not stored
+        self.pending = usage  # before the response's items
 
     def _compacted(self, n: int, p: dict[str, Any]) -> None:
         self.close()
         if self.pending is not None:
-            self.unreplied("compaction")  # the summarization call (its reply is the summary)
+            self.unreplied("no reply stored")
             self.pending = None
+        last = self.part.unreplied[-1] if self.part.unreplied else None
+        if last is not None and last == self.position("no reply stored"):
+            last["type"] = "compaction"  # the summarization call (its reply is the summary)
         before = self.part.messages
         self.parts.append(Part([copy.deepcopy(self.system)] if self.system else []))
         history = p.get("replacement_history")
@@ -256,7 +277,6 @@ class _Reader:
     def close(self) -> None:
         """End the open response: its items become one assistant message, placed before the tool
         outputs that came while it was open (older Codex wrote each output after its call)."""
-        self.after_output = False
         if not self.group:
             return
         reply = reply_message(self.group, KEY)
@@ -269,11 +289,15 @@ class _Reader:
         self.group = []
         self.group_usage = None
 
-    def unreplied(self, kind: str) -> None:
+    def position(self, kind: str) -> dict[str, Any]:
+        """An unreplied call made now: after the last reply and the messages since."""
         messages = self.part.messages
         replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
         seen = len(messages) - replies[-1] - 1 if replies else len(messages)
-        self.part.unreplied.append({"step": len(replies), "observations": seen, "type": kind})
+        return {"step": len(replies), "observations": seen, "type": kind}
+
+    def unreplied(self, kind: str) -> None:
+        self.part.unreplied.append(self.position(kind))
 
     def finish(self) -> None:
         self.close()
