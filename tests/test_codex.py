@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified
 from refold.errors import TrajectoryError
+from refold.formats.codex import read_rollout
 from refold.lab.replay.recorded_calls import reasoning_tokens
 from refold.loaders import agent_names, detect_format, load, load_all, read_json
 from refold.mechanisms.summary_wrap import unwrap
@@ -235,3 +238,42 @@ def test_a_rollout_without_a_response_has_no_calls(tmp_path: Path) -> None:
 def test_codex_output_framing_is_unwrapped(text: str, status: int | None, body: str) -> None:
     u = unwrap(text)
     assert (u.status, u.body) == (status, body)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=6),
+    order=st.sampled_from(["after", "before", "inline", "none"]),
+)
+def test_any_responses_read_back_as_written(shape: list[int], order: str) -> None:
+    """Responses of 0-3 parallel calls, in each order Codex writes them: one step per response,
+    its calls and outputs paired in order, its usage (where written) on that step."""
+    r = task(Lines())
+    for n, k in enumerate(shape):
+        ids = [f"r{n}c{j}" for j in range(k)]
+        if order == "before":
+            r.usage(1000 + n, 0, 5, 0)
+        r.say(f"response {n}")
+        for i in ids:
+            r.shell(i, ["bash", "-lc", f"cat {i}.py"])
+            if order in ("before", "inline"):
+                r.output(i, freeform(i))
+        if order in ("after", "inline"):
+            r.usage(1000 + n, 0, 5, 0)
+        if order in ("after", "none"):
+            for i in ids:
+                r.output(i, freeform(i))
+        if not k and n + 1 < len(shape):
+            r.turn().user(f"go on {n}")  # a response without calls ends the turn
+    rows = [json.loads(line) for line in r.text().splitlines()]
+    (part,), _ = read_rollout(rows, "x")
+    replies = [m for m in part.messages if m["role"] == "assistant"]
+    assert [m["content"] for m in replies] == [f"response {n}" for n in range(len(shape))]
+    for n, (k, m) in enumerate(zip(shape, replies, strict=True)):
+        ids = [f"r{n}c{j}" for j in range(k)]
+        assert [c["id"] for c in m.get("tool_calls") or []] == ids
+        at = part.messages.index(m)
+        assert [o.get("tool_call_id") for o in part.messages[at + 1 : at + 1 + k]] == ids
+        usage = m["extra"].get("response", {}).get("usage")
+        assert (usage["prompt_tokens"] if usage else None) == (None if order == "none" else 1000 + n)
+    assert part.unreplied == []

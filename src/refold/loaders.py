@@ -1,5 +1,4 @@
-"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, Codex rollouts
-(``refold.formats.codex``), message lists.
+"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, Codex, message lists.
 
 Every problem with a file becomes one ``TrajectoryError`` naming the file and what is wrong.
 """
@@ -177,8 +176,7 @@ def agent_names(data: Any) -> list[str]:
     """The agents of a multi-agent SWE-agent/CodeR file, in order of first appearance.
 
     One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``. A Codex
-    rollout's contexts (one more per compaction) are read as its agents: ``part1``, ``part2``...
-    """
+    rollout's contexts (one more per compaction) are its agents: ``part1``, ``part2``..."""
     if codex.is_rollout(data):
         return codex.part_names(data)
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
