@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 from codex_rollouts import APP, FIXTURE, Lines, freeform, structured
-from conftest import run_cli
 from refold.lab.replay.runner import iter_prompts
 from refold.loaders import load
+
+from conftest import run_cli
 
 NOTE = "[context-manager] Output"
 
