@@ -152,6 +152,13 @@ def test_a_repeated_usage_event_is_one_call_and_a_lone_one_a_call_without_reply(
     assert len(h) == 1 and h.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "no reply stored"}]
 
 
+def test_a_rollback_is_counted(tmp_path: Path) -> None:
+    r = task(Lines()).say("one").usage(100, 0, 5, 0).add("event_msg", {"type": "thread_rolled_back", "num_turns": 1})
+    r.user("Again.").say("two").usage(90, 0, 5, 0)
+    h = load(write(tmp_path, r))
+    assert h.meta["rollbacks"] == 1 and len(h) == 2
+
+
 def compacted(replacement: bool) -> Lines:
     r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).usage(100, 0, 5, 0).output("a", structured("x = 1"))
     r.usage(900, 100, 300, 0)  # the summarization call

@@ -222,6 +222,8 @@ class _Reader:
         kind = p.get("type")
         if kind == "turn_aborted":
             self.close()
+        if kind == "thread_rolled_back":  # later prompts lack the last turns: read as written, counted
+            self.meta["rollbacks"] = self.meta.get("rollbacks", 0) + 1
         if kind != "token_count" or not isinstance(p.get("info"), dict):
             return  # user_message, agent_message, agent_reasoning: copies of response items
         info = p["info"]
