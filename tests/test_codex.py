@@ -190,6 +190,13 @@ def test_each_compacted_context_is_a_part(tmp_path: Path, replacement: bool) -> 
     assert load(f"{path}#part2").prefix[-1]["content"] == "Summary: a.py sets x."
 
 
+def test_an_output_of_content_items_keeps_its_image(tmp_path: Path) -> None:
+    parts = [{"type": "input_text", "text": "the screenshot"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]
+    r = task(Lines()).call("v", "view_image", {"path": "shot.png"}).usage(100, 0, 5, 0).output("v", parts)
+    (obs,) = load(write(tmp_path, r)).step(1).observations
+    assert obs["content"] == [{"type": "text", "text": "the screenshot"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+
+
 def test_the_old_form_reads_without_usage(tmp_path: Path) -> None:
     rows = [
         {"id": "0199aaaa", "timestamp": "2025-06-01T10:00:00Z", "instructions": None},
