@@ -11,11 +11,11 @@ One model response becomes one assistant message holding all its output items (r
 calls; kept as received under ``extra["responses"]``); each tool output a ``tool`` message. A
 harness's shell tool (``shell`` with an argv list, ``shell_command``, ``exec_command``,
 ``local_shell_call``) is read as ``bash`` with the command line it runs. Where responses end:
-each response reports its usage once (a ``token_count`` event); newer Codex writes it after the
-response's items, older Codex before them (its tool outputs interleaved with the calls), so
-output items between two usage events are one response, and an event right after output items is
-theirs, else the next response's. A file without usage events falls back to the proxy's rule (a
-tool output or user message ends a response).
+each response reports its usage once (a ``token_count`` event). Newer Codex writes it after the
+response's items, older Codex before them (and each tool output right after its call); which one
+a file does is read once (does a usage event or an output item come first), and output items
+between two usage events are one response, with the usage next to them. A file without usage
+events falls back to the proxy's rule (a tool output or a user message ends a response).
 
 ``compacted``: Codex replaced its history by a summary (``replacement_history``, or for older
 versions rebuilt here as Codex did: initial context, the user's messages, the summary); every
