@@ -18,7 +18,8 @@ from refold.config import DEFAULT
 from refold.context.tools import offer
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import context_calls
-from refold.proxy.responses_wire import reply_message
+from refold.proxy.responses_wire import KEY
+from refold.responses_items import reply_message
 from test_proxy_held_restart import _sse_message
 from test_proxy_resend import BASH, SYSTEM, Client, Upstream, _first_turn, reply
 from test_proxy_responses import message
@@ -36,11 +37,11 @@ def custom(call_id: str, text: str) -> dict[str, Any]:
 
 
 def test_a_custom_bash_calls_input_is_its_command() -> None:
-    msg = reply_message([custom("c1", "restore 1")])
+    msg = reply_message([custom("c1", "restore 1")], KEY)
     _, rec = offer(DEFAULT, [{"type": "function", "function": {"name": "bash"}}])
     found = context_calls(msg, rec)
     assert found is not None and found[0].context is not None and found[0].context.name == "restore"
-    assert context_calls(reply_message([custom("c2", "ls -la")]), rec) is None
+    assert context_calls(reply_message([custom("c2", "ls -la")], KEY), rec) is None
     chat = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c3", "type": "custom", "function": {"name": "bash", "arguments": "restore 2"}}]}
     got = context_calls(chat, rec)

@@ -318,7 +318,7 @@ def test_restore_typed_into_codex_exec_command_is_answered(env: Env) -> None:
 
 
 def test_shell_tools_are_recorded_as_bash() -> None:
-    from refold.proxy.surface_calls import canonical_call
+    from refold.shell_tools import canonical_call
 
     assert canonical_call("Bash", '{"command": "ls -la", "description": "list"}') == ("bash", '{"command": "ls -la"}')
     assert canonical_call("exec_command", '{"cmd": "cat a.py", "yield_time_ms": 10}') == ("bash", '{"command": "cat a.py"}')

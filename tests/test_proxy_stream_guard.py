@@ -20,8 +20,9 @@ from refold.proxy.early import call_verdict
 from refold.proxy.held import decide
 from refold.proxy.relay import ChatRelay
 from refold.proxy.stream import Accumulator
-from refold.proxy.surface_calls import canonical_call, recognizable
+from refold.proxy.surface_calls import recognizable
 from refold.proxy.upstream import Result
+from refold.shell_tools import canonical_call
 from test_proxy_responses import events as responses_events
 from test_proxy_responses import fcall, response_object
 from test_proxy_stream_early import BASH, SYSTEM, Reader, Scripted, _proxy, call

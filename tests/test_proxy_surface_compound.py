@@ -20,8 +20,9 @@ from refold.proxy.anthropic import AnthropicSplicer
 from refold.proxy.commands import context_calls
 from refold.proxy.compound import derived_id
 from refold.proxy.responses import ResponsesSplicer
-from refold.proxy.surface_calls import canonical_call, recognizable
+from refold.proxy.surface_calls import recognizable
 from refold.proxy.surface_stream import context_ids
+from refold.shell_tools import canonical_call
 from test_proxy_surface_guard import RawStreams, _client_args, _plain, anthropic_round, responses_round
 
 from fake_upstream import ServerThread

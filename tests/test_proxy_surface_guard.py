@@ -24,8 +24,9 @@ from refold.proxy.anthropic import AnthropicSplicer
 from refold.proxy.commands import context_calls
 from refold.proxy.responses import ResponsesSplicer
 from refold.proxy.sse import Event
-from refold.proxy.surface_calls import canonical_call, recognizable
+from refold.proxy.surface_calls import recognizable
 from refold.proxy.surface_stream import context_ids
+from refold.shell_tools import canonical_call
 from test_proxy_stream_guard import CONTEXT, PLAIN, arguments
 
 from builders import cuts

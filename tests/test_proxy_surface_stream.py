@@ -28,8 +28,9 @@ from refold.proxy import ProxyConfig, anthropic_wire, create_app
 from refold.proxy.anthropic import AnthropicSplicer
 from refold.proxy.commands import _call, context_calls
 from refold.proxy.sse import Event
-from refold.proxy.surface_calls import recognizable, tool_name
+from refold.proxy.surface_calls import recognizable
 from refold.proxy.surface_stream import context_ids
+from refold.shell_tools import tool_name
 from test_proxy_anthropic import BASH
 from test_proxy_anthropic import sse as anthropic_events
 from test_proxy_responses import events as responses_events

@@ -1,4 +1,5 @@
-"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, Claude Code logs, message lists.
+"""Loading recorded runs from files: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, Claude Code logs, Codex
+rollouts, message lists.
 
 Every problem with a file becomes one ``TrajectoryError`` naming the file and what is wrong.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from .claude_code import FORMAT as CLAUDE_CODE
 from .claude_code import is_claude_code, session_messages, session_names
 from .errors import TrajectoryError
+from .formats import codex
 from .history import History
 from .integrations.mini_record import read_pins
 from .integrations.mini_responses import is_responses_run, to_chat
@@ -109,6 +111,8 @@ def detect_format(data: Any) -> str:
         raise ValueError("a SWE-bench predictions file (instance id -> model_patch), not a recorded run")
     if is_claude_code(data):
         return CLAUDE_CODE
+    if codex.is_rollout(data):
+        return codex.FORMAT
     if isinstance(data, list):
         bad = next((i for i, m in enumerate(data) if not (isinstance(m, dict) and "role" in m)), None)
         if data and bad is None:
@@ -177,10 +181,13 @@ def agent_names(data: Any) -> list[str]:
     """The agents of a multi-agent SWE-agent/CodeR file, in order of first appearance.
 
     One entry (e.g. SWE-agent's ``main``) or none means a single-agent file: ``[]``. A Claude Code
-    log's sessions (main, compactions, subagents) are named the same way.
+    log's sessions (main, compactions, subagents) are named the same way, and so are a Codex
+    rollout's contexts (one more per compaction): ``part1``, ``part2``...
     """
     if is_claude_code(data):
         return session_names(data)
+    if codex.is_rollout(data):
+        return codex.part_names(data)
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
         return []
     names = list(
@@ -205,14 +212,19 @@ def load(path: str | Path) -> History:
     if agent is None and names:
         raise TrajectoryError(
             file,
-            f"holds {len(names)} {'sessions' if is_claude_code(data) else 'agents'} ({_listed(names)}); "
-            f"name one as '{file}{AGENT_SEP}{_short(names[0])}' "
+            f"holds {len(names)} {_agents_word(data)} ({_listed(names)}); name one as '{file}{AGENT_SEP}{_short(names[0])}' "
             "(refold replay and simulate take every agent; in Python, refold.loaders.load_all)",
         )
     if agent is not None and agent not in names:
         known = _listed(names) if names else "none: it is a single-agent file"
         raise TrajectoryError(file, f"no agent {_short(agent)!r} (agents: {known})")
     return _history(data, file, agent)
+
+
+def _agents_word(data: Any) -> str:
+    if is_claude_code(data):
+        return "sessions"
+    return "contexts (Codex compacted its history)" if codex.is_rollout(data) else "agents"
 
 
 def _short(name: str, limit: int = 40) -> str:
@@ -266,7 +278,12 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         raise TrajectoryError(name, str(e)) from None
     source = name if agent is None else f"{name}{AGENT_SEP}{agent}"
     extra: dict[str, Any] = {}
-    if fmt == "swe-agent":
+    unreplied: list[dict[str, Any]] | None = None
+    if fmt == codex.FORMAT:
+        parts, found = codex.read_rollout(data, name)
+        part = parts[agent_names(data).index(agent)] if agent is not None else parts[0]
+        messages, unreplied, extra = part.messages, part.unreplied, found
+    elif fmt == "swe-agent":
         messages = _sweagent_messages(data, name, agent)
     elif fmt == CLAUDE_CODE:
         messages, extra = session_messages(data, name, agent)
@@ -282,7 +299,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         if isinstance(m, dict):
             scrub_calls(m)
     meta: dict[str, Any] = {"format": fmt, "path": name, "session": source, **extra}
-    if isinstance(data, dict):
+    if isinstance(data, dict) and fmt != codex.FORMAT:
         info = data.get("info") or {}
         stats = _file_stats(data)
         if isinstance(info, dict):
@@ -313,7 +330,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         history.load_pins(read_pins(data, source))  # a refold run's user pins (``refold sessions pin``)
     except ValueError as e:
         raise TrajectoryError(source, str(e).removeprefix(f"{source}: ")) from None
-    unreplied = unreplied_calls(messages)
+    unreplied = unreplied_calls(messages) if unreplied is None else unreplied
     if unreplied:
         history.meta["unreplied"] = unreplied
     if any(s.reply.get("tool_calls") for s in history.steps):

@@ -47,10 +47,12 @@ _MARKER = re.compile(
     r"^\s*(\[File: .*\]|\(\d+ more lines? (above|below)\)|\[\d+ lines? (above|below) omitted\]"
     r"|\(this is the (beginning|end) of the file\))\s*$"
 )
-# Lines a tool wraps a file span in: mini's <returncode>/<output>, SWE-agent's footer
+# Lines a tool wraps a file span in: mini's <returncode>/<output>, SWE-agent's footer, Codex's header
 _WRAPPER = re.compile(
     r"^\s*(<returncode>-?\d+</returncode>|</?output>|<output>.*|</?warning>|\(Open file: .*\)"
-    r"|\(Current directory: .*\)|bash-\$\s*|\[context-manager\].*)\s*$"
+    r"|\(Current directory: .*\)|bash-\$\s*|\[context-manager\].*"
+    r"|Exit code: -?\d+|Wall time: [\d.]+ seconds|Output:|Chunk ID: \S+|Process exited with code -?\d+"
+    r"|Process running with session ID \S+|Total output lines: \d+|Original token count: \d+)\s*$"
 )
 
 

@@ -7,8 +7,10 @@ only where the rendering changed it)."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+from .shell_tools import canonical_call
 from .types import Message, content_text
 
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -33,6 +35,34 @@ def item_text(item: dict[str, Any]) -> str:
         for p in content
         if isinstance(p, dict) and p.get("type") in ("output_text", "text", "input_text")
     )
+
+
+def chat_call(item: dict[str, Any]) -> dict[str, Any]:
+    """A call item as the chat tool call the session records (a harness's shell tool as ``bash``)."""
+    kind = item_kind(item)
+    call_id = item.get("call_id") or item.get("id")
+    if kind == "local_shell_call":
+        action = item.get("action")
+        argv = action.get("command", []) if isinstance(action, dict) else []
+        name, args = "shell", json.dumps({"command": argv}, ensure_ascii=False)
+    elif kind == "custom_tool_call":  # a free-form tool: its input is the text (a shell tool's: the command)
+        name, args = canonical_call(str(item.get("name") or ""), str(item.get("input") or ""), free_form=True)
+    else:
+        raw = item.get("arguments")
+        name, args = str(item.get("name") or ""), raw if isinstance(raw, str) else json.dumps(raw or {})
+    name, args = canonical_call(name, args)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def reply_message(items: list[dict[str, Any]], key: str) -> Message:
+    """One response's output items as the assistant message they stand for; the items are kept
+    as received under ``extra[key]``."""
+    text = "".join(item_text(i) for i in items if item_kind(i) == "message")
+    msg: Message = {"role": "assistant", "content": text, "extra": {key: copy.deepcopy(items)}}
+    calls = [chat_call(i) for i in items if item_kind(i) in CALLS]
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
 
 
 def text_item(text: str, like: dict[str, Any] | None = None) -> dict[str, Any]:

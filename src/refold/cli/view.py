@@ -125,7 +125,7 @@ def view(
         raise PolicyError(f"{run} is a folder; refold view takes one trajectory file")
     # an agent's name is any text ('Man/ager', '../x'): only safe characters go into the file name
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", agent) if agent else ""
-    stem = Path(file).name.removesuffix(".gz").removesuffix(".json") + (f".{safe}" if agent else "")
+    stem = Path(file).name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json") + (f".{safe}" if agent else "")
     out = output or Path(stem + ".html")
     if out.is_dir():
         raise PolicyError(f"--output {out} is a folder; give a file name such as report.html")

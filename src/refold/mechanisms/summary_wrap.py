@@ -40,6 +40,13 @@ _WRAPPED = re.compile(r"^\s*<(?:returncode|exception|warning|output)>")
 _ELIDED = re.compile(r"<elided_chars>\s*(\d{1,12}) characters elided\s*</elided_chars>")
 # mini 1.x's timeout template: no <returncode>, the partial output inside <output>
 _TIMED_OUT = re.compile(r"The last command <command>.{0,20000}?</command> timed out and has been killed\.", re.DOTALL)
+# Codex's shell outputs: the freeform header (``shell``/``shell_command``) and unified exec's
+# (``exec_command``), each line optional but the wall time and the ``Output:`` line that ends it
+_CODEX_HEAD = re.compile(
+    r"(?:Chunk ID: [^\n]{0,80}\n)?(?:Exit code: (-?\d{1,9})\n)?Wall time: [\d.]{1,20} seconds\n"
+    r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID [^\n]{0,80}\n)?"
+    r"(?:Total output lines: \d{1,12}\n)?(?:Original token count: \d{1,12}\n)?Output:\n?"
+)
 _SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
 
 
@@ -76,11 +83,15 @@ def unwrap(text: str) -> Unwrapped:
                 elided = int(em.group(1)) if em else None
             else:
                 body = _RC.sub("", _EXC.sub("", text))
+    elif text.startswith(("Exit code: ", "Wall time: ", "Chunk ID: ")) and (c := _CODEX_HEAD.match(text)):
+        code = c.group(1) or c.group(2)
+        status = int(code) if code is not None else None
+        body = text[c.end() :]
     elif text.startswith("The last command <command>") and (t := _TIMED_OUT.match(text)):
         exception = "timed out and was killed"
         inner = _between(text[t.end() :], "output")
         body = inner if inner is not None else text[t.end() :]
-    if text.startswith("{") and '"returncode"' in text[:200]:
+    if text.startswith("{") and ('"returncode"' in text[:200] or '"exit_code"' in text[-200:]):
         status, body, exception = _json_observation(text, status, body, exception)
     text_end = body.rstrip()
     lines = text_end.split("\n")
@@ -97,14 +108,16 @@ def unwrap(text: str) -> Unwrapped:
 def _json_observation(
     text: str, status: int | None, body: str, exception: str | None
 ) -> tuple[int | None, str, str | None]:
-    """mini's tool-call observations as JSON: ``{"returncode": 0, "output": "..."}``."""
+    """mini's tool-call observations as JSON: ``{"returncode": 0, "output": "..."}``; Codex's
+    ``shell`` outputs: ``{"output": "...", "metadata": {"exit_code": 0, ...}}``."""
     try:
         data = json.loads(text)
     except ValueError:
         return status, body, exception
     if not isinstance(data, dict):
         return status, body, exception
-    rc = data.get("returncode")
+    meta = data.get("metadata")
+    rc = data.get("returncode", meta.get("exit_code") if isinstance(meta, dict) else None)
     status = rc if isinstance(rc, int) and not isinstance(rc, bool) else status
     output = data.get("output")
     body = output if isinstance(output, str) else body
@@ -119,7 +132,7 @@ def printed_lines(text: str) -> int:
 
 
 def exit_status(text: str) -> int | None:
-    """The exit status an observation records (mini's ``<returncode>``), or None."""
+    """The exit status an observation records (mini's ``<returncode>``, Codex's ``Exit code:``), or None."""
     return unwrap(text).status
 
 

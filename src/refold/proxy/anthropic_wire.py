@@ -16,10 +16,10 @@ import re
 from typing import Any
 
 from ..errors import ProxyError
+from ..shell_tools import canonical_call, tool_name
 from ..types import Message
 from .passthrough import is_compaction as compaction_text
 from .surface import Parsed
-from .surface_calls import canonical_call, tool_name
 from .validate import bad_upstream
 
 KEY = "anthropic"

@@ -14,9 +14,9 @@ from typing import Any
 
 from ..context.recognize import Recognizer
 from ..shell import SHELL_TOOLS
+from ..shell_tools import SHELL_NAMES
 from .early import ARGV_SHELL, CommandGate, call_verdict
 from .sse import Event, parse_json
-from .surface_calls import SHELL_NAMES
 
 
 def decide(name: str, arguments: str, rec: Recognizer) -> bool | None:

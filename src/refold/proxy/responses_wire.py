@@ -19,11 +19,11 @@ from typing import Any
 
 from ..errors import ProxyError
 from ..history import History
-from ..responses_items import CALLS, OUTPUTS, assistant_items, item_kind, item_text
+from ..responses_items import OUTPUTS, assistant_items, item_kind, item_text, reply_message
+from ..shell_tools import tool_name
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
 from .surface import Parsed
-from .surface_calls import canonical_call, tool_name
 from .validate import bad_upstream
 
 KEY = "responses"
@@ -49,30 +49,6 @@ def items_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     return list(raw)
 
 
-def _call(item: dict[str, Any]) -> dict[str, Any]:
-    kind = item_kind(item)
-    call_id = item.get("call_id") or item.get("id")
-    if kind == "local_shell_call":
-        action = item.get("action") or {}
-        name, args = "shell", json.dumps({"command": action.get("command", [])}, ensure_ascii=False)
-    elif kind == "custom_tool_call":  # a free-form tool: its input is the text (a shell tool's: the command)
-        name, args = canonical_call(str(item.get("name") or ""), str(item.get("input") or ""), free_form=True)
-    else:
-        raw = item.get("arguments")
-        name, args = str(item.get("name") or ""), raw if isinstance(raw, str) else json.dumps(raw or {})
-    name, args = canonical_call(name, args)
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def reply_message(items: list[dict[str, Any]]) -> Message:
-    text = "".join(item_text(i) for i in items if item_kind(i) == "message")
-    msg: Message = {"role": "assistant", "content": text, "extra": {KEY: copy.deepcopy(items)}}
-    calls = [_call(i) for i in items if item_kind(i) in CALLS]
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
-
-
 def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Parsed:
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise bad("model: must be a non-empty string")
@@ -91,7 +67,7 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
 
     def close() -> None:
         if group:
-            out.append(reply_message(group))
+            out.append(reply_message(group, KEY))
             group.clear()
 
     for n, item in enumerate(items):
@@ -228,7 +204,7 @@ def build(
 def reply(data: Any) -> Message | None:
     if not isinstance(data, dict) or data.get("error") or not isinstance(data.get("output"), list):
         return None
-    return reply_message([i for i in data["output"] if isinstance(i, dict)])
+    return reply_message([i for i in data["output"] if isinstance(i, dict)], KEY)
 
 
 def check_reply(data: Any) -> Any:

@@ -21,12 +21,13 @@ from typing import Any
 
 from ..context.recognize import Recognizer
 from ..protocol import SHELL_LANGS, fenced_blocks
+from ..shell_tools import canonical_call
 from .commands import context_calls
 from .compound import CompoundHold, derived_id
 from .early import ARGV_SHELL, CommandEnd, command_value
 from .held import HeldRound, decide
 from .sse import Event, parse_json, sse
-from .surface_calls import canonical_call, recognizable
+from .surface_calls import recognizable
 
 _XML_OPEN, _XML_CLOSE = "<mswea_bash_command>", "</mswea_bash_command>"
 

@@ -1,50 +1,18 @@
-"""How a surface's tool calls are read: a harness's shell tool under its own name as ``bash``
-(what refold's shell analysis and context-command recognizer read), and a reply split into the
-calls the client gets and the context commands the proxy keeps for itself."""
+"""How a surface's tool calls are read: shell tools matched case-insensitively, and a reply split
+into the calls the client gets and the context commands the proxy keeps for itself (a harness's
+shell tool read as ``bash``: ``refold.shell_tools``)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import shlex
 from collections.abc import Collection
 from typing import Any
 
 from ..shell import SHELL_TOOLS
 from ..types import Message
 
-SHELL_NAMES = frozenset({"bash", "shell", "exec_command", "shell_command", "local_shell"})
-"""A harness's shell tool under its own name: Claude Code's ``Bash``, Copilot's ``bash``, Codex's
-``shell`` (an argv list) and ``exec_command`` (``cmd``)."""
-
 _CALL_ITEMS = frozenset({"tool_use", "function_call", "custom_tool_call", "local_shell_call"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
-
-
-def canonical_call(name: str, arguments: str, *, free_form: bool = False) -> tuple[str, str]:
-    """How the session records a call: a harness's shell tool as ``bash`` with ``{"command": str}``
-    (what refold's shell analysis and context-command recognizer read); other tools as issued.
-    ``free_form``: a custom tool's text input, the command itself. Only the session sees this
-    form; what goes upstream is the call's native block or item."""
-    if name.lower() not in SHELL_NAMES:
-        return name, arguments
-    if free_form:
-        return "bash", json.dumps({"command": arguments}, ensure_ascii=False)
-    try:
-        args = json.loads(arguments)
-    except ValueError:
-        return name, arguments
-    cmd = args.get("command", args.get("cmd")) if isinstance(args, dict) else None
-    if isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd):
-        shell_c = len(cmd) == 3 and cmd[0] in ("bash", "sh", "zsh") and cmd[1] in ("-c", "-lc")
-        cmd = cmd[2] if shell_c else shlex.join(cmd)
-    if not isinstance(cmd, str):
-        return name, arguments
-    return "bash", json.dumps({"command": cmd}, ensure_ascii=False)
-
-
-def tool_name(name: str) -> str:
-    return "bash" if name.lower() in SHELL_NAMES else name
 
 
 def recognizable(reply: Message) -> Message:

@@ -1,0 +1,395 @@
+"""OpenAI Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``) as chat messages.
+
+Each line is ``{"timestamp", "type", "payload"}``: ``session_meta`` (id, cwd, cli_version, the
+system prompt as ``base_instructions`` in newer versions), ``turn_context`` (model, effort),
+``response_item`` (an OpenAI Responses item: user/developer messages, the model's output items,
+tool outputs), ``event_msg`` (UI events; ``token_count`` carries each response's usage) and
+``compacted``. Older files open with a bare ``{"id", "timestamp"}`` line followed by bare items
+(and ``record_type: "state"`` lines); they read the same way, without usage.
+
+One model response becomes one assistant message holding all its output items (reasoning, text,
+calls; kept as received under ``extra["responses"]``); each tool output a ``tool`` message. A
+harness's shell tool (``shell`` with an argv list, ``shell_command``, ``exec_command``,
+``local_shell_call``) is read as ``bash`` with the command line it runs. Where responses end:
+each response reports its usage once (a ``token_count`` event). Newer Codex writes it after the
+response's items, older Codex before them (and each tool output right after its call); which one
+a file does is read once (does a usage event or an output item come first), and output items
+between two usage events are one response, with the usage next to them. A file without usage
+events falls back to the proxy's rule (a tool output or a user message ends a response).
+
+``compacted``: Codex replaced its history by a summary (``replacement_history``, or for older
+versions rebuilt here as Codex did: initial context, the user's messages, the summary); every
+later prompt was built from that, so each context is its own part (``FILE#part2``), loaded and
+replayed like one agent of a multi-agent file. A usage event with no response items (the
+summarization call, an aborted response) is a call without a stored reply (``unreplied``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..errors import TrajectoryError
+from ..responses_items import CALLS, OUTPUTS, item_kind, item_text, reply_message
+from ..types import Message
+
+__all__ = ["FORMAT", "KEY", "PART", "Part", "is_rollout", "part_names", "read_rollout"]
+
+FORMAT = "codex"
+KEY = "responses"
+"""The key under a message's ``extra`` that holds its Responses items (as the proxy keeps them)."""
+PART = "part"
+"""``FILE#part2``: the context after Codex's first compaction."""
+
+_LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+_INPUT_ROLES = ("user", "developer", "system")
+_SKIPPED = frozenset({"ghost_snapshot"})  # the harness's own snapshots: never sent to the model
+# how Codex opens the context it injects (rebuilt after an old-style compaction, kept first)
+_CONTEXT_TAGS = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions", "<INSTRUCTIONS>")
+
+
+def is_rollout(data: Any) -> bool:
+    """Whether parsed JSON (Lines) is a Codex rollout: a ``session_meta`` line, or the old form
+    (a bare ``{"id", "timestamp"}`` line, then bare items)."""
+    rows = [data] if isinstance(data, dict) else data if isinstance(data, list) else []
+    first = rows[0] if rows else None
+    if not isinstance(first, dict):
+        return False
+    if first.get("type") == "session_meta" and "payload" in first:
+        return True
+    if any(isinstance(r, dict) and r.get("type") in _LINE_TYPES and "payload" in r for r in rows[:50]):
+        return all(isinstance(r, dict) and "role" not in r for r in rows[:50])
+    return (
+        "id" in first and "timestamp" in first and "type" not in first and "role" not in first and len(rows) > 1
+        and all(isinstance(r, dict) and ("type" in r or "record_type" in r) for r in rows[1:50])
+    )  # fmt: skip
+
+
+def part_names(data: Any) -> list[str]:
+    """``["part1", "part2", ...]`` when Codex compacted the session, else ``[]`` (one context)."""
+    rows = data if isinstance(data, list) else []
+    n = sum(1 for r in rows if isinstance(r, dict) and r.get("type") == "compacted")
+    return [f"{PART}{i}" for i in range(1, n + 2)] if n else []
+
+
+@dataclass
+class Part:
+    """One context of a rollout: the messages its calls were built from, the calls made in it
+    whose reply is not stored (``History.meta["unreplied"]`` entries)."""
+
+    messages: list[Message] = field(default_factory=list)
+    unreplied: list[dict[str, Any]] = field(default_factory=list)
+
+
+def read_rollout(data: Any, name: str) -> tuple[list[Part], dict[str, Any]]:
+    """Every context of a rollout and what the file says about the session (``History.meta``)."""
+    rows = data if isinstance(data, list) else [data]
+    reader = _Reader(name, _usage_order(rows))
+    for n, row in enumerate(rows, 1):
+        reader.line(n, row)
+    reader.finish()
+    return reader.parts, reader.meta
+
+
+def _usage_order(rows: list[Any]) -> str:
+    """Where a file's usage events stand: ``"after"`` each response's items (newer Codex),
+    ``"before"`` them (older Codex, which wrote a turn's items when it ended), ``""`` none."""
+    for row in rows:
+        if _usage_line(row):
+            return "before"
+        payload = row.get("payload") if isinstance(row, dict) and row.get("type") == "response_item" else None
+        if isinstance(payload, dict) and _is_output(payload):
+            return "after" if any(_usage_line(r) for r in rows) else ""
+    return ""
+
+
+def _is_output(item: dict[str, Any]) -> bool:
+    """An item the model produced (reasoning, its text, a call), not one sent to it."""
+    kind = item_kind(item)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return bool(kind) and kind not in OUTPUTS and kind not in _SKIPPED and kind not in ("compaction", "compaction_summary")
+
+
+def _usage_line(row: Any) -> bool:
+    payload = row.get("payload") if isinstance(row, dict) and row.get("type") == "event_msg" else None
+    return isinstance(payload, dict) and payload.get("type") == "token_count" and isinstance(payload.get("info"), dict)
+
+
+class _Reader:
+    def __init__(self, name: str, usage_order: str) -> None:
+        self.name = name
+        self.order = usage_order  # usage events mark where responses end ("": the proxy's rule)
+        self.parts: list[Part] = [Part()]
+        self.meta: dict[str, Any] = {"instructions_recorded": False}
+        self.system: Message | None = None
+        self.group: list[dict[str, Any]] = []
+        self.group_at = 0
+        self.group_time: float | None = None
+        self.group_usage: dict[str, Any] | None = None
+        self.pending: dict[str, Any] | None = None  # usage reported before its response's items
+        self.last_total: Any = None
+        self.time: float | None = None
+        self.models: list[str] = []
+        self.seen_meta = False
+
+    @property
+    def part(self) -> Part:
+        return self.parts[-1]
+
+    def fail(self, n: int, reason: str) -> TrajectoryError:
+        return TrajectoryError(self.name, f"line {n}: {reason}")
+
+    # ---- lines ----------------------------------------------------------------------------------
+
+    def line(self, n: int, row: Any) -> None:
+        if not isinstance(row, dict):
+            raise self.fail(n, f"is {type(row).__name__}, not a JSON object (a Codex rollout line)")
+        self.time = _seconds(row.get("timestamp")) or self.time
+        kind = row.get("type")
+        if "payload" in row and isinstance(kind, str) and kind in _LINE_TYPES:
+            payload = row["payload"]
+            if not isinstance(payload, dict):
+                raise self.fail(n, f"the payload of a '{kind}' line is not an object")
+            getattr(self, f"_{kind}")(n, payload)
+        elif n == 1 and "id" in row and "type" not in row:
+            self._session_meta(n, row)  # the old form's first line
+        elif "record_type" in row:
+            return  # the old form's state lines: the harness's, never sent to the model
+        elif isinstance(kind, str) and "payload" not in row:
+            self._response_item(n, row)  # the old form: bare items
+        # any other line type (a newer Codex's) says nothing about the prompts: skipped
+
+    def _session_meta(self, n: int, p: dict[str, Any]) -> None:
+        if self.seen_meta:
+            return  # a resumed or forked session repeats its source's meta
+        self.seen_meta = True
+        self.meta["session_id"] = p.get("id")
+        for key in ("cwd", "cli_version", "model_provider", "originator"):
+            if isinstance(p.get(key), str):
+                self.meta[key] = p[key]
+        base = p.get("base_instructions")
+        text = base.get("text") if isinstance(base, dict) else base
+        if isinstance(text, str) and text.strip():
+            self.system = {"role": "system", "content": text, "extra": {KEY: "instructions"}}
+            self.meta["instructions_recorded"] = True
+            if not self.part.messages:
+                self.part.messages.append(copy.deepcopy(self.system))
+        tools = p.get("dynamic_tools")
+        if isinstance(tools, list) and tools:
+            self.meta["dynamic_tools"] = len(tools)
+
+    def _turn_context(self, n: int, p: dict[str, Any]) -> None:
+        self.close()  # a turn starts: the open response (if any) is over
+        model = p.get("model")
+        if isinstance(model, str) and model and model not in self.models:
+            self.models.append(model)
+        if isinstance(p.get("effort"), str) and "effort" not in self.meta:
+            self.meta["effort"] = p["effort"]
+
+    def _response_item(self, n: int, item: dict[str, Any]) -> None:
+        kind = item_kind(item)
+        if not kind:
+            raise self.fail(n, "a response item without a 'type'")
+        if kind in _SKIPPED:
+            return
+        if kind == "message" and item.get("role") not in (*_INPUT_ROLES, "assistant"):
+            raise self.fail(n, f"a message whose role is {json.dumps(item.get('role'))[:40]}, not user, developer, system or assistant")
+        if kind == "message" and item.get("role") in _INPUT_ROLES:
+            self.close()
+            self.part.messages.append(_input_message(item, self.time))
+        elif kind in OUTPUTS:
+            if not isinstance(item.get("call_id"), str):
+                raise self.fail(n, f"a '{kind}' item without a 'call_id'")
+            if not self.order:
+                self.close()
+            self.part.messages.append(_output_message(item, self.time))
+        elif kind == "compaction" or kind == "compaction_summary":
+            self.close()  # an encrypted summary (remote compaction): its text is not readable
+            self.meta["encrypted_summaries"] = self.meta.get("encrypted_summaries", 0) + 1
+        else:
+            if kind in CALLS and not isinstance(item.get("call_id") or item.get("id"), str):
+                raise self.fail(n, f"a '{kind}' item without a 'call_id'")
+            if not self.group:
+                self.group_at, self.group_time = len(self.part.messages), self.time
+                self.group_usage, self.pending = self.pending, None
+            self.group.append(copy.deepcopy(item))  # reasoning, text, calls, web searches
+
+    def _event_msg(self, n: int, p: dict[str, Any]) -> None:
+        kind = p.get("type")
+        if kind == "turn_aborted":
+            self.close()
+        if kind == "thread_rolled_back":  # later prompts lack the last turns: read as written, counted
+            self.meta["rollbacks"] = self.meta.get("rollbacks", 0) + 1
+        if kind != "token_count" or not isinstance(p.get("info"), dict):
+            return  # user_message, agent_message, agent_reasoning: copies of response items
+        info = p["info"]
+        total = info.get("total_token_usage")
+        if total is not None and total == self.last_total:
+            return  # reported again (with new rate limits): the same response
+        last = info.get("last_token_usage")
+        usage = _usage(last if isinstance(last, dict) else _difference(total, self.last_total))
+        self.last_total = total
+        if self.order == "after":  # after the response's items, before (or after) its tool outputs
+            if not self.group:
+                self.unreplied("no reply stored")  # the summarization call, an aborted response
+            self.group_usage = usage
+            self.close()
+            return
+        self.close()
+        if self.pending is not None:
+            self.unreplied("no reply stored")
+        self.pending = usage  # before the response's items
+
+    def _compacted(self, n: int, p: dict[str, Any]) -> None:
+        self.close()
+        if self.pending is not None:
+            self.unreplied("no reply stored")
+            self.pending = None
+        last = self.part.unreplied[-1] if self.part.unreplied else None
+        if last is not None and last == self.position("no reply stored"):
+            last["type"] = "compaction"  # the summarization call (its reply is the summary)
+        before = self.part.messages
+        self.parts.append(Part([copy.deepcopy(self.system)] if self.system else []))
+        history = p.get("replacement_history")
+        if isinstance(history, list):
+            skipped = 0
+            for item in history:
+                kind = item_kind(item) if isinstance(item, dict) else ""
+                if isinstance(item, dict) and kind == "message" and item.get("role") in _INPUT_ROLES:
+                    self.part.messages.append(_input_message(item, self.time))
+                elif kind not in _SKIPPED:
+                    skipped += 1  # an encrypted summary, or output items: not readable as a prompt part
+            if skipped:
+                self.meta["replacement_items_skipped"] = self.meta.get("replacement_items_skipped", 0) + skipped
+            return
+        summary = p.get("message")
+        self.meta["compactions_rebuilt"] = self.meta.get("compactions_rebuilt", 0) + 1
+        context = [m for m in before if m.get("role") in ("user", "developer") and _is_context(m)]
+        asked = [m for m in before if m.get("role") == "user" and not _is_context(m)]
+        self.part.messages += [copy.deepcopy(m) for m in [*context, *asked]]
+        text = summary if isinstance(summary, str) else ""
+        self.part.messages.append({"role": "user", "content": text, "extra": {"timestamp": self.time}})
+
+    # ---- responses ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the open response: its items become one assistant message, placed before the tool
+        outputs that came while it was open (older Codex wrote each output after its call)."""
+        if not self.group:
+            return
+        reply = reply_message(self.group, KEY)
+        extra = reply["extra"]
+        if self.group_time is not None:
+            extra["timestamp"] = self.group_time
+        if self.group_usage is not None:
+            extra["response"] = {"usage": self.group_usage}
+        self.part.messages.insert(self.group_at, reply)
+        self.group = []
+        self.group_usage = None
+
+    def position(self, kind: str) -> dict[str, Any]:
+        """An unreplied call made now: after the last reply and the messages since."""
+        messages = self.part.messages
+        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        seen = len(messages) - replies[-1] - 1 if replies else len(messages)
+        return {"step": len(replies), "observations": seen, "type": kind}
+
+    def unreplied(self, kind: str) -> None:
+        self.part.unreplied.append(self.position(kind))
+
+    def finish(self) -> None:
+        self.close()
+        if self.pending is not None:
+            self.unreplied("no reply stored")
+            self.pending = None
+        if self.models:
+            self.meta["model"] = self.models[0]
+            if len(self.models) > 1:
+                self.meta["models"] = list(self.models)
+
+
+# ---- items ----------------------------------------------------------------------------------------
+
+
+def _chat_parts(content: Any) -> Any:
+    """Responses content as chat content: one text part as a string, else chat parts."""
+    if isinstance(content, str) or not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    parts: list[dict[str, Any]] = []
+    for p in content:
+        if not isinstance(p, dict):
+            continue
+        kind = p.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            parts.append({"type": "text", "text": str(p.get("text", ""))})
+        elif kind == "input_image":
+            parts.append({"type": "image_url", "image_url": {"url": str(p.get("image_url", ""))}})
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+def _input_message(item: dict[str, Any], at: float | None) -> Message:
+    msg: Message = {"role": item["role"], "content": _chat_parts(item.get("content"))}
+    if at is not None:
+        msg["extra"] = {"timestamp": at}
+    return msg
+
+
+def _output_message(item: dict[str, Any], at: float | None) -> Message:
+    output = item.get("output")
+    if isinstance(output, dict):  # older Codex: {"content": ..., "success": bool}
+        output = output.get("content")
+    content = _chat_parts(output) if isinstance(output, str | list) else json.dumps(output, default=str)
+    extra: dict[str, Any] = {KEY: copy.deepcopy(item)}
+    if at is not None:
+        extra["timestamp"] = at
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": content, "extra": extra}
+
+
+def _is_context(m: Message) -> bool:
+    content = m.get("content")
+    text = content if isinstance(content, str) else item_text({"content": content})
+    return text.lstrip().startswith(_CONTEXT_TAGS)
+
+
+# ---- usage ----------------------------------------------------------------------------------------
+
+
+def _usage(u: Any) -> dict[str, Any] | None:
+    """Codex's token usage as the chat-completions usage refold reads (``extra.response.usage``):
+    ``output_tokens`` includes the reasoning tokens, as ``completion_tokens`` does."""
+    if not isinstance(u, dict):
+        return None
+    return {
+        "prompt_tokens": u.get("input_tokens"),
+        "prompt_tokens_details": {"cached_tokens": u.get("cached_input_tokens")},
+        "completion_tokens": u.get("output_tokens"),
+        "completion_tokens_details": {"reasoning_tokens": u.get("reasoning_output_tokens")},
+    }
+
+
+def _difference(total: Any, before: Any) -> dict[str, Any] | None:
+    """One response's usage from two running totals (a record without ``last_token_usage``)."""
+    if not isinstance(total, dict):
+        return None
+    prior = before if isinstance(before, dict) else {}
+    out: dict[str, Any] = {}
+    for k, v in total.items():
+        p = prior.get(k, 0)
+        if isinstance(v, int) and isinstance(p, int):
+            out[k] = v - p
+    return out
+
+
+def _seconds(stamp: Any) -> float | None:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

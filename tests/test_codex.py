@@ -1,0 +1,293 @@
+"""Codex CLI rollouts (refold.formats.codex) read as a History: one step per model response, its
+shell calls as the command lines they run, outputs paired by call_id, recorded usage per call,
+each compacted context its own part, and a bad line named by its number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified
+from refold.errors import TrajectoryError
+from refold.formats.codex import read_rollout
+from refold.lab.replay.recorded_calls import reasoning_tokens
+from refold.loaders import agent_names, detect_format, load, load_all, read_json
+from refold.mechanisms.summary_wrap import unwrap
+
+
+def write(tmp_path: Path, r: Lines | str, name: str = "rollout.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text(r if isinstance(r, str) else r.text(), encoding="utf-8")
+    return path
+
+
+def calls(step: Any) -> list[tuple[str, str]]:
+    return [(c["function"]["name"], c["function"]["arguments"]) for c in step.reply.get("tool_calls") or []]
+
+
+def commands(step: Any) -> list[str]:
+    return [json.loads(args)["command"] for name, args in calls(step) if name == "bash"]
+
+
+def task(r: Lines) -> Lines:
+    return r.meta().turn().user("Fix the bug.")
+
+
+def test_the_fixture_is_what_the_builder_writes() -> None:
+    # the CLI tests replay the file: it must not drift from the builder the other tests use
+    assert FIXTURE.read_text(encoding="utf-8") == fix_bug().text()
+
+
+def test_each_response_is_one_step_with_its_usage() -> None:
+    h = load(FIXTURE)
+    assert detect_format(read_json(FIXTURE)) == "codex" and h.meta["format"] == "codex"
+    assert [m["role"] for m in h.prefix] == ["system", "developer", "user", "user"]
+    assert h.prefix[0]["content"] == "You are Codex, a coding agent." and h.meta["instructions_recorded"]
+    assert len(h) == 7 and h.meta["model"] == "gpt-5-codex" and h.meta["cli_version"] == "0.63.0"
+    assert h.step(1).meta["usage"] == {"prompt_tokens": 5200, "cached_tokens": 0, "completion_tokens": 90}
+    assert h.step(7).meta["usage"] == {"prompt_tokens": 7100, "cached_tokens": 6784, "completion_tokens": 25}
+    assert [reasoning_tokens(s.reply) for s in h.steps] == [64, 32, 16, 48, 0, 0, 0]
+    assert "unreplied" not in h.meta and h.meta["tool_calls"]
+    # timestamps: replay's idle gaps and the viewer's clock read them
+    assert h.step(2).meta["time"] > h.step(1).meta["time"]
+
+
+def test_shell_argv_is_the_command_it_runs() -> None:
+    h = load(FIXTURE)
+    assert commands(h.step(1)) == ["rg -n 'total' src"]
+    assert commands(h.step(2)) == ["sed -n '1,27p' src/app.py"]
+    assert commands(h.step(3)) == ["cat src/app.py"]  # exec_command's cmd
+    assert commands(h.step(5)) == ["python -m pytest -q tests/test_app.py"]  # shell_command's string
+    kinds = [[(a.effects.kind, a.effects.reads) for a in s.actions if a.effects] for s in h.steps]
+    assert kinds[1] == [("read", ("src/app.py",))] and kinds[2] == [("read", ("src/app.py",))]
+    assert h.step(5).actions[0].effects and h.step(5).actions[0].effects.kind == "test"
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["bash", "-lc", "cd x && rg foo"], "cd x && rg foo"),
+        (["/bin/zsh", "-c", "ls"], "ls"),
+        (["ls", "-la", "my dir"], "ls -la 'my dir'"),  # no shell: the argv quoted back into a line
+    ],
+)
+def test_argv_forms(tmp_path: Path, argv: list[str], command: str) -> None:
+    r = task(Lines()).shell("c1", argv).usage(100, 0, 5, 0).output("c1", freeform("ok"))
+    assert commands(load(write(tmp_path, r)).step(1)) == [command]
+
+
+def test_local_shell_call_is_a_shell_command(tmp_path: Path) -> None:
+    r = task(Lines())
+    r.add("response_item", {"type": "local_shell_call", "call_id": "ls1", "status": "completed",
+                            "action": {"type": "exec", "command": ["bash", "-lc", "cat a.py"]}})  # fmt: skip
+    r.usage(100, 0, 5, 0).output("ls1", structured("x = 1"))
+    step = load(write(tmp_path, r)).step(1)
+    assert commands(step) == ["cat a.py"] and step.observations[0]["tool_call_id"] == "ls1"
+
+
+def test_apply_patch_is_an_edit(tmp_path: Path) -> None:
+    h = load(FIXTURE)
+    (action,) = h.step(4).actions
+    assert calls(h.step(4)) == [("apply_patch", PATCH)]
+    assert action.effects and action.effects.kind == "edit" and action.effects.writes == ("src/app.py",)
+    # the older function form ({"input": patch}) and a patch run through the shell edit the same file
+    r = task(Lines()).call("p1", "apply_patch", {"input": PATCH}).usage(100, 0, 5, 0).output("p1", "Done!")
+    r.shell("p2", ["apply_patch", PATCH]).usage(120, 100, 5, 0).output("p2", structured("Done!"))
+    h = load(write(tmp_path, r))
+    assert [[a.effects.writes for a in s.actions if a.effects] for s in h.steps] == [[("src/app.py",)], [("src/app.py",)]]
+
+
+def test_parallel_calls_are_one_response_paired_by_call_id(tmp_path: Path) -> None:
+    r = task(Lines()).reasoning("two reads").shell("a", ["bash", "-lc", "cat a.py"]).shell("b", ["bash", "-lc", "cat b.py"])
+    r.usage(100, 0, 20, 10).output("b", structured("B")).output("a", structured("A"))
+    r.say("done").usage(150, 100, 5, 0)
+    h = load(write(tmp_path, r))
+    assert len(h) == 2 and commands(h.step(1)) == ["cat a.py", "cat b.py"]
+    assert [o["tool_call_id"] for o in h.step(1).observations] == ["b", "a"]
+    items = h.step(1).reply["extra"]["responses"]
+    assert [i["type"] for i in items] == ["reasoning", "function_call", "function_call"]  # kept as received
+    assert items[0]["encrypted_content"].startswith("gAAAAB") and h.step(1).reply["content"] == ""
+
+
+def test_older_codex_reports_usage_before_its_interleaved_items(tmp_path: Path) -> None:
+    # older Codex: the usage event first, then each call followed by its output
+    r = task(Lines()).usage(100, 0, 20, 0).shell("a", ["bash", "-lc", "cat a.py"]).output("a", structured("A"))
+    r.shell("b", ["bash", "-lc", "cat b.py"]).output("b", structured("B"))
+    r.usage(150, 100, 5, 0).say("done")
+    h = load(write(tmp_path, r))
+    assert len(h) == 2 and commands(h.step(1)) == ["cat a.py", "cat b.py"]
+    assert [o["tool_call_id"] for o in h.step(1).observations] == ["a", "b"]
+    assert [s.meta["usage"]["prompt_tokens"] for s in h.steps] == [100, 150]
+
+
+def test_a_response_whose_tools_ran_while_it_streamed_is_one_step(tmp_path: Path) -> None:
+    # each output written right after its call, the usage event after the whole response
+    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).output("a", structured("A"))
+    r.shell("b", ["bash", "-lc", "cat b.py"]).output("b", structured("B")).usage(100, 0, 20, 0)
+    r.say("done").usage(150, 100, 5, 0)
+    h = load(write(tmp_path, r))
+    assert len(h) == 2 and commands(h.step(1)) == ["cat a.py", "cat b.py"]
+    assert [o["tool_call_id"] for o in h.step(1).observations] == ["a", "b"]
+    assert [s.meta["usage"]["prompt_tokens"] for s in h.steps] == [100, 150]
+
+
+def test_without_usage_events_a_tool_output_ends_a_response(tmp_path: Path) -> None:
+    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).output("a", structured("A"))
+    r.shell("b", ["bash", "-lc", "cat b.py"]).output("b", structured("B")).say("done")
+    h = load(write(tmp_path, r))
+    assert len(h) == 3 and all("usage" not in s.meta for s in h.steps)
+
+
+def test_a_repeated_usage_event_is_one_call_and_a_lone_one_a_call_without_reply(tmp_path: Path) -> None:
+    r = task(Lines()).shell("a", ["bash", "-lc", "ls"]).usage(100, 0, 5, 0)
+    r.rows.append(r.rows[-1])  # the same totals again (a rate-limit update)
+    r.output("a", structured("a.py")).usage(130, 100, 7, 0)  # a call whose reply was not stored
+    r.add("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
+    h = load(write(tmp_path, r))
+    assert len(h) == 1 and h.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "no reply stored"}]
+
+
+def test_a_rollback_is_counted(tmp_path: Path) -> None:
+    r = task(Lines()).say("one").usage(100, 0, 5, 0).add("event_msg", {"type": "thread_rolled_back", "num_turns": 1})
+    r.user("Again.").say("two").usage(90, 0, 5, 0)
+    h = load(write(tmp_path, r))
+    assert h.meta["rollbacks"] == 1 and len(h) == 2
+
+
+def compacted(replacement: bool) -> Lines:
+    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).usage(100, 0, 5, 0).output("a", structured("x = 1"))
+    r.usage(900, 100, 300, 0)  # the summarization call
+    payload: dict[str, Any] = {"message": "Summary: a.py sets x."}
+    if replacement:
+        payload["replacement_history"] = [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the bug."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Summary: a.py sets x."}]},
+        ]
+    r.add("compacted", payload).turn()
+    r.shell("b", ["bash", "-lc", "cat b.py"]).usage(300, 0, 5, 0).output("b", structured("y = 2")).say("done").usage(320, 300, 5, 0)
+    return r
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_each_compacted_context_is_a_part(tmp_path: Path, replacement: bool) -> None:
+    path = write(tmp_path, compacted(replacement))
+    assert agent_names(read_json(path)) == ["part1", "part2"]
+    with pytest.raises(TrajectoryError, match=r"holds 2 contexts \(Codex compacted its history\).*#part1"):
+        load(path)
+    first, second = load_all(path)
+    assert first.source.endswith("#part1") and second.meta["agent"] == "part2"
+    assert len(first) == 1 and first.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction"}]
+    # the second context's prompts were built from the summary, not from the first's steps
+    texts = [(m["role"], m["content"]) for m in second.prefix]
+    assert texts == [("system", "You are Codex, a coding agent."), ("user", "Fix the bug."), ("user", "Summary: a.py sets x.")]
+    assert len(second) == 2 and commands(second.step(1)) == ["cat b.py"]
+    assert ("compactions_rebuilt" in second.meta) is not replacement
+    assert load(f"{path}#part2").prefix[-1]["content"] == "Summary: a.py sets x."
+
+
+def test_an_output_of_content_items_keeps_its_image(tmp_path: Path) -> None:
+    parts = [{"type": "input_text", "text": "the screenshot"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]
+    r = task(Lines()).call("v", "view_image", {"path": "shot.png"}).usage(100, 0, 5, 0).output("v", parts)
+    (obs,) = load(write(tmp_path, r)).step(1).observations
+    assert obs["content"] == [{"type": "text", "text": "the screenshot"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+
+
+def test_the_old_form_reads_without_usage(tmp_path: Path) -> None:
+    rows = [
+        {"id": "0199aaaa", "timestamp": "2025-06-01T10:00:00Z", "instructions": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List files."}]},
+        {"type": "function_call", "name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", "ls"]}), "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": {"content": "a.py", "success": True}},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "One file."}]},
+    ]
+    h = load(write(tmp_path, "".join(json.dumps(r) + "\n" for r in rows)))
+    assert h.meta["format"] == "codex" and not h.meta["instructions_recorded"]
+    assert len(h) == 2 and commands(h.step(1)) == ["ls"] and h.step(1).observations[0]["content"] == "a.py"
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("{not json", "invalid JSON Lines at line 3"),
+        ("[1, 2]", "line 3: is list, not a JSON object"),
+        ('{"timestamp": "t", "type": "response_item", "payload": 5}', "line 3: the payload of a 'response_item' line is not an object"),
+        ('{"timestamp": "t", "type": "response_item", "payload": {"role": 1}}', "line 3: a message whose role is 1, not user"),
+        ('{"timestamp": "t", "type": "response_item", "payload": {"content": "x"}}', "line 3: a response item without a 'type'"),
+        ('{"timestamp": "t", "type": "response_item", "payload": {"type": "function_call_output", "output": "x"}}',
+         "line 3: a 'function_call_output' item without a 'call_id'"),
+    ],
+)  # fmt: skip
+def test_a_malformed_line_is_named(tmp_path: Path, line: str, words: str) -> None:
+    good = Lines().meta().turn().text()
+    path = write(tmp_path, good + line + "\n" + Lines().user("hi").text())
+    with pytest.raises(TrajectoryError) as e:
+        load(path)
+    assert str(e.value) == f"{path}: {words}" or (words in str(e.value) and str(path) in str(e.value))
+    assert "\n" not in str(e.value)
+
+
+def test_a_rollout_without_a_response_has_no_calls(tmp_path: Path) -> None:
+    with pytest.raises(TrajectoryError, match="no assistant replies"):
+        load(write(tmp_path, task(Lines())))
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "body"),
+    [
+        (structured("a\nb", 0), 0, "a\nb"),
+        (freeform("a\nb", 2), 2, "a\nb"),
+        (unified("a\nb", 1), 1, "a\nb"),
+        ("Wall time: 1.0 seconds\nProcess running with session ID 7\nOutput:\nwaiting", None, "waiting"),
+        ("Exit code: 0\nWall time: 0 seconds\nTotal output lines: 900\nOutput:\nhead\n[... omitted 880 of 900 lines ...]\ntail", 0,
+         "head\n[... omitted 880 of 900 lines ...]\ntail"),
+        ("Exit code: 0 is what it printed", None, "Exit code: 0 is what it printed"),  # no header: printed text
+    ],
+)  # fmt: skip
+def test_codex_output_framing_is_unwrapped(text: str, status: int | None, body: str) -> None:
+    u = unwrap(text)
+    assert (u.status, u.body) == (status, body)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=6),
+    order=st.sampled_from(["after", "before", "inline", "none"]),
+)
+def test_any_responses_read_back_as_written(shape: list[int], order: str) -> None:
+    """Responses of 0-3 parallel calls, in each order Codex writes them: one step per response,
+    its calls and outputs paired in order, its usage (where written) on that step."""
+    r = task(Lines())
+    for n, k in enumerate(shape):
+        ids = [f"r{n}c{j}" for j in range(k)]
+        if order == "before":
+            r.usage(1000 + n, 0, 5, 0)
+        r.say(f"response {n}")
+        for i in ids:
+            r.shell(i, ["bash", "-lc", f"cat {i}.py"])
+            if order in ("before", "inline"):
+                r.output(i, freeform(i))
+        if order in ("after", "inline"):
+            r.usage(1000 + n, 0, 5, 0)
+        if order in ("after", "none"):
+            for i in ids:
+                r.output(i, freeform(i))
+        if not k and n + 1 < len(shape):
+            r.turn().user(f"go on {n}")  # a response without calls ends the turn
+    rows = [json.loads(line) for line in r.text().splitlines()]
+    (part,), _ = read_rollout(rows, "x")
+    replies = [m for m in part.messages if m["role"] == "assistant"]
+    assert [m["content"] for m in replies] == [f"response {n}" for n in range(len(shape))]
+    for n, (k, m) in enumerate(zip(shape, replies, strict=True)):
+        ids = [f"r{n}c{j}" for j in range(k)]
+        assert [c["id"] for c in m.get("tool_calls") or []] == ids
+        at = part.messages.index(m)
+        assert [o.get("tool_call_id") for o in part.messages[at + 1 : at + 1 + k]] == ids
+        usage = m["extra"].get("response", {}).get("usage")
+        assert (usage["prompt_tokens"] if usage else None) == (None if order == "none" else 1000 + n)
+    assert part.unreplied == []
