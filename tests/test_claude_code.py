@@ -1,4 +1,4 @@
-"""Claude Code session logs (refold.claude_code): split replies merged, tool results paired by id,
+"""Claude Code session logs (refold.formats.claude_code): split replies merged, tool results paired by id,
 the live chain only, compactions and subagents as sessions of their own, usage as reported usage,
 and every malformed line one error naming the file and line."""
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claude_code_log import CALC, Log, call, numbered, session, text
-from refold.claude_code import NOTE, session_messages
 from refold.errors import TrajectoryError
+from refold.formats.claude_code import NOTE, session_messages
 from refold.history import History
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions

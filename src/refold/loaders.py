@@ -14,10 +14,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .claude_code import FORMAT as CLAUDE_CODE
-from .claude_code import is_claude_code, session_messages, session_names
 from .errors import TrajectoryError
 from .formats import codex
+from .formats.claude_code import FORMAT as CLAUDE_CODE
+from .formats.claude_code import is_claude_code, session_messages, session_names
 from .history import History
 from .integrations.mini_record import read_pins
 from .integrations.mini_responses import is_responses_run, to_chat

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...claude_code import FORMAT as CLAUDE_CODE
-from ...claude_code import NOTE as CLAUDE_CODE_NOTE
+from ...formats.claude_code import FORMAT as CLAUDE_CODE
+from ...formats.claude_code import NOTE as CLAUDE_CODE_NOTE
 from .needed import NEEDED_NOTE
 from .runner import Settings, TaskResult
 

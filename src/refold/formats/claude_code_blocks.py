@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from .types import Message
+from ..types import Message
 
 __all__ = ["reply_message", "usage_record", "user_messages", "unix_time"]
 

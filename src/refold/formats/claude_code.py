@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import TrajectoryError
+from ..types import Message
 from .claude_code_blocks import reply_message, usage_record, user_messages
-from .errors import TrajectoryError
-from .types import Message
 
 __all__ = ["FORMAT", "NOTE", "is_claude_code", "session_messages", "session_names"]
 
