@@ -120,9 +120,11 @@ def recorded_lines(report: dict[str, Any], tokenizer: str) -> list[str]:
     if isinstance(rec, dict):
         of = f"{rec['sessions']} of {rec['of_sessions']} sessions" if rec["sessions"] != rec["of_sessions"] else plural(rec["sessions"], "session")
         cached = f", {rec['cached_tokens'] / max(1, rec['prompt_tokens']):.0%} cached" if rec.get("cached_tokens") is not None else ""
+        prefix = rec.get("base_unrecorded_prefix_tokens_estimated")
+        of_prefix = f", of which {prefix:,} ESTIMATED unrecorded prefix (see below)" if prefix else ""
         out.append(
             f"Recorded usage ({of}): {rec['prompt_tokens']:,} prompt tokens as the provider counted them{cached}; "
-            f"base re-rendered: {rec['base_prompt_tokens']:,} ({tokenizer} tokenizer)."
+            f"base re-rendered: {rec['base_prompt_tokens']:,} ({tokenizer} tokenizer){of_prefix}."
         )
     out.extend(str(n) for n in report.get("notes") or [])
     return out
@@ -177,6 +179,13 @@ def replay(
     no_validate: Annotated[
         bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")
     ] = False,
+    no_prefix_estimate: Annotated[
+        bool,
+        typer.Option(
+            "--no-prefix-estimate",
+            help="Claude Code / Codex logs: count the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
+        ),
+    ] = False,
     wide: WideOpt = None,
     plot: PlotOpt = None,
 ) -> None:
@@ -196,6 +205,7 @@ def replay(
         mask_after=mask_after,
         protect=tuple(protect or ()),
         validate=not no_validate,
+        prefix_estimate=not no_prefix_estimate,
         per_call=per_call or plot is not None,  # the plot draws every call
     )
     settings.check()

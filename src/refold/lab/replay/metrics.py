@@ -153,6 +153,9 @@ def message_chars(messages: Sequence[dict[str, Any]]) -> int:
     return n
 
 
+_MAX_BREAKPOINTS = 4  # Anthropic's cache_control limit per request
+
+
 def _request(
     cache: PrefixCacheSim,
     cache_name: str,
@@ -162,13 +165,21 @@ def _request(
     generated: list[int] | int,
     session: str,
     marks: Sequence[int] | None = None,
+    head: int = 0,
 ) -> tuple[int, int]:
-    """One request; ``marks``: messages refold put Anthropic breakpoints on (None: one at the end)."""
+    """One request; ``marks``: messages refold put Anthropic breakpoints on (None: one at the end);
+    ``head``: leading ids before the messages (an estimated unrecorded prefix), one cache block
+    with a breakpoint of its own where one is free (as Claude Code marks its system prompt)."""
     if cache_name in ("anthropic", "deepseek"):
-        bounds = boundaries(msgs, len(ids))
+        bounds = boundaries(msgs, len(ids) - head)
+        if head:
+            bounds = [head + b for b in bounds]
         points = [len(ids)]
         if marks is not None and cache_name == "anthropic":
             points = sorted({bounds[i] for i in marks if 0 <= i < len(bounds) and bounds[i] > 0}) or points
+        if head:
+            points = sorted({head, *points}) if len(points) < _MAX_BREAKPOINTS else points
+            bounds = [head, *bounds]
         res = cache.request(ids, generated=generated, session=session, breakpoints=points, boundaries=bounds)
     else:
         res = cache.request(ids, generated=generated, session=session)
@@ -207,6 +218,7 @@ def measure(
     tools: Sequence[dict[str, Any]] | None = None,
     as_of: Sequence[int | None] | None = None,
     calibration: CountCalibration | None = None,
+    prefix: Sequence[int] = (),
 ) -> PolicyMetrics:
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
@@ -219,7 +231,8 @@ def measure(
     ``as_of[k]`` is the cache state model call ``k`` meets under a replayed profile
     (``recorded_as_of``). ``calibration``
     prices ESTIMATED provider counts instead of the replay tokenizer's (cost only; token figures
-    stay in the replay tokenizer).
+    stay in the replay tokenizer). ``prefix``: ids every call's prompt starts with, the same at
+    each call (an ESTIMATED request prefix the log does not hold, replay/prefix.py).
     """
     price = price or DEFAULT_PRICES[default_price(cache_name)]
     cache = make_cache(cache_name)
@@ -227,6 +240,7 @@ def measure(
     # each call's prompt repeats most of the last one's: only what changed is tokenized
     prompt_ids = PromptTokens(tok, tools=tools)
     bounds = MessageBounds(tok)
+    head = list(prefix)
     m = PolicyMetrics()
     ms: list[float] = []
     per_prompt: list[int] = []
@@ -267,7 +281,9 @@ def measure(
             stale.calls, stale.as_of = k, states[k] if k < len(states) else None
         if timed is not None:
             timed.now = at
-        cached, written = _request(cache, cache_name, ids, msgs, bounds, gen, where, marks)
+        if head:
+            ids = head + ids
+        cached, written = _request(cache, cache_name, ids, msgs, bounds, gen, where, marks, len(head))
         n = len(ids)
         m.calls += 1
         m.prompt_tokens += n
@@ -294,13 +310,13 @@ def measure(
     for p in projector.prompts(history):
         if p.compaction is not None:
             c = p.compaction
-            cids = prompt_ids.ids(c.input_messages)
+            cids = head + prompt_ids.ids(c.input_messages) if head else prompt_ids.ids(c.input_messages)
             if stale is not None:
                 stale.calls, stale.as_of = m.calls, None
             if timed is not None:
                 timed.now = None  # not a recorded call: no time
             cached, written = _request(
-                cache, cache_name, cids, c.input_messages, bounds, c.summary_tokens, session
+                cache, cache_name, cids, c.input_messages, bounds, c.summary_tokens, session, head=len(head)
             )
             m.compactions += 1
             m.compaction_input_tokens += len(cids)

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...formats.claude_code import FORMAT as CLAUDE_CODE
-from ...formats.claude_code import NOTE as CLAUDE_CODE_NOTE
 from .needed import NEEDED_NOTE
+from .prefix_notes import prefix_notes, prefix_summary
 from .runner import Settings, TaskResult
 
 __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
@@ -70,6 +69,7 @@ CSV_FIELDS = (
     "reported_cached_tokens",
     "error",
     "simulated",
+    "unrecorded_prefix_tokens",
 )
 SIMULATED_COLUMNS = (
     "cached_tokens recomputed_tokens written_tokens peak_kv_tokens peak_kv_gib cost_usd: "
@@ -164,13 +164,17 @@ def recorded_usage(results: Sequence[TaskResult]) -> dict[str, Any] | None:
     if not rows:
         return None
     cached = [r.reported.get("cached_tokens") for r in rows]
-    return {
+    out: dict[str, Any] = {
         "sessions": len(rows),
         "of_sessions": len(_ok(results)),
         "prompt_tokens": sum(int(r.reported["prompt_tokens"] or 0) for r in rows),
         "cached_tokens": sum(c for c in cached if isinstance(c, int)) if all(isinstance(c, int) for c in cached) else None,
         "base_prompt_tokens": sum(int(r.policies["base"].get("prompt_tokens", 0)) for r in rows),
     }
+    prefix = sum(int(r.policies["base"].get("unrecorded_prefix_tokens", 0)) for r in rows)
+    if prefix:  # of base_prompt_tokens
+        out["base_unrecorded_prefix_tokens_estimated"] = prefix
+    return out
 
 
 def _validation_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
@@ -229,8 +233,14 @@ def build_report(
         "cache_validation": _validation_summary(results),
         "recorded": recorded_usage(results),
     }
-    if any(r.format == CLAUDE_CODE for r in _ok(results)):
-        report["notes"] = [f"Claude Code: {CLAUDE_CODE_NOTE}."]
+    notes = prefix_notes(_ok(results), settings.prefix_estimate)
+    if notes:
+        report["notes"] = notes
+    prefix = prefix_summary(_ok(results))
+    if prefix is not None:
+        report["unrecorded_prefix"] = prefix
+    if not settings.prefix_estimate:  # absent: estimated where a log leaves the prefix out
+        report["prefix_estimate"] = False
     if settings.protect:  # figures measured with outputs kept: say so (absent, the report reads as the default's)
         report["protect"] = list(settings.protect)
     if seconds is not None:
@@ -262,6 +272,9 @@ def write_csv(results: Sequence[TaskResult], path: str | Path, stale: str = "rec
             if r.error is not None:
                 w.writerow({**common, "error": r.error})
                 continue
+            label = simulated
+            if r.prefix is not None:  # prompt figures include it: say so in each row
+                label = f"{simulated}; prompt figures include an ESTIMATED unrecorded prefix (unrecorded_prefix_tokens)"
             for name, m in r.policies.items():
                 figures = {k: v for k, v in m.items() if k != "per_call"}
-                w.writerow({**common, "policy": name, **figures, "simulated": simulated})
+                w.writerow({**common, "policy": name, **figures, "simulated": label})

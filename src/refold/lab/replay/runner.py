@@ -30,6 +30,7 @@ from ..cache import (
 from .metrics import default_price, measure, step_tokens
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
+from .prefix import estimate_prefix, prefix_ids
 from .recorded import CacheValidation, RecordedAsOf
 from .stale import STALE_SOURCES, with_stale
 from .unrecorded import unrecorded_calls
@@ -91,6 +92,9 @@ class Settings:
     per_call: bool = True
     count_calibration: bool = True
     """Price a provider whose tokenizer is not available offline on ESTIMATED counts (COUNT_CALIBRATIONS)."""
+    prefix_estimate: bool = True
+    """Start every call of a Claude Code / Codex session with its ESTIMATED unrecorded request
+    prefix (system prompt, tool schemas; replay/prefix.py); False: the messages only."""
 
     def check(self) -> None:
         """Raise PolicyError (a usage error) for any unknown name."""
@@ -174,6 +178,8 @@ class TaskResult:
     unrecorded: dict[str, Any] | None = None
     """On a file's first session: the ESTIMATED calls its totals count but it does not hold
     (replay/unrecorded.py); per-file totals add them."""
+    prefix: dict[str, Any] | None = None
+    """The ESTIMATED request prefix every call of this session starts with (replay/prefix.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
@@ -189,6 +195,8 @@ class TaskResult:
             d["cache_validation"] = self.validation
         if self.unrecorded is not None:
             d["unrecorded_calls_estimated"] = self.unrecorded
+        if self.prefix is not None:
+            d["unrecorded_prefix"] = self.prefix
         return d
 
 
@@ -228,10 +236,19 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)
+    prefix: list[int] = []
+    if settings.prefix_estimate:  # a format whose log leaves out part of each request
+        est = estimate_prefix(history, make_projector("base", opts).prompts(history), tok, request_tools(history, "base"))
+        if est is not None:
+            result.prefix = est.to_dict()
+            prefix = prefix_ids(est.tokens, history.source)
     as_of: list[int | None] | None = None
     if settings.cache in REPLAYED:  # the state each call met, from base's calls and the record
         states = RecordedAsOf(history, settings.cache)  # fed call by call (no call's ids held)
-        measure(history, make_projector("base", opts), tok, cache_name="none", keep_ids=states, tools=request_tools(history, "base"))
+        measure(
+            history, make_projector("base", opts), tok, cache_name="none", keep_ids=states,
+            tools=request_tools(history, "base"), prefix=prefix,
+        )  # fmt: skip
         as_of = states.result()
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history
@@ -250,10 +267,13 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
             tools=request_tools(history, name),
             as_of=as_of,
             calibration=count_calibration(result.price, settings.tokenizer) if settings.count_calibration else None,
+            prefix=prefix,
         )
         m.hidden_needed_calls = tap.totals.needed_calls
         m.hidden_needed_restore_tokens = tap.totals.restore_tokens
         result.policies[name] = m.to_dict(per_call=settings.per_call)
+        if prefix:  # of prompt_tokens: what the ESTIMATED prefix adds (calls x its length)
+            result.policies[name]["unrecorded_prefix_tokens"] = len(prefix) * m.calls
         if keep is not None and m.calls:
             result.validation = keep.result()
         if on_policy:

@@ -1,0 +1,80 @@
+"""What a replay report says about the request prefix a log leaves out (replay/prefix.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...formats.claude_code import FORMAT as CLAUDE_CODE
+from ...formats.codex import FORMAT as CODEX
+from .prefix import PREFIX_FORMATS
+from .runner import TaskResult
+
+__all__ = ["HOW", "MISSING", "prefix_notes", "prefix_summary"]
+
+MISSING = {
+    CLAUDE_CODE: "Claude Code: the system prompt and tool schemas Claude Code sent are not in its log",
+    CODEX: "Codex: the tool schemas Codex sent (and its system prompt where no base_instructions are recorded) are not in its rollout",
+}
+HOW = (
+    "fitted per session on the provider's recorded usage: recorded prompt tokens = prefix + ratio x base's "
+    "count of the call's messages (ratio 1 in the provider's tokenizer where refold ships it, else the "
+    "Theil-Sen slope; prefix the median over the calls, clipped at 0, in replay-tokenizer tokens)"
+)
+_LISTED = 4  # sessions named one by one; more are given as a range
+
+
+def _session(r: TaskResult) -> str:
+    name = r.file.rsplit("#", 1)[1] if "#" in r.file else Path(r.file).name
+    return f"{name} {int((r.prefix or {}).get('tokens_per_call', 0)):,}"
+
+
+def prefix_notes(results: Sequence[TaskResult], enabled: bool) -> list[str]:
+    """One note per format whose logs leave out part of each request: the estimate and how it
+    was made, or that counts are of the messages only (no usage recorded, or turned off)."""
+    notes: list[str] = []
+    for fmt in (CLAUDE_CODE, CODEX):
+        rs = [r for r in results if r.format == fmt]
+        if not rs:
+            continue
+        done = [r for r in rs if r.prefix is not None]
+        if not enabled:
+            notes.append(f"{MISSING[fmt]}: counts are of the messages only (--no-prefix-estimate).")
+            continue
+        if not done:
+            notes.append(f"{MISSING[fmt]}: counts are of the messages only (no usage recorded to estimate them from).")
+            continue
+        sizes = [int((r.prefix or {}).get("tokens_per_call", 0)) for r in done]
+        each = (
+            "; ".join(_session(r) for r in done)
+            if len(done) <= _LISTED
+            else f"{min(sizes):,}-{max(sizes):,} over {len(done)} sessions"
+        )
+        rest = len(rs) - len(done)
+        tail = f" {rest} session(s) record no usage: their counts are of the messages only." if rest else ""
+        notes.append(
+            f"{MISSING[fmt]}: every call of every policy starts with an ESTIMATED prefix standing for them "
+            f"(tokens per call: {each}), {HOW}; the same at every call, so a cache holds it after the first. "
+            f"--no-prefix-estimate counts the messages only.{tail}"
+        )
+    return notes
+
+
+def prefix_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
+    """The report's ``unrecorded_prefix``: over the sessions that got an estimate (None: none did)."""
+    done = [r for r in results if r.prefix is not None and r.format in PREFIX_FORMATS]
+    if not done:
+        return None
+    sizes = [int((r.prefix or {}).get("tokens_per_call", 0)) for r in done]
+    base = [int(r.policies["base"].get("unrecorded_prefix_tokens", 0)) for r in done if "base" in r.policies]
+    out: dict[str, Any] = {
+        "estimated": True,
+        "sessions": len(done),
+        "tokens_per_call_min": min(sizes),
+        "tokens_per_call_max": max(sizes),
+        "how": HOW,
+    }
+    if base:
+        out["base_prompt_tokens"] = sum(base)
+    return out
