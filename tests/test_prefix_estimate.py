@@ -108,7 +108,8 @@ def test_fit_recovers_prefix_and_slope_with_a_fifth_of_the_calls_off(a: int, s: 
 def test_fit_keeps_slope_one_when_the_tokenizer_is_the_providers_or_the_calls_are_few() -> None:
     counts, recorded = [100, 400, 900, 1600, 2500], [5200, 5800, 6800, 8200, 10000]  # slope 2.0
     assert fit_prefix(counts, recorded, same_tokenizer=True)[1:3] == (1.0, "median")
-    assert fit_prefix(counts[:3], recorded[:3], same_tokenizer=False)[1:3] == (1.0, "median")
+    assert fit_prefix(counts[:2], recorded[:2], same_tokenizer=False)[1:3] == (1.0, "median")
+    assert fit_prefix(counts[:3], recorded[:3], same_tokenizer=False)[1:3] == (2.0, "fit")
     steep = [5000 + 3 * c for c in counts]  # beyond any tokenizer gap: not taken as one
     assert SLOPE_RANGE[1] < 3 and fit_prefix(counts, steep, same_tokenizer=False)[1:3] == (1.0, "median")
 

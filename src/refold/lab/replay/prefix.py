@@ -11,10 +11,13 @@ with ``n_k`` base's count of call k's messages, in the provider's tokenizer wher
 (o200k for OpenAI's models; the slope ``s`` is then 1 and ``a`` the median of recorded - n_k),
 else in the replay tokenizer (Claude's is not public): ``s`` is then the Theil-Sen slope (the
 median of the pairwise slopes) when at least ``MIN_FIT_CALLS`` calls spread it and it lies in
-``SLOPE_RANGE`` (else 1), and ``a`` the median of recorded - s * n_k. The first call's difference
-is exact only when nothing odd happened at it, the plain median takes (s - 1) x the median
-message count as prefix when the tokenizers differ (benchmarks/bench_prefix_estimate.py compares
-the three on synthetic sessions). ``a`` is clipped to [0, the smallest recorded prompt] and
+``SLOPE_RANGE`` (else 1), and ``a`` the median of recorded - s * n_k. Why not the first call's
+difference or the plain median (benchmarks/results/prefix_estimate.txt, synthetic sessions): with
+equal tokenizers the median is best (0-2% off; the first call is 50-65% off when that one call
+carried something unlogged), but with a 1.2x tokenizer gap the median takes 0.2 x the median
+message count as prefix (29% off at 3 calls, 220% at 60) and the first call is ~22% off, while
+the fit stays within 3% from 3 calls on (one odd call among 3 is its weak case). ``a`` is
+clipped to [0, the smallest recorded prompt] and
 converted to replay-tokenizer tokens (a / the provider's tokens per replay token of the
 messages): every policy's every call starts with that many tokens, the same at each call, so a
 cache simulator holds them as one shared prefix.
@@ -47,7 +50,7 @@ __all__ = [
 
 PREFIX_FORMATS = frozenset({"claude-code", "codex"})
 """Formats whose files leave out part of what each request sent (the others send their whole prompt)."""
-MIN_FIT_CALLS = 4
+MIN_FIT_CALLS = 3
 SLOPE_RANGE = (0.5, 2.0)
 """Provider tokens per counted token a fitted slope may take (tokenizers differ by far less)."""
 _MAX_PAIRS_POINTS = 200  # Theil-Sen over at most this many calls (evenly spaced): 19,900 pairs
