@@ -23,6 +23,7 @@ from codex_rollouts import Lines, structured
 from refold.chat_tokens import count_messages
 from refold.lab.replay.prefix import SLOPE_RANGE, fit_prefix, prefix_ids, provider_tokenizer
 from refold.lab.replay.runner import Settings, TaskResult, iter_prompts, replay_sessions
+from refold.lab.serversim import build_trace
 from refold.loaders import load, load_all
 from refold.tokens import get_tokenizer
 
@@ -268,3 +269,14 @@ def test_mini_runs_are_unchanged() -> None:
     timing = {"render_ms_median", "render_ms_p99"}
     strip = [{n: {k: v for k, v in m.items() if k not in timing} for n, m in r.policies.items()} for r in (on, off)]
     assert on.prefix is None and "unrecorded_prefix" not in on.to_dict() and strip[0] == strip[1]
+
+
+def test_the_server_simulation_includes_it(tmp_path: Path) -> None:
+    h = load(claude_run(tmp_path, PREFIX))
+    on = build_trace(h, "base", tokenizer="chars4")
+    off = build_trace(h, "base", tokenizer="chars4", prefix_estimate=False)
+    assert on.prefix_tokens == PREFIX and off.prefix_tokens == 0
+    assert [t.prompt_len for t in on.turns] == [t.prompt_len + PREFIX for t in off.turns]
+    blocks = PREFIX // 16  # one run of blocks every request starts with: cached after the first
+    assert all(t.hashes[:blocks] == on.turns[0].hashes[:blocks] for t in on.turns)
+    assert on.system_tokens >= PREFIX

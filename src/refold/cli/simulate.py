@@ -201,6 +201,13 @@ def simulate_cmd(
         bool, typer.Option("--find-max", help="Bisect 1..max(--sessions) for the max w per policy.")
     ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
+    no_prefix_estimate: Annotated[
+        bool,
+        typer.Option(
+            "--no-prefix-estimate",
+            help="Claude Code / Codex logs: the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
+        ),
+    ] = False,
     wide: WideOpt = None,
     plot: PlotOpt = None,
 ) -> None:
@@ -296,6 +303,7 @@ def simulate_cmd(
                         block_size=block_size,
                         output_tokens=output_tokens,
                         prompt_only_hashes=hybrid is not None,
+                        prefix_estimate=not no_prefix_estimate,
                     )
                 )
                 progress.advance(task)
@@ -363,8 +371,17 @@ def simulate_cmd(
         highlight=False,
     )
     out.print("Uncalibrated: " + "; ".join(uncalibrated(model, hybrid is not None, step_model)), highlight=False)
+    prefixes = {t.source: t.prefix_tokens for t in traces[names[0]] if t.prefix_tokens}
+    if prefixes:
+        out.print(
+            f"{plural(len(prefixes), 'session')} (Claude Code / Codex) start every request with an ESTIMATED prefix "
+            f"standing for the system prompt and tool schemas their logs leave out ({min(prefixes.values()):,}-"
+            f"{max(prefixes.values()):,} tokens, fitted on the recorded usage as refold replay does; not shared "
+            "between sessions); --no-prefix-estimate leaves it out.",
+            highlight=False,
+        )
     if json_out is not None:
-        report = {
+        report: dict[str, Any] = {
             "format": FORMAT,
             "simulated": True,
             "files": files,
@@ -393,6 +410,10 @@ def simulate_cmd(
             "max_sessions": maxima,
             "bisection": {k: sorted(v) for k, v in extra.items()},
         }
+        if prefixes:
+            report["unrecorded_prefix"] = {"estimated": True, "tokens_per_call": prefixes}
+        if no_prefix_estimate:
+            report["settings"]["prefix_estimate"] = False
         write_output(json_out, json.dumps(report, indent=1) + "\n")
     plot_output(err, plot, title, lambda: simulate_series(traces, results))
 

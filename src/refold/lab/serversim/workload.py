@@ -17,7 +17,9 @@ and ``summary_tokens`` placeholder output, sent with no tool delay before the ca
 
 Every model call is a request: a call whose reply was not stored (mini's format errors,
 ``History.meta["unreplied"]``) sends its rebuilt prompt with the run's mean recorded output
-(an estimate). Prompts include the tool schemas the request carried (``request_tools``).
+(an estimate). Prompts include the tool schemas the request carried (``request_tools``) and, for a
+Claude Code / Codex session, the ESTIMATED request prefix its log leaves out (``request_prefix``:
+system prompt, tool schemas; distinct per session, so no two sessions are assumed to share it).
 With ``prompt_only_hashes`` (hybrid models, cache_spec.md §1.9) only blocks within the prompt's
 checkpoint ``(P - 1) // B`` are hashable: decode-time states are not retained, so the next turn
 hits at most this prompt.
@@ -35,7 +37,7 @@ from ...prompt_tokens import PromptTokens
 from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
 from ..replay.recorded_calls import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
-from ..replay.runner import request_tools
+from ..replay.runner import request_prefix, request_tools
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
 
@@ -57,8 +59,9 @@ class Trace:
     policy: str
     turns: list[Turn]
     first_prompt: list[int]
-    system_tokens: int = 0  # tokens of the first prompt's system message (0 if none)
+    system_tokens: int = 0  # tokens of the first prompt's system message (0 if none), prefix included
     shared_blocks: int = 0  # leading blocks other runs may share (system prompt etc.)
+    prefix_tokens: int = 0  # of each prompt: the ESTIMATED unrecorded request prefix (request_prefix)
 
     @property
     def prompt_tokens(self) -> int:
@@ -124,6 +127,7 @@ def build_trace(
     output_tokens: int | None = None,
     mask_after: int | None = None,
     prompt_only_hashes: bool = False,
+    prefix_estimate: bool = True,
 ) -> Trace:
     """Render every call of ``history`` under ``policy`` and hash it (see the module docstring)."""
     tok: Tokenizer = get_tokenizer(tokenizer)
@@ -135,11 +139,14 @@ def build_trace(
     placeholder = 0
     tools = request_tools(history, policy)
     prompt_ids = PromptTokens(tok, tools=tools)  # only what changed since the last call is tokenized
+    head = request_prefix(history, tok)[0] if prefix_estimate else []
     unreplied = unreplied_by_step(history)
     lost_out = max(1, output_tokens or unreplied_output_estimate(history)) if unreplied else 0
 
     def add(prompt: list[int], out_ids: list[int], after_tool: bool) -> None:
         nonlocal prev
+        if head:
+            prompt = head + prompt
         seq = prompt + out_ids
         hashes = block_hashes(seq, block_size, prev)
         prev = (seq, hashes)
@@ -163,16 +170,17 @@ def build_trace(
             add(prompt_ids.ids(cut), placeholders(lost_out), not compacted)
         ids = prompt_ids.ids(p.messages)
         if not first:
-            first = ids
+            first = head + ids
+            system_tokens = len(head)  # a harness's own prefix: shared by copies of the run, like a system message
             if p.messages and p.messages[0].get("role") == "system":
-                system_tokens = len(message_tokens(p.messages[0], tok))
+                system_tokens += len(message_tokens(p.messages[0], tok))
         reply = message_tokens(clean(history.step(p.t + 1).reply), tok)
         if reply[: len(priming)] == priming:
             reply = reply[len(priming) :]
         n_out = output_tokens or _completion_tokens(history, p.t) or max(1, len(reply))
         out_ids = reply[:n_out] if n_out <= len(reply) else placeholders(n_out - len(reply)) + reply
         add(ids, out_ids, not compacted)
-    return Trace(history.source, policy, turns, first, system_tokens)
+    return Trace(history.source, policy, turns, first, system_tokens, prefix_tokens=len(head))
 
 
 def set_shared_prefixes(traces: Sequence[Trace], block_size: int) -> None:
