@@ -8,6 +8,7 @@ per-call noise and one odd call -> within 2% (prefix, slope, per-call prompt).""
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from claude_code_log import Log, call, text
 from codex_rollouts import Lines, structured
 from refold.chat_tokens import count_messages
 from refold.lab.replay.prefix import SLOPE_RANGE, fit_prefix, prefix_ids, provider_tokenizer
+from refold.lab.replay.report import write_csv
 from refold.lab.replay.runner import Settings, TaskResult, iter_prompts, replay_sessions
 from refold.lab.serversim import build_trace
 from refold.loaders import load, load_all
@@ -280,3 +282,11 @@ def test_the_server_simulation_includes_it(tmp_path: Path) -> None:
     blocks = PREFIX // 16  # one run of blocks every request starts with: cached after the first
     assert all(t.hashes[:blocks] == on.turns[0].hashes[:blocks] for t in on.turns)
     assert on.system_tokens >= PREFIX
+
+
+def test_csv_rows_say_their_prompt_figures_include_the_estimate(tmp_path: Path) -> None:
+    results = replay(claude_run(tmp_path, PREFIX), ("base",))
+    write_csv(results, tmp_path / "r.csv")
+    with open(tmp_path / "r.csv", encoding="utf-8") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["unrecorded_prefix_tokens"] == str(PREFIX * (ROUNDS + 1)) and "ESTIMATED unrecorded prefix" in row["simulated"]
