@@ -34,7 +34,7 @@ from typing import Any
 from ...history import History
 from ...prompt_tokens import PromptTokens
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
-from .policies import Prompt
+from .policies import Options, Prompt, make_projector
 
 __all__ = [
     "MIN_FIT_CALLS",
@@ -45,6 +45,7 @@ __all__ = [
     "fit_prefix",
     "prefix_ids",
     "provider_tokenizer",
+    "request_prefix",
     "theil_sen_slope",
 ]
 
@@ -179,6 +180,17 @@ def estimate_prefix(
         method=method,
         residual=round(residual),
     )
+
+
+def request_prefix(
+    history: History, tok: Tokenizer, tools: Sequence[Mapping[str, Any]] | None = None
+) -> tuple[list[int], PrefixEstimate | None]:
+    """The ids every request of ``history`` starts with that its log does not hold, and the
+    estimate; ``([], None)`` for any other run or one without usage. ``tools``: the function
+    schemas base's requests carried (``runner.request_tools``)."""
+    base = make_projector("base", Options(tokenizer=tok))
+    est = estimate_prefix(history, base.prompts(history), tok, tools)
+    return (prefix_ids(est.tokens, history.source), est) if est is not None else ([], None)
 
 
 def prefix_ids(n: int, key: str) -> list[int]:

@@ -15,7 +15,7 @@ from ...errors import PolicyError, RefoldError, SettingError, TrajectoryError
 from ...history import History
 from ...loaders import AGENT_SEP, agent_names, load, load_all, read_json, split_source
 from ...policy import Policy
-from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
+from ...tokens import TOKENIZER_NAMES, get_tokenizer
 from ..cache import (
     CACHE_NAMES,
     DEFAULT_PRICES,
@@ -30,7 +30,7 @@ from ..cache import (
 from .metrics import default_price, measure, step_tokens
 from .needed import NeededIndex, NeededTap
 from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
-from .prefix import PrefixEstimate, estimate_prefix, prefix_ids
+from .prefix import request_prefix
 from .recorded import CacheValidation, RecordedAsOf
 from .stale import STALE_SOURCES, with_stale
 from .unrecorded import unrecorded_calls
@@ -43,7 +43,6 @@ __all__ = [
     "replay_file",
     "replay_paths",
     "replay_sessions",
-    "request_prefix",
     "request_tools",
 ]
 
@@ -72,14 +71,6 @@ def request_tools(history: History, policy: str) -> list[dict[str, Any]] | None:
         tools.extend(TOOL_SCHEMAS)
     return tools
 
-
-def request_prefix(history: History, tok: Tokenizer) -> tuple[list[int], PrefixEstimate | None]:
-    """The ids every request of ``history`` starts with that its log does not hold (the system
-    prompt and tool schemas of a Claude Code / Codex session, ESTIMATED from its recorded usage:
-    replay/prefix.py), and the estimate; ``([], None)`` for any other run or one without usage."""
-    base = make_projector("base", Options(tokenizer=tok))
-    est = estimate_prefix(history, base.prompts(history), tok, request_tools(history, "base"))
-    return (prefix_ids(est.tokens, history.source), est) if est is not None else ([], None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,15 +238,13 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     needed = NeededIndex(history, tok)
     prefix: list[int] = []
     if settings.prefix_estimate:  # a format whose log leaves out part of each request
-        prefix, est = request_prefix(history, tok)
+        prefix, est = request_prefix(history, tok, request_tools(history, "base"))
         result.prefix = est.to_dict() if est is not None else None
     as_of: list[int | None] | None = None
     if settings.cache in REPLAYED:  # the state each call met, from base's calls and the record
         states = RecordedAsOf(history, settings.cache)  # fed call by call (no call's ids held)
-        measure(
-            history, make_projector("base", opts), tok, cache_name="none", keep_ids=states,
-            tools=request_tools(history, "base"), prefix=prefix,
-        )  # fmt: skip
+        tools = request_tools(history, "base")
+        measure(history, make_projector("base", opts), tok, cache_name="none", keep_ids=states, tools=tools, prefix=prefix)
         as_of = states.result()
     for name in settings.policies:
         h = marked if name in STALE_POLICIES else history

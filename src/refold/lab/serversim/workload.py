@@ -36,8 +36,9 @@ from ...messages import clean
 from ...prompt_tokens import PromptTokens
 from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
+from ..replay.prefix import request_prefix
 from ..replay.recorded_calls import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
-from ..replay.runner import request_prefix, request_tools
+from ..replay.runner import request_tools
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
 
@@ -139,7 +140,7 @@ def build_trace(
     placeholder = 0
     tools = request_tools(history, policy)
     prompt_ids = PromptTokens(tok, tools=tools)  # only what changed since the last call is tokenized
-    head = request_prefix(history, tok)[0] if prefix_estimate else []
+    head = request_prefix(history, tok, request_tools(history, "base"))[0] if prefix_estimate else []
     unreplied = unreplied_by_step(history)
     lost_out = max(1, output_tokens or unreplied_output_estimate(history)) if unreplied else 0
 
