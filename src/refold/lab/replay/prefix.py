@@ -13,14 +13,16 @@ else in the replay tokenizer (Claude's is not public): ``s`` is then the Theil-S
 median of the pairwise slopes) when at least ``MIN_FIT_CALLS`` calls spread it and it lies in
 ``SLOPE_RANGE`` (else 1), and ``a`` the median of recorded - s * n_k. Why not the first call's
 difference or the plain median (benchmarks/results/prefix_estimate.txt, synthetic sessions): with
-equal tokenizers the median is best (0-2% off; the first call is 50-65% off when that one call
+equal tokenizers the median is best (0-2% off; the first call is 55-65% off when that one call
 carried something unlogged), but with a 1.2x tokenizer gap the median takes 0.2 x the median
 message count as prefix (29% off at 3 calls, 220% at 60) and the first call is ~22% off, while
-the fit stays within 3% from 3 calls on (one odd call among 3 is its weak case). ``a`` is
-clipped to [0, the smallest recorded prompt] and
-converted to replay-tokenizer tokens (a / the provider's tokens per replay token of the
-messages): every policy's every call starts with that many tokens, the same at each call, so a
-cache simulator holds them as one shared prefix.
+the fit is within 3% from 3 calls on, and from 5 calls on when some calls carry something
+unlogged (at 3 calls one such call puts it 13% off, 79% if it is the first). A prefix that
+grows mid-session (an MCP server connecting) is averaged: 3-37% off whichever figure is taken
+but the first call's. ``a`` is clipped to [0, the smallest recorded prompt] and converted to
+replay-tokenizer tokens (a / the provider's tokens per replay token of the messages): every
+policy's every call starts with that many tokens, the same at each call, so a cache simulator
+holds them as one shared prefix.
 """
 
 from __future__ import annotations
