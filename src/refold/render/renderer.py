@@ -320,13 +320,14 @@ class Renderer:
             found = self._hidden_memo[key] = self._ledger.hidden(b, limit)
         return found
 
-    def _pinned(self, b: int, t: int) -> frozenset[Part]:
-        """Pins as of call t; the latest plan as of the step a ledger op would count to."""
+    def _pinned(self, b: int, t: int, upto: int | None = None) -> frozenset[Part]:
+        """Pins as of call t; the latest plan as of the step a ledger op would count to; protected
+        outputs and user messages up to ``upto`` (the boundary: after it they are shown as received)."""
         pins = self._pins
-        if not pins.events and not pins.plan_steps and not self._user_pins and not pins.protected:  # asked a few times per call
+        if not pins.events and not pins.plan_steps and not self._user_pins and not pins.protected and not pins.said:  # asked a few times per call
             return _NO_PINS
         p = self.config.policy
-        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t, protect_limit=b)
+        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t, protect_limit=b if upto is None else upto)
 
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
         return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
@@ -401,8 +402,9 @@ class Renderer:
     # ---- agent-chosen folds -------------------------------------------------------------------
 
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
-        """Steps b+1..t as received, except closed spans: one block at their first step."""
-        pins = self._pinned(b, t)
+        """Steps b+1..t as received, except closed spans: one block at their first step (with the
+        protected outputs and user messages of the steps it covers after it)."""
+        pins = self._pinned(b, t, t if spans else None)
         if not spans and (not pins or all(p[0] <= b for p in pins)):  # every step as received
             self._recv.extend_plain(b, t, msgs, origins)
             return
