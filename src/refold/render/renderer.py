@@ -330,7 +330,8 @@ class Renderer:
         return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t, protect_limit=b if upto is None else upto)
 
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
-        return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
+        spans, ids = closed.upto(kept.b)
+        return kept.b, self._hidden(kept.b, t), ids, self._pinned(kept.b, t, _reach(kept.b, spans))
 
     def _boundary(self, history: History, seed: int, t: int, closed: ClosedSpans) -> None:
         """Commit the layout at the seed's boundary, or keep the committed one (the cost rule)."""
@@ -378,7 +379,7 @@ class Renderer:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
         spans, ids = closed.upto(b)
         hidden = self._hidden(b, t)
-        pinned = self._pinned(b, t)
+        pinned = self._pinned(b, t, _reach(b, spans))
         masked = len(self._behind.mask_order)
         for known in (self._layout, self._candidate):
             if (
@@ -410,3 +411,8 @@ class Renderer:
             return
         self._folds.tail(h, b, t, spans, self._recv.forms, pins, msgs, origins)
 
+
+def _reach(b: int, spans: list[Span]) -> int:
+    """How far the layout of steps 1..b folds: to the end of a span that straddles b (its block is
+    behind the boundary), whose protected outputs and user messages it must keep after the block."""
+    return max([b, *(s.end for s in spans if s.end is not None and s.end > b)])
