@@ -14,7 +14,7 @@ from refold import Config, Renderer
 from refold.history import History
 from refold.lab.replay.policies import Options, make_projector
 from refold.tokens import get_tokenizer
-from refold.types import Message, Shown, content_text
+from refold.types import Answer, Message, Shown, content_text
 from refold.wire import observation
 
 from builders import SYSTEM, TASK, reply, seed_config, text_history
@@ -39,7 +39,7 @@ def tool_run(n: int, at: int, *, stale: dict[int, int] | None = None, final: boo
     stale = stale or {}
     h = History([SYSTEM, TASK])
     for i in range(1, n + 1):
-        head = f"PROGRESS: step {i}\nSTALE: {stale[i] if i in stale else ''}\n"
+        head = f"PROGRESS: step {i}\nSTALE: {stale.get(i, '')}\n"
         commands = (extra_steps or {}).get(i) or [(f"cat src/mod_{i}.py", _output(i))]
         if final and i == at:
             msg: Message = {"role": "assistant", "content": head + "Done: the module reads its config."}
@@ -89,7 +89,6 @@ def test_harness_notes_of_other_roles_are_kept_and_refold_and_format_errors_are_
     assert one({"role": "user", "content": "Interrupted by user: use v2", "extra": {"interrupt_type": "UserInterruption"}}) == (1,)
     # mini 2.x's answer to a reply without tool calls (the reply is not stored): that call's output
     assert one({"role": "user", "content": "No tool calls found.", "extra": {"interrupt_type": "FormatError"}}) == ()
-    from refold.types import Answer
     assert one(observation("restore", Answer("[context-manager] step 1 ..."))) == ()  # refold's own answer
 
 
