@@ -12,9 +12,9 @@ import httpx
 
 from refold.proxy import ProxyConfig, create_app
 from refold.types import content_text
+from test_proxy_default_savings import BASH_TOOL, RecordedUpstream
 
 from fake_upstream import ServerThread
-from test_proxy_default_savings import BASH_TOOL, RecordedUpstream
 
 INSTRUCTION = "\n".join(f"{i}. Stop: use the v2 client in api/v2.py instead of the v1 endpoint, keep the signature." for i in range(1, 40))[:2000]
 
