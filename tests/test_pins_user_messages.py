@@ -16,6 +16,7 @@ from refold.lab.replay.policies import Options, make_projector
 from refold.tokens import get_tokenizer
 from refold.types import Answer, Message, Shown, content_text
 from refold.wire import observation
+from test_render_fresh import MINI, check_fresh
 
 from builders import SYSTEM, TASK, reply, seed_config, text_history
 
@@ -173,3 +174,25 @@ def test_a_span_folded_in_the_tail_keeps_the_message() -> None:
         assert _text(list(out.messages)).count(INSTRUCTION) == 1, t
         folded = folded or any(o.part == "span" for o in out.origins)
     assert folded
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(6, 24).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(1, n), min_size=1, max_size=4, unique=True))),
+    st.sampled_from(["default", "mini", "anthropic"]),
+    st.booleans(),
+)
+def test_a_fresh_renderer_equals_the_incremental_one_with_user_messages(na: tuple[int, list[int]], config: str, span: bool) -> None:
+    """The messages count from the boundary (and a span's end): a restarted proxy renders the same."""
+    n, ats = na
+    conclusion = 'fold_span "mod_3 reads its config at src/mod_3.py:12 because load() is called there, so no fix is needed"'
+    extra = {2: [('begin_span "where is the config read?"', "ok")], 5: [(conclusion, "ok")]} if span else {}
+    h = tool_run(n, ats[0], stale={a + 1: a for a in ats if a < n}, extra_steps=extra)
+    h2 = History(h.prefix)
+    for s in h.steps:
+        obs = list(s.observations)
+        if s.index in ats[1:]:
+            obs.append({"role": "user", "content": f"also: {s.index}\n" + INSTRUCTION[:300]})
+        h2.append(s.reply, obs)
+    configs = {"default": Config(), "mini": MINI, "anthropic": Config.parse(cache="anthropic")}
+    check_fresh(h2, configs[config])
