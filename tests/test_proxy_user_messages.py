@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi import FastAPI, Request
 
 from refold.proxy import ProxyConfig, create_app
 from refold.types import content_text
@@ -55,3 +56,52 @@ def test_a_user_message_is_sent_whole_in_every_later_request(tmp_path: Path) -> 
     last = "\n".join(content_text(m.get("content")) for m in upstream.bodies[-1]["messages"])
     assert "Output of `cat api/mod_5.py` hidden" in last  # the outputs around it were masked ...
     assert "Message 4.2 of step 4 (to you, never hidden), kept whole while its step is folded" in last  # ... its step folded
+
+
+def test_anthropic_text_beside_tool_results_is_sent_whole_in_every_later_request(tmp_path: Path) -> None:
+    """Claude Code's form: the typed text rides in the user turn that carries the tool result."""
+    system = [{"type": "text", "text": "You are Claude Code."}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "The client in api/ fails on large uploads; fix it."}]
+    for i in range(1, 27):
+        call = f"toolu_{i:03d}"
+        stale = "4" if i == 6 else ""
+        messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"PROGRESS: reading module {i}\nSTALE: {stale}\nReading."},
+            {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": f"cat api/mod_{i}.py"}},
+        ]})
+        blocks: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": call, "content": "\n".join(
+            f"    value_{i}_{k} = compute({k}, 'a line long enough to be worth masking')" for k in range(60))}]
+        if i == 4:
+            blocks.append({"type": "text", "text": INSTRUCTION})
+        messages.append({"role": "user", "content": blocks})
+    calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    bodies: list[dict[str, Any]] = []
+    up = FastAPI()
+
+    @up.post("/v1/messages")
+    async def reply(request: Request) -> dict[str, Any]:
+        bodies.append(await request.json())
+        return {"id": "msg", "type": "message", "role": "assistant", "model": "m", "content": messages[calls[len(bodies) - 1]]["content"],
+                "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+    with ServerThread(up) as u:
+        cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+        with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=60) as client:
+            for i in calls:
+                body = {"model": "m", "max_tokens": 1024, "system": system, "messages": messages[:i],
+                        "tools": [{"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]}
+                r = client.post("/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
+                assert r.status_code == 200, r.text
+    assert len(bodies) == len(calls)
+
+    def texts(body: dict[str, Any]) -> str:
+        out = []
+        for m in body["messages"]:
+            for b in m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]:
+                out.append(b.get("text") or (b.get("content") if isinstance(b.get("content"), str) else json.dumps(b.get("content"))))
+        return "\n".join(x for x in out if isinstance(x, str))
+
+    for n, body in enumerate(bodies, start=1):
+        assert texts(body).count(INSTRUCTION) == (1 if n > 4 else 0), n
+    assert "Output of `cat api/mod_5.py` hidden" in texts(bodies[-1])
+    assert "Message 4.2 of step 4 (to you, never hidden)" in texts(bodies[-1])
