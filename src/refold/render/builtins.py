@@ -306,10 +306,11 @@ def _not_worth_a_note(step: Step, reversible: bool, floor: int) -> bool:
     """Whether no output of ``step`` is longer than the note that would replace it: masking it
     would hide it for nothing (a short output just over the floor, a long command in its note).
     Under the floor it is never masked: no note is made to find out."""
-    texts = step.output_texts
-    if not texts or any(len(t) >= _NOTE_MAX for t in texts) or all(len(t) < floor for t in texts):
+    said = step.user_messages  # never masked: not weighed
+    texts = [(j, t) for j, t in enumerate(step.output_texts) if j not in said]
+    if not texts or any(len(t) >= _NOTE_MAX for _, t in texts) or all(len(t) < floor for _, t in texts):
         return False
-    return all(len(mask_note(step, j, reversible=reversible)) >= len(label(step.index, t)) for j, t in enumerate(texts))
+    return all(len(mask_note(step, j, reversible=reversible)) >= len(label(step.index, t)) for j, t in texts)
 
 
 class Replies:
