@@ -196,3 +196,16 @@ def test_a_fresh_renderer_equals_the_incremental_one_with_user_messages(na: tupl
         h2.append(s.reply, obs)
     configs = {"default": Config(), "mini": MINI, "anthropic": Config.parse(cache="anthropic")}
     check_fresh(h2, configs[config])
+
+
+def test_the_agents_unpin_of_a_message_is_refused_with_why() -> None:
+    from refold.mechanisms.pins import PinBook
+    from refold.protocol import ContextCommand
+
+    h = tool_run(6, 2)
+    book = PinBook()
+    for s in h.steps:
+        book.observe(s)
+    refused = book.apply(ContextCommand("unpin", "2.2"), 6)
+    assert not refused.ok and "never hidden" in refused.text
+    assert book.apply(ContextCommand("unpin", "2"), 6).ok  # the step's output is released, its message stays
