@@ -105,3 +105,45 @@ def test_anthropic_text_beside_tool_results_is_sent_whole_in_every_later_request
         assert texts(body).count(INSTRUCTION) == (1 if n > 4 else 0), n
     assert "Output of `cat api/mod_5.py` hidden" in texts(bodies[-1])
     assert "Message 4.2 of step 4 (to you, never hidden)" in texts(bodies[-1])
+
+
+def test_responses_user_item_between_outputs_is_sent_whole_in_every_later_request(tmp_path: Path) -> None:
+    """Codex's form: the typed message is an input item after a call's output."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "The client in api/ fails on large uploads; fix it."}]
+    starts = []
+    for i in range(1, 27):
+        call = f"call_{i:03d}"
+        starts.append(len(items))
+        stale = "4" if i == 6 else ""
+        items.append({"type": "message", "role": "assistant", "id": f"msg_{i}", "status": "completed",
+                      "content": [{"type": "output_text", "text": f"PROGRESS: reading module {i}\nSTALE: {stale}\nReading.", "annotations": []}]})
+        items.append({"type": "function_call", "id": f"fc_{i}", "call_id": call, "name": "shell",
+                      "arguments": json.dumps({"command": f"cat api/mod_{i}.py"}), "status": "completed"})
+        items.append({"type": "function_call_output", "call_id": call, "output": "\n".join(
+            f"    value_{i}_{k} = compute({k}, 'a line long enough to be worth masking')" for k in range(60))})
+        if i == 4:
+            items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": INSTRUCTION}]})
+    bodies: list[dict[str, Any]] = []
+    up = FastAPI()
+
+    @up.post("/v1/responses")
+    async def reply(request: Request) -> dict[str, Any]:
+        bodies.append(await request.json())
+        at = starts[len(bodies) - 1]
+        return {"id": f"resp_{len(bodies)}", "object": "response", "status": "completed", "model": "m",
+                "output": items[at : at + 2], "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+
+    shell = {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
+    with ServerThread(up) as u:
+        cfg = ProxyConfig(upstream=f"{u.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off")
+        with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=60) as client:
+            for at in starts:
+                body = {"model": "m", "instructions": "You are Codex.", "input": items[:at], "tools": [shell], "store": False}
+                r = client.post("/v1/responses", json=body, headers={"authorization": "Bearer k"})
+                assert r.status_code == 200, r.text
+    assert len(bodies) == len(starts)
+    for n, body in enumerate(bodies, start=1):
+        assert json.dumps(body["input"]).count(json.dumps(INSTRUCTION)[1:-1]) == (1 if n > 4 else 0), n
+    last = json.dumps(bodies[-1]["input"])
+    assert "Output of `cat api/mod_5.py` hidden" in last
+    assert "Message 4.2 of step 4 (to you, never hidden)" in last
