@@ -209,3 +209,18 @@ def test_the_agents_unpin_of_a_message_is_refused_with_why() -> None:
     refused = book.apply(ContextCommand("unpin", "2.2"), 6)
     assert not refused.ok and "never hidden" in refused.text
     assert book.apply(ContextCommand("unpin", "2"), 6).ok  # the step's output is released, its message stays
+
+
+def test_the_agents_fold_or_drop_of_a_message_is_refused_with_why() -> None:
+    from refold.mechanisms.ledger import LedgerBook
+    from refold.protocol import ContextCommand
+
+    h = tool_run(6, 2)
+    book = LedgerBook()
+    for s in h.steps:
+        book.observe(s)
+    for name in ("fold", "drop"):
+        refused = book.apply(ContextCommand(name, "2.2"), 6)
+        assert not refused.ok and "never hidden" in refused.text
+    assert book.apply(ContextCommand("drop", "2.1"), 6).ok  # the step's tool output may go
+    assert book.apply(ContextCommand("fold", "2"), 6).ok  # the whole step: its output folds, its message stays

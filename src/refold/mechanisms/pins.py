@@ -145,7 +145,7 @@ class PinBook:
         ids, error = check_target(cmd.argument, outputs, at - 1)
         if recorded is not None and recorded.ok is False:
             error = error or "it was refused when issued"
-        if not error and cmd.name == "unpin" and ids and set(parts(ids, outputs)) <= set(self.said):
+        if not error and cmd.name == "unpin" and not (recorded and recorded.ok) and ids and set(parts(ids, outputs)) <= set(self.said):
             error = "it is a message to you (from the user or the harness): those are never hidden"
         if error:
             return answer(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
