@@ -110,3 +110,23 @@ def test_huge_history_exercises_dedup_stubs_trims_and_outlines(tmp_path: Path) -
     report = out.read_text()
     assert "command: python benchmarks/bench_huge.py --steps 3 --lines 60" in report
     assert re.search(r"^default .*\n^dedup ", report, re.M)
+
+
+def test_bench_user_messages_adds_the_instruction_to_every_policy_as_base_does(tmp_path: Path) -> None:
+    """On a small tool-call run: no policy hides the instruction, so each adds at least what base adds."""
+    import json
+
+    from bench_user_messages import main
+
+    msgs: list[dict[str, object]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    for i in range(1, 16):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": f"cat f{i}.py"})}}
+        msgs += [{"role": "assistant", "content": f"PROGRESS: {i}\nSTALE: {'5' if i == 7 else ''}\nok", "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": "\n".join(f"v_{i}_{k} = f({k}, 'text long enough')" for k in range(40))}]
+    (tmp_path / "run.json").write_text(json.dumps({"messages": msgs}), encoding="utf-8")
+    out = tmp_path / "r.txt"
+    assert main([str(tmp_path), "--out", str(out)]) == 0
+    rows = {ln.split()[0]: ln.split() for ln in out.read_text(encoding="utf-8").splitlines()[4:-1]}
+    assert set(rows) == {"base", "default", "refold-best", "masking"}
+    for name, row in rows.items():
+        assert float(row[4]) >= 0.999, name  # added vs base

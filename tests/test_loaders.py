@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from refold.errors import TrajectoryError
 from refold.history import History
-from refold.loaders import load
+from refold.loaders import load, unreplied_calls
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.policy import Policy
 from refold.render import Renderer
@@ -191,6 +191,26 @@ def test_mini2_format_error_and_exit_messages() -> None:
     assert [a.command for a in h.step(1).actions] == ["ls", "pwd"]
     p = Renderer(seed_config()).render(h)
     assert [m["role"] for m in p.messages] == ["system", "user", "user", "assistant", "tool", "tool", "user"]
+
+
+def test_mini2_a_persons_interruption_is_a_user_message_not_a_call() -> None:
+    """mini 2.x interactive: Ctrl-C and a comment, a rejected command, a new task: typed by the
+    person, so no unreplied model call, and a user message of the step it follows."""
+    call = {"id": "a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "a", "content": "a.py"},
+        {"role": "user", "content": "Interrupted by user: use v2", "extra": {"interrupt_type": "UserInterruption"}},
+        {"role": "user", "content": "No tool calls found.", "extra": {"interrupt_type": "FormatError"}},
+        {"role": "assistant", "content": None, "tool_calls": [{**call, "id": "b"}]},
+        {"role": "tool", "tool_call_id": "b", "content": "a.py"},
+        {"role": "user", "content": "The user added a new task: docs", "extra": {"interrupt_type": "UserNewTask"}},
+    ]
+    assert unreplied_calls(msgs) == [{"step": 1, "observations": 2, "type": "FormatError"}]
+    h = History.from_messages(msgs)
+    assert [s.user_messages for s in h.steps] == [(1,), (1,)]
 
 
 def test_only_regular_files_are_read_and_gzip_stays_within_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

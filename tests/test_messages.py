@@ -205,3 +205,13 @@ def test_a_note_says_whose_exit_status_a_filtered_command_has() -> None:
     assert "hidden (exit 0 of tail; 31 lines): error: make: *** [Makefile:3: all] Error 2." in note
     read = text_history([(reply("read", "-", "nl -ba a.py | sed -n '1,3p'"), "<returncode>0</returncode>\n<output>\n     1\tx = 1\n</output>")])
     assert "(exit 0; 1 line)" in mask_note(read.step(1), 0, reversible=True)  # a read's status: no remark
+
+
+def test_with_content_replaces_responses_text_parts_too() -> None:
+    """A Responses message's ``input_text`` part is text: replaced, not kept beside the new text (the
+    proxy sent a Codex user message twice), while an image stays."""
+    from refold.messages import with_content
+
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AA"}
+    m = {"role": "user", "content": [{"type": "input_text", "text": "use v2"}, image, {"type": "output_text", "text": "x"}]}
+    assert with_content(m, "[step 4]\nuse v2x")["content"] == [{"type": "text", "text": "[step 4]\nuse v2x"}, image]

@@ -42,6 +42,7 @@ class Agent:
         self.session = session
         self.messages: list[Any] = [SYSTEM, {"role": "user", "content": task}]
         self.seen: list[dict[str, Any]] = []  # every assistant message the client received
+        self.pad = ""  # appended to every tool output (a note typed in would be a user message: never hidden)
 
     def turn(self, note: str = "", *, stream: bool = False) -> dict[str, Any]:
         if note:
@@ -62,7 +63,7 @@ class Agent:
         self.messages.append(msg)
         for c in msg.get("tool_calls") or []:
             command = json.loads(c["function"]["arguments"])["command"]
-            out = f"output of {command}\n" + "".join(f"{command} detail {i}\n" for i in range(4))
+            out = f"output of {command}\n" + "".join(f"{command} detail {i}\n" for i in range(4)) + self.pad
             self.messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
         return msg
 
@@ -276,8 +277,10 @@ def test_a_fold_after_the_fact_waits_for_the_next_boundary_move(tmp_path: Path) 
         cfg = ProxyConfig(context_tools_beside_shell=True, upstream=f"{up.url}/v1", store=str(tmp_path / "s.db"), tokenizer="off", config=config)
         with ServerThread(create_app(cfg)) as px:
             a = Agent(px.url, "defer")
-            for i in range(1, 13):
-                a.turn(f"note {i}: " + "padding that makes every step long enough to matter. " * 40)
+            a.pad = "padding that makes every step long enough to matter. " * 40
+            for _ in range(1, 13):
+                a.turn()
+            a.pad = ""
             fake.script(("bash", {"command": f'fold_steps 2-3 "{FOLD_END}"'}))
             a.turn()  # step 13 is the internal fold, 14 the client's
             after_fold = len(fake.requests)

@@ -15,7 +15,7 @@ from .mechanisms.pins import Pin, check_target
 from .protocol import parse_head
 from .scrub import scrub_value
 from .types import Facts, Message, Step, content_text, message_digest
-from .wire import facts_record, read_facts, step_time
+from .wire import facts_record, made_calls, read_facts, step_time, user_messages
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 RECORD_ROLES = ("exit",)
@@ -30,7 +30,7 @@ def _shown(value: Any) -> str:
 class History:
     """Append-only: ``append`` adds a step, nothing removes or edits one."""
 
-    __slots__ = ("_prefix", "_steps", "_pins", "source", "meta")
+    __slots__ = ("_prefix", "_steps", "_pins", "_calls", "source", "meta")
 
     def __init__(self, prefix: Sequence[Message], *, source: str = "", meta: dict[str, Any] | None = None):
         self._prefix: tuple[Message, ...] = tuple(copy.deepcopy(list(prefix)))
@@ -40,6 +40,7 @@ class History:
             self._prefix = tuple(map(scrub_value, self._prefix))
         self._steps: list[Step] = []
         self._pins: list[Pin] = []
+        self._calls = False  # whether a step so far called tools (``wire.user_messages``)
         self.source = source
         self.meta: dict[str, Any] = dict(meta or {})
 
@@ -110,8 +111,10 @@ class History:
             digest=digest,
             outcomes=facts.outcomes,
             restore_of=facts.restore_of,
+            user_messages=user_messages(reply, obs, self._calls),
             meta=dict(meta or {}),
         )
+        self._calls = self._calls or made_calls(reply)
         self._steps.append(step)
         return step
 

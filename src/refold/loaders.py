@@ -340,7 +340,9 @@ def _history(data: Any, name: str, agent: str | None) -> History:
 
 def unreplied_calls(messages: list[Any]) -> list[dict[str, Any]]:
     """Model calls whose reply was not stored (mini 2.x: a ``user`` message with
-    ``extra.interrupt_type`` that does not answer an assistant message, e.g. ``FormatError``).
+    ``extra.interrupt_type`` ``FormatError`` that does not answer an assistant message). The other
+    interrupt types are the person's (``UserInterruption``, ``UserRejection``, ``UserNewTask``):
+    a message typed in, no model call.
 
     The call's prompt was every message before the interrupt. Each entry places it in the
     History: ``{"step": t, "observations": j, "type": ...}`` = after step t's reply and its first
@@ -358,7 +360,7 @@ def unreplied_calls(messages: list[Any]) -> list[dict[str, Any]]:
         else:
             extra = m.get("extra")
             kind = extra.get("interrupt_type") if isinstance(extra, dict) else None
-            if isinstance(kind, str) and kind and prev_role != "assistant":
+            if kind == "FormatError" and prev_role != "assistant":
                 out.append({"step": step, "observations": seen, "type": kind})
             seen += 1
         prev_role = role

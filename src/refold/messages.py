@@ -45,11 +45,13 @@ def with_text(message: Message, text: str) -> Message:
 
 
 def with_content(message: Message, text: str) -> Message:
-    """``message`` with its text replaced; non-text parts (images) are kept after it."""
+    """``message`` with its text replaced; non-text parts (images) are kept after it. A text part is
+    any part with a ``text`` string (``text``, the Responses API's ``input_text``/``output_text``),
+    as ``content_text`` reads them: keeping those would send the text twice."""
     out = clean(message)
     if isinstance(message.get("content"), list):
         parts: list[Any] = [{"type": "text", "text": text}]
-        parts += [p for p in message["content"] if isinstance(p, dict) and p.get("type") != "text"]
+        parts += [p for p in message["content"] if isinstance(p, dict) and p.get("type") != "text" and not isinstance(p.get("text"), str)]
         out["content"] = parts
     else:
         out["content"] = text

@@ -94,6 +94,9 @@ class Step:
     """Recorded outcomes of the step's context commands, in order (a recorded refusal stays one)."""
     restore_of: tuple[int, ...] = ()
     """Steps this step showed again (a restore or expand answered from history)."""
+    user_messages: tuple[int, ...] = ()
+    """Observations (by index) that are messages to the agent, not outputs of its calls: what a
+    person typed mid-session, or a harness's note (``refold.wire.user_messages``). Never hidden."""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Facts outside the digest: provider usage, the proxy's internal flag, and ``time`` (when the step was
     complete, ``refold.wire.step_time``), from which render reads idle gaps against the cache lifetime."""

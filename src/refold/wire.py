@@ -49,6 +49,38 @@ def read_facts(reply: Message, observations: Sequence[Message]) -> Facts:
     return Facts(read_actions(reply), tuple(outcomes), tuple(dict.fromkeys(restored)))
 
 
+NOT_FROM_USER = ("tool", "function", "assistant")
+"""Observation roles that are outputs (a tool's result, a legacy function's) or the agent's own."""
+
+
+def made_calls(reply: Message) -> bool:
+    """Whether a reply called tools (or a legacy function): the conversation is then a tool-call one."""
+    return bool(reply.get("tool_calls") or reply.get("function_call"))
+
+
+def user_messages(reply: Message, observations: Sequence[Message], calls_before: bool) -> tuple[int, ...]:
+    """Which observations of a step are messages to the agent rather than outputs of its calls.
+
+    In a tool-call conversation (this reply or an earlier one called tools) every output is a tool
+    message answering a call by id, so an observation with another role (``user``, ``system``,
+    ``developer``) answers no call: a person's new instruction, a harness note (Claude Code's
+    reminders, Codex's ``<environment_context>``). Two are outputs all the same: refold's own answer
+    to a context command (``extra.refold_command``) and mini's format error (``extra.interrupt_type``
+    ``FormatError``: its answer to a reply it did not store). In a text-based run (```bash blocks)
+    every output is a ``user`` message, so none is told apart: nothing is returned."""
+    if not observations or not (calls_before or made_calls(reply)):
+        return ()
+    out = []
+    for j, m in enumerate(observations):
+        if m.get("role") in NOT_FROM_USER:
+            continue
+        extra = m.get("extra")
+        if isinstance(extra, dict) and ("refold_command" in extra or extra.get("interrupt_type") == "FormatError"):
+            continue
+        out.append(j)
+    return tuple(out)
+
+
 def read_stored(reply: Message, observations: Sequence[Message], meta: Mapping[str, Any]) -> tuple[Facts, dict[str, Any]]:
     """A proxy store record: its facts, and its meta without the keys older stores repeated there."""
     return read_facts(reply, observations), {k: v for k, v in meta.items() if k not in LEGACY_META}

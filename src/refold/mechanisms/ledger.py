@@ -181,6 +181,7 @@ class LedgerBook:
         self.policy = policy
         self.ops: list[Op] = []
         self.outputs: list[int] = []  # observations per step
+        self.said: dict[int, tuple[int, ...]] = {}  # step -> its user messages (never hidden: not ops' targets)
         self.t = 0
         self._hidden: tuple[tuple[int, int], tuple[tuple[int, int, str], ...]] | None = None  # last answer
         self._states: dict[int, tuple[dict[tuple[int, int], str], tuple[tuple[int, int, str], ...]]] = {}
@@ -193,6 +194,8 @@ class LedgerBook:
                 if cmd is not None and cmd.name in LEDGER_OPS:
                     self.apply(cmd, step.index, take_recorded(records, cmd.name))
         self.outputs.append(len(step.observations))
+        if step.user_messages:
+            self.said[step.index] = step.user_messages
         self.t = step.index
 
     def apply(self, cmd: ContextCommand, at: int, recorded: Outcome | None = None) -> Answer:
@@ -203,6 +206,10 @@ class LedgerBook:
             error = error or "it was refused when issued"
         if error:
             return answer(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
+        said = next((s for s, j in ids if self._said(s, j)), None)
+        if said is not None and not (recorded is not None and recorded.ok):  # a recorded answer stands
+            what = "its output is a message" if self.outputs[said - 1] == 1 else "that output is a message"
+            return answer(cmd.name, False, f"{CM} {cmd.name} refused: {what} to you (from the user or the harness), never hidden.")
         for step, sub in ids:
             self.ops.append(Op(at, cmd.name, step, sub))
         names = " ".join(cmd.argument.split())
@@ -214,6 +221,13 @@ class LedgerBook:
             '`search_ledger "<words>"` finds it.',
             names,
         )
+
+    def _said(self, step: int, sub: int | None) -> bool:
+        """Whether the output(s) ``sub`` of ``step`` names are all user messages (``Step.user_messages``)."""
+        said = self.said.get(step)
+        if not said or sub == -1:
+            return False
+        return sub in said if sub is not None else len(said) == self.outputs[step - 1]
 
     def _check(self, ids: list[tuple[int, int | None]], at: int) -> str | None:
         if not ids:

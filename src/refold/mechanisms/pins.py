@@ -11,7 +11,9 @@ A pin names an object (``7``, ``7.2``, ``r7``) and is part of the history value,
 * the outputs of commands that ``Policy.protect`` names are pinned from the call they arrive at.
   They count once the boundary passes them (``protect_limit``): before that they are shown as
   received anyway, and counting them earlier would change the kept layout's pins at every such
-  call, which forces a boundary move (a pin is an edit) where none pays.
+  call, which forces a boundary move (a pin is an edit) where none pays;
+* so are the messages a person or the harness sent the agent mid-session (``Step.user_messages``),
+  counted the same way, and no ``unpin`` releases them: an instruction is never hidden.
 
 A pin takes effect behind the boundary when a ledger op would (``limit``), so pinning never moves
 the prefix more often than a fold does.
@@ -113,11 +115,12 @@ class PinBook:
         self.plans = plans
         self.protect = protect
         self.protected: list[Part] = []  # in step order
+        self.said: list[Part] = []  # the steps' user messages (``Step.user_messages``), in step order
         self.events: list[tuple[int, bool, tuple[Part, ...]]] = []  # (in effect from step, on, parts)
         self.outputs: list[int] = []
         self.plan_steps: list[int] = []
         self.t = 0
-        self._memo: tuple[tuple[tuple[tuple[int, bool, tuple[Part, ...]], ...], int, tuple[Pin, ...], int], frozenset[Part]] | None = None
+        self._memo: tuple[tuple[tuple[tuple[int, bool, tuple[Part, ...]], ...], int, tuple[Pin, ...], int, int], frozenset[Part]] | None = None
 
     def observe(self, step: Step) -> None:
         records: list[Outcome] | None = None  # copied only for a step with a pin command
@@ -130,6 +133,8 @@ class PinBook:
         self.outputs.append(len(step.observations))
         if self.protect:
             self.protected.extend(protected_parts(step, self.protect))
+        if step.user_messages:
+            self.said.extend((step.index, j) for j in step.user_messages)
         if self.plans and plan_text(step.reply_text) is not None:
             self.plan_steps.append(step.index)
         self.t = step.index
@@ -140,6 +145,8 @@ class PinBook:
         ids, error = check_target(cmd.argument, outputs, at - 1)
         if recorded is not None and recorded.ok is False:
             error = error or "it was refused when issued"
+        if not error and cmd.name == "unpin" and not (recorded and recorded.ok) and ids and set(parts(ids, outputs)) <= set(self.said):
+            error = "it is a message to you (from the user or the harness): those are never hidden"
         if error:
             return answer(cmd.name, False, f"{CM} {cmd.name} refused: {error}.")
         on = cmd.name == "pin"
@@ -158,8 +165,8 @@ class PinBook:
     ) -> frozenset[Part]:
         """The parts pinned for a render whose pins count up to step ``limit`` (the latest plan up to
         ``plans_limit``: a plan released by a newer one stays pinned until the boundary moves; the
-        protected outputs up to ``protect_limit``, the boundary)."""
-        if not self.events and not user and not self.plan_steps and not self.protected:
+        protected outputs and the user messages up to ``protect_limit``, the boundary)."""
+        if not self.events and not user and not self.plan_steps and not self.protected and not self.said:
             return _NOTHING
         plans_limit = limit if plans_limit is None else plans_limit
         protect_limit = limit if protect_limit is None else protect_limit
@@ -169,9 +176,10 @@ class PinBook:
         k = bisect.bisect_right(self.plan_steps, plans_limit)
         plan = self.plan_steps[k - 1] if k else 0
         kept = bisect.bisect_right(self.protected, (protect_limit, 1 << 30)) if self.protected else 0
-        if not events and not mine and not plan and not kept:
+        said = bisect.bisect_right(self.said, (protect_limit, 1 << 30)) if self.said else 0
+        if not events and not mine and not plan and not kept and not said:
             return _NOTHING
-        key = (events, plan, mine, kept)
+        key = (events, plan, mine, kept, said)
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
         found: list[tuple[int, bool, tuple[Part, ...]]] = [(p[0], True, (p,)) for p in self.protected[:kept]]
@@ -188,6 +196,7 @@ class PinBook:
                 state.difference_update(ps)
         if plan:
             state.add((plan, -1))
+        state.update(self.said[:said])  # after every unpin: no unpin releases them
         result = frozenset(state)
         self._memo = (key, result)
         return result
@@ -203,7 +212,10 @@ def pinned_label(step: int, sub: int, count: int) -> str:
     return str(step) if count <= 1 else f"{step}.{sub + 1}"
 
 
-def pinned_note(step: int, sub: int, count: int, text: str) -> str:
-    """A pinned part of a step that is folded (STALE, a span, a compaction): kept verbatim."""
+def pinned_note(step: int, sub: int, count: int, text: str, *, said: bool = False) -> str:
+    """A pinned part of a step that is folded (STALE, a span, a compaction): kept verbatim. ``said``:
+    the part is a message to the agent (``Step.user_messages``), not an output."""
+    if said:
+        return f"{CM} Message {pinned_label(step, sub, count)} of step {step} (to you, never hidden), kept whole while its step is folded:\n{text}"
     what = "reply" if sub == -1 else "output"
     return f"{CM} Pinned {what} {pinned_label(step, sub, count)} of step {step}, kept verbatim while its step is folded:\n{text}"

@@ -164,7 +164,10 @@ class _DedupStage(BaseStage):
         infos = [a.effects for a in step.actions]
         fallback = infos[0] if infos else None
         last = len(step.observations) - 1
+        said = step.user_messages
         for j, obs in enumerate(step.observations):
+            if said and j in said:  # a message to the agent is no output: never stubbed, nor a source
+                continue
             body = content_text(obs.get("content"))
             result = self.index.process(step.index, body, infos[j] if j < len(infos) else fallback)
             if result.kind == "received":
@@ -214,7 +217,10 @@ class Masking:
             return
         p = view.config.policy
         several = len(step.observations) > 1
+        said = step.user_messages
         for j, obs in enumerate(step.observations):
+            if said and j in said:
+                continue  # a message to the agent is never masked (pinned too: ``Pins``)
             if several and plan.origins[1 + j].shown is Shown.RECEIVED and (
                 output_chars(content_text(plan.msgs[1 + j].get("content"))) < p.mask_min_chars
             ):
@@ -255,8 +261,11 @@ class _MaskingStage(BaseStage):
         self.scanned = 0
         self.restores: set[int] = set()  # restore steps not yet masked
         self.short: set[int] = set()  # steps whose every output is no longer than its note
+        self.said: dict[int, tuple[int, ...]] = {}  # step -> its user messages (never masked: not sized)
 
     def cross(self, step: Step, behind: Behind) -> None:
+        if step.user_messages:
+            self.said[step.index] = step.user_messages
         if step.restores:
             self.restores.add(step.index)
         p = self.policy
@@ -273,7 +282,8 @@ class _MaskingStage(BaseStage):
             form = behind.forms[i - 1]
             if form is None or i in self.restores or i in self.short:
                 return None
-            return sum(output_chars(content_text(m.get("content"))) for m in form.msgs[1:])
+            said = self.said.get(i, ())
+            return sum(output_chars(content_text(m.get("content"))) for j, m in enumerate(form.msgs[1:]) if j not in said)
 
         for i in newly_masked(
             b=b, n=n, scanned=self.scanned, masked=behind.masked,
@@ -296,10 +306,11 @@ def _not_worth_a_note(step: Step, reversible: bool, floor: int) -> bool:
     """Whether no output of ``step`` is longer than the note that would replace it: masking it
     would hide it for nothing (a short output just over the floor, a long command in its note).
     Under the floor it is never masked: no note is made to find out."""
-    texts = step.output_texts
-    if not texts or any(len(t) >= _NOTE_MAX for t in texts) or all(len(t) < floor for t in texts):
+    said = step.user_messages  # never masked: not weighed
+    texts = [(j, t) for j, t in enumerate(step.output_texts) if j not in said]
+    if not texts or any(len(t) >= _NOTE_MAX for _, t in texts) or all(len(t) < floor for _, t in texts):
         return False
-    return all(len(mask_note(step, j, reversible=reversible)) >= len(label(step.index, t)) for j, t in enumerate(texts))
+    return all(len(mask_note(step, j, reversible=reversible)) >= len(label(step.index, t)) for j, t in texts)
 
 
 class Replies:

@@ -176,5 +176,6 @@ class AgentFolds:
                 for ps, pj in sorted(p for p in pins if span.begin <= p[0] <= (span.end or 0)):
                     s = h.step(ps)
                     text = s.reply_text if pj == -1 else s.output_texts[pj]
-                    msgs.append({"role": "user", "content": pinned_note(ps, pj, len(s.observations), text)})
+                    note = pinned_note(ps, pj, len(s.observations), text, said=pj in s.user_messages)
+                    msgs.append({"role": "user", "content": note})
                     origins.append(Origin(ps, "pin", Shown.PINNED, (ps,)))

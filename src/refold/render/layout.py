@@ -210,7 +210,8 @@ def lay_out(
         for s in steps:
             for j in view.pins_of.get(s.index, ()):
                 if 1 + j < len(view.received[s.index - 1].msgs):
-                    text = pinned_note(s.index, j, len(s.observations), s.reply_text if j == -1 else s.output_texts[j])
+                    text = s.reply_text if j == -1 else s.output_texts[j]
+                    text = pinned_note(s.index, j, len(s.observations), text, said=j in s.user_messages)
                     add({"role": "user", "content": text}, Origin(s.index, "pin", Shown.PINNED, (s.index,)))
 
     def flush() -> None:

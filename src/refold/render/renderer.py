@@ -320,16 +320,18 @@ class Renderer:
             found = self._hidden_memo[key] = self._ledger.hidden(b, limit)
         return found
 
-    def _pinned(self, b: int, t: int) -> frozenset[Part]:
-        """Pins as of call t; the latest plan as of the step a ledger op would count to."""
+    def _pinned(self, b: int, t: int, upto: int | None = None) -> frozenset[Part]:
+        """Pins as of call t; the latest plan as of the step a ledger op would count to; protected
+        outputs and user messages up to ``upto`` (the boundary: after it they are shown as received)."""
         pins = self._pins
-        if not pins.events and not pins.plan_steps and not self._user_pins and not pins.protected:  # asked a few times per call
+        if not pins.events and not pins.plan_steps and not self._user_pins and not pins.protected and not pins.said:  # asked a few times per call
             return _NO_PINS
         p = self.config.policy
-        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t, protect_limit=b)
+        return pins.pinned(t, self._user_pins, plans_limit=min(t, b + p.k) if p.chunk else t, protect_limit=b if upto is None else upto)
 
     def _kept_key(self, kept: Layout, t: int, closed: ClosedSpans) -> tuple[int, object, tuple[str, ...], frozenset[Part]]:
-        return kept.b, self._hidden(kept.b, t), closed.upto(kept.b)[1], self._pinned(kept.b, t)
+        spans, ids = closed.upto(kept.b)
+        return kept.b, self._hidden(kept.b, t), ids, self._pinned(kept.b, t, _reach(kept.b, spans))
 
     def _boundary(self, history: History, seed: int, t: int, closed: ClosedSpans) -> None:
         """Commit the layout at the seed's boundary, or keep the committed one (the cost rule)."""
@@ -377,7 +379,7 @@ class Renderer:
         """The layout of steps 1..b, from the committed one (or the cached candidate) when unchanged."""
         spans, ids = closed.upto(b)
         hidden = self._hidden(b, t)
-        pinned = self._pinned(b, t)
+        pinned = self._pinned(b, t, _reach(b, spans))
         masked = len(self._behind.mask_order)
         for known in (self._layout, self._candidate):
             if (
@@ -401,10 +403,16 @@ class Renderer:
     # ---- agent-chosen folds -------------------------------------------------------------------
 
     def _tail(self, h: History, b: int, t: int, spans: list[Span], msgs: list[Message], origins: list[Origin]) -> None:
-        """Steps b+1..t as received, except closed spans: one block at their first step."""
-        pins = self._pinned(b, t)
+        """Steps b+1..t as received, except closed spans: one block at their first step (with the
+        protected outputs and user messages of the steps it covers after it)."""
+        pins = self._pinned(b, t, t if spans else None)
         if not spans and (not pins or all(p[0] <= b for p in pins)):  # every step as received
             self._recv.extend_plain(b, t, msgs, origins)
             return
         self._folds.tail(h, b, t, spans, self._recv.forms, pins, msgs, origins)
 
+
+def _reach(b: int, spans: list[Span]) -> int:
+    """How far the layout of steps 1..b folds: to the end of a span that straddles b (its block is
+    behind the boundary), whose protected outputs and user messages it must keep after the block."""
+    return max([b, *(s.end for s in spans if s.end is not None and s.end > b)])

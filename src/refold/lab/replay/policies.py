@@ -177,6 +177,24 @@ def _noted(notes: Notes, m: Message, o: Origin, content: Callable[[Message], str
     return hit[2], hit[3]
 
 
+def _outputs(history: History, origins: list[Origin], said: bool) -> list[int]:
+    """The prompt's tool outputs, by message index: without the messages to the agent
+    (``Step.user_messages``; ``said``: the history has some), which neither peer counts as output
+    (SWE-agent masks ``observation`` entries only, Anthropic clears ``tool_result`` blocks only)."""
+    outputs = [i for i, o in enumerate(origins) if o.part == "output"]
+    if not said:
+        return outputs
+    out: list[int] = []
+    step, j = None, 0
+    for i in outputs:
+        s = origins[i].step
+        j = j + 1 if s == step else 0
+        step = s
+        if s is None or not 1 <= s <= len(history) or j not in history.step(s).user_messages:
+            out.append(i)
+    return out
+
+
 def _omitted(m: Message) -> str:
     return f"Old environment output: ({len(content_text(m.get('content')).splitlines())} lines omitted)"
 
@@ -198,9 +216,10 @@ class MaskingProjector:
 
     def prompts(self, history: History) -> Iterator[Prompt]:
         masked: Notes = {}
+        said = any(s.user_messages for s in history.steps)
         for p in RendererProjector("base", BASE_POLICY).prompts(history):
             start = time.perf_counter()
-            outputs = [i for i, o in enumerate(p.origins) if o.part == "output"]
+            outputs = _outputs(history, p.origins, said)
             count = 1 + len(outputs)  # the instance template is observation 0
             last_removed = max(0, (count // self.polling) * self.polling - self.n)
             msgs, origins = list(p.messages), list(p.origins)
@@ -255,12 +274,13 @@ class ClearToolUsesProjector:
         counter = PromptTokens(self.tok)  # counts only what changed since the last call
         notes: Notes = {}
         saved: dict[int, int] = {}  # id(cleared copy) -> tokens clearing saves
+        said = any(s.user_messages for s in history.steps)
         for p in RendererProjector("base", BASE_POLICY).prompts(history):
             start = time.perf_counter()
             msgs, origins = list(p.messages), list(p.origins)
             total = counter.count(msgs)
             if total > self.trigger:
-                outputs = [i for i, o in enumerate(origins) if o.part == "output"]
+                outputs = _outputs(history, origins, said)
                 candidates = outputs[: -self.keep] if self.keep > 0 else outputs
                 cleared = 0
                 for idx in candidates:
@@ -312,15 +332,16 @@ class CompactProjector:
         upto = 0
         summary: Message | None = None
         counter = PromptTokens(o.tokenizer)  # counts only what changed since the last call
-        # a protected output is pinned once the boundary passes it; the summary keeps it from arrival
+        # a protected output (a user message) is pinned once the boundary passes it; the summary keeps it from arrival
         rules = self.inner.config.policy.protect if isinstance(self.inner, RendererProjector) else ()
         kept: set[tuple[int, int]] = set()
         seen = 0
         view = CompactView()  # reads only the inner messages that changed since the last call
         for p in self.inner.prompts(history):
             start = time.perf_counter()
-            for s in history.steps_between(seen, p.t) if rules and p.t > seen else ():
-                kept.update(protected_parts(s, rules))
+            for s in history.steps_between(seen, p.t) if p.t > seen else ():
+                kept.update(protected_parts(s, rules) if rules else ())
+                kept.update((s.index, j) for j in s.user_messages)
             seen = max(seen, p.t)
             msgs, origins = view(p.messages, p.origins, upto, summary, kept)
             event: Compaction | None = None
