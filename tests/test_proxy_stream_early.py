@@ -20,11 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.context.recognize import Recognizer
-from refold.protocol import COMMAND_NAMES, MAX_CDS, bash_block, parse_command
+from refold.protocol import COMMAND_NAMES, MAX_CDS, parse_command
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
 from refold.proxy.deferred import Deferred, LaterCalls
 from refold.proxy.early import CallGate, CommandGate, call_verdict, command_prefix, may_be_command
+from refold.reply_command import bash_block
 
 from fake_upstream import ServerThread
 
