@@ -20,7 +20,8 @@ from refold.proxy import ProxyConfig, create_app
 from refold.proxy.migrations import MIGRATIONS
 from refold.proxy.records import SCHEMA_VERSION, Commit, StoredStep, held_key
 from refold.proxy.redis_store import RedisStore
-from refold.proxy.store import SQLiteStore, open_store
+from refold.proxy.sqlite_store import SQLiteStore
+from refold.proxy.store import open_store
 from refold.types import message_digest
 from test_proxy_anthropic_rounds import bash as anthropic_bash
 from test_proxy_anthropic_rounds import text as anthropic_text

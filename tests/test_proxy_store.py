@@ -27,7 +27,7 @@ from refold.proxy.metrics import Metrics
 from refold.proxy.records import SCHEMA_VERSION, Commit, Store, StoredStep
 from refold.proxy.redis_store import RedisStore
 from refold.proxy.sessions import SessionManager
-from refold.proxy.store import SQLiteStore
+from refold.proxy.sqlite_store import SQLiteStore
 from refold.proxy.viewer_pool import Snapshot, ViewPool
 from refold.render import Renderer
 from refold.types import message_digest

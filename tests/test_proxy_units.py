@@ -248,7 +248,8 @@ def test_store_urls(tmp_path: object) -> None:
     from pathlib import Path
 
     from refold.errors import ConfigError
-    from refold.proxy.store import SQLiteStore, open_store
+    from refold.proxy.sqlite_store import SQLiteStore
+    from refold.proxy.store import open_store
 
     base = Path(str(tmp_path))
     assert isinstance(open_store(str(base / "a.db")), SQLiteStore)

@@ -27,7 +27,7 @@ from refold.pinning import Item, expand_text, pin_record, pinned_items, resolve
 from refold.proxy import ProxyConfig
 from refold.proxy.records import SCHEMA_VERSION, Commit, StoredStep
 from refold.proxy.redis_store import RedisStore
-from refold.proxy.store import SQLiteStore
+from refold.proxy.sqlite_store import SQLiteStore
 from refold.render import render
 from refold.types import Shown, content_text, message_digest
 from test_proxy_store import TOOLS, proxy
