@@ -388,7 +388,8 @@ def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
 
 def test_recorded_times_interpolate_unreplied_calls() -> None:
     from refold.lab.replay.metrics import CallIds, measure
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
     from refold.lab.replay.recorded_calls import recorded_times
 
     h = load(MINI2)
@@ -427,7 +428,8 @@ def test_timed_profile_meets_each_call_at_its_recorded_time(tmp_path: Path) -> N
 def test_count_calibration_prices_estimated_provider_counts() -> None:
     from refold.lab.cache import CountCalibration, count_calibration
     from refold.lab.replay.metrics import measure
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
 
     cal = count_calibration("gemini-3-pro", "qwen3.6")
     assert cal is not None and "ESTIMATED" in cal.label and count_calibration("gpt-5-mini", "o200k") is None
@@ -469,7 +471,8 @@ def test_count_calibration_fit_recovers_a_known_counting_rule(tmp_path: Path) ->
     import sys
 
     from refold.lab.replay.metrics import message_chars
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from bench_bill import _count_rows, fit_counts

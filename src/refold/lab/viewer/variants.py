@@ -15,7 +15,7 @@ from typing import Any
 from ...config import Config
 from ...errors import PolicyError
 from ..replay import POLICIES, STALE_POLICIES, Options, Projector, make_projector
-from ..replay.policies import RendererProjector, refold_policy
+from ..replay.projectors import RendererProjector, refold_policy
 
 SWITCHES: tuple[str, ...] = ("dedup", "fold", "chunk", "reversible")
 MECHANISMS = "mechanisms"
