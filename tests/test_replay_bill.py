@@ -75,6 +75,23 @@ def test_load_of_multi_agent_file_names_agents() -> None:
     assert split_source(str(MINI2)) == (str(MINI2), None)
 
 
+
+def test_an_agent_named_in_another_case_is_found_when_only_one_matches(tmp_path: Path) -> None:
+    """``run.traj#programmer`` was "no agent 'programmer' (agents: Manager, Programmer)"."""
+    h = load(f"{CODER}#programmer")
+    assert h.source == f"{CODER}#Programmer" and h.meta["agent"] == "Programmer"
+    assert h.digest == load(f"{CODER}#Programmer").digest
+    # two agents whose names differ only in case: the one-line error listing them, as before
+    data = json.loads(CODER.read_text())
+    for m in data["history"]:
+        if isinstance(m, dict) and m.get("agent") == "Manager":
+            m["agent"] = "programmer"
+    twins = tmp_path / "twins.traj"
+    twins.write_text(json.dumps(data))
+    assert load(f"{twins}#programmer").meta["agent"] == "programmer"  # an exact name wins
+    with pytest.raises(TrajectoryError, match=r"no agent 'PROGRAMMER' \(agents: programmer, Programmer\)$"):
+        load(f"{twins}#PROGRAMMER")
+
 @pytest.mark.parametrize("command", ["view", "sessions show"])
 def test_cli_error_names_the_agent_form_first(command: str, tmp_path: Path) -> None:
     """A CLI user is told to name an agent (FILE#Agent) and which commands take them all, not only a Python call."""
