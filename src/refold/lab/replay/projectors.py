@@ -86,11 +86,14 @@ class Options:
 class RendererProjector:
     """A configuration of refold's own renderer."""
 
-    def __init__(self, name: str, policy: Policy, config: Config | None = None) -> None:
+    def __init__(self, name: str, policy: Policy, config: Config | None = None, *, exact: bool = False) -> None:
         self.name = name
         self.policy = policy
         self.config = config or Config(policy=policy, boundary=BoundaryConfig(rule="fixed"))
         """Named policies other than ``default`` reproduce the seed: the fixed boundary rule."""
+        self.exact = exact
+        """Render with ``config`` as given, never with a saved run's sections (the ``sent`` variant:
+        ``config`` is already the one the run or the proxy rendered with)."""
 
     def prompts(self, history: History) -> Iterator[Prompt]:
         r = self._renderer(history)
@@ -109,12 +112,11 @@ class RendererProjector:
                 breakpoints=tuple(breakpoints(out)) if reversible else None,
             )
 
-
     def _renderer(self, history: History) -> Renderer:
         """A refold run saved how it rendered (spans, ledger, where the format lines were): keep
         that, so replaying it shows what its model saw; the named policy decides the rest."""
         saved = history.meta.get("refold_config")
-        if not isinstance(saved, dict) or not (self.policy.protocol or self.policy.dedup):
+        if self.exact or not isinstance(saved, dict) or not (self.policy.protocol or self.policy.dedup):
             return Renderer(self.config)
         kept = {k: saved[k] for k in ("spans", "ledger", "prompt", "format_in_system") if saved.get(k) is not None}
         return Renderer(Config.from_saved(kept).replace(policy=self.policy, boundary=self.config.boundary, cache=self.config.cache))
