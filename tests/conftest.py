@@ -259,6 +259,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[Any, str]]:
+    """A ``FakeUpstream`` on loopback for the module's tests, and its ``/v1`` base URL (a test file
+    may define its own ``upstream``)."""
+    from fake_upstream import FakeUpstream, ServerThread
+
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        yield fake, f"{up.url}/v1"
+
+
+@pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
     """A redis-server of the module's own (a test file may define its own ``redis_url``)."""
     from fake_upstream import redis_server

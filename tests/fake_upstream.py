@@ -37,8 +37,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 import uvicorn
@@ -56,6 +56,25 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-quic",
 ]
+
+
+AUTH = {"Authorization": "Bearer k"}
+BASH_TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+"""One function tool, ``bash(command)``: what the proxy tests' clients offer."""
+
+
+@asynccontextmanager
+async def asgi_proxy(cfg: Any, base: str = "http://127.0.0.1:8077", **kw: Any) -> AsyncIterator[Any]:
+    """``create_app(cfg, **kw)`` started (its lifespan) and an httpx client calling it in-process."""
+    import httpx
+
+    from refold.proxy import create_app
+
+    app = create_app(cfg, **kw)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base, timeout=60) as c:
+            yield c
 
 
 def free_port() -> int:
