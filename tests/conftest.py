@@ -269,6 +269,18 @@ def upstream() -> Iterator[tuple[Any, str]]:
         yield fake, f"{up.url}/v1"
 
 
+@pytest.fixture()
+def scripted() -> Iterator[tuple[Any, str]]:
+    """A ``Scripted`` streaming upstream on loopback and its ``/v1`` base URL; released at the end,
+    so a reply still paused does not hold its server thread."""
+    from fake_upstream import Scripted, ServerThread
+
+    s = Scripted()
+    with ServerThread(s.app) as srv:
+        yield s, f"{srv.url}/v1"
+    s.release.set()
+
+
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
     """A redis-server of the module's own (a test file may define its own ``redis_url``)."""

@@ -26,11 +26,11 @@ from refold.types import message_digest
 from test_proxy_anthropic_rounds import bash as anthropic_bash
 from test_proxy_anthropic_rounds import text as anthropic_text
 from test_proxy_responses import fcall, message
-from test_proxy_stream_early import BASH, SYSTEM, Scripted, call
+from test_proxy_stream_early import BASH, SYSTEM
 from test_proxy_surface_stream import BASH as ANTHROPIC_BASH
 from test_proxy_surface_stream import EXEC, Paused
 
-from fake_upstream import ServerThread
+from fake_upstream import Scripted, ServerThread, call
 
 
 def _client(cfg: ProxyConfig) -> TestClient:
