@@ -265,7 +265,7 @@ def test_store_urls(tmp_path: object) -> None:
     assert not (Path.cwd() / "mysql:").exists()
 
 
-def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import uvicorn
 
     import refold.proxy.app
@@ -274,7 +274,7 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     seen: list[Any] = []
     monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: seen.append(cfg) or object())
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: setattr(self, "started", True))
-    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "port": 0}
+    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "port": 0, "store": str(tmp_path / "s.db")}
     serve(**common)  # type: ignore[arg-type]
     serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
     default, custom = seen
