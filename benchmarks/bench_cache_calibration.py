@@ -37,7 +37,8 @@ from refold.history import History
 from refold.lab.cache import REPLAYED, ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
 from refold.lab.replay.metrics import CallIds, measure
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.policies import Options, make_projector
+from refold.lab.replay.policies import make_projector
+from refold.lab.replay.projectors import Options
 from refold.lab.replay.recorded import recorded_as_of
 from refold.lab.replay.runner import request_tools
 from refold.loaders import load_all

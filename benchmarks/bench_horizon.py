@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import refold.lab.replay.policies as policies
+import refold.lab.replay.projectors as projectors
 import refold.render.renderer as renderer
 from refold.config import Config
 from refold.history import History
@@ -41,13 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     files = collect_paths(a.paths)
     n_steps = [0]
-    original = policies.RendererProjector.prompts
+    original = projectors.RendererProjector.prompts
 
-    def prompts(self: policies.RendererProjector, history: History) -> Iterator[policies.Prompt]:
+    def prompts(self: projectors.RendererProjector, history: History) -> Iterator[projectors.Prompt]:
         n_steps[0] = len(history)
         yield from original(self, history)
 
-    policies.RendererProjector.prompts = prompts  # type: ignore[method-assign]
+    projectors.RendererProjector.prompts = prompts  # type: ignore[method-assign]
     lines = [f"default vs base on {len(files)} files ({', '.join(a.paths)}) with the cost rule's horizon R replaced; SIMULATED caches and cost", ""]
     for cache in a.cache.split(","):
         for label, horizon in HORIZONS.items():

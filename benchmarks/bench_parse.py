@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from refold.context.recognize import from_shell, from_tool_call
-from refold.protocol import bash_block, parse_command, parse_head, parse_restore_args
+from refold.protocol import parse_command, parse_head, parse_restore_args
+from refold.reply_command import bash_block
 from refold.shell import analyze
 
 MB = 1_000_000

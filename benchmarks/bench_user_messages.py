@@ -20,7 +20,8 @@ from pathlib import Path
 
 from refold.history import History
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.policies import Options, make_projector
+from refold.lab.replay.policies import make_projector
+from refold.lab.replay.projectors import Options
 from refold.loaders import load_all
 from refold.prompt_tokens import PromptTokens
 from refold.tokens import get_tokenizer

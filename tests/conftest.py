@@ -259,6 +259,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[Any, str]]:
+    """A ``FakeUpstream`` on loopback for the module's tests, and its ``/v1`` base URL (a test file
+    may define its own ``upstream``)."""
+    from fake_upstream import FakeUpstream, ServerThread
+
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        yield fake, f"{up.url}/v1"
+
+
+@pytest.fixture()
+def scripted() -> Iterator[tuple[Any, str]]:
+    """A ``Scripted`` streaming upstream on loopback and its ``/v1`` base URL; released at the end,
+    so a reply still paused does not hold its server thread."""
+    from fake_upstream import Scripted, ServerThread
+
+    s = Scripted()
+    with ServerThread(s.app) as srv:
+        yield s, f"{srv.url}/v1"
+    s.release.set()
+
+
+@pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
     """A redis-server of the module's own (a test file may define its own ``redis_url``)."""
     from fake_upstream import redis_server

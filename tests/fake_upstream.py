@@ -21,6 +21,10 @@ proxy processes can share it:
 * ``DELAY:<ms>`` in the last message makes a stream wait that long before each event (a model
   generating tokens; the TTFT benchmark's upstream);
 * usage reports ``cached_tokens`` as the character prefix shared with the previous request / 4.
+
+``Scripted`` is a streaming upstream that answers scripted deltas, one reply per request, pausing
+at ``PAUSE`` (``call`` builds a streamed tool call); ``asgi_proxy`` runs the proxy app in-process
+behind an httpx client. conftest.py serves both upstreams as fixtures (``upstream``, ``scripted``).
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 import uvicorn
@@ -56,6 +60,25 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-quic",
 ]
+
+
+AUTH = {"Authorization": "Bearer k"}
+BASH_TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+"""One function tool, ``bash(command)``: what the proxy tests' clients offer."""
+
+
+@asynccontextmanager
+async def asgi_proxy(cfg: Any, base: str = "http://127.0.0.1:8077", **kw: Any) -> AsyncIterator[Any]:
+    """``create_app(cfg, **kw)`` started (its lifespan) and an httpx client calling it in-process."""
+    import httpx
+
+    from refold.proxy import create_app
+
+    app = create_app(cfg, **kw)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base, timeout=60) as c:
+            yield c
 
 
 def free_port() -> int:
@@ -302,6 +325,53 @@ class _Server(uvicorn.Server):
             connection.shutdown()
         for server in self.servers:
             await server.wait_closed()
+
+
+PAUSE = "PAUSE"
+"""In a ``Scripted`` reply: wait for ``release`` before the next delta."""
+
+
+class Scripted:
+    """An upstream streaming scripted replies, one per request: each a list of deltas, with
+    ``PAUSE`` where it waits for ``release`` (set by the test once it has seen what came before)."""
+
+    def __init__(self) -> None:
+        self.replies: list[list[Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.release = threading.Event()
+        self.app = FastAPI()
+
+        @self.app.post("/v1/chat/completions")
+        async def chat(request: Request) -> StreamingResponse:
+            body = await request.json()
+            self.requests.append(body)
+            script = self.replies.pop(0)
+            return StreamingResponse(self._stream(script), media_type="text/event-stream")
+
+    async def _stream(self, script: list[Any]) -> Any:
+        base = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}) + "\n\n"
+        finish = "stop"
+        for d in script:
+            if d == PAUSE:
+                await asyncio.to_thread(self.release.wait, 30)
+                continue
+            finish = "tool_calls" if "tool_calls" in d else finish
+            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + "\n\n"
+        yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}) + "\n\n"
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        yield "data: " + json.dumps({**base, "choices": [], "usage": usage}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def call(index: int, name: str, args: str, cid: str, pause_at: int | None = None) -> list[Any]:
+    """A streamed tool call: its name first, then its arguments in 4-character pieces."""
+    out: list[Any] = [{"tool_calls": [{"index": index, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}]}]
+    for j in range(0, len(args), 4):
+        if pause_at is not None and j == pause_at:
+            out.append(PAUSE)
+        out.append({"tool_calls": [{"index": index, "function": {"arguments": args[j : j + 4]}}]})
+    return out
 
 
 class ServerThread:

@@ -296,9 +296,9 @@ def test_compact_table_fits_80_columns_and_wide_has_every_column(tmp_path: Path,
     assert all(len(line) <= 80 for line in table), table
     wide = run_cli(*args, "--wide", cwd=tmp_path)
     header = next(line for line in wide.stdout.splitlines() if line.startswith("policy"))
-    from refold.cli import replay, simulate
+    from refold.cli import replay, simulate_output
 
-    columns = (replay if command == "replay" else simulate).COLUMNS
+    columns = (replay if command == "replay" else simulate_output).COLUMNS
     assert all(c.name in header for c in columns) and len(header) > 80
     assert "…" not in compact.stdout + wide.stdout
 

@@ -16,7 +16,7 @@ from refold.cli.sessions import parse_age
 from refold.config import Config
 from refold.proxy.mapping import INTERNAL
 from refold.proxy.sessions import SessionManager
-from refold.proxy.store import SQLiteStore
+from refold.proxy.sqlite_store import SQLiteStore
 from refold.render import Renderer
 
 

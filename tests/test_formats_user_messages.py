@@ -12,7 +12,8 @@ from claude_code_log import Log, call, text
 from codex_rollouts import Lines, freeform
 from refold import Config, Renderer
 from refold.history import History
-from refold.lab.replay.policies import Options, make_projector
+from refold.lab.replay.policies import make_projector
+from refold.lab.replay.projectors import Options
 from refold.loaders import load
 from refold.tokens import get_tokenizer
 from refold.types import content_text

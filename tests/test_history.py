@@ -374,6 +374,25 @@ def test_append_names_what_is_not_a_message() -> None:
     assert h.step(1).observations == ({"role": "user", "content": "x"},)
 
 
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        ({"role": "user", "content": "ls"}, "the reply has role 'user'; a reply is the model's message, role 'assistant'"),
+        ({"role": "tool", "content": "ls"}, "the reply has role 'tool';"),
+        ({"content": "ls"}, "the reply has no role;"),
+    ],
+)
+def test_append_names_a_reply_that_is_not_the_models(reply: dict[str, str], said: str) -> None:
+    """A reply with role user was stored as a step (and rendered as the model's turn); now a
+    one-line ValueError naming the role, and nothing is appended."""
+    h = History([{"role": "user", "content": "t"}])
+    with pytest.raises(ValueError, match=re.escape(said)) as e:
+        h.append(reply, [{"role": "user", "content": "x"}])
+    assert "\n" not in str(e.value) and len(h) == 0
+    h.append({"role": "assistant", "content": "ls"}, [{"role": "user", "content": "x"}])
+    assert len(h) == 1
+
 def test_lone_surrogates_become_replacement_characters() -> None:
     """Output decoded with ``surrogateescape`` ("\\udc80") was a UnicodeEncodeError from the digest
     when building a History from messages; now it is stored as U+FFFD, as the loaders and proxy do."""

@@ -8,15 +8,19 @@ from refold.mechanisms.masking import condensed_reply
 from builders import SYSTEM, TASK, reply, text_history
 
 
+def _condensed(reply: str) -> str | None:
+    """``reply`` as the one step of a history, condensed (min_chars 50, reversible)."""
+    step = History([SYSTEM, TASK]).append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
+    return condensed_reply(step, reversible=True, min_chars=50)
+
+
 def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
-    h = History([SYSTEM, TASK])
     reply = (
         "PROGRESS: find the bug\nSTALE: -\nTHOUGHT: The bug is in `django/db/models/query.py` near _filter_or_exclude.\n"
         "QuerySet.update calls bulk_update, see test_bulk_update_large.\nThe rest of a long reasoning.\n" * 3
         + "\n```bash\nsed -n '1,40p' django/db/models/query.py\n```"
     )
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None
     # the agent's summary; STALE has done its work; the names sit inside the marker, never on a line
     # of their own that reads as the agent's words
@@ -28,10 +32,8 @@ def test_condensed_reply_keeps_commands_and_the_names_it_talked_about() -> None:
 
 
 def test_an_escaped_newline_is_no_name() -> None:
-    h = History([SYSTEM, TASK])
     reply = "THOUGHT: Patch it with a script.\n" + "It writes 'a\\nPY' and calls fix_indent.\n" * 4 + "```bash\nls\n```"
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None and "fix_indent" in text and "nPY" not in text
 
 
@@ -46,48 +48,38 @@ def test_names_a_kept_tool_call_shows_are_not_mentioned() -> None:
 
 
 def test_a_bare_heading_keeps_the_line_after_it() -> None:
-    h = History([SYSTEM, TASK])
     reply = "DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 10 + "```\nopen query.py\n```"
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None and text.startswith("DISCUSSION\nThe bug is in `query.py` near _filter_or_exclude.\n[context-manager] 10 more")
 
 
 def test_a_reply_is_not_condensed_when_the_marker_outweighs_what_it_hides() -> None:
-    h = History([SYSTEM, TASK])
     reply = "THOUGHT: Read the config loader to see how the mode reaches open().\nOk.\n\n```bash\nls\n```"
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    assert condensed_reply(step, reversible=True, min_chars=50) is None
+    assert _condensed(reply) is None
 
 
 def test_without_progress_the_first_line_stays() -> None:
-    h = History([SYSTEM, TASK])
     reply = "THOUGHT: The bug is in `query.py` near _filter_or_exclude.\n" + "More reasoning here.\n" * 30 + "```bash\nls\n```"
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None and text.startswith("THOUGHT: The bug is in `query.py` near _filter_or_exclude.\n")
     assert text.count("_filter_or_exclude") == 1  # already in the first line: not repeated
 
 
 def test_an_unlabeled_fence_is_the_command_of_swe_agent_replies() -> None:
     # SWE-agent and CodeR fence their command without a language: it is what the step ran and stays
-    h = History([SYSTEM, TASK])
     reply = (
         "The `mode` parameter was added. Now update the `open` call in from_file.\n" + "More reasoning here.\n" * 8
         + "\n```\nedit 264:265\n    with open(filename, mode=mode) as f:\nend_of_edit\n```"
     )
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None
     assert text.endswith("```\nedit 264:265\n    with open(filename, mode=mode) as f:\nend_of_edit\n```")
     assert "end_of_edit" not in text.split("```")[0]  # the command's words are not listed as mentions
 
 
 def test_quoted_code_is_not_a_command_when_a_shell_block_is_there() -> None:
-    h = History([SYSTEM, TASK])
     reply = "THOUGHT: the function reads\n```\ndef f(): pass\n```\n" + "More reasoning here.\n" * 8 + "```bash\nls\n```"
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None and "def f(): pass" not in text and text.endswith("```bash\nls\n```")
 
 
@@ -98,15 +90,13 @@ def test_a_short_reply_is_not_condensed() -> None:
 
 
 def test_names_in_the_hidden_middle_of_a_long_command_are_mentioned() -> None:
-    h = History([SYSTEM, TASK])
     script = "\n".join(
         ["cat <<'EOF' > repro.py", "from django.db import models", "", "class Author(models.Model):"]
         + [f"    field_{i} = models.CharField(max_length={i})" for i in range(10)]
         + ["print(Author._meta.get_fields())", "EOF", "python repro.py"]
     )
     reply = "THOUGHT: Write a reproduction script.\n" + "It builds a model and prints its fields.\n" * 8 + f"\n```bash\n{script}\n```"
-    step = h.append({"role": "assistant", "content": reply}, [{"role": "user", "content": "out"}])
-    text = condensed_reply(step, reversible=True, min_chars=50)
+    text = _condensed(reply)
     assert text is not None and "lines of this command hidden" in text
     mentions = next(ln for ln in text.splitlines() if "(mentions " in ln)
     assert "max_length" in mentions and "field_3" in mentions  # only in the hidden middle of the heredoc

@@ -282,7 +282,8 @@ def test_whatever_is_folded_or_pinned_every_reply_restores_byte_exact(ops: list[
 
 
 def test_compaction_keeps_pinned_objects_verbatim() -> None:
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
     from refold.tokens import get_tokenizer
 
     s = run(30)

@@ -167,7 +167,8 @@ def test_serve_flags_carry_the_rules_into_the_config() -> None:
 def test_a_replayed_compaction_keeps_a_protected_output_before_the_boundary_passes_it(name: str) -> None:
     """The summary kept pins only: a compaction before the boundary passed the plan dropped it
     for the calls until then (the rule's outputs are in every prompt)."""
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
     from refold.tokens import get_tokenizer
 
     h = _run(40)

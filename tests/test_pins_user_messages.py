@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from refold import Config, Renderer
 from refold.history import History
-from refold.lab.replay.policies import Options, make_projector
+from refold.lab.replay.policies import make_projector
+from refold.lab.replay.projectors import Options
 from refold.tokens import get_tokenizer
 from refold.types import Answer, Message, Shown, content_text
 from refold.wire import observation

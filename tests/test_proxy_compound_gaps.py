@@ -23,11 +23,11 @@ from refold.proxy import responses_wire as rwire
 from refold.proxy.compound import CompoundHold, derived_id, release_limit
 from test_proxy_held_restart import _sse_message, _two_requests
 from test_proxy_resend import BASH, SYSTEM
-from test_proxy_stream_early import Reader, Scripted, _proxy, call
+from test_proxy_stream_early import Reader, _proxy
 from test_proxy_surface_compound import FORMS, _command, _splice
 from test_proxy_surface_guard import _client_args
 
-from fake_upstream import ServerThread
+from fake_upstream import Scripted, ServerThread, call
 
 
 @pytest.fixture()

@@ -23,10 +23,9 @@ from refold.responses_items import reply_message
 from test_proxy_held_restart import _sse_message
 from test_proxy_resend import BASH, SYSTEM, Client, Upstream, _first_turn, reply
 from test_proxy_responses import message
-from test_proxy_stream_early import Scripted, call
 from test_proxy_surface_stream import Paused, paused_proxy
 
-from fake_upstream import ServerThread
+from fake_upstream import Scripted, ServerThread, call
 
 CUSTOM_BASH = {"type": "custom", "name": "bash", "description": "Run a shell command (the input is the command)."}
 

@@ -177,3 +177,29 @@ def test_bad_session_header(urls: tuple[str, str]) -> None:
         httpx.post(f"{urls[0]}/v1/chat/completions", json=GOOD, headers={"X-Refold-Session": "a b/c"}), 400
     )
     assert err["code"] == "invalid_session"
+
+
+def test_an_unknown_route_answers_in_the_apis_shape_naming_what_is_served(urls: tuple[str, str]) -> None:
+    """It answered FastAPI's {"detail": "Not Found"}, which no OpenAI or Anthropic client reads."""
+    px = urls[0]
+    for r, said in [
+        (httpx.get(f"{px}/foo"), "no route GET /foo; served: "),
+        (httpx.post(f"{px}/v2/chat/completions", json=GOOD), "no route POST /v2/chat/completions; served: "),
+    ]:
+        err = _error(r, 404)
+        assert "detail" not in r.json() and err["type"] == "invalid_request_error" and err["code"] == "not_found"
+        assert err["message"].startswith(said) and "\n" not in err["message"]
+        for route in ("POST /v1/chat/completions", "GET /v1/models", "POST /v1/messages", "POST /v1/responses",
+                      "GET /sessions/{name}", "any other /v1/... path (forwarded upstream)"):
+            assert route in err["message"], route
+    err = _error(httpx.get(f"{px}/chat/completions"), 405)
+    assert err["message"].startswith("GET /chat/completions is not served: that path takes POST; served: ")
+    assert err["code"] == "method_not_allowed"
+    # under /v1/messages an Anthropic client reads Anthropic's shape
+    r = httpx.request("TRACE", f"{px}/v1/messages")
+    assert r.status_code == 405 and r.json()["type"] == "error" and "detail" not in r.json()
+    assert r.json()["error"]["message"].startswith("TRACE /v1/messages is not served: that path takes DELETE, GET, PATCH, POST, PUT")
+    # and the SDK shows the message
+    client = openai.OpenAI(base_url=f"{px}/v2", api_key="k", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match=r"no route POST /v2/chat/completions"):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])

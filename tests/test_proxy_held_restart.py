@@ -20,16 +20,17 @@ from refold.proxy import ProxyConfig, create_app
 from refold.proxy.migrations import MIGRATIONS
 from refold.proxy.records import SCHEMA_VERSION, Commit, StoredStep, held_key
 from refold.proxy.redis_store import RedisStore
-from refold.proxy.store import SQLiteStore, open_store
+from refold.proxy.sqlite_store import SQLiteStore
+from refold.proxy.store import open_store
 from refold.types import message_digest
 from test_proxy_anthropic_rounds import bash as anthropic_bash
 from test_proxy_anthropic_rounds import text as anthropic_text
 from test_proxy_responses import fcall, message
-from test_proxy_stream_early import BASH, SYSTEM, Scripted, call
+from test_proxy_stream_early import BASH, SYSTEM
 from test_proxy_surface_stream import BASH as ANTHROPIC_BASH
 from test_proxy_surface_stream import EXEC, Paused
 
-from fake_upstream import ServerThread
+from fake_upstream import Scripted, ServerThread, call
 
 
 def _client(cfg: ProxyConfig) -> TestClient:

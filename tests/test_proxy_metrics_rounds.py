@@ -21,10 +21,10 @@ from refold.types import Message
 from test_proxy_anthropic import BASH
 from test_proxy_anthropic_rounds import THINK, bash, text
 from test_proxy_stream_early import BASH as CHAT_BASH
-from test_proxy_stream_early import PAUSE, SYSTEM, Scripted
+from test_proxy_stream_early import SYSTEM
 from test_proxy_surface_stream import Paused
 
-from fake_upstream import ServerThread
+from fake_upstream import PAUSE, Scripted, ServerThread
 
 
 def _metric(text: str, name: str) -> float:

@@ -9,9 +9,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,36 +20,17 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from refold.errors import ConfigError, StoreUnavailable
-from refold.proxy import ProxyConfig, create_app, open_store
+from refold.proxy import ProxyConfig, open_store
 from refold.proxy.metrics import Metrics
 from refold.proxy.records import SCHEMA_VERSION, Commit, Store, StoredStep
 from refold.proxy.redis_store import RedisStore
 from refold.proxy.sessions import SessionManager
-from refold.proxy.store import SQLiteStore
+from refold.proxy.sqlite_store import SQLiteStore
 from refold.proxy.viewer_pool import Snapshot, ViewPool
 from refold.render import Renderer
 from refold.types import message_digest
 
-from fake_upstream import FakeUpstream, ServerThread, redis_server
-
-AUTH = {"Authorization": "Bearer k"}
-TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[tuple[FakeUpstream, str]]:
-    fake = FakeUpstream()
-    with ServerThread(fake.app) as up:
-        yield fake, f"{up.url}/v1"
-
-
-@asynccontextmanager
-async def proxy(cfg: ProxyConfig, **kw: Any) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(cfg, **kw)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8077", timeout=60) as c:
-            yield c
+from fake_upstream import AUTH, BASH_TOOLS, FakeUpstream, asgi_proxy, redis_server
 
 
 def step(parent: str, n: int, size: int = 0) -> StoredStep:
@@ -143,8 +122,8 @@ def test_store_faults_through_the_app(upstream: tuple[FakeUpstream, str], tmp_pa
     async def go() -> None:
         path = tmp_path / "s.db"
         cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(path), tokenizer="off")
-        async with proxy(cfg) as c:
-            body = {"model": "m", "messages": [{"role": "user", "content": "task"}], "tools": TOOLS}
+        async with asgi_proxy(cfg) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "task"}], "tools": BASH_TOOLS}
             assert (await c.post("/v1/chat/completions", json=body, headers=AUTH)).status_code == 200
             assert (await c.get("/healthz")).json() == {"status": "ok"}
             ready = (await c.get("/readyz")).json()
@@ -327,7 +306,7 @@ def test_any_number_of_branches_keeps_internal_rounds(upstream: tuple[FakeUpstre
     hdr = {**AUTH, "X-Refold-Session": "pass-at-k"}
 
     async def turn(c: httpx.AsyncClient, msgs: list[Any], out: str) -> None:
-        r = await c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": TOOLS}, headers=hdr)
+        r = await c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": BASH_TOOLS}, headers=hdr)
         assert r.status_code == 200, r.text
         m = r.json()["choices"][0]["message"]
         msgs += [m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": out}]
@@ -339,7 +318,7 @@ def test_any_number_of_branches_keeps_internal_rounds(upstream: tuple[FakeUpstre
     async def go() -> None:
         base = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
         a = list(base)
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             await turn(c, a, "out A1")
             await turn(c, a, "out A2 RESTORE:1")
             await turn(c, a, "out A3")  # this request made an internal restore round first
@@ -350,7 +329,7 @@ def test_any_number_of_branches_keeps_internal_rounds(upstream: tuple[FakeUpstre
             assert restore_in_last_request()
             view = (await c.get("/sessions/pass-at-k", headers=AUTH)).json()
             assert len(view["branches"]) == 41 and any(s["internal"] for s in view["steps"])
-        async with proxy(cfg) as c:  # after a restart
+        async with asgi_proxy(cfg) as c:  # after a restart
             await turn(c, a, "out A5")
             assert restore_in_last_request()
 
@@ -376,8 +355,8 @@ def test_views_never_hold_up_chat(upstream: tuple[FakeUpstream, str], tmp_path: 
     cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
-        async with proxy(cfg, views=pool) as c:
-            body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
+        async with asgi_proxy(cfg, views=pool) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": BASH_TOOLS}
             for i in range(9):
                 h = {"Authorization": f"Bearer viewer-{i}", "X-Refold-Session": "s"}
                 assert (await c.post("/v1/chat/completions", json=body, headers=h)).status_code == 200
@@ -408,12 +387,12 @@ def test_a_real_view_builds_in_a_worker_process(upstream: tuple[FakeUpstream, st
     cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             msgs: list[Any] = [{"role": "user", "content": "t"}]
             for i in range(3):
                 r = await c.post(
                     "/v1/chat/completions",
-                    json={"model": "m", "messages": msgs, "tools": TOOLS},
+                    json={"model": "m", "messages": msgs, "tools": BASH_TOOLS},
                     headers={**AUTH, "X-Refold-Session": "v"},
                 )
                 m = r.json()["choices"][0]["message"]
@@ -447,11 +426,11 @@ def test_cached_views_are_bytes_with_etag_gzip_and_no_store_round_trip(
     cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=":memory:", tokenizer="off")
 
     async def go() -> None:
-        async with proxy(cfg, store=store, views=pool) as c:
+        async with asgi_proxy(cfg, store=store, views=pool) as c:
             msgs: list[Any] = [{"role": "user", "content": "t"}]
 
             async def turn() -> None:
-                r = await c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": TOOLS},
+                r = await c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": BASH_TOOLS},
                                  headers={**AUTH, "X-Refold-Session": "v"})
                 m = r.json()["choices"][0]["message"]
                 msgs.extend([m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": "out " * 50}])
@@ -489,8 +468,8 @@ def test_a_view_lane_bounds_the_views_served_and_refuses_the_excess(
     cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
-        async with proxy(cfg, views=pool) as c:
-            body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
+        async with asgi_proxy(cfg, views=pool) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": BASH_TOOLS}
             await c.post("/v1/chat/completions", json=body, headers={**AUTH, "X-Refold-Session": "s"})
             got = await asyncio.gather(*(c.get("/sessions/s/view", headers=AUTH) for _ in range(8)))
             codes = sorted(r.status_code for r in got)
@@ -583,10 +562,10 @@ def test_session_routes_build_off_the_event_loop(
         return describe(*a)
 
     cfg = ProxyConfig(context_tools_beside_shell=True, upstream=upstream[1], store=str(tmp_path / "s.db"), tokenizer="off")
-    body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": TOOLS}
+    body = {"model": "m", "messages": [{"role": "user", "content": "t"}], "tools": BASH_TOOLS}
 
     async def go() -> None:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             await c.post("/v1/chat/completions", json=body, headers={**AUTH, "X-Refold-Session": "big"})
             for route in ("/sessions/big", "/sessions/big/expand?item=1", "pin", "describe"):
                 c2 = httpx.AsyncClient(transport=c._transport, base_url="http://127.0.0.1:8077", timeout=60)

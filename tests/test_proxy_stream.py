@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from refold.config import DEFAULT
-from refold.protocol import bash_block, parse_head
+from refold.protocol import parse_head
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.early import CommandGate
 from refold.proxy.stream import HeadStripper, strip_head
+from refold.reply_command import bash_block
 
 from fake_upstream import FakeUpstream, ServerThread, collect_stream
 

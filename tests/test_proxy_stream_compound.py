@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,9 @@ from refold.proxy import ProxyConfig
 from refold.proxy.compound import CompoundHold, derived_id, release_limit
 from test_proxy_held_restart import _sse_message, _two_requests
 from test_proxy_resend import BASH, SYSTEM
-from test_proxy_stream_early import Reader, Scripted, _proxy, call
+from test_proxy_stream_early import Reader, _proxy
 
-from fake_upstream import ServerThread
+from fake_upstream import Scripted, ServerThread, call
 
 
 @pytest.mark.parametrize(
@@ -105,14 +106,6 @@ def test_a_character_outside_the_bmp_escaped_as_a_surrogate_pair_is_one_characte
     assert hold.split(command, Recognizer(compound=True), 0) == (args.index(";"), "restore 3")
 
 
-@pytest.fixture()
-def scripted() -> Iterator[tuple[Scripted, str]]:
-    s = Scripted()
-    with ServerThread(s.app) as srv:
-        yield s, f"{srv.url}/v1"
-    s.release.set()
-
-
 def _bash_ok(command: str) -> bool:
     return subprocess.run(["bash", "-n"], input=command, text=True, capture_output=True).returncode == 0
 
@@ -123,6 +116,20 @@ def _stream(c: httpx.Client, url: str, msgs: list[dict[str, Any]], sid: str) -> 
         rd = Reader(r)
         rd.rest()
     return rd
+
+
+@contextmanager
+def _call_then_next(
+    scripted: tuple[Scripted, str], tmp_path: Path, command: str
+) -> Iterator[tuple[Scripted, str, httpx.Client, list[dict[str, Any]]]]:
+    """The upstream answers a bash call of ``command``, then one of ``echo next``: yields it, the
+    proxy's URL, a client and the first request's messages."""
+    s, url = scripted
+    s.release.set()
+    s.replies.append(call(0, "bash", json.dumps({"command": command}), "c1"))
+    s.replies.append(call(0, "bash", json.dumps({"command": "echo next"}), "c2"))
+    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
+        yield s, px.url, c, [SYSTEM, {"role": "user", "content": "task"}]
 
 
 @pytest.mark.parametrize(
@@ -139,18 +146,13 @@ def test_a_streamed_restore_after_a_command_is_split(
 ) -> None:
     """The client runs the part before the restore (the call closed after it); the restore never
     reaches it and is answered before the next upstream call, after that part's output."""
-    s, url = scripted
-    s.release.set()
-    s.replies.append(call(0, "bash", json.dumps({"command": command}), "c1"))
-    s.replies.append(call(0, "bash", json.dumps({"command": "echo next"}), "c2"))
-    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
-        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
-        rd = _stream(c, px.url, msgs, "split")
+    with _call_then_next(scripted, tmp_path, command) as (s, url, c, msgs):
+        rd = _stream(c, url, msgs, "split")
         msg = rd.message()
         assert [json.loads(t["function"]["arguments"]) for t in msg["tool_calls"]] == [{"command": runs}]
         assert len(s.requests) == 1
         msgs += [msg, {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"}]
-        rd2 = _stream(c, px.url, msgs, "split")
+        rd2 = _stream(c, url, msgs, "split")
         assert json.loads(rd2.message()["tool_calls"][0]["function"]["arguments"]) == {"command": "echo next"}
         sent = s.requests[1]["messages"]
         calls = [(tc["id"], json.loads(tc["function"]["arguments"])["command"]) for m in sent for tc in m.get("tool_calls") or []]
@@ -158,21 +160,16 @@ def test_a_streamed_restore_after_a_command_is_split(
         answers = [m for m in sent if m.get("role") == "tool"]
         assert [m["tool_call_id"] for m in answers] == ["c1", derived_id("c1")]
         assert "a.py\nb.py" in answers[0]["content"] and "Step 1 restored" in answers[1]["content"]
-        sess = c.get(f"{px.url}/sessions/split").json()
+        sess = c.get(f"{url}/sessions/split").json()
         assert len(sess["branches"]) == 1 and [st["internal"] for st in sess["steps"]] == [False, True]
 
 
 def test_commands_after_the_restore_are_not_run_and_named(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
-    s, url = scripted
-    s.release.set()
-    s.replies.append(call(0, "bash", json.dumps({"command": "ls; restore 1; cat f.py"}), "c1"))
-    s.replies.append(call(0, "bash", json.dumps({"command": "echo next"}), "c2"))
-    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
-        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
-        msg = _stream(c, px.url, msgs, "after").message()
+    with _call_then_next(scripted, tmp_path, "ls; restore 1; cat f.py") as (s, url, c, msgs):
+        msg = _stream(c, url, msgs, "after").message()
         assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"command": "ls"}
         msgs += [msg, {"role": "tool", "tool_call_id": "c1", "content": "f.py"}]
-        _stream(c, px.url, msgs, "after")
+        _stream(c, url, msgs, "after")
         answer = s.requests[1]["messages"][-1]
         assert answer["tool_call_id"] == derived_id("c1")
         assert "Not run" in answer["content"] and "cat f.py" in answer["content"]
@@ -229,17 +226,12 @@ def test_a_streamed_restore_inside_a_loop_or_group_reaches_the_client_whole_with
     answers the restore), and refold adds, after its output, a restore answered "Not run" that
     says how to issue it (a request that is not streamed answers the whole call so)."""
     assert split_restore(command) is None
-    s, url = scripted
-    s.release.set()
-    s.replies.append(call(0, "bash", json.dumps({"command": command}), "c1"))
-    s.replies.append(call(0, "bash", json.dumps({"command": "echo next"}), "c2"))
-    with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
-        msgs: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "task"}]
-        msg = _stream(c, px.url, msgs, "loop").message()
+    with _call_then_next(scripted, tmp_path, command) as (s, url, c, msgs):
+        msg = _stream(c, url, msgs, "loop").message()
         assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"command": command}
         assert len(s.requests) == 1
         msgs += [msg, {"role": "tool", "tool_call_id": "c1", "content": "bash: restore: command not found"}]
-        _stream(c, px.url, msgs, "loop")
+        _stream(c, url, msgs, "loop")
     sent = s.requests[1]["messages"]
     assert [tc["id"] for m in sent for tc in m.get("tool_calls") or []] == ["c1", derived_id("c1")]
     note = sent[-1]

@@ -4,36 +4,32 @@ still generating it; one that is stays held and is answered in a round the clien
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import StreamingResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.context.recognize import Recognizer
-from refold.protocol import COMMAND_NAMES, MAX_CDS, bash_block, parse_command
+from refold.protocol import COMMAND_NAMES, MAX_CDS, parse_command
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.commands import _call
 from refold.proxy.deferred import Deferred, LaterCalls
 from refold.proxy.early import CallGate, CommandGate, call_verdict, command_prefix, may_be_command
+from refold.reply_command import bash_block
 
-from fake_upstream import ServerThread
+from fake_upstream import PAUSE, Scripted, ServerThread, call
 
 SYSTEM = {"role": "system", "content": "You are a careful engineer."}
 BASH = {
     "type": "function",
     "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
 }
-PAUSE = "PAUSE"
 
 
 # ---- the decision on its own ----------------------------------------------------------------------
@@ -144,49 +140,6 @@ def test_the_pieces() -> None:
 # ---- through the proxy ------------------------------------------------------------------------------
 
 
-class Scripted:
-    """An upstream streaming scripted replies, one per request: each a list of deltas, with
-    ``PAUSE`` where it waits for ``release`` (set by the test once it has seen what came before)."""
-
-    def __init__(self) -> None:
-        self.replies: list[list[Any]] = []
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        self.app = FastAPI()
-
-        @self.app.post("/v1/chat/completions")
-        async def chat(request: Request) -> StreamingResponse:
-            body = await request.json()
-            self.requests.append(body)
-            script = self.replies.pop(0)
-            return StreamingResponse(self._stream(script), media_type="text/event-stream")
-
-    async def _stream(self, script: list[Any]) -> Any:
-        base = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-        yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}) + "\n\n"
-        finish = "stop"
-        for d in script:
-            if d == PAUSE:
-                await asyncio.to_thread(self.release.wait, 30)
-                continue
-            finish = "tool_calls" if "tool_calls" in d else finish
-            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}) + "\n\n"
-        yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}) + "\n\n"
-        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-        yield "data: " + json.dumps({**base, "choices": [], "usage": usage}) + "\n\n"
-        yield "data: [DONE]\n\n"
-
-
-def call(index: int, name: str, args: str, cid: str, pause_at: int | None = None) -> list[Any]:
-    """A streamed tool call: its name first, then its arguments in 4-character pieces."""
-    out: list[Any] = [{"tool_calls": [{"index": index, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}]}]
-    for j in range(0, len(args), 4):
-        if pause_at is not None and j == pause_at:
-            out.append(PAUSE)
-        out.append({"tool_calls": [{"index": index, "function": {"arguments": args[j : j + 4]}}]})
-    return out
-
-
 def text(t: str, pause_at: int | None = None) -> list[Any]:
     out: list[Any] = []
     for j in range(0, len(t), 5):
@@ -194,14 +147,6 @@ def text(t: str, pause_at: int | None = None) -> list[Any]:
             out.append(PAUSE)
         out.append({"content": t[j : j + 5]})
     return out
-
-
-@pytest.fixture()
-def up() -> Iterator[tuple[Scripted, str]]:
-    s = Scripted()
-    with ServerThread(s.app) as srv:
-        yield s, f"{srv.url}/v1"
-    s.release.set()
 
 
 class Reader:
@@ -250,8 +195,8 @@ def _proxy(url: str, tmp_path: Path) -> Any:
     return create_app(ProxyConfig(context_tools_beside_shell=True, upstream=url, store=str(tmp_path / "s.db"), tokenizer="off"))
 
 
-def test_a_shell_call_is_relayed_while_it_is_generated(up: tuple[Scripted, str], tmp_path: Path) -> None:
-    s, url = up
+def test_a_shell_call_is_relayed_while_it_is_generated(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    s, url = scripted
     args = json.dumps({"command": "ls -la /tmp && cat README.md"})
     s.replies.append(text("PROGRESS: look\nSTALE: -\n") + call(0, "bash", args, "call_1", pause_at=16))
     s.replies.append(call(0, "bash", json.dumps({"command": "echo 2"}), "call_2"))
@@ -279,8 +224,8 @@ def test_a_shell_call_is_relayed_while_it_is_generated(up: tuple[Scripted, str],
         assert "refold_rounds_released_early_total 1.0" in metrics or "refold_rounds_released_early_total 2.0" in metrics
 
 
-def test_a_context_call_is_held_and_answered_inside(up: tuple[Scripted, str], tmp_path: Path) -> None:
-    s, url = up
+def test_a_context_call_is_held_and_answered_inside(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    s, url = scripted
     s.replies.append(call(0, "bash", json.dumps({"command": "restore 1"}), "call_r", pause_at=16))
     s.replies.append(call(0, "bash", json.dumps({"command": "echo after"}), "call_2"))
     with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
@@ -300,12 +245,12 @@ def test_a_context_call_is_held_and_answered_inside(up: tuple[Scripted, str], tm
 
 @pytest.mark.parametrize("second", [("restore", {"steps": "1"}), ("bash", {"command": "restore 1"})])
 def test_a_later_context_call_of_a_relayed_round_is_left_out_and_answered_next_request(
-    up: tuple[Scripted, str], tmp_path: Path, second: tuple[str, dict[str, Any]]
+    scripted: tuple[Scripted, str], tmp_path: Path, second: tuple[str, dict[str, Any]]
 ) -> None:
     """In a round relayed early, a later context command (the offered tool, or typed into the
     shell) never reaches the client (the calls after it renumbered); it is answered before the
     next upstream call, after the outputs of the calls the client ran."""
-    s, url = up
+    s, url = scripted
     s.replies.append(
         call(0, "bash", json.dumps({"command": "ls"}), "c0")
         + call(1, second[0], json.dumps(second[1]), "c1")
@@ -340,9 +285,9 @@ def test_a_later_context_call_of_a_relayed_round_is_left_out_and_answered_next_r
 
 
 def test_a_text_command_block_is_relayed_once_it_is_no_context_command(
-    up: tuple[Scripted, str], tmp_path: Path
+    scripted: tuple[Scripted, str], tmp_path: Path
 ) -> None:
-    s, url = up
+    s, url = scripted
     reply = "PROGRESS: x\nSTALE: -\nChecking.\n```bash\ngrep -rn foo src\n```"
     s.replies.append(text(reply, pause_at=45))
     with ServerThread(_proxy(url, tmp_path)) as px, httpx.Client(timeout=30) as c:
@@ -357,9 +302,9 @@ def test_a_text_command_block_is_relayed_once_it_is_no_context_command(
 
 
 def test_a_text_round_that_turns_internal_keeps_the_text_around_its_command(
-    up: tuple[Scripted, str], tmp_path: Path
+    scripted: tuple[Scripted, str], tmp_path: Path
 ) -> None:
-    s, url = up
+    s, url = scripted
     first = "PROGRESS: x\nSTALE: -\nI need step 1.\n```bash\nrestore 1\n```\nThen the fix."
     s.replies.append(text("PROGRESS: a\nSTALE: -\n```bash\ncat a.py\n```"))
     s.replies.append(text(first))

@@ -25,11 +25,11 @@ from refold.proxy.upstream import Result
 from refold.shell_tools import canonical_call
 from test_proxy_responses import events as responses_events
 from test_proxy_responses import fcall, response_object
-from test_proxy_stream_early import BASH, SYSTEM, Reader, Scripted, _proxy, call
+from test_proxy_stream_early import BASH, SYSTEM, Reader, _proxy
 from test_proxy_surface_stream import Events, Paused, up
 
 from builders import cuts
-from fake_upstream import ServerThread
+from fake_upstream import Scripted, ServerThread, call
 
 __all__ = ["up"]  # the fixture, used by name
 

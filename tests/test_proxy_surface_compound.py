@@ -23,7 +23,13 @@ from refold.proxy.responses import ResponsesSplicer
 from refold.proxy.surface_calls import recognizable
 from refold.proxy.surface_stream import context_ids
 from refold.shell_tools import canonical_call
-from test_proxy_surface_guard import RawStreams, _client_args, _plain, anthropic_round, responses_round
+from test_proxy_surface_guard import (
+    RawStreams,
+    _client_args,
+    anthropic_round,
+    call_round_trip,
+    responses_round,
+)
 
 from fake_upstream import ServerThread
 
@@ -111,47 +117,26 @@ def test_a_split_call_is_answered_before_the_next_upstream_call_on_both_surfaces
             for surface, name, args_obj, want in cases:
                 args = json.dumps(args_obj)
                 pieces = [args[j : j + 4] for j in range(0, len(args), 4)]
-                first = anthropic_round("Checking.", name, pieces) if surface == "messages" else responses_round("Checking.", name, pieces)
-                up.script += [first, _plain(surface, "done")]
-                h = {"X-Refold-Session": f"split-{surface}", "authorization": "Bearer k"}
-                n = len(up.requests)
+                trip = call_round_trip(c, up, surface, name, pieces, session=f"split-{surface}", ran=want,
+                                       parameters={"command": {"type": "array"}}, output="a.py")
+                # the client is sent the part before the restore (the .done events and the final response too)
+                assert [json.loads(a) for a in _client_args(surface, trip.sent)] == [want]
+                assert trip.second.status_code == 200, trip.second.text
                 if surface == "messages":
-                    tool = {"name": name, "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-                    body: dict[str, Any] = {"model": "m", "max_tokens": 64, "tools": [tool], "stream": True,
-                                            "messages": [{"role": "user", "content": "go"}]}
-                    r = c.post("/v1/messages", json=body, headers=h)
-                    assert r.status_code == 200
-                    sent = [e.encode() + b"\n\n" for e in r.text.split("\n\n") if e.strip()]
-                    assert [json.loads(a) for a in _client_args(surface, sent)] == [want]
-                    blocks = [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_1", "name": name, "input": want}]
-                    body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": blocks},
-                            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py"}]}]}
-                    r2 = c.post("/v1/messages", json=body, headers=h)
-                    assert r2.status_code == 200, r2.text
                     msgs = up.requests[-1]["messages"]
                     uses = [(b["id"], b["input"]) for m in msgs if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_use"]
                     results = [(b["tool_use_id"], str(b["content"])) for m in msgs if isinstance(m["content"], list)
                                for b in m["content"] if b["type"] == "tool_result"]
                     assert uses == [("toolu_1", want), (derived_id("toolu_1"), {"command": "restore 1"})]
                 else:
-                    tool = {"type": "function", "name": name, "parameters": {"type": "object", "properties": {"command": {"type": "array"}}}}
-                    body = {"model": "m", "tools": [tool], "stream": True, "input": [{"role": "user", "content": "go"}]}
-                    r = c.post("/v1/responses", json=body, headers=h)
-                    assert r.status_code == 200
-                    sent = [e.encode() + b"\n\n" for e in r.text.split("\n\n") if e.strip()]
-                    assert [json.loads(a) for a in _client_args(surface, sent)] == [want]  # the .done events and the final response too
-                    final = json.loads(sent[-1].split(b"data: ", 1)[1])["response"]
-                    items = [*body["input"], *final["output"], {"type": "function_call_output", "call_id": "call_1", "output": "a.py"}]
-                    r2 = c.post("/v1/responses", json={**body, "input": items}, headers=h)
-                    assert r2.status_code == 200, r2.text
                     inp = up.requests[-1]["input"]
                     uses = [(i["call_id"], json.loads(i["arguments"])) for i in inp if i.get("type") == "function_call"]
                     results = [(i["call_id"], str(i["output"])) for i in inp if i.get("type") == "function_call_output"]
                     assert uses == [("call_1", want), (derived_id("call_1"), {"command": ["bash", "-lc", "restore 1"]})]
                     # the item refold made has no id: the upstream never made it, and would not find one
                     assert [i.get("id") for i in inp if i.get("type") == "function_call"][1:] == [None]
-                assert len(up.requests) == n + 2  # nothing answered inside the first response
+                assert len(up.requests) == trip.before + 2  # nothing answered inside the first response
                 assert [i for i, _ in results] == [uses[0][0], uses[1][0]]
                 assert "a.py" in results[0][1] and "restored" in results[1][1]
-                sess = c.get(f"/sessions/split-{surface}", headers=h).json()
+                sess = c.get(f"/sessions/split-{surface}", headers=trip.headers).json()
                 assert len(sess["branches"]) == 1 and [s["internal"] for s in sess["steps"]] == [False, True]

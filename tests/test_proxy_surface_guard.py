@@ -9,6 +9,7 @@ and the session records that call (the one the client ran). A plain call goes ou
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -204,6 +205,48 @@ def _plain(surface: str, text: str) -> list[Event]:
     return [e for e in evs[:-1] if b"function_call" not in e.raw and b"fc_1" not in e.raw] + [_ev("response.completed", resp)]
 
 
+@dataclass
+class Trip:
+    """A call streamed to the client, then the client's next request with the call's output."""
+
+    headers: dict[str, str]
+    before: int  # upstream requests before the first
+    sent: list[bytes]  # the events the client was sent for the call
+    second: Any  # the response to the next request
+
+
+def call_round_trip(
+    c: TestClient, up: RawStreams, surface: str, name: str, pieces: list[str], *,
+    session: str, parameters: dict[str, Any], ran: Any, output: str,
+) -> Trip:
+    """The upstream streams a call of tool ``name`` (its arguments in ``pieces``) and then
+    ``done``; the client (Claude Code on ``messages``, Codex on ``responses``) streams the call,
+    then sends what it ran (``ran``, the arguments as it read them) and its ``output``."""
+    first = anthropic_round("Checking.", name, pieces) if surface == "messages" else responses_round("Checking.", name, pieces)
+    up.script += [first, _plain(surface, "done")]
+    h = {"X-Refold-Session": session, "authorization": "Bearer k"}
+    n = len(up.requests)
+    if surface == "messages":
+        tool = {"name": name, "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
+        body: dict[str, Any] = {"model": "m", "max_tokens": 64, "tools": [tool], "stream": True,
+                                "messages": [{"role": "user", "content": "go"}]}
+        r = c.post("/v1/messages", json=body, headers=h)
+        assert r.status_code == 200
+        sent = [e.encode() + b"\n\n" for e in r.text.split("\n\n") if e.strip()]
+        blocks = [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_1", "name": name, "input": ran}]
+        body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": blocks},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": output}]}]}
+        return Trip(h, n, sent, c.post("/v1/messages", json=body, headers=h))
+    tool = {"type": "function", "name": name, "parameters": {"type": "object", "properties": parameters}}
+    body = {"model": "m", "tools": [tool], "stream": True, "input": [{"role": "user", "content": "go"}]}
+    r = c.post("/v1/responses", json=body, headers=h)
+    assert r.status_code == 200
+    sent = [e.encode() + b"\n\n" for e in r.text.split("\n\n") if e.strip()]
+    final = json.loads(sent[-1].split(b"data: ", 1)[1])["response"]
+    items = [*body["input"], *final["output"], {"type": "function_call_output", "call_id": "call_1", "output": output}]
+    return Trip(h, n, sent, c.post("/v1/responses", json={**body, "input": items}, headers=h))
+
+
 def test_a_relayed_call_a_later_key_makes_a_context_command_is_closed_on_both_surfaces(tmp_path: Any) -> None:
     """``{"command": "echo hi", "command": "restore 3"}`` on ``/v1/messages`` (Claude Code's
     ``Bash``) and ``{"cmd": "ls", "command": "restore 1"}`` on ``/v1/responses`` (Codex's
@@ -219,35 +262,12 @@ def test_a_relayed_call_a_later_key_makes_a_context_command_is_closed_on_both_su
         with TestClient(create_app(cfg), base_url="http://127.0.0.1") as c:
             for surface, name, args, want in cases:
                 pieces = [args[j : j + 5] for j in range(0, len(args), 5)]
-                first = anthropic_round("Checking.", name, pieces) if surface == "messages" else responses_round("Checking.", name, pieces)
-                up.script += [first, _plain(surface, "done")]
-                h = {"X-Refold-Session": f"dup-{surface}", "authorization": "Bearer k"}
-                n = len(up.requests)
-                if surface == "messages":
-                    tool = {"name": name, "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
-                    body: dict[str, Any] = {"model": "m", "max_tokens": 64, "tools": [tool], "stream": True,
-                                            "messages": [{"role": "user", "content": "go"}]}
-                    r = c.post("/v1/messages", json=body, headers=h)
-                    assert r.status_code == 200
-                    sent = [e.encode() + b"\n\n" for e in r.text.split("\n\n") if e.strip()]
-                    assert _client_args(surface, sent) == [want]
-                    blocks = [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_1", "name": name, "input": json.loads(want)}]
-                    body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": blocks},
-                            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "hi"}]}]}
-                    r2 = c.post("/v1/messages", json=body, headers=h)
-                else:
-                    tool = {"type": "function", "name": name, "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}
-                    body = {"model": "m", "tools": [tool], "stream": True, "input": [{"role": "user", "content": "go"}]}
-                    r = c.post("/v1/responses", json=body, headers=h)
-                    assert r.status_code == 200
-                    sent = [e.encode() + b"\n\n" for e in r.text.split("\n\n") if e.strip()]
-                    assert _client_args(surface, sent) == [want]  # also the .done events and the final response
-                    final = json.loads(sent[-1].split(b"data: ", 1)[1])["response"]
-                    items = [*body["input"], *final["output"], {"type": "function_call_output", "call_id": "call_1", "output": "a"}]
-                    r2 = c.post("/v1/responses", json={**body, "input": items}, headers=h)
-                assert r2.status_code == 200, r2.text
-                assert len(up.requests) == n + 2  # nothing answered inside
-                sess = c.get(f"/sessions/dup-{surface}", headers=h).json()
+                trip = call_round_trip(c, up, surface, name, pieces, session=f"dup-{surface}", ran=json.loads(want),
+                                       parameters={"cmd": {"type": "string"}}, output="hi" if surface == "messages" else "a")
+                assert _client_args(surface, trip.sent) == [want]  # also the .done events and the final response
+                assert trip.second.status_code == 200, trip.second.text
+                assert len(up.requests) == trip.before + 2  # nothing answered inside
+                sess = c.get(f"/sessions/dup-{surface}", headers=trip.headers).json()
                 assert len(sess["branches"]) == 1 and [s["internal"] for s in sess["steps"]] == [False]
                 prompt = json.dumps(up.requests[-1])
                 assert "restore" not in prompt.split('"tools"')[0] or "restore 1" not in prompt

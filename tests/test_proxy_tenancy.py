@@ -8,39 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.errors import ConfigError, ProxyError
-from refold.proxy import ProxyConfig, create_app
+from refold.proxy import ProxyConfig
 from refold.proxy.tenancy import credential, host_name
 
-from fake_upstream import FakeUpstream, ServerThread
+from fake_upstream import FakeUpstream, asgi_proxy
 
 GOOD = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[tuple[FakeUpstream, str]]:
-    fake = FakeUpstream()
-    with ServerThread(fake.app) as up:
-        yield fake, f"{up.url}/v1"
 
-
-@asynccontextmanager
-async def proxy(cfg: ProxyConfig, base: str = "http://127.0.0.1:8077") -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(cfg)
-    transport = httpx.ASGITransport(app=app)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url=base) as c:
-        yield c
 
 
 def cfg_for(upstream: tuple[FakeUpstream, str], tmp_path: Path, **kw: Any) -> ProxyConfig:
@@ -53,7 +38,7 @@ def run(coro: Any) -> Any:
 
 def test_each_credential_header_is_its_own_owner(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
     async def go() -> None:
-        async with proxy(cfg_for(upstream, tmp_path)) as c:
+        async with asgi_proxy(cfg_for(upstream, tmp_path)) as c:
             heads = {
                 "bearer": {"Authorization": "Bearer k1"},
                 "azure": {"api-key": "k2"},
@@ -86,7 +71,7 @@ def test_the_id_sessions_list_prints_names_the_session_for_its_owner_only(
     from refold.cli import main
 
     async def go() -> None:
-        async with proxy(cfg_for(upstream, tmp_path)) as c:
+        async with asgi_proxy(cfg_for(upstream, tmp_path)) as c:
             for key in ("k1", "k2"):
                 h = {"Authorization": f"Bearer {key}", "X-Refold-Session": "run"}
                 first = await c.post("/v1/chat/completions", json=GOOD, headers=h)
@@ -116,7 +101,7 @@ def test_the_id_sessions_list_prints_names_the_session_for_its_owner_only(
 
 def test_a_session_without_a_step_yet_says_when_its_page_opens(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
     async def go() -> None:
-        async with proxy(cfg_for(upstream, tmp_path)) as c:
+        async with asgi_proxy(cfg_for(upstream, tmp_path)) as c:
             h = {"Authorization": "Bearer k1", "X-Refold-Session": "new"}
             assert (await c.post("/v1/chat/completions", json=GOOD, headers=h)).status_code == 200
             r = await c.get("/sessions/new/view", headers=h)
@@ -133,7 +118,7 @@ def test_conflicting_keys_and_required_keys_are_refused(
     fake = upstream[0]
 
     async def go() -> None:
-        async with proxy(cfg_for(upstream, tmp_path, require_key=True)) as c:
+        async with asgi_proxy(cfg_for(upstream, tmp_path, require_key=True)) as c:
             n = len(fake.requests)
             r = await c.post("/v1/chat/completions", json=GOOD)
             assert r.status_code == 401 and r.json()["error"]["code"] == "missing_api_key"
@@ -156,7 +141,7 @@ def test_proxy_tokens_in_any_header_are_never_forwarded(
 
     async def go() -> None:
         cfg = cfg_for(upstream, tmp_path, tokens=("t1",), upstream_key="up")
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             for h in ({"x-api-key": "t1"}, {"api-key": "t1"}, {"Authorization": "Bearer t1"}):
                 r = await c.post("/v1/chat/completions", json=GOOD, headers=h)
                 assert r.status_code == 200, r.text
@@ -173,7 +158,7 @@ def test_refusals_on_the_messages_api_are_in_anthropics_shape(upstream: tuple[Fa
 
     async def go() -> None:
         cfg = cfg_for(upstream, tmp_path, tokens=("t1",))
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             r = await c.post("/v1/messages", json=anthropic, headers={"x-api-key": "wrong"})
             assert r.status_code == 401
             assert r.json() == {
@@ -195,7 +180,7 @@ def test_client_credential_headers_pass_through_without_proxy_keys(
     fake = upstream[0]
 
     async def go() -> None:
-        async with proxy(cfg_for(upstream, tmp_path)) as c:
+        async with asgi_proxy(cfg_for(upstream, tmp_path)) as c:
             r = await c.post("/v1/chat/completions", json=GOOD, headers={"Authorization": "Bearer mine"})
             assert r.status_code == 200
             seen.append({"auth": fake.requests[-1]["auth"]})
@@ -207,18 +192,18 @@ def test_client_credential_headers_pass_through_without_proxy_keys(
 def test_foreign_host_names_are_refused(upstream: tuple[FakeUpstream, str], tmp_path: Path) -> None:
     async def go() -> None:
         cfg = cfg_for(upstream, tmp_path)
-        async with proxy(cfg, base="http://attacker.example:8077") as c:  # a DNS-rebound page
+        async with asgi_proxy(cfg, base="http://attacker.example:8077") as c:  # a DNS-rebound page
             for path in ("/sessions", "/metrics", "/v1/models"):
                 r = await c.get(path)
                 assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed", path
             assert (await c.post("/v1/chat/completions", json=GOOD)).status_code == 403
         for base in ("http://localhost:8077", "http://[::1]:8077", "http://127.0.0.1"):
-            async with proxy(cfg, base=base) as c:
+            async with asgi_proxy(cfg, base=base) as c:
                 assert (await c.get("/sessions")).status_code == 200, base
-        async with proxy(replace(cfg, allow_hosts=("proxy.internal",)), base="http://proxy.internal:8077") as c:
+        async with asgi_proxy(replace(cfg, allow_hosts=("proxy.internal",)), base="http://proxy.internal:8077") as c:
             assert (await c.get("/sessions")).status_code == 200
         wildcard = replace(cfg, host="0.0.0.0", tokens=("t",))
-        async with proxy(wildcard, base="http://10.1.2.3:8077") as c:
+        async with asgi_proxy(wildcard, base="http://10.1.2.3:8077") as c:
             assert (await c.get("/sessions", headers={"Authorization": "Bearer t"})).status_code == 200
 
     run(go())
@@ -231,7 +216,7 @@ def test_cross_site_requests_are_refused_and_no_cors_is_sent(
 
     async def go() -> None:
         cfg = cfg_for(upstream, tmp_path, upstream_key="operator-key")
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             n = len(fake.requests)
             # the classic CSRF: a form-like text/plain POST from a web page
             r = await c.post(
@@ -258,7 +243,7 @@ def test_cross_site_requests_are_refused_and_no_cors_is_sent(
             assert ok.status_code == 200
             for resp in (r, pre, ok):
                 assert not any(k.lower().startswith("access-control-") for k in resp.headers)
-        async with proxy(replace(cfg, allow_origins=("https://app.example",))) as c:
+        async with asgi_proxy(replace(cfg, allow_origins=("https://app.example",))) as c:
             r = await c.post("/v1/chat/completions", json=GOOD, headers={"origin": "https://app.example"})
             assert r.status_code == 200
             assert not any(k.lower().startswith("access-control-") for k in r.headers)

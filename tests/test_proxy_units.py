@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +249,8 @@ def test_store_urls(tmp_path: object) -> None:
     from pathlib import Path
 
     from refold.errors import ConfigError
-    from refold.proxy.store import SQLiteStore, open_store
+    from refold.proxy.sqlite_store import SQLiteStore
+    from refold.proxy.store import open_store
 
     base = Path(str(tmp_path))
     assert isinstance(open_store(str(base / "a.db")), SQLiteStore)
@@ -263,7 +265,7 @@ def test_store_urls(tmp_path: object) -> None:
     assert not (Path.cwd() / "mysql:").exists()
 
 
-def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import uvicorn
 
     import refold.proxy.app
@@ -271,8 +273,8 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
 
     seen: list[Any] = []
     monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: seen.append(cfg) or object())
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
-    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None}
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: setattr(self, "started", True))
+    common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "port": 0, "store": str(tmp_path / "s.db")}
     serve(**common)  # type: ignore[arg-type]
     serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
     default, custom = seen
@@ -292,15 +294,45 @@ def test_serve_startup_line_and_notes(
     import refold.proxy.app
     from refold.cli.serve import serve
 
+    ports: list[int] = []
+
+    def run(self: uvicorn.Server, sockets: list[Any] | None = None) -> None:
+        assert sockets is not None
+        ports.append(sockets[0].getsockname()[1])  # serves on the socket it bound (and named)
+        self.started = True
+
     monkeypatch.setattr(refold.proxy.app, "create_app", lambda cfg: object())
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     common = {"token": None, "upstream_key": None, "port": 0, "store": str(tmp_path / "s.db")}
     serve(upstream="http://127.0.0.1:9", **common)  # type: ignore[arg-type]
     assert "note: --upstream has no path, so a client's /v1/chat/completions goes to http://127.0.0.1:9/chat/completions" in capsys.readouterr().err
     serve(upstream="http://127.0.0.1:9/v1", **common)  # type: ignore[arg-type]
-    assert "note:" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "note:" not in err and f"refold serve: http://127.0.0.1:{ports[-1]}/v1 -> " in err and ports[-1] > 0
     serve(upstream="http://127.0.0.1:9/v1", host="::1", **common)  # type: ignore[arg-type]
-    assert "refold serve: http://[::1]:0/v1 -> " in capsys.readouterr().err  # it said http://::1:0/v1
+    # it said http://::1:0/v1: an IPv6 host in brackets, and the port the system chose, not 0
+    assert f"refold serve: http://[::1]:{ports[-1]}/v1 -> " in capsys.readouterr().err and ports[-1] > 0
+
+
+def test_serve_on_port_0_names_the_port_it_serves_on(tmp_path: Path) -> None:
+    """``refold serve --port 0`` printed port 0 in its start line: nothing told a client where to go."""
+    from fake_upstream import ServeProcess, wait_http
+
+    proc = ServeProcess(["--upstream", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "s.db"),
+                         "--tokenizer", "off", "--port", "0"])
+    try:
+        for _ in range(3000):  # the start line comes before the server answers
+            m = re.search(r"refold serve: http://127\.0\.0\.1:(\d+)/v1 -> ", proc.stderr_tail())
+            if m or proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert m is not None, proc.stderr_tail()
+        port = int(m.group(1))
+        assert port > 0
+        wait_http(f"http://127.0.0.1:{port}/healthz", alive=lambda: proc.poll() is None)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 def test_a_store_written_before_the_wire_codec_loads_and_verifies() -> None:

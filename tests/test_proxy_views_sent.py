@@ -5,39 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-
-import httpx
-import pytest
 
 from refold import Config
 from refold.history import History
 from refold.lab.viewer.variants import SENT, sent_variant
-from refold.proxy import ProxyConfig, create_app
+from refold.proxy import ProxyConfig
 
-from fake_upstream import FakeUpstream, ServerThread
-
-AUTH = {"Authorization": "Bearer k"}
-TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[tuple[FakeUpstream, str]]:
-    fake = FakeUpstream()
-    with ServerThread(fake.app) as up:
-        yield fake, f"{up.url}/v1"
-
-
-@asynccontextmanager
-async def proxy(cfg: ProxyConfig) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(cfg)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8077", timeout=60) as c:
-            yield c
+from fake_upstream import AUTH, BASH_TOOLS, FakeUpstream, asgi_proxy
 
 
 def _code(i: int) -> str:
@@ -62,12 +38,12 @@ def test_the_page_opens_on_what_the_proxy_sent(upstream: tuple[FakeUpstream, str
     before = len(fake.requests)
 
     async def go() -> tuple[list[dict[str, Any]], str]:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             msgs: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix it."}]
             for i in range(turns):
                 r = await c.post(
                     "/v1/chat/completions",
-                    json={"model": "m", "messages": msgs, "tools": TOOLS},
+                    json={"model": "m", "messages": msgs, "tools": BASH_TOOLS},
                     headers={**AUTH, "X-Refold-Session": "v"},
                 )
                 m = r.json()["choices"][0]["message"]

@@ -75,6 +75,23 @@ def test_load_of_multi_agent_file_names_agents() -> None:
     assert split_source(str(MINI2)) == (str(MINI2), None)
 
 
+
+def test_an_agent_named_in_another_case_is_found_when_only_one_matches(tmp_path: Path) -> None:
+    """``run.traj#programmer`` was "no agent 'programmer' (agents: Manager, Programmer)"."""
+    h = load(f"{CODER}#programmer")
+    assert h.source == f"{CODER}#Programmer" and h.meta["agent"] == "Programmer"
+    assert h.digest == load(f"{CODER}#Programmer").digest
+    # two agents whose names differ only in case: the one-line error listing them, as before
+    data = json.loads(CODER.read_text())
+    for m in data["history"]:
+        if isinstance(m, dict) and m.get("agent") == "Manager":
+            m["agent"] = "programmer"
+    twins = tmp_path / "twins.traj"
+    twins.write_text(json.dumps(data))
+    assert load(f"{twins}#programmer").meta["agent"] == "programmer"  # an exact name wins
+    with pytest.raises(TrajectoryError, match=r"no agent 'PROGRAMMER' \(agents: programmer, Programmer\)$"):
+        load(f"{twins}#PROGRAMMER")
+
 @pytest.mark.parametrize("command", ["view", "sessions show"])
 def test_cli_error_names_the_agent_form_first(command: str, tmp_path: Path) -> None:
     """A CLI user is told to name an agent (FILE#Agent) and which commands take them all, not only a Python call."""
@@ -388,7 +405,8 @@ def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
 
 def test_recorded_times_interpolate_unreplied_calls() -> None:
     from refold.lab.replay.metrics import CallIds, measure
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
     from refold.lab.replay.recorded_calls import recorded_times
 
     h = load(MINI2)
@@ -427,7 +445,8 @@ def test_timed_profile_meets_each_call_at_its_recorded_time(tmp_path: Path) -> N
 def test_count_calibration_prices_estimated_provider_counts() -> None:
     from refold.lab.cache import CountCalibration, count_calibration
     from refold.lab.replay.metrics import measure
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
 
     cal = count_calibration("gemini-3-pro", "qwen3.6")
     assert cal is not None and "ESTIMATED" in cal.label and count_calibration("gpt-5-mini", "o200k") is None
@@ -469,7 +488,8 @@ def test_count_calibration_fit_recovers_a_known_counting_rule(tmp_path: Path) ->
     import sys
 
     from refold.lab.replay.metrics import message_chars
-    from refold.lab.replay.policies import Options, make_projector
+    from refold.lab.replay.policies import make_projector
+    from refold.lab.replay.projectors import Options
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from bench_bill import _count_rows, fit_counts

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +26,16 @@ from refold.pinning import Item, expand_text, pin_record, pinned_items, resolve
 from refold.proxy import ProxyConfig
 from refold.proxy.records import SCHEMA_VERSION, Commit, StoredStep
 from refold.proxy.redis_store import RedisStore
-from refold.proxy.store import SQLiteStore
+from refold.proxy.sqlite_store import SQLiteStore
 from refold.render import render
 from refold.types import Shown, content_text, message_digest
-from test_proxy_store import TOOLS, proxy
 
-from fake_upstream import FakeUpstream, ServerThread, redis_server
+from fake_upstream import BASH_TOOLS, FakeUpstream, asgi_proxy, redis_server
 
 
 def long_output(n: int) -> str:
     return "\n".join(f"line {i} of output {n}: " + "x" * 40 for i in range(30))
 
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[tuple[FakeUpstream, str]]:
-    fake = FakeUpstream()
-    with ServerThread(fake.app) as up:
-        yield fake, f"{up.url}/v1"
 
 
 class Client:
@@ -57,7 +49,7 @@ class Client:
         """One call; returns the prompt the upstream was sent for it."""
         r = await self.c.post(
             "/v1/chat/completions",
-            json={"model": "m", "messages": self.messages, "tools": TOOLS},
+            json={"model": "m", "messages": self.messages, "tools": BASH_TOOLS},
             headers={"X-Refold-Session": self.name},
         )
         assert r.status_code == 200, r.text
@@ -83,7 +75,7 @@ def test_a_pin_through_the_proxy_shows_in_the_next_prompt_and_unpin_reverses(ups
     cfg = ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off", config=FIXED)
 
     async def go() -> None:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             pinned, plain = Client(c, fake, "pinned"), Client(c, fake, "plain")
             for _ in range(12):
                 a, b = await pinned.turn(), await plain.turn()
@@ -126,7 +118,7 @@ def test_pins_survive_a_restart_and_a_pin_from_the_cli_reaches_the_running_proxy
     cfg = ProxyConfig(upstream=url, store=str(db), tokenizer="off", config=FIXED)
 
     async def first() -> list[dict[str, Any]]:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             agent = Client(c, fake, "s")
             for _ in range(12):
                 await agent.turn()
@@ -141,8 +133,8 @@ def test_pins_survive_a_restart_and_a_pin_from_the_cli_reaches_the_running_proxy
     assert "pinned 2" in capsys.readouterr().out
 
     async def second() -> None:
-        async with proxy(cfg) as c:  # a new process on the same store
-            r = await c.post("/v1/chat/completions", json={"model": "m", "messages": messages, "tools": TOOLS}, headers={"X-Refold-Session": "s"})
+        async with asgi_proxy(cfg) as c:  # a new process on the same store
+            r = await c.post("/v1/chat/completions", json={"model": "m", "messages": messages, "tools": BASH_TOOLS}, headers={"X-Refold-Session": "s"})
             assert r.status_code == 200
             sent = fake.requests[-1]["body"]["messages"]
             assert output_of(sent, 2) == f"[step 2]\n{long_output(2)}"
@@ -156,7 +148,7 @@ def test_the_session_routes_keep_the_guard(upstream: tuple[FakeUpstream, str], t
     cfg = ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off")
 
     async def go() -> None:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             agent = Client(c, fake, "g")
             for _ in range(4):
                 await agent.turn()
@@ -356,7 +348,7 @@ def test_a_pin_set_on_one_replica_reaches_the_next_turn_on_another(upstream: tup
 
     async def go(store: str) -> None:
         cfg = ProxyConfig(upstream=url, store=store, tokenizer="off", config=FIXED)
-        async with proxy(cfg) as a, proxy(cfg) as b:
+        async with asgi_proxy(cfg) as a, asgi_proxy(cfg) as b:
             agent = Client(a, fake, "r")
             for i in range(12):  # turns alternate: both replicas hold the session in memory
                 agent.c = (a, b)[i % 2]

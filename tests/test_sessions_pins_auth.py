@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 
 from refold.proxy import ProxyConfig
 from refold.proxy.views_access import COOKIE, MAX_AGE_S, PageGrants, cookies
-from test_proxy_store import TOOLS, proxy
-from test_sessions_pins import FIXED, Client, upstream  # noqa: F401 - the fixture
+from test_sessions_pins import FIXED, Client
 
-from fake_upstream import FakeUpstream
+from fake_upstream import BASH_TOOLS, FakeUpstream, asgi_proxy
 
 ORIGIN = {"Origin": "http://127.0.0.1:8077"}
 
@@ -30,7 +29,7 @@ class TokenClient(Client):
     async def turn(self) -> list[dict[str, object]]:
         r = await self.c.post(
             "/v1/chat/completions",
-            json={"model": "m", "messages": self.messages, "tools": TOOLS},
+            json={"model": "m", "messages": self.messages, "tools": BASH_TOOLS},
             headers={"X-Refold-Session": self.name, **self.auth},
         )
         assert r.status_code == 200, r.text
@@ -56,7 +55,7 @@ def test_the_page_loaded_with_a_token_can_expand_and_pin_and_nothing_else(
     cfg = ProxyConfig(upstream=url, store=str(tmp_path / "s.db"), tokenizer="off", config=FIXED, tokens=("tok-a", "tok-b"))
 
     async def go() -> None:
-        async with proxy(cfg) as c:
+        async with asgi_proxy(cfg) as c:
             c.cookies.clear()
             a = TokenClient(c, fake, "g", "tok-a")
             for _ in range(4):

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refold.history import History
-from refold.lab.replay.policies import refold_policy
+from refold.lab.replay.projectors import refold_policy
 from refold.lab.viewer import build_report
 from refold.lab.viewer.encode import decode
 from refold.render import Renderer

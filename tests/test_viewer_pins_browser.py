@@ -17,11 +17,10 @@ from refold.proxy import ProxyConfig, create_app
 from refold.proxy.metrics import Metrics
 from refold.proxy.viewer_pool import ViewPool
 from refold.types import content_text
-from test_proxy_store import TOOLS
 from test_sessions_pins import long_output, output_of
 from test_viewer_browser import CHROMIUM
 
-from fake_upstream import FakeUpstream, ServerThread
+from fake_upstream import BASH_TOOLS, FakeUpstream, ServerThread
 
 pytestmark = [
     pytest.mark.browser,
@@ -48,7 +47,7 @@ class Agent:
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 
     def turn(self) -> list[dict[str, Any]]:
-        r = httpx.post(f"{self.url}/v1/chat/completions", json={"model": "m", "messages": self.messages, "tools": TOOLS},
+        r = httpx.post(f"{self.url}/v1/chat/completions", json={"model": "m", "messages": self.messages, "tools": BASH_TOOLS},
                        headers={"X-Refold-Session": "s"}, timeout=60)
         assert r.status_code == 200, r.text
         m = r.json()["choices"][0]["message"]
@@ -114,7 +113,7 @@ def test_the_page_loaded_with_a_token_can_pin(tmp_path: Path, browser: Any) -> N
             url, auth = px.url, {"Authorization": "Bearer tok"}
             messages: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
             for n in range(1, 7):
-                r = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": messages, "tools": TOOLS},
+                r = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": messages, "tools": BASH_TOOLS},
                                headers={"X-Refold-Session": "s", **auth}, timeout=60)
                 m = r.json()["choices"][0]["message"]
                 messages += [m, {"role": "tool", "tool_call_id": m["tool_calls"][0]["id"], "content": long_output(n)}]

@@ -254,6 +254,9 @@ def _check_messages(reply: Any, observations: Any) -> list[Message]:
     if not isinstance(reply, dict):
         hint = "; pass message.model_dump()" if hasattr(reply, "model_dump") else ""
         raise TypeError(f"History.append: the reply must be a dict message, not {type(reply).__name__}{hint}")
+    if reply.get("role") != "assistant":  # a step is one model call: its reply is what the model said
+        role = f"role {_shown(reply['role'])}" if "role" in reply else "no role"
+        raise ValueError(f"History.append: the reply has {role}; a reply is the model's message, role 'assistant'")
     if isinstance(observations, dict | str | bytes) or not isinstance(observations, Iterable):
         raise TypeError(f"History.append: observations must be a list of dict messages, not {type(observations).__name__}")
     out = list(observations)

@@ -203,7 +203,7 @@ def load(path: str | Path) -> History:
 
     A multi-agent file (CodeR: each ``history[]`` entry names its ``agent``) holds one conversation
     per agent, each sent to the model on its own: ``load("run.traj#Programmer")`` loads one of
-    them, ``load_all`` every one. ``load`` of such a file without an agent is an error naming the
+    them (``#programmer`` too, when only one agent's name matches in any case), ``load_all`` every one. ``load`` of such a file without an agent is an error naming the
     agents, because merging them would replay prompts no model was sent.
     """
     file, agent = split_source(path)
@@ -216,6 +216,9 @@ def load(path: str | Path) -> History:
             "(refold replay and simulate take every agent; in Python, refold.loaders.load_all)",
         )
     if agent is not None and agent not in names:
+        same = [n for n in names if n.casefold() == agent.casefold()]  # run.traj#programmer
+        if len(same) == 1:
+            return _history(data, file, same[0])
         known = _listed(names) if names else "none: it is a single-agent file"
         raise TrajectoryError(file, f"no agent {_short(agent)!r} (agents: {known})")
     return _history(data, file, agent)

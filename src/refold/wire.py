@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .context.recognize import ANY, Recognizer
-from .protocol import ContextCommand, bash_block
+from .protocol import ContextCommand
+from .reply_command import bash_block
 from .shell import analyze
 from .types import Action, Answer, Facts, Message, Outcome, content_text
 

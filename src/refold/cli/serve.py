@@ -7,6 +7,7 @@ refuses to start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
 from typing import Annotated
@@ -29,7 +30,7 @@ def serve(
         str, typer.Option(help="Upstream OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
     ],
     host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs --token.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    port: Annotated[int, typer.Option(help="Port to listen on (0: one the system picks, named in the start line).")] = DEFAULT_PORT,
     cache: Annotated[
         str | None,
         typer.Option(help=f"Cache profile whose prices decide when the boundary moves: {', '.join(CACHE_PROFILES)} (default: from --upstream)."),
@@ -141,24 +142,34 @@ def serve(
     import uvicorn
 
     from ..proxy.app import create_app
-    from ..proxy.config import check_port, redact
+    from ..proxy.config import listen, redact
     from ..proxy.store import check_store
 
-    check_port(host, port)
     check_store(store)
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]  # --port 0: the port the system chose
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host  # an IPv6 address in a URL
-    typer.echo(f"refold serve: http://{shown}:{port}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
+    typer.echo(f"refold serve: http://{shown}:{bound}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
     if urllib.parse.urlsplit(upstream).path.strip("/") == "":  # every request was a bare upstream 404
         typer.echo(
             f"refold serve: note: --upstream has no path, so a client's /v1/chat/completions goes to "
             f"{redact(upstream.rstrip('/'))}/chat/completions; OpenAI-compatible servers usually want .../v1",
             err=True,
         )
-    uvicorn.run(
-        create_app(cfg),
-        host=host,
-        port=port,
-        log_level=log_level.lower(),
-        timeout_graceful_shutdown=5,
-        timeout_keep_alive=75,
-    )
+    try:
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(cfg),
+                host=host,
+                port=bound,
+                log_level=log_level.lower(),
+                timeout_graceful_shutdown=5,
+                timeout_keep_alive=75,
+            )
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:  # the app's startup failed (uvicorn.run exits the same way)
+        raise SystemExit(3)

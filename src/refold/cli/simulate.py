@@ -1,4 +1,5 @@
 """``refold simulate PATH...``: w agent sessions sharing one vLLM server, per policy (SIMULATED).
+What it prints and writes is ``simulate_output``.
 
 Exit codes: 0 done, 2 usage errors (RefoldError, printed as one line by the cli).
 """
@@ -38,7 +39,6 @@ from ..lab.serversim.steptime import gpu as gpu_spec
 from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
 from ._output import (
-    Column,
     PlotOpt,
     WideOpt,
     check_apart,
@@ -46,14 +46,10 @@ from ._output import (
     check_plot_output,
     plot_output,
     plural,
-    print_table,
     progress_bar,
     write_output,
 )
-from ._plot import Series
-
-FORMAT = "refold-serversim-1"
-
+from .simulate_output import json_report, print_maxima, print_results, simulate_series, uncalibrated
 
 MAX_SESSIONS = 4096  # far past any one GPU server's concurrency
 MAX_POOL_TOKENS = 1 << 27  # 134M tokens, the KV of several 8-GPU nodes: the pool is held block by block
@@ -70,64 +66,6 @@ def _ints(text: str, flag: str) -> list[int]:
     return sorted(set(out))
 
 
-COLUMNS = (
-    Column("policy", left=True),
-    Column("w"),
-    Column("requests", compact=False),
-    Column("wait mean", compact=False),
-    Column("wait p50", compact=False),
-    Column("wait p99"),
-    Column("TTFT mean", compact=False),
-    Column("TTFT p99"),
-    Column("preempt"),
-    Column("hit"),
-    Column("KV peak"),
-    Column("KV mean", compact=False),
-    Column("prefilled", compact=False),
-    Column("makespan", compact=False),
-    Column("out tok/s"),
-)
-
-
-def _rows(results: list[SimResult]) -> list[list[str]]:
-    rows = []
-    for r in results:
-        cap = r.capacity_blocks
-        rows.append(
-            [
-                r.policy,
-                str(r.sessions),
-                f"{r.requests:,}",
-                f"{r.wait_mean:.2f}s",
-                f"{r.wait_p50:.2f}s",
-                f"{r.wait_p99:.2f}s",
-                f"{r.ttft_mean:.2f}s",
-                f"{r.ttft_p99:.2f}s",
-                f"{r.preemptions:,}",
-                f"{r.hit_rate:.0%}",
-                f"{r.peak_blocks / cap:.0%}",
-                f"{r.mean_blocks / cap:.0%}",
-                f"{r.prefilled_tokens:,}",
-                f"{r.makespan:,.0f}s",
-                f"{r.throughput:,.0f}",
-            ]
-        )
-    return rows
-
-
-def simulate_series(traces: dict[str, list[Trace]], results: list[SimResult]) -> Series:
-    """Per-call prompt sizes of each session's trace, and each run's hit vs prefilled tokens."""
-    out = Series(
-        bars_title="prompt tokens per run: cached (prefix hits) vs recomputed (prefilled), SIMULATED",
-        note="SIMULATED server (no GPU); prompt sizes from re-rendering the recorded runs",
-        unit="sessions",
-    )
-    for name, trs in traces.items():
-        out.per_call[name] = [[t.prompt_len for t in tr.turns] for tr in trs]
-    out.bars = [(f"{r.policy} w={r.sessions}", r.cached_tokens, r.prefilled_tokens) for r in results]
-    return out
-
-
 def _max_from_sweep(results: list[SimResult], ok: Any) -> int:
     best = 0
     for r in sorted(results, key=lambda r: r.sessions):
@@ -135,24 +73,6 @@ def _max_from_sweep(results: list[SimResult], ok: Any) -> int:
             break
         best = r.sessions
     return best
-
-
-def uncalibrated(model: str, hybrid: bool, step_model: str) -> list[str]:
-    """What the simulation assumes without a GPU measurement behind it (said in its output)."""
-    out = [
-        f"step time ({step_model}: MFU, bandwidth efficiency and overhead are priors)",
-        "activation reserve (4 GiB)",
-        "tool delay and arrival stagger (fixed, not from recorded timestamps)",
-        "output lengths of unreplied calls (the run's mean)",
-    ]
-    if hybrid:
-        out += [
-            f"{model} aligned block size and per-sequence state are derived from vLLM's formula "
-            "(cache_spec.md §1.9), not observed",
-            "hybrid hits stop at the previous prompt's checkpoint; cached states at boundaries are "
-            "not charged to the pool",
-        ]
-    return out
 
 
 def simulate_cmd(
@@ -355,14 +275,9 @@ def simulate_cmd(
         + (f" {model} on {gpu}" if step_model == "roofline" else "")
         + f", tool delay {tool_delay:g}s, stale {stale}, tokenizer {tokenizer}"
     )
-    print_table(out, title, COLUMNS, _rows(results), wide)
+    print_results(out, title, results, wide)
     how = "bisection over 1.." + str(max(ws)) if find_max else "largest tested w"
-    for name, m in maxima.items():
-        out.print(
-            f"{name}: max w without preemption {m['no_preemption']}, with mean queue wait <= "
-            f"{wait_threshold:g}s {m['wait']} ({how}; SIMULATED)",
-            highlight=False,
-        )
+    print_maxima(out, maxima, wait_threshold, how)
     out.print(
         f"{plural(len(files), 'file')} ({plural(len(histories), 'session')}) in {seconds:.1f} s. "
         "Every figure is SIMULATED (no GPU)."
@@ -370,7 +285,8 @@ def simulate_cmd(
            "(copies share no cache past the prefix all runs share)." if max(ws) > len(histories) else ""),
         highlight=False,
     )
-    out.print("Uncalibrated: " + "; ".join(uncalibrated(model, hybrid is not None, step_model)), highlight=False)
+    assumed = uncalibrated(model, hybrid is not None, step_model)
+    out.print("Uncalibrated: " + "; ".join(assumed), highlight=False)
     prefixes = {t.source: t.prefix_tokens for t in traces[names[0]] if t.prefix_tokens}
     if prefixes:
         out.print(
@@ -381,39 +297,30 @@ def simulate_cmd(
             highlight=False,
         )
     if json_out is not None:
-        report: dict[str, Any] = {
-            "format": FORMAT,
-            "simulated": True,
-            "files": files,
-            "settings": {
-                "policies": names,
-                "sessions": ws,
-                "stale": stale,
-                "tokenizer": tokenizer,
-                "model": model,
-                "gpu": gpu,
-                "step_model": step_model,
-                "capacity_blocks": capacity,
-                "block_size": block_size,
-                "state_blocks_per_sequence": state,
-                "hybrid_prompt_only_hits": hybrid is not None,
-                "kv_tokens": capacity * block_size,
-                "max_num_batched_tokens": max_batched_tokens,
-                "tool_delay": tool_delay,
-                "stagger": stagger,
-                "output_tokens": output_tokens,
-                "wait_threshold": wait_threshold,
-            },
-            "sessions": len(histories),  # one per agent of a multi-agent file
-            "uncalibrated": uncalibrated(model, hybrid is not None, step_model),
-            "results": [r.to_dict() for r in results],
-            "max_sessions": maxima,
-            "bisection": {k: sorted(v) for k, v in extra.items()},
+        settings = {
+            "policies": names,
+            "sessions": ws,
+            "stale": stale,
+            "tokenizer": tokenizer,
+            "model": model,
+            "gpu": gpu,
+            "step_model": step_model,
+            "capacity_blocks": capacity,
+            "block_size": block_size,
+            "state_blocks_per_sequence": state,
+            "hybrid_prompt_only_hits": hybrid is not None,
+            "kv_tokens": capacity * block_size,
+            "max_num_batched_tokens": max_batched_tokens,
+            "tool_delay": tool_delay,
+            "stagger": stagger,
+            "output_tokens": output_tokens,
+            "wait_threshold": wait_threshold,
         }
+        if no_prefix_estimate:
+            settings["prefix_estimate"] = False
+        report = json_report(files, settings, len(histories), assumed, results, maxima, extra)
         if prefixes:
             report["unrecorded_prefix"] = {"estimated": True, "tokens_per_call": prefixes}
-        if no_prefix_estimate:
-            report["settings"]["prefix_estimate"] = False
         write_output(json_out, json.dumps(report, indent=1) + "\n")
     plot_output(err, plot, title, lambda: simulate_series(traces, results))
 

@@ -280,7 +280,8 @@ class RefoldModel:
                             "boundary": self.refold_config.boundary.model_dump(mode="json"),
                             "cache": self.refold_config.cache,
                             "context_tools": self.context_tools,
-                            "format_in_system": self._renderer.config.prompt.format_in_system,
+                            "prompt": self._renderer.config.prompt.model_dump(mode="json"),
+                            "format_in_system": self._renderer.config.prompt.format_in_system,  # refold 0.1 reads it
                             "inner_model_type": self.inner_model_class,
                             "tokenizer": self.tokenizer_name,
                             "cache_control": self.cache_control,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ..protocol import CM, command_spans
+from ..protocol import CM
+from ..reply_command import command_spans
 from ..types import Step
 
 

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import CM, bash_block
+from ..protocol import CM
+from ..reply_command import bash_block
 from ..shell_paths import paths_overlap
 from ..types import Step
 from .ledger import LedgerObject, objects_of, parse_ids, summary

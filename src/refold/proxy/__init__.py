@@ -10,7 +10,8 @@ from __future__ import annotations
 from .app import SESSION_HEADER, create_app
 from .config import ProxyConfig
 from .records import Store
-from .store import SQLiteStore, open_store
+from .sqlite_store import SQLiteStore
+from .store import open_store
 
 __all__ = [
     "SESSION_HEADER",

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
 
 from ..errors import ProxyError, StoreUnavailable
 from ..history import History
@@ -27,6 +28,7 @@ from .records import Store
 from .sessions import SessionManager
 from .store import open_store
 from .tenancy import Guard, forwarded_headers, tenant
+from .unrouted import unrouted
 from .upstream import Upstream
 from .viewer_pool import ViewPool
 from .views import session_routes
@@ -74,6 +76,10 @@ def create_app(cfg: ProxyConfig, *, store: Store | None = None, views: ViewPool 
         if isinstance(exc, StoreUnavailable):
             metrics.inc("refold_store_errors_total")
         return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
+
+    @app.exception_handler(HTTPException)
+    async def _unrouted(request: Request, exc: HTTPException) -> JSONResponse:
+        return unrouted(app, request, exc)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

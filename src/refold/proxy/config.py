@@ -124,20 +124,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_port(host: str, port: int) -> None:
-    """Bind ``host:port`` once and let it go: an address in use or a host that does not resolve
-    is a ConfigError before the server starts (uvicorn would log it and exit without a reason)."""
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket ``refold serve`` serves on, bound before the server starts: an address
+    in use or a host that does not resolve is a ConfigError (uvicorn would log it and exit without
+    a reason), and with ``--port 0`` the start line can name the port the system chose."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror})") from None
     family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        try:
-            s.bind(addr)
-        except OSError as e:
-            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(addr)
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def check_bind(host: str, tokens: tuple[str, ...]) -> None:

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context.recognize import Recognizer
-from ..protocol import CD_OPEN, SHELL_LANGS, without_cd
+from ..protocol import CD_OPEN, without_cd
+from ..reply_command import SHELL_LANGS
 from ..shell import SHELL_TOOLS
 from .json_string import JsonString
 
 _MARKERS = ("```", "<mswea_bash_command>")
-"""Where a command block of a reply may begin (``protocol.bash_block`` reads only these)."""
+"""Where a command block of a reply may begin (``reply_command.bash_block`` reads only these)."""
 
 _WORD = re.compile(r"\w")
 
@@ -219,7 +220,7 @@ class CommandGate:
     whether it was an internal context command.
 
     Released early only for a first fence that begins a line and is labeled as a shell
-    (```bash): ``protocol.bash_block`` takes that block's command, whatever follows."""
+    (```bash): ``reply_command.bash_block`` takes that block's command, whatever follows."""
 
     def __init__(self, names: Collection[str] = ()) -> None:
         self._pending = ""  # a tail that may be the start of a marker

@@ -1,4 +1,4 @@
-"""What a session store holds, and the protocol every backend (``store``, ``redis_store``) implements."""
+"""What a session store holds, and the protocol every backend (``sqlite_store``, ``redis_store``) implements."""
 
 from __future__ import annotations
 

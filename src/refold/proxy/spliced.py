@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..context.recognize import Recognizer
-from ..protocol import SHELL_LANGS, fenced_blocks
+from ..reply_command import SHELL_LANGS, fenced_blocks
 from ..shell_tools import canonical_call
 from .commands import context_calls
 from .compound import CompoundHold, derived_id
@@ -33,7 +33,7 @@ _XML_OPEN, _XML_CLOSE = "<mswea_bash_command>", "</mswea_bash_command>"
 
 
 def command_span(text: str) -> tuple[int, int] | None:
-    """Where the command block ``protocol.bash_block`` takes its command from sits in ``text``."""
+    """Where the command block ``reply_command.bash_block`` takes its command from sits in ``text``."""
     xml_at = text.find(_XML_OPEN)
     xml_end = text.find(_XML_CLOSE, xml_at + len(_XML_OPEN)) if xml_at >= 0 else -1
     xml = (xml_at, xml_end + len(_XML_CLOSE)) if xml_end >= 0 else None

@@ -10,16 +10,8 @@ from __future__ import annotations
 
 from .metrics import PolicyMetrics, measure
 from .paths import collect_paths, same_runs
-from .policies import (
-    BEST_MASK_AFTER,
-    POLICIES,
-    STALE_POLICIES,
-    Compaction,
-    Options,
-    Projector,
-    Prompt,
-    make_projector,
-)
+from .policies import POLICIES, STALE_POLICIES, make_projector
+from .projectors import BEST_MASK_AFTER, Compaction, Options, Projector, Prompt
 from .recorded import validate_cache
 from .report import FORMAT, build_report, summarize, write_csv
 from .runner import Settings, TaskResult, iter_prompts, replay_file, replay_paths

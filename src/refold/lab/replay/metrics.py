@@ -26,7 +26,8 @@ from ..cache import (
     kv_gib,
     make_cache,
 )
-from .policies import Projector, Prompt, price_profile
+from .policies import price_profile
+from .projectors import Projector, Prompt
 from .recorded_calls import (
     reasoning_tokens,
     recorded_route,

@@ -37,7 +37,7 @@ from ...prompt_tokens import same_prefix
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown
 from .needed_keys import keys_of, message_text, reply_keys
-from .policies import Projector, Prompt
+from .projectors import Projector, Prompt
 
 __all__ = [
     "NEEDED_NOTE",

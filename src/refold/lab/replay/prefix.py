@@ -36,7 +36,8 @@ from typing import Any
 from ...history import History
 from ...prompt_tokens import PromptTokens
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
-from .policies import Options, Prompt, make_projector
+from .policies import make_projector
+from .projectors import Options, Prompt
 
 __all__ = [
     "MIN_FIT_CALLS",

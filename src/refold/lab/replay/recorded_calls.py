@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...history import History, usage_count
-from .policies import Prompt
+from .projectors import Prompt
 
 
 def reasoning_tokens(reply: dict[str, Any]) -> int:

@@ -29,8 +29,9 @@ from ..cache import (
 )
 from .metrics import default_price, measure, step_tokens
 from .needed import NeededIndex, NeededTap
-from .policies import POLICIES, STALE_POLICIES, Options, Prompt, make_projector
+from .policies import POLICIES, STALE_POLICIES, make_projector
 from .prefix import request_prefix
+from .projectors import Options, Prompt
 from .recorded import CacheValidation, RecordedAsOf
 from .stale import STALE_SOURCES, with_stale
 from .unrecorded import unrecorded_calls

@@ -18,6 +18,7 @@ from typing import Any
 from ...config import Config
 from ...errors import PolicyError, RefoldError, SettingError
 from ...history import History
+from ...integrations.saved import config_of
 from ...loaders import load
 from ...policy import Policy
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
@@ -59,6 +60,7 @@ def build_report(
     progress: Progress | None = None,
     live: dict[str, Any] | None = None,
     served: Config | None = None,
+    served_label: str = "sent (this proxy's settings)",
 ) -> str:
     """The HTML report for ``history``.
 
@@ -70,8 +72,9 @@ def build_report(
     the ``Policy.protect`` rules of refold's policies (outputs they never hide).
     ``progress(done, total, what)`` is called as each precomputed policy is done. ``live`` (the
     proxy's session page: ``session``, ``base`` URL path, ``pins``) adds expand and pin controls.
-    ``served``: the Config a proxy rendered this session with; its prompts (what the agent was
-    sent) are added as the variant ``sent`` and the page opens on them.
+    ``served``: the Config a proxy rendered this session with (or a refold mini run saved); its
+    prompts (what the agent was sent) are added as the variant ``sent``, labeled ``served_label``,
+    and the page opens on them.
     """
     if stale not in STALE_SOURCES:
         raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
@@ -91,7 +94,7 @@ def build_report(
         extra["policy_overrides"] = {"protect": tuple(protect)}
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
     if served is not None:
-        chosen.insert(1, sent_variant(served))
+        chosen.insert(1, sent_variant(served, served_label))
         default = SENT
     data = build_data(history, chosen, tok, title=title, stale=stale, default=default, progress=progress)
     if live is not None:
@@ -113,7 +116,8 @@ def write_report(
     protect: Sequence[str] = (),
     progress: Progress | None = None,
 ) -> Path:
-    """Load a recorded run (any format ``refold.loaders.load`` reads) and write its report."""
+    """Load a recorded run (any format ``refold.loaders.load`` reads) and write its report. A
+    refold mini run opens on ``sent``: its prompts under the Config the run saved."""
     history = load(path_in)
     page = build_report(
         history,
@@ -126,6 +130,8 @@ def write_report(
         mask_after=mask_after,
         protect=protect,
         progress=progress,
+        served=config_of(history),
+        served_label="sent (this run's settings)",
     )
     out = Path(path_out)
     try:

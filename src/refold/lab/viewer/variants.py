@@ -15,7 +15,7 @@ from typing import Any
 from ...config import Config
 from ...errors import PolicyError
 from ..replay import POLICIES, STALE_POLICIES, Options, Projector, make_projector
-from ..replay.policies import RendererProjector, refold_policy
+from ..replay.projectors import RendererProjector, refold_policy
 
 SWITCHES: tuple[str, ...] = ("dedup", "fold", "chunk", "reversible")
 MECHANISMS = "mechanisms"
@@ -36,15 +36,18 @@ class Variant:
 
 
 SENT = "sent"
-"""The variant of a proxy's session page rendered with the proxy's own Config: what was sent."""
+"""The variant rendered with the Config the agent was actually served with (a proxy session's, or
+the one a refold mini run saved): what was sent."""
 
 
-def sent_variant(config: Config) -> Variant:
-    """The prompts ``config`` renders, reminders and all: on a proxy's session page, what the
-    agent was sent (its renderer is the session's, fed the same stored steps)."""
+def sent_variant(config: Config, label: str = "sent (this proxy's settings)") -> Variant:
+    """The prompts ``config`` renders, reminders and all: what the agent was sent (on a proxy's
+    session page its renderer is the session's, fed the same stored steps; for a saved refold
+    run, the run's own Config)."""
     policy = config.policy
     switches = {s: bool(getattr(policy, s)) for s in SWITCHES}
-    return Variant(SENT, "sent (this proxy's settings)", "policy", RendererProjector(SENT, policy, config), True, switches, policy.model_dump())
+    projector = RendererProjector(SENT, policy, config, exact=True)
+    return Variant(SENT, label, "policy", projector, True, switches, policy.model_dump())
 
 
 def mechanism_id(switches: dict[str, bool]) -> str:
