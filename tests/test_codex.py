@@ -190,6 +190,27 @@ def test_each_compacted_context_is_a_part(tmp_path: Path, replacement: bool) -> 
     assert load(f"{path}#part2").prefix[-1]["content"] == "Summary: a.py sets x."
 
 
+def test_a_replacement_history_keeps_the_answers_it_holds(tmp_path: Path) -> None:
+    # Codex 0.10x (seen in real rollouts): the replacement keeps earlier final answers verbatim,
+    # then the context messages, then the summary as an encrypted ``compaction`` item
+    r = task(Lines()).say("First answer.").usage(100, 0, 5, 0)
+    r.add("compacted", {"message": "", "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the bug."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "First answer."}], "phase": "final_answer"},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions>"}]},
+        {"type": "compaction", "encrypted_content": "gAAAA"},
+    ]}).turn()  # fmt: skip
+    r.say("done").usage(300, 0, 5, 0)
+    _, second = load_all(write(tmp_path, r))
+    shown = [(m["role"], m["content"], (m.get("extra") or {}).get("kept_role")) for m in second.prefix]
+    assert shown == [
+        ("system", "You are Codex, a coding agent.", None), ("user", "Fix the bug.", None),
+        ("user", "First answer.", "assistant"), ("developer", "<permissions>", None),
+    ]  # fmt: skip
+    assert len(second) == 1 and second.meta["replacement_replies"] == 1
+    assert second.meta["replacement_items_skipped"] == 1  # the encrypted summary
+
+
 def test_an_output_of_content_items_keeps_its_image(tmp_path: Path) -> None:
     parts = [{"type": "input_text", "text": "the screenshot"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]
     r = task(Lines()).call("v", "view_image", {"path": "shot.png"}).usage(100, 0, 5, 0).output("v", parts)

@@ -17,8 +17,10 @@ a file does is read once (does a usage event or an output item come first), and 
 between two usage events are one response, with the usage next to them. A file without usage
 events falls back to the proxy's rule (a tool output or a user message ends a response).
 
-``compacted``: Codex replaced its history by a summary (``replacement_history``, or for older
-versions rebuilt here as Codex did: initial context, the user's messages, the summary); every
+``compacted``: Codex replaced its history by a summary (``replacement_history``: the user's
+messages, the final answers it kept (read as user messages), the summary (encrypted in newer
+versions); for older versions rebuilt here as Codex did: initial context, the user's messages,
+the summary); every
 later prompt was built from that, so each context is its own part (``FILE#part2``), loaded and
 replayed like one agent of a multi-agent file. A usage event with no response items (the
 summarization call, an aborted response) is a call without a stored reply (``unreplied``).
@@ -261,6 +263,9 @@ class _Reader:
                 kind = item_kind(item) if isinstance(item, dict) else ""
                 if isinstance(item, dict) and kind == "message" and item.get("role") in _INPUT_ROLES:
                     self.part.messages.append(_input_message(item, self.time))
+                elif isinstance(item, dict) and kind == "message" and item.get("role") == "assistant":
+                    self.part.messages.append(_kept_reply(item, self.time))
+                    self.meta["replacement_replies"] = self.meta.get("replacement_replies", 0) + 1
                 elif kind not in _SKIPPED:
                     skipped += 1  # an encrypted summary, or output items: not readable as a prompt part
             if skipped:
@@ -338,6 +343,16 @@ def _input_message(item: dict[str, Any], at: float | None) -> Message:
     if at is not None:
         msg["extra"] = {"timestamp": at}
     return msg
+
+
+def _kept_reply(item: dict[str, Any], at: float | None) -> Message:
+    """An earlier answer a compaction kept (Codex 0.10x keeps the final answers verbatim): sent with
+    every later call but no call of that context, so it is read as a prompt message in the
+    user's place (the same text, so the same count; a History step would be a model call)."""
+    extra: dict[str, Any] = {"kept_role": "assistant"}
+    if at is not None:
+        extra["timestamp"] = at
+    return {"role": "user", "content": _chat_parts(item.get("content")), "extra": extra}
 
 
 def _output_message(item: dict[str, Any], at: float | None) -> Message:
