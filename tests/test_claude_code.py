@@ -131,6 +131,23 @@ def test_split_lines_take_the_largest_output_count(tmp_path: Path) -> None:
     assert h.step(1).meta["usage"]["completion_tokens"] == 33
 
 
+def test_a_mid_stream_output_count_is_left_out(tmp_path: Path) -> None:
+    # Claude Code 2.1.x (seen in real logs): every line keeps the stream's first report (8 output
+    # tokens) and no stop_reason, for a reply of thousands of characters
+    log = Log()
+    task = log.user("plan it")
+    thought = {"type": "thinking", "thinking": "Let me think about the plan. " * 100, "signature": "sig"}
+    usage = {"input_tokens": 1, "cache_creation_input_tokens": 500, "cache_read_input_tokens": 9000, "output_tokens": 8}
+    ids = log.reply("msg_1", [thought, text("Here is the plan."), call("t1", "Bash", command="ls")], parent=task, usage=usage)
+    r = log.results(("t1", "x"), parent=ids[-1])
+    (short,) = log.reply("msg_2", [text("ok")], parent=r, usage=usage)  # a short reply: 8 may be its count
+    final = log.reply("msg_3", [text("Done. " * 50)], parent=log.user("go on", parent=short), usage=usage)
+    log.lines[-1]["message"]["stop_reason"] = "end_turn"  # the final report was written: kept
+    h = load(log.write(tmp_path / "s.jsonl"))
+    assert final and [s.meta["usage"]["completion_tokens"] for s in h.steps] == [None, 8, 8]
+    assert h.step(1).meta["usage"]["prompt_tokens"] == 9501  # the prompt side is complete at the start
+
+
 def test_bookkeeping_and_synthetic_lines_are_skipped_meta_lines_kept(tmp_path: Path) -> None:
     log = Log()
     log.other("queue-operation", None, operation="dequeue")
