@@ -21,6 +21,7 @@ from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
 from refold.loaders import agent_names, detect_format, load, load_all, read_json
 from refold.mechanisms.summary import summarize
+from refold.mechanisms.summary_wrap import exit_status, unwrap
 from refold.outline_lines import strip_line_numbers
 from refold.shell import analyze
 
@@ -146,6 +147,18 @@ def test_a_mid_stream_output_count_is_left_out(tmp_path: Path) -> None:
     h = load(log.write(tmp_path / "s.jsonl"))
     assert final and [s.meta["usage"]["completion_tokens"] for s in h.steps] == [None, 8, 8]
     assert h.step(1).meta["usage"]["prompt_tokens"] == 9501  # the prompt side is complete at the start
+
+
+def test_a_failed_bash_gives_its_exit_status(tmp_path: Path) -> None:
+    # Claude Code prints a failure as "Exit code N" then the output, a success as the output alone
+    log = Log()
+    ids = log.reply("msg_1", [call("t1", "Bash", command="make test"), call("t2", "Bash", command="echo hi")], parent=log.user("test it"))
+    log.results(("t1", "Exit code 2\nmake: *** [test] Error 2"), ("t2", "hi"), parent=ids[-1], error=True)
+    log.reply("msg_2", [text("It fails.")], parent=log.last)
+    (failed, ok) = load(log.write(tmp_path / "s.jsonl")).step(1).observations
+    assert exit_status(failed["content"]) == 2 and unwrap(failed["content"]).body == "make: *** [test] Error 2"
+    assert exit_status(ok["content"]) is None
+    assert summarize("make test", failed["content"], "bash").status == 2
 
 
 def test_bookkeeping_and_synthetic_lines_are_skipped_meta_lines_kept(tmp_path: Path) -> None:
