@@ -161,6 +161,40 @@ def test_a_failed_bash_gives_its_exit_status(tmp_path: Path) -> None:
     assert summarize("make test", failed["content"], "bash").status == 2
 
 
+def test_a_compaction_ends_its_context_with_the_summarization_call(log_path: Path) -> None:
+    main, after, side = load_all(log_path)
+    # after the last reply, the /compact command: that context, then the instruction, was summarized
+    assert main.meta["unreplied"] == [{"step": len(main), "observations": 1, "type": "compaction"}]
+    assert "unreplied" not in after.meta and "unreplied" not in side.meta
+    results = replay_sessions(str(log_path), Settings(policies=("base",), tokenizer="chars4", validate=False))
+    assert results[0].calls == len(main) + 1
+
+
+def test_a_compaction_whose_parent_was_never_written_takes_the_line_before(tmp_path: Path) -> None:
+    # 2.1.x (seen in a real log): logicalParentUuid names a line the file does not hold
+    log = Log()
+    ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=log.user("list"))
+    log.results(("t1", "a.py"), parent=ids[-1])
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid="never-written")
+    log.reply("msg_2", [text("ok")], parent=log.user("Summary: listed.", parent=boundary, isCompactSummary=True))
+    main, after = load_all(log.write(tmp_path / "s.jsonl"))
+    assert main.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction"}] and "unreplied" not in after.meta
+
+
+def test_a_folder_leaves_out_the_compaction_call_its_session_ends_with(tmp_path: Path) -> None:
+    log = Log()
+    log.reply("msg_1", [text("hi")], parent=log.user("hello"))
+    main = log.write(tmp_path / "abc.jsonl")
+    (tmp_path / "abc" / "subagents").mkdir(parents=True)
+    agent = Log(sidechain=True)
+    agent.reply("msg_9", [text("<summary>")], parent=agent.user("Summarize."))
+    compaction = agent.write(tmp_path / "abc" / "subagents" / "agent-acompact-1f2e3d.jsonl")
+    helper = agent.write(tmp_path / "abc" / "subagents" / "agent-a1b2c3d.jsonl")
+    assert collect_paths([tmp_path]) == [str(main), str(helper)]
+    assert collect_paths([tmp_path / "abc"]) == [str(helper), str(compaction)]  # its session log not read
+    assert collect_paths([compaction]) == [str(compaction)]  # named: read
+
+
 def test_bookkeeping_and_synthetic_lines_are_skipped_meta_lines_kept(tmp_path: Path) -> None:
     log = Log()
     log.other("queue-operation", None, operation="dequeue")
