@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified
+from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified, unified_exec
 from refold.errors import TrajectoryError
 from refold.formats.codex import read_rollout
 from refold.lab.replay.recorded_calls import reasoning_tokens
@@ -209,6 +209,20 @@ def test_a_replacement_history_keeps_the_answers_it_holds(tmp_path: Path) -> Non
     ]  # fmt: skip
     assert len(second) == 1 and second.meta["replacement_replies"] == 1
     assert second.meta["replacement_items_skipped"] == 1  # the encrypted summary
+
+
+def test_a_poll_of_a_running_command_is_read_as_that_command(tmp_path: Path) -> None:
+    # Codex 0.12x (seen in real rollouts): exec_command answers that the command runs, the
+    # model polls it with write_stdin, whose output is the command's
+    r = task(Lines()).exec("e1", "sed -n '1,5p' src/app.py").usage(100, 0, 5, 0).output("e1", unified_exec(None, session=48230))
+    r.poll("p1", 48230).usage(140, 100, 5, 0).output("p1", unified_exec("import sys\n"))
+    r.poll("p2", 48230, chars="\u0003").poll("p3", 999).usage(180, 140, 5, 0)
+    r.output("p2", "write_stdin failed: stdin is closed").output("p3", "no such session").say("done").usage(200, 180, 5, 0)
+    h = load(write(tmp_path, r))
+    assert commands(h.step(1)) == commands(h.step(2)) == ["sed -n '1,5p' src/app.py"]
+    assert h.step(2).actions[0].effects.kind == "read" and h.meta["polls_read_as_commands"] == 1
+    # typing into the process, or polling a session the file never started: kept as issued
+    assert [name for name, _ in calls(h.step(3))] == ["write_stdin", "write_stdin"]
 
 
 def test_an_output_of_content_items_keeps_its_image(tmp_path: Path) -> None:

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ..errors import TrajectoryError
-from ..responses_items import CALLS, OUTPUTS, item_kind, item_text, reply_message
+from ..responses_items import CALLS, OUTPUTS, chat_call, item_kind, item_text, reply_message
 from ..types import Message
 
 __all__ = ["FORMAT", "KEY", "PART", "Part", "is_rollout", "part_names", "read_rollout"]
@@ -50,6 +51,9 @@ _LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event
 _INPUT_ROLES = ("user", "developer", "system")
 _SKIPPED = frozenset({"ghost_snapshot"})  # the harness's own snapshots: never sent to the model
 # how Codex opens the context it injects (rebuilt after an old-style compaction, kept first)
+# unified exec (Codex 0.12x): a command still running after its yield answers with its session id;
+# the model then polls it with ``write_stdin`` (empty ``chars``), which returns the command's output
+_RUNNING = re.compile(r"Process running with session ID (\d{1,12})\n")
 _CONTEXT_TAGS = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions", "<INSTRUCTIONS>")
 
 
@@ -137,6 +141,8 @@ class _Reader:
         self.time: float | None = None
         self.models: list[str] = []
         self.seen_meta = False
+        self.commands: dict[str, str] = {}  # call_id -> the command line of each shell call
+        self.running: dict[int, str] = {}  # unified exec session id -> the command still running
 
     @property
     def part(self) -> Part:
@@ -208,7 +214,12 @@ class _Reader:
                 raise self.fail(n, f"a '{kind}' item without a 'call_id'")
             if not self.order:
                 self.close()
-            self.part.messages.append(_output_message(item, self.time))
+            out = _output_message(item, self.time)
+            running = _RUNNING.search(out["content"][:300]) if isinstance(out["content"], str) else None
+            command = self.commands.get(item["call_id"]) or _open_command(self.group, item["call_id"])
+            if running and command is not None:
+                self.running[int(running.group(1))] = command
+            self.part.messages.append(out)
         elif kind == "compaction" or kind == "compaction_summary":
             self.close()  # an encrypted summary (remote compaction): its text is not readable
             self.meta["encrypted_summaries"] = self.meta.get("encrypted_summaries", 0) + 1
@@ -287,6 +298,8 @@ class _Reader:
         if not self.group:
             return
         reply = reply_message(self.group, KEY)
+        for call in reply.get("tool_calls") or []:
+            self._read_poll(call)
         extra = reply["extra"]
         if self.group_time is not None:
             extra["timestamp"] = self.group_time
@@ -295,6 +308,26 @@ class _Reader:
         self.part.messages.insert(self.group_at, reply)
         self.group = []
         self.group_usage = None
+
+    def _read_poll(self, call: dict[str, Any]) -> None:
+        """A ``write_stdin`` that only polls a running command (no input) is read as that command:
+        its output is the command's (its first call answered only that it runs). Other shell
+        calls' command lines are kept for the polls that may follow."""
+        fn = call["function"]
+        try:
+            args = json.loads(fn["arguments"])
+        except ValueError:
+            return
+        if not isinstance(args, dict):
+            return
+        if fn["name"] == "bash" and isinstance(args.get("command"), str):
+            self.commands[call["id"]] = args["command"]
+        elif fn["name"] == "write_stdin" and args.get("chars") in ("", None):
+            session = args.get("session_id")
+            command = self.running.get(session) if isinstance(session, int) else None
+            if command is not None:
+                fn["name"], fn["arguments"] = "bash", json.dumps({"command": command}, ensure_ascii=False)
+                self.meta["polls_read_as_commands"] = self.meta.get("polls_read_as_commands", 0) + 1
 
     def position(self, kind: str) -> dict[str, Any]:
         """An unreplied call made now: after the last reply and the messages since."""
@@ -364,6 +397,21 @@ def _output_message(item: dict[str, Any], at: float | None) -> Message:
     if at is not None:
         extra["timestamp"] = at
     return {"role": "tool", "tool_call_id": item["call_id"], "content": content, "extra": extra}
+
+
+def _open_command(group: list[dict[str, Any]], call_id: str) -> str | None:
+    """The command line of a shell call in a response still open (older Codex wrote each output
+    right after its call)."""
+    for item in group:
+        if item_kind(item) in CALLS and (item.get("call_id") or item.get("id")) == call_id:
+            fn = chat_call(item)["function"]
+            try:
+                args = json.loads(fn["arguments"])
+            except ValueError:
+                return None
+            command = args.get("command") if fn["name"] == "bash" and isinstance(args, dict) else None
+            return command if isinstance(command, str) else None
+    return None
 
 
 def _is_context(m: Message) -> bool:
