@@ -169,6 +169,7 @@ def check(path: Path, tokenizer: str) -> dict[str, Any] | None:
         out["tool_calls"] = (len(calls_ids), len(_ids(rows, "tool_use")))
         out["tool_results"] = (len(result_ids), len(_ids(rows, "tool_result")), len(calls_ids - result_ids))
     out.update(refold_calls=calls, sessions=sessions, calls_with_usage=len(bare), usage_wrong=usage_wrong)
+    out["errors"] = (bare, shown, fitted)
     if bare:
         out.update(err_bare=(statistics.median(bare), _pct(bare, 0.9)), err_shown=(statistics.median(shown), _pct(shown, 0.9)),
                    err_prefix=(statistics.median(fitted), _pct(fitted, 0.9)))
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     files = [Path(f) for f in collect_paths([a.dir]) if f.endswith(".jsonl")]
     results = [r for f in files if (r := check(f, a.tokenizer)) is not None]
     if a.json:
-        print(json.dumps(results, indent=1))
+        print(json.dumps([{k: v for k, v in r.items() if k != "errors"} for r in results], indent=1))
         return 0
     bad = 0
     for r in results:
@@ -208,6 +209,22 @@ def main(argv: list[str] | None = None) -> int:
                   f"{m0:.1%} {p0:.1%}; + prefix {m1:.1%} {p1:.1%}; fit (ratio x (prefix + messages)) {m2:.1%} {p2:.1%}")
         print("    sessions (steps+unreplied/prefix): " + ", ".join(r["sessions"]))
     print(f"{len(results)} files, {bad} with a call-count mismatch or error")
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        if "errors" in r:
+            top = Path(r["file"]).relative_to(a.dir).parts[0] if a.dir.is_dir() else "."
+            groups.setdefault((top, r["format"]), []).append(r)
+    print("pooled per folder and format (calls refold / log; |base-recorded|/recorded median, p90):")
+    for (top, fmt), rs in sorted(groups.items()):
+        pooled = [[e for r in rs for e in r["errors"][k]] for k in range(3)]
+        if not pooled[0]:
+            continue
+        figs = "; ".join(f"{label} {statistics.median(xs):.1%} {_pct(xs, 0.9):.1%}"
+                         for label, xs in zip(("messages only", "+ prefix", "fit"), pooled, strict=True))
+        checked = [r for r in rs if r["log_calls"] is not None]
+        refold_calls, logged = sum(r["refold_calls"] for r in checked), sum(r["log_calls"] for r in checked)
+        print(f"  {top} [{fmt}] {len(rs)} files, calls {refold_calls} / {logged} (files with usage events), "
+              f"{len(pooled[0])} with usage: {figs}")
     return 0
 
 
