@@ -225,6 +225,31 @@ def test_a_poll_of_a_running_command_is_read_as_that_command(tmp_path: Path) -> 
     assert [name for name, _ in calls(h.step(3))] == ["write_stdin", "write_stdin"]
 
 
+def test_a_remote_compaction_of_codex_0_144(tmp_path: Path) -> None:
+    # the shape of a real 0.144 rollout: world_state lines, the compaction's usage event repeating
+    # the totals (no call of the session's), the context injected again after the compaction
+    def context(r: Lines) -> Lines:
+        r.user("<permissions instructions>sandbox</permissions instructions>", role="developer")
+        return r.user("<environment_context><cwd>/w</cwd></environment_context>").add("world_state", {"full": True, "state": {}})
+
+    r = context(Lines().meta().add("event_msg", {"type": "task_started", "turn_id": "t1"})).turn().user("Create notes.md.")
+    r.say("I'll create it.").patch("c1", PATCH).output("c1", "Success.", kind="custom_tool_call_output").usage(13463, 9984, 171, 0)
+    r.say("Created.").usage(13690, 13056, 67, 0)
+    r.add("compacted", {"message": "", "window_number": 1, "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Create notes.md."}]},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"},
+    ]})  # fmt: skip
+    total = {**r.totals, "total_tokens": r.totals["input_tokens"] + r.totals["output_tokens"]}
+    zero = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0, "reasoning_output_tokens": 0, "total_tokens": 4643}
+    r.add("event_msg", {"type": "token_count", "info": {"total_token_usage": total, "last_token_usage": zero}})
+    context(r.add("event_msg", {"type": "context_compacted"})).turn().user("What is in notes.md?").say("Facts.").usage(13651, 9984, 13, 0)
+    first, second = load_all(write(tmp_path, r))
+    assert [s.meta["usage"]["prompt_tokens"] for s in (*first.steps, *second.steps)] == [13463, 13690, 13651]
+    assert "unreplied" not in first.meta and "unreplied" not in second.meta
+    assert [m["role"] for m in second.prefix] == ["system", "user", "developer", "user", "user"]
+    assert second.prefix[-1]["content"] == "What is in notes.md?" and second.meta["replacement_items_skipped"] == 1
+
+
 def test_an_output_of_content_items_keeps_its_image(tmp_path: Path) -> None:
     parts = [{"type": "input_text", "text": "the screenshot"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]
     r = task(Lines()).call("v", "view_image", {"path": "shot.png"}).usage(100, 0, 5, 0).output("v", parts)
