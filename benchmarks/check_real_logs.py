@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from refold.errors import TrajectoryError
+from refold.errors import RefoldError, TrajectoryError
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import Options, make_projector
 from refold.lab.replay.prefix import request_prefix
@@ -182,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", default="qwen3.6")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    files = [Path(f) for f in collect_paths([a.dir]) if f.endswith(".jsonl")]
+    try:
+        files = [Path(f) for f in collect_paths([a.dir]) if f.endswith(".jsonl")]
+    except RefoldError as e:
+        print(f"check_real_logs: {e}", file=sys.stderr)
+        return 2
     results = [r for f in files if (r := check(f, a.tokenizer)) is not None]
     if a.json:
         print(json.dumps([{k: v for k, v in r.items() if k != "errors"} for r in results], indent=1))
