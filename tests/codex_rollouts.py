@@ -93,6 +93,13 @@ class Lines:
     def call(self, call_id: str, name: str, args: dict[str, Any]) -> Lines:
         return self.add("response_item", {"type": "function_call", "name": name, "arguments": json.dumps(args), "call_id": call_id})
 
+    def exec(self, call_id: str, cmd: str) -> Lines:
+        """Unified exec (Codex 0.12x): ``exec_command`` with a short yield."""
+        return self.call(call_id, "exec_command", {"cmd": cmd, "workdir": "/work/demo", "yield_time_ms": 1000, "max_output_tokens": 12000})
+
+    def poll(self, call_id: str, session: int, chars: str = "") -> Lines:
+        return self.call(call_id, "write_stdin", {"session_id": session, "chars": chars, "yield_time_ms": 1000, "max_output_tokens": 12000})
+
     def patch(self, call_id: str, text: str) -> Lines:
         return self.add("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "apply_patch", "input": text})
 
@@ -109,6 +116,13 @@ class Lines:
 
     def text(self) -> str:
         return "".join(json.dumps(r) + "\n" for r in self.rows)
+
+
+def unified_exec(output: str | None, *, session: int | None = None, code: int = 0) -> str:
+    """An exec_command/write_stdin output: the command's (it exited), or that it still runs."""
+    state = f"Process running with session ID {session}" if output is None else f"Process exited with code {code}"
+    body = output or ""
+    return f"Chunk ID: 4c1d2e\nWall time: 1.0021 seconds\n{state}\nOriginal token count: {len(body) // 4}\nOutput:\n{body}"
 
 
 def structured(output: str, code: int = 0) -> str:

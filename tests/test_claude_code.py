@@ -21,6 +21,7 @@ from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
 from refold.loaders import agent_names, detect_format, load, load_all, read_json
 from refold.mechanisms.summary import summarize
+from refold.mechanisms.summary_wrap import exit_status, unwrap
 from refold.outline_lines import strip_line_numbers
 from refold.shell import analyze
 
@@ -129,6 +130,69 @@ def test_split_lines_take_the_largest_output_count(tmp_path: Path) -> None:
     log.results(("t1", "x"), parent=ids[-1])
     h = load(log.write(tmp_path / "s.jsonl"))
     assert h.step(1).meta["usage"]["completion_tokens"] == 33
+
+
+def test_a_mid_stream_output_count_is_left_out(tmp_path: Path) -> None:
+    # Claude Code 2.1.x (seen in real logs): every line keeps the stream's first report (8 output
+    # tokens) and no stop_reason, for a reply of thousands of characters
+    log = Log()
+    task = log.user("plan it")
+    thought = {"type": "thinking", "thinking": "Let me think about the plan. " * 100, "signature": "sig"}
+    usage = {"input_tokens": 1, "cache_creation_input_tokens": 500, "cache_read_input_tokens": 9000, "output_tokens": 8}
+    ids = log.reply("msg_1", [thought, text("Here is the plan."), call("t1", "Bash", command="ls")], parent=task, usage=usage)
+    r = log.results(("t1", "x"), parent=ids[-1])
+    (short,) = log.reply("msg_2", [text("ok")], parent=r, usage=usage)  # a short reply: 8 may be its count
+    final = log.reply("msg_3", [text("Done. " * 50)], parent=log.user("go on", parent=short), usage=usage)
+    log.lines[-1]["message"]["stop_reason"] = "end_turn"  # the final report was written: kept
+    h = load(log.write(tmp_path / "s.jsonl"))
+    assert final and [s.meta["usage"]["completion_tokens"] for s in h.steps] == [None, 8, 8]
+    assert h.step(1).meta["usage"]["prompt_tokens"] == 9501  # the prompt side is complete at the start
+
+
+def test_a_failed_bash_gives_its_exit_status(tmp_path: Path) -> None:
+    # Claude Code prints a failure as "Exit code N" then the output, a success as the output alone
+    log = Log()
+    ids = log.reply("msg_1", [call("t1", "Bash", command="make test"), call("t2", "Bash", command="echo hi")], parent=log.user("test it"))
+    log.results(("t1", "Exit code 2\nmake: *** [test] Error 2"), ("t2", "hi"), parent=ids[-1], error=True)
+    log.reply("msg_2", [text("It fails.")], parent=log.last)
+    (failed, ok) = load(log.write(tmp_path / "s.jsonl")).step(1).observations
+    assert exit_status(failed["content"]) == 2 and unwrap(failed["content"]).body == "make: *** [test] Error 2"
+    assert exit_status(ok["content"]) is None
+    assert summarize("make test", failed["content"], "bash").status == 2
+
+
+def test_a_compaction_ends_its_context_with_the_summarization_call(log_path: Path) -> None:
+    main, after, side = load_all(log_path)
+    # after the last reply, the /compact command: that context, then the instruction, was summarized
+    assert main.meta["unreplied"] == [{"step": len(main), "observations": 1, "type": "compaction"}]
+    assert "unreplied" not in after.meta and "unreplied" not in side.meta
+    results = replay_sessions(str(log_path), Settings(policies=("base",), tokenizer="chars4", validate=False))
+    assert results[0].calls == len(main) + 1
+
+
+def test_a_compaction_whose_parent_was_never_written_takes_the_line_before(tmp_path: Path) -> None:
+    # 2.1.x (seen in a real log): logicalParentUuid names a line the file does not hold
+    log = Log()
+    ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=log.user("list"))
+    log.results(("t1", "a.py"), parent=ids[-1])
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid="never-written")
+    log.reply("msg_2", [text("ok")], parent=log.user("Summary: listed.", parent=boundary, isCompactSummary=True))
+    main, after = load_all(log.write(tmp_path / "s.jsonl"))
+    assert main.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction"}] and "unreplied" not in after.meta
+
+
+def test_a_folder_leaves_out_the_compaction_call_its_session_ends_with(tmp_path: Path) -> None:
+    log = Log()
+    log.reply("msg_1", [text("hi")], parent=log.user("hello"))
+    main = log.write(tmp_path / "abc.jsonl")
+    (tmp_path / "abc" / "subagents").mkdir(parents=True)
+    agent = Log(sidechain=True)
+    agent.reply("msg_9", [text("<summary>")], parent=agent.user("Summarize."))
+    compaction = agent.write(tmp_path / "abc" / "subagents" / "agent-acompact-1f2e3d.jsonl")
+    helper = agent.write(tmp_path / "abc" / "subagents" / "agent-a1b2c3d.jsonl")
+    assert collect_paths([tmp_path]) == [str(main), str(helper)]
+    assert collect_paths([tmp_path / "abc"]) == [str(helper), str(compaction)]  # its session log not read
+    assert collect_paths([compaction]) == [str(compaction)]  # named: read
 
 
 def test_bookkeeping_and_synthetic_lines_are_skipped_meta_lines_kept(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified
+from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified, unified_exec
 from refold.errors import TrajectoryError
 from refold.formats.codex import read_rollout
 from refold.lab.replay.recorded_calls import reasoning_tokens
@@ -188,6 +188,66 @@ def test_each_compacted_context_is_a_part(tmp_path: Path, replacement: bool) -> 
     assert len(second) == 2 and commands(second.step(1)) == ["cat b.py"]
     assert ("compactions_rebuilt" in second.meta) is not replacement
     assert load(f"{path}#part2").prefix[-1]["content"] == "Summary: a.py sets x."
+
+
+def test_a_replacement_history_keeps_the_answers_it_holds(tmp_path: Path) -> None:
+    # Codex 0.10x (seen in real rollouts): the replacement keeps earlier final answers verbatim,
+    # then the context messages, then the summary as an encrypted ``compaction`` item
+    r = task(Lines()).say("First answer.").usage(100, 0, 5, 0)
+    r.add("compacted", {"message": "", "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the bug."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "First answer."}], "phase": "final_answer"},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions>"}]},
+        {"type": "compaction", "encrypted_content": "gAAAA"},
+    ]}).turn()  # fmt: skip
+    r.say("done").usage(300, 0, 5, 0)
+    _, second = load_all(write(tmp_path, r))
+    shown = [(m["role"], m["content"], (m.get("extra") or {}).get("kept_role")) for m in second.prefix]
+    assert shown == [
+        ("system", "You are Codex, a coding agent.", None), ("user", "Fix the bug.", None),
+        ("user", "First answer.", "assistant"), ("developer", "<permissions>", None),
+    ]  # fmt: skip
+    assert len(second) == 1 and second.meta["replacement_replies"] == 1
+    assert second.meta["replacement_items_skipped"] == 1  # the encrypted summary
+
+
+def test_a_poll_of_a_running_command_is_read_as_that_command(tmp_path: Path) -> None:
+    # Codex 0.12x (seen in real rollouts): exec_command answers that the command runs, the
+    # model polls it with write_stdin, whose output is the command's
+    r = task(Lines()).exec("e1", "sed -n '1,5p' src/app.py").usage(100, 0, 5, 0).output("e1", unified_exec(None, session=48230))
+    r.poll("p1", 48230).usage(140, 100, 5, 0).output("p1", unified_exec("import sys\n"))
+    r.poll("p2", 48230, chars="\u0003").poll("p3", 999).usage(180, 140, 5, 0)
+    r.output("p2", "write_stdin failed: stdin is closed").output("p3", "no such session").say("done").usage(200, 180, 5, 0)
+    h = load(write(tmp_path, r))
+    assert commands(h.step(1)) == commands(h.step(2)) == ["sed -n '1,5p' src/app.py"]
+    assert h.step(2).actions[0].effects.kind == "read" and h.meta["polls_read_as_commands"] == 1
+    # typing into the process, or polling a session the file never started: kept as issued
+    assert [name for name, _ in calls(h.step(3))] == ["write_stdin", "write_stdin"]
+
+
+def test_a_remote_compaction_of_codex_0_144(tmp_path: Path) -> None:
+    # the shape of a real 0.144 rollout: world_state lines, the compaction's usage event repeating
+    # the totals (no call of the session's), the context injected again after the compaction
+    def context(r: Lines) -> Lines:
+        r.user("<permissions instructions>sandbox</permissions instructions>", role="developer")
+        return r.user("<environment_context><cwd>/w</cwd></environment_context>").add("world_state", {"full": True, "state": {}})
+
+    r = context(Lines().meta().add("event_msg", {"type": "task_started", "turn_id": "t1"})).turn().user("Create notes.md.")
+    r.say("I'll create it.").patch("c1", PATCH).output("c1", "Success.", kind="custom_tool_call_output").usage(13463, 9984, 171, 0)
+    r.say("Created.").usage(13690, 13056, 67, 0)
+    r.add("compacted", {"message": "", "window_number": 1, "replacement_history": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Create notes.md."}]},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"},
+    ]})  # fmt: skip
+    total = {**r.totals, "total_tokens": r.totals["input_tokens"] + r.totals["output_tokens"]}
+    zero = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0, "reasoning_output_tokens": 0, "total_tokens": 4643}
+    r.add("event_msg", {"type": "token_count", "info": {"total_token_usage": total, "last_token_usage": zero}})
+    context(r.add("event_msg", {"type": "context_compacted"})).turn().user("What is in notes.md?").say("Facts.").usage(13651, 9984, 13, 0)
+    first, second = load_all(write(tmp_path, r))
+    assert [s.meta["usage"]["prompt_tokens"] for s in (*first.steps, *second.steps)] == [13463, 13690, 13651]
+    assert "unreplied" not in first.meta and "unreplied" not in second.meta
+    assert [m["role"] for m in second.prefix] == ["system", "user", "developer", "user", "user"]
+    assert second.prefix[-1]["content"] == "What is in notes.md?" and second.meta["replacement_items_skipped"] == 1
 
 
 def test_an_output_of_content_items_keeps_its_image(tmp_path: Path) -> None:

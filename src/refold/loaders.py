@@ -290,6 +290,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         messages = _sweagent_messages(data, name, agent)
     elif fmt == CLAUDE_CODE:
         messages, extra = session_messages(data, name, agent)
+        unreplied = extra.pop("unreplied", None)  # a compaction's summarization call
     else:
         messages = data if isinstance(data, list) else data.get("messages")
         if not isinstance(messages, list):

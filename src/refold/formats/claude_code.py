@@ -16,6 +16,9 @@ Messages API message) carry the conversation; the other kinds (``summary``, ``sy
   leave dead branches). The lines of one API response share ``message.id`` and are one reply;
   the results of its tool calls may hang off any of its lines, so they are taken by
   ``tool_use_id`` (the live chain's copy first).
+* A ``compact_boundary`` names (``logicalParentUuid``) the context it summarized: that session
+  ends with the summarization call, whose reply (the summary) starts the next one
+  (``unreplied``, as for Codex; 2.1.x also writes it to ``subagents/agent-acompact-*.jsonl``).
 * Synthetic assistant lines (model ``<synthetic>``, API error notices) were no model call: dropped.
   A ``uuid`` seen twice keeps its first line (compaction may re-emit earlier lines).
 """
@@ -76,6 +79,7 @@ class _Log:
     items: list[Any]
     first: dict[str, int] = field(default_factory=dict)  # uuid -> index of its first line
     trees: list[_Tree] = field(default_factory=list)
+    compacted: set[int] = field(default_factory=set)  # roots of the trees a compaction summarized
 
     def fail(self, index: int, reason: str) -> TrajectoryError:
         return TrajectoryError(self.name, f"line {_line_number(self.name, index)}: {reason}")
@@ -103,6 +107,14 @@ def _read(data: Any, name: str) -> _Log:
             tree.compaction = _starts_compaction(head)
         tree.lines.append(i)
     log.trees = [t for t in sorted(roots.values(), key=lambda t: t.lines[0]) if any(_is_call(items[i]) for i in t.lines)]
+    for i, item in enumerate(items):  # a compaction summarized its context in a model call (its reply is the summary)
+        if item.get("subtype") == "compact_boundary":
+            parent = item.get("logicalParentUuid")
+            j = log.first.get(parent) if isinstance(parent, str) else None
+            if j is None:  # a parent never written (seen in 2.1.x): the main line the boundary follows
+                j = next((k for k in range(i - 1, -1, -1) if _is_line(items[k]) and items[k].get("isSidechain") is not True), None)
+            if j is not None:
+                log.compacted.add(_root(log, j, memo))
     return log
 
 
@@ -206,7 +218,11 @@ def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Me
         raise TrajectoryError(name, f"no session {session!r} (sessions: {', '.join(names)})")
     lines = _live(log, tree)
     messages = _messages(log, lines)
-    return messages, _meta(log, lines)
+    meta = _meta(log, lines)
+    if tree.root in log.compacted:  # the summarization call: its reply is not in this session
+        replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
+        meta["unreplied"] = [{"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}]
+    return messages, meta
 
 
 def _key(item: dict[str, Any]) -> str:

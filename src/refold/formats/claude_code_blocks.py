@@ -169,6 +169,9 @@ def usage_record(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
 
     Every line of a split response repeats the usage; the output count grows as the lines are
     written, so the largest is taken (the last line's may still be short of the final count).
+    Claude Code 2.1.x often writes only the stream's first report (1-8 output tokens, no
+    ``stop_reason`` on any line): a count below what the reply's own text takes is left out
+    rather than reported (see ``_snapshot``).
     """
     found = [u for line in lines if isinstance(u := line["message"].get("usage"), dict)]
     if not found:
@@ -185,6 +188,31 @@ def usage_record(lines: list[dict[str, Any]]) -> dict[str, Any] | None:
         "prompt_tokens_details": {"cached_tokens": read},
         "cache_creation_input_tokens": written,
     }
-    if outputs:
+    if outputs and not _snapshot(lines, max(outputs)):
         record["completion_tokens"] = max(outputs)
     return record
+
+
+_CHARS_PER_TOKEN_MAX = 8
+"""No tokenizer packs text or code much denser than this: fewer output tokens than a reply's
+characters / 8 cannot be its final count."""
+
+
+def _snapshot(lines: list[dict[str, Any]], output: int) -> bool:
+    """Whether a response's output count is a mid-stream report: no line has the ``stop_reason``
+    the final report brings, and the count is below what the reply's visible content takes."""
+    if any(line["message"].get("stop_reason") for line in lines):
+        return False
+    chars = 0
+    for line in lines:
+        content = line["message"].get("content")
+        for b in content if isinstance(content, list) else ():
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_use":
+                chars += len(json.dumps(b.get("input"), ensure_ascii=False))
+            else:
+                chars += sum(len(b[k]) for k in ("text", "thinking") if isinstance(b.get(k), str))
+        if isinstance(content, str):
+            chars += len(content)
+    return output * _CHARS_PER_TOKEN_MAX < chars

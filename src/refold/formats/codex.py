@@ -17,8 +17,10 @@ a file does is read once (does a usage event or an output item come first), and 
 between two usage events are one response, with the usage next to them. A file without usage
 events falls back to the proxy's rule (a tool output or a user message ends a response).
 
-``compacted``: Codex replaced its history by a summary (``replacement_history``, or for older
-versions rebuilt here as Codex did: initial context, the user's messages, the summary); every
+``compacted``: Codex replaced its history by a summary (``replacement_history``: the user's
+messages, the final answers it kept (read as user messages), the summary (encrypted in newer
+versions); for older versions rebuilt here as Codex did: initial context, the user's messages,
+the summary); every
 later prompt was built from that, so each context is its own part (``FILE#part2``), loaded and
 replayed like one agent of a multi-agent file. A usage event with no response items (the
 summarization call, an aborted response) is a call without a stored reply (``unreplied``).
@@ -28,27 +30,37 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from ..errors import TrajectoryError
-from ..responses_items import CALLS, OUTPUTS, item_kind, item_text, reply_message
+from ..responses_items import CALLS, OUTPUTS, item_kind, reply_message
 from ..types import Message
+from .codex_items import (
+    KEY,
+    as_usage,
+    difference,
+    input_message,
+    is_context,
+    kept_reply,
+    open_command,
+    output_message,
+    seconds,
+)  # fmt: skip
 
 __all__ = ["FORMAT", "KEY", "PART", "Part", "is_rollout", "part_names", "read_rollout"]
 
 FORMAT = "codex"
-KEY = "responses"
-"""The key under a message's ``extra`` that holds its Responses items (as the proxy keeps them)."""
 PART = "part"
 """``FILE#part2``: the context after Codex's first compaction."""
 
+# unified exec (Codex 0.12x): a command still running after its yield answers with its session id;
+# the model then polls it with ``write_stdin`` (empty ``chars``), which returns the command's output
+_RUNNING = re.compile(r"Process running with session ID (\d{1,12})\n")
 _LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 _INPUT_ROLES = ("user", "developer", "system")
 _SKIPPED = frozenset({"ghost_snapshot"})  # the harness's own snapshots: never sent to the model
-# how Codex opens the context it injects (rebuilt after an old-style compaction, kept first)
-_CONTEXT_TAGS = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions", "<INSTRUCTIONS>")
 
 
 def is_rollout(data: Any) -> bool:
@@ -135,6 +147,8 @@ class _Reader:
         self.time: float | None = None
         self.models: list[str] = []
         self.seen_meta = False
+        self.commands: dict[str, str] = {}  # call_id -> the command line of each shell call
+        self.running: dict[int, str] = {}  # unified exec session id -> the command still running
 
     @property
     def part(self) -> Part:
@@ -148,7 +162,7 @@ class _Reader:
     def line(self, n: int, row: Any) -> None:
         if not isinstance(row, dict):
             raise self.fail(n, f"is {type(row).__name__}, not a JSON object (a Codex rollout line)")
-        self.time = _seconds(row.get("timestamp")) or self.time
+        self.time = seconds(row.get("timestamp")) or self.time
         kind = row.get("type")
         if "payload" in row and isinstance(kind, str) and kind in _LINE_TYPES:
             payload = row["payload"]
@@ -200,13 +214,18 @@ class _Reader:
             raise self.fail(n, f"a message whose role is {json.dumps(item.get('role'))[:40]}, not user, developer, system or assistant")
         if kind == "message" and item.get("role") in _INPUT_ROLES:
             self.close()
-            self.part.messages.append(_input_message(item, self.time))
+            self.part.messages.append(input_message(item, self.time))
         elif kind in OUTPUTS:
             if not isinstance(item.get("call_id"), str):
                 raise self.fail(n, f"a '{kind}' item without a 'call_id'")
             if not self.order:
                 self.close()
-            self.part.messages.append(_output_message(item, self.time))
+            out = output_message(item, self.time)
+            running = _RUNNING.search(out["content"][:300]) if isinstance(out["content"], str) else None
+            command = self.commands.get(item["call_id"]) or open_command(self.group, item["call_id"])
+            if running and command is not None:
+                self.running[int(running.group(1))] = command
+            self.part.messages.append(out)
         elif kind == "compaction" or kind == "compaction_summary":
             self.close()  # an encrypted summary (remote compaction): its text is not readable
             self.meta["encrypted_summaries"] = self.meta.get("encrypted_summaries", 0) + 1
@@ -231,7 +250,7 @@ class _Reader:
         if total is not None and total == self.last_total:
             return  # reported again (with new rate limits): the same response
         last = info.get("last_token_usage")
-        usage = _usage(last if isinstance(last, dict) else _difference(total, self.last_total))
+        usage = as_usage(last if isinstance(last, dict) else difference(total, self.last_total))
         self.last_total = total
         if self.order == "after":  # after the response's items, before (or after) its tool outputs
             if not self.group:
@@ -260,7 +279,10 @@ class _Reader:
             for item in history:
                 kind = item_kind(item) if isinstance(item, dict) else ""
                 if isinstance(item, dict) and kind == "message" and item.get("role") in _INPUT_ROLES:
-                    self.part.messages.append(_input_message(item, self.time))
+                    self.part.messages.append(input_message(item, self.time))
+                elif isinstance(item, dict) and kind == "message" and item.get("role") == "assistant":
+                    self.part.messages.append(kept_reply(item, self.time))
+                    self.meta["replacement_replies"] = self.meta.get("replacement_replies", 0) + 1
                 elif kind not in _SKIPPED:
                     skipped += 1  # an encrypted summary, or output items: not readable as a prompt part
             if skipped:
@@ -268,8 +290,8 @@ class _Reader:
             return
         summary = p.get("message")
         self.meta["compactions_rebuilt"] = self.meta.get("compactions_rebuilt", 0) + 1
-        context = [m for m in before if m.get("role") in ("user", "developer") and _is_context(m)]
-        asked = [m for m in before if m.get("role") == "user" and not _is_context(m)]
+        context = [m for m in before if m.get("role") in ("user", "developer") and is_context(m)]
+        asked = [m for m in before if m.get("role") == "user" and not is_context(m)]
         self.part.messages += [copy.deepcopy(m) for m in [*context, *asked]]
         text = summary if isinstance(summary, str) else ""
         self.part.messages.append({"role": "user", "content": text, "extra": {"timestamp": self.time}})
@@ -282,6 +304,8 @@ class _Reader:
         if not self.group:
             return
         reply = reply_message(self.group, KEY)
+        for call in reply.get("tool_calls") or []:
+            self._read_poll(call)
         extra = reply["extra"]
         if self.group_time is not None:
             extra["timestamp"] = self.group_time
@@ -290,6 +314,26 @@ class _Reader:
         self.part.messages.insert(self.group_at, reply)
         self.group = []
         self.group_usage = None
+
+    def _read_poll(self, call: dict[str, Any]) -> None:
+        """A ``write_stdin`` that only polls a running command (no input) is read as that command:
+        its output is the command's (its first call answered only that it runs). Other shell
+        calls' command lines are kept for the polls that may follow."""
+        fn = call["function"]
+        try:
+            args = json.loads(fn["arguments"])
+        except ValueError:
+            return
+        if not isinstance(args, dict):
+            return
+        if fn["name"] == "bash" and isinstance(args.get("command"), str):
+            self.commands[call["id"]] = args["command"]
+        elif fn["name"] == "write_stdin" and args.get("chars") in ("", None):
+            session = args.get("session_id")
+            command = self.running.get(session) if isinstance(session, int) else None
+            if command is not None:
+                fn["name"], fn["arguments"] = "bash", json.dumps({"command": command}, ensure_ascii=False)
+                self.meta["polls_read_as_commands"] = self.meta.get("polls_read_as_commands", 0) + 1
 
     def position(self, kind: str) -> dict[str, Any]:
         """An unreplied call made now: after the last reply and the messages since."""
@@ -310,86 +354,3 @@ class _Reader:
             self.meta["model"] = self.models[0]
             if len(self.models) > 1:
                 self.meta["models"] = list(self.models)
-
-
-# ---- items ----------------------------------------------------------------------------------------
-
-
-def _chat_parts(content: Any) -> Any:
-    """Responses content as chat content: one text part as a string, else chat parts."""
-    if isinstance(content, str) or not isinstance(content, list):
-        return content if isinstance(content, str) else ""
-    parts: list[dict[str, Any]] = []
-    for p in content:
-        if not isinstance(p, dict):
-            continue
-        kind = p.get("type")
-        if kind in ("input_text", "output_text", "text"):
-            parts.append({"type": "text", "text": str(p.get("text", ""))})
-        elif kind == "input_image":
-            parts.append({"type": "image_url", "image_url": {"url": str(p.get("image_url", ""))}})
-    if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
-    return parts
-
-
-def _input_message(item: dict[str, Any], at: float | None) -> Message:
-    msg: Message = {"role": item["role"], "content": _chat_parts(item.get("content"))}
-    if at is not None:
-        msg["extra"] = {"timestamp": at}
-    return msg
-
-
-def _output_message(item: dict[str, Any], at: float | None) -> Message:
-    output = item.get("output")
-    if isinstance(output, dict):  # older Codex: {"content": ..., "success": bool}
-        output = output.get("content")
-    content = _chat_parts(output) if isinstance(output, str | list) else json.dumps(output, default=str)
-    extra: dict[str, Any] = {KEY: copy.deepcopy(item)}
-    if at is not None:
-        extra["timestamp"] = at
-    return {"role": "tool", "tool_call_id": item["call_id"], "content": content, "extra": extra}
-
-
-def _is_context(m: Message) -> bool:
-    content = m.get("content")
-    text = content if isinstance(content, str) else item_text({"content": content})
-    return text.lstrip().startswith(_CONTEXT_TAGS)
-
-
-# ---- usage ----------------------------------------------------------------------------------------
-
-
-def _usage(u: Any) -> dict[str, Any] | None:
-    """Codex's token usage as the chat-completions usage refold reads (``extra.response.usage``):
-    ``output_tokens`` includes the reasoning tokens, as ``completion_tokens`` does."""
-    if not isinstance(u, dict):
-        return None
-    return {
-        "prompt_tokens": u.get("input_tokens"),
-        "prompt_tokens_details": {"cached_tokens": u.get("cached_input_tokens")},
-        "completion_tokens": u.get("output_tokens"),
-        "completion_tokens_details": {"reasoning_tokens": u.get("reasoning_output_tokens")},
-    }
-
-
-def _difference(total: Any, before: Any) -> dict[str, Any] | None:
-    """One response's usage from two running totals (a record without ``last_token_usage``)."""
-    if not isinstance(total, dict):
-        return None
-    prior = before if isinstance(before, dict) else {}
-    out: dict[str, Any] = {}
-    for k, v in total.items():
-        p = prior.get(k, 0)
-        if isinstance(v, int) and isinstance(p, int):
-            out[k] = v - p
-    return out
-
-
-def _seconds(stamp: Any) -> float | None:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

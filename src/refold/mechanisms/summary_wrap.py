@@ -47,6 +47,8 @@ _CODEX_HEAD = re.compile(
     r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID [^\n]{0,80}\n)?"
     r"(?:Total output lines: \d{1,12}\n)?(?:Original token count: \d{1,12}\n)?Output:\n?"
 )
+# Claude Code's failed Bash: ``Exit code N`` then the output (a success prints the output alone)
+_CLAUDE_EXIT = re.compile(r"Exit code (-?\d{1,9})\n")
 _SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
 
 
@@ -87,6 +89,8 @@ def unwrap(text: str) -> Unwrapped:
         code = c.group(1) or c.group(2)
         status = int(code) if code is not None else None
         body = text[c.end() :]
+    elif text.startswith("Exit code ") and (c := _CLAUDE_EXIT.match(text)):
+        status, body = int(c.group(1)), text[c.end() :]
     elif text.startswith("The last command <command>") and (t := _TIMED_OUT.match(text)):
         exception = "timed out and was killed"
         inner = _between(text[t.end() :], "output")
@@ -132,7 +136,8 @@ def printed_lines(text: str) -> int:
 
 
 def exit_status(text: str) -> int | None:
-    """The exit status an observation records (mini's ``<returncode>``, Codex's ``Exit code:``), or None."""
+    """The exit status an observation records (mini's ``<returncode>``, Codex's ``Exit code:``,
+    Claude Code's ``Exit code N`` on a failure), or None."""
     return unwrap(text).status
 
 

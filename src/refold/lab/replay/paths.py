@@ -1,6 +1,7 @@
 """Which files a replay or a simulation reads: the files named, and the trajectory files inside
 the folders named (recursively, sorted; hidden files, refold's own reports, the predictions
-files agents write next to their runs and Claude Code's ``subagents/*.meta.json`` left out)."""
+files agents write next to their runs, Claude Code's ``subagents/*.meta.json`` and the
+compaction calls its session logs already end with left out)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,14 @@ def _predictions(f: Path) -> bool:
         return False
 
 
+def _compaction_call(f: Path, found: list[str]) -> bool:
+    """Claude Code 2.1.x's ``<session>/subagents/agent-acompact-*.jsonl`` when ``<session>.jsonl`` is
+    read too: the compaction's summarization call, which that log ends with (``formats.claude_code``)."""
+    if f.parent.name != "subagents" or not f.name.startswith("agent-acompact-"):
+        return False
+    return str(f.parent.parent.with_name(f.parent.parent.name + ".jsonl")) in found
+
+
 def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     """Files as given, and the trajectory files inside folders (recursively, sorted)."""
     out: list[str] = []
@@ -75,7 +84,7 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
                 and not _predictions(f)
                 and not (f.parent.name == "subagents" and f.name.endswith(".meta.json"))  # Claude Code's notes on a subagent
             )
-            out.extend(found)
+            out.extend(f for f in found if not _compaction_call(Path(f), found))
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
             out.append(str(path))  # FILE#Agent: one agent's session
         elif path.exists():
