@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from refold.errors import RefoldError, TrajectoryError
+from refold.json_file import read_json
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import Options, make_projector
 from refold.lab.replay.prefix import request_prefix
-from refold.loaders import detect_format, load_all, read_json
+from refold.loaders import detect_format, load_all
 from refold.prompt_tokens import PromptTokens
 from refold.tokens import get_tokenizer
 

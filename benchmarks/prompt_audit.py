@@ -20,8 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 from refold.config import Config
+from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
-from refold.loaders import AGENT_SEP, agent_names, load, read_json
+from refold.loaders import AGENT_SEP, agent_names, load
 from refold.render import Renderer
 from refold.types import content_text
 

@@ -17,9 +17,10 @@ from claude_code_log import CALC, Log, call, numbered, session, text
 from refold.errors import TrajectoryError
 from refold.formats.claude_code import NOTE, session_messages
 from refold.history import History
+from refold.json_file import read_json
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
-from refold.loaders import agent_names, detect_format, load, load_all, read_json
+from refold.loaders import agent_names, detect_format, load, load_all
 from refold.mechanisms.summary import summarize
 from refold.mechanisms.summary_wrap import exit_status, unwrap
 from refold.outline_lines import strip_line_numbers

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified, unified_exec
 from refold.errors import TrajectoryError
 from refold.formats.codex import read_rollout
+from refold.json_file import read_json
 from refold.lab.replay.recorded_calls import reasoning_tokens
-from refold.loaders import agent_names, detect_format, load, load_all, read_json
+from refold.loaders import agent_names, detect_format, load, load_all
 from refold.mechanisms.summary_wrap import unwrap
 
 

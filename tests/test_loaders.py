@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refold.errors import TrajectoryError
+from refold.formats.mini import unreplied_calls
 from refold.history import History
-from refold.loaders import load, unreplied_calls
+from refold.loaders import load
 from refold.mechanisms.ledger import LedgerPolicy
 from refold.policy import Policy
 from refold.render import Renderer
@@ -216,7 +217,7 @@ def test_mini2_a_persons_interruption_is_a_user_message_not_a_call() -> None:
 def test_only_regular_files_are_read_and_gzip_stays_within_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from refold import loaders
+    from refold import json_file as loaders
 
     fifo = tmp_path / "run.json"
     os.mkfifo(fifo)  # reading it would wait for a writer forever
@@ -235,7 +236,7 @@ def test_only_regular_files_are_read_and_gzip_stays_within_the_limit(tmp_path: P
 
 
 def test_a_bad_json_lines_row_is_named_by_its_line(tmp_path: Path) -> None:
-    from refold import loaders
+    from refold import json_file as loaders
 
     path = tmp_path / "run.jsonl"
     rows = [json.dumps({"role": r, "content": c}) for r, c in (("system", "s"), ("user", "u"), ("assistant", "a"), ("user", "o"))]

@@ -30,7 +30,8 @@ from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 from refold.context.tools import TAUGHT  # noqa: E402
 from refold.integrations import config_path  # noqa: E402
 from refold.integrations.saved import renderer_for  # noqa: E402
-from refold.loaders import load, read_json  # noqa: E402
+from refold.json_file import read_json  # noqa: E402
+from refold.loaders import load  # noqa: E402
 from refold.prompts import response_format_lines  # noqa: E402
 from refold.protocol import CM, COMMAND_NAMES  # noqa: E402
 from refold.types import content_text  # noqa: E402

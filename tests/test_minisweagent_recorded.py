@@ -20,7 +20,8 @@ from minisweagent.models import get_model  # noqa: E402
 from minisweagent.models.test_models import DeterministicModel  # noqa: E402
 
 from refold.config import Config
-from refold.loaders import load, read_json  # noqa: E402
+from refold.json_file import read_json  # noqa: E402
+from refold.loaders import load  # noqa: E402
 from refold.policy import Policy  # noqa: E402
 from refold.render import Renderer  # noqa: E402
 

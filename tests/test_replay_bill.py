@@ -26,11 +26,12 @@ from hypothesis import strategies as st
 from refold.chat_tokens import MINI_BASH_TOOL, count_messages, prompt_token_ids, tools_token_ids
 from refold.context import TOOL_SCHEMAS
 from refold.errors import TrajectoryError
+from refold.formats.mini import unreplied_calls
 from refold.history import History
 from refold.lab.cache import DEFAULT_PRICES, price_for_model
 from refold.lab.replay import Settings, build_report, replay_paths
 from refold.lab.replay.runner import TaskResult, replay_history, request_tools
-from refold.loaders import load, load_all, split_source, unreplied_calls
+from refold.loaders import load, load_all, split_source
 from refold.tokens import get_tokenizer
 
 from conftest import DATA, run_cli

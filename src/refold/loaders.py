@@ -6,11 +6,7 @@ Every problem with a file becomes one ``TrajectoryError`` naming the file and wh
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
-import re
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,91 +14,16 @@ from .errors import TrajectoryError
 from .formats import codex
 from .formats.claude_code import FORMAT as CLAUDE_CODE
 from .formats.claude_code import is_claude_code, session_messages, session_names
+from .formats.mini import unreplied_calls
+from .formats.sweagent import sweagent_messages
 from .history import History
 from .integrations.mini_record import read_pins
 from .integrations.mini_responses import is_responses_run, to_chat
+from .json_file import read_json
 from .loader_checks import check_parts, check_tool_calls
-from .scrub import scrub_calls, scrub_value
+from .scrub import scrub_calls
 
-__all__ = ["AGENT_SEP", "agent_names", "detect_format", "load", "load_all", "read_json", "split_source", "unreplied_calls"]
-from .types import Message
-
-MAX_FILE_BYTES = 512 * 1024 * 1024
-
-def read_json(path: str | Path, *, scrub: bool = True) -> Any:
-    """Read a JSON file (``.gz`` too) with one-line errors naming the file; lone surrogates become
-    U+FFFD unless ``scrub`` is off (to write the file back as it was)."""
-    p = Path(path)
-    name = str(path)
-    try:
-        st = p.stat()
-    except OSError as e:
-        raise TrajectoryError(name, f"cannot read file ({e.strerror or e})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise TrajectoryError(name, "is a folder, not a trajectory file")
-    if not stat.S_ISREG(st.st_mode):  # /dev/zero never ends, a FIFO waits for a writer
-        raise TrajectoryError(name, "not a regular file (a device, FIFO or socket)")
-    if st.st_size > MAX_FILE_BYTES:
-        raise TrajectoryError(name, f"file is {st.st_size} bytes, more than the {MAX_FILE_BYTES} byte limit")
-    try:
-        raw = p.read_bytes()
-        if raw[:2] == b"\x1f\x8b":  # read at most one byte past the limit: a small bomb stays small
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
-                raw = z.read(MAX_FILE_BYTES + 1)
-            if len(raw) > MAX_FILE_BYTES:
-                raise TrajectoryError(name, f"gzip data expands to more than the {MAX_FILE_BYTES} byte limit")
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise TrajectoryError(name, f"corrupt or truncated gzip data ({e})") from None
-    if not raw.strip():
-        raise TrajectoryError(name, "file is empty")
-    kind = _not_json(raw)
-    if kind:  # `refold view report.html`: "invalid JSON at line 1 column 1" said nothing useful
-        raise TrajectoryError(name, f"{kind}, not a trajectory (a JSON file)")
-    try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not an error
-    except UnicodeDecodeError as e:
-        raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        data = _json_lines(text, name, e)
-    except RecursionError:
-        raise TrajectoryError(name, "JSON nested too deeply to be a trajectory") from None
-    # a lone surrogate only comes from an escape of one in the text (UTF-8 cannot carry it)
-    return scrub_value(data) if scrub and _SURROGATE_ESCAPE.search(text) else data
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-_MAGIC = ((b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF file"), (b"PK\x03\x04", "a zip archive"))
-
-
-def _not_json(raw: bytes) -> str:
-    """What a file that is plainly no JSON is (an HTML report, an image), or ''."""
-    head = raw[:512].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if head.startswith((b"<!doctype html", b"<html")):
-        return "an HTML page (refold view writes these)"
-    if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in head):
-        return "an SVG image"
-    return next((what for magic, what in _MAGIC if raw.startswith(magic)), "")
-
-
-def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
-    lines = text.splitlines()
-    if sum(1 for ln in lines if ln.strip()) > 1 and first.msg == "Extra data":  # JSON Lines: one value a line
-        out = []
-        for n, ln in enumerate(lines, 1):
-            if not ln.strip():
-                continue
-            try:
-                out.append(json.loads(ln))
-            except json.JSONDecodeError as e:
-                raise TrajectoryError(name, f"invalid JSON Lines at line {n} column {e.colno}: {e.msg}") from None
-            except RecursionError:
-                raise TrajectoryError(name, f"JSON nested too deeply at line {n}") from None
-        return out
-    raise TrajectoryError(name, f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}")
+__all__ = ["AGENT_SEP", "agent_names", "detect_format", "load", "load_all", "split_source"]
 
 
 def detect_format(data: Any) -> str:
@@ -287,7 +208,7 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         part = parts[agent_names(data).index(agent)] if agent is not None else parts[0]
         messages, unreplied, extra = part.messages, part.unreplied, found
     elif fmt == "swe-agent":
-        messages = _sweagent_messages(data, name, agent)
+        messages = sweagent_messages(data, name, agent)
     elif fmt == CLAUDE_CODE:
         messages, extra = session_messages(data, name, agent)
         unreplied = extra.pop("unreplied", None)  # a compaction's summarization call
@@ -342,93 +263,6 @@ def _history(data: Any, name: str, agent: str | None) -> History:
     return history
 
 
-def unreplied_calls(messages: list[Any]) -> list[dict[str, Any]]:
-    """Model calls whose reply was not stored (mini 2.x: a ``user`` message with
-    ``extra.interrupt_type`` ``FormatError`` that does not answer an assistant message). The other
-    interrupt types are the person's (``UserInterruption``, ``UserRejection``, ``UserNewTask``):
-    a message typed in, no model call.
-
-    The call's prompt was every message before the interrupt. Each entry places it in the
-    History: ``{"step": t, "observations": j, "type": ...}`` = after step t's reply and its first
-    j observations (t = 0: within the prefix, j = prefix messages sent). The History itself stays
-    one step per stored reply; replay reads this list from ``History.meta["unreplied"]``.
-    """
-    out: list[dict[str, Any]] = []
-    step, seen, prev_role = 0, 0, None
-    for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
-            continue
-        role = m["role"]
-        if role == "assistant" and not (step == 0 and m.get("is_demo")):
-            step, seen = step + 1, 0
-        else:
-            extra = m.get("extra")
-            kind = extra.get("interrupt_type") if isinstance(extra, dict) else None
-            if kind == "FormatError" and prev_role != "assistant":
-                out.append({"step": step, "observations": seen, "type": kind})
-            seen += 1
-        prev_role = role
-    return out
 
 
-def _sweagent_messages(data: dict[str, Any], name: str, agent: str | None = None) -> list[Message]:
-    history = data.get("history")
-    if history is None and isinstance(data.get("trajectory"), list):
-        return _sweagent_from_trajectory(data["trajectory"], name)
-    if not isinstance(history, list):
-        raise TrajectoryError(name, "field 'history' is not a list")
-    out: list[Message] = []
-    for i, m in enumerate(history):
-        if agent is not None and isinstance(m, dict) and m.get("agent") != agent:
-            continue  # another agent's conversation: never part of this one's prompts (nor its faults)
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise TrajectoryError(name, f"history[{i}] has no 'role'")
-        msg: Message = {"role": m["role"], "content": m.get("content", "")}
-        if m.get("is_demo"):
-            msg["is_demo"] = True  # a demonstration: prompt prefix, not a model call
-        if m.get("tool_calls"):
-            msg["tool_calls"] = m["tool_calls"]
-        if m["role"] == "tool":
-            ids = m.get("tool_call_ids")
-            ids = ids if isinstance(ids, list) else [ids] if ids else []
-            msg["tool_call_id"] = m.get("tool_call_id") or (ids[0] if ids else None)
-        if m["role"] == "assistant" and isinstance(m.get("action"), str) and not m.get("tool_calls"):
-            msg["action"] = m["action"]
-        out.append(msg)
-    return out
 
-
-def _sweagent_from_trajectory(trajectory: list[Any], name: str) -> list[Message]:
-    """A .traj without ``history``: the prompt before the first call (``query``) and one step per entry."""
-    out: list[Message] = []
-    for i, entry in enumerate(trajectory):
-        if not isinstance(entry, dict):
-            raise TrajectoryError(name, f"trajectory[{i}] is not an object")
-        query = entry.get("query")
-        if i == 0 and isinstance(query, list):
-            for m in query:
-                if not isinstance(m, dict) or m.get("role") == "assistant":
-                    break
-                out.append({"role": m.get("role"), "content": m.get("content", "")})
-        response = entry.get("response")
-        action = entry.get("action")
-        if not isinstance(response, str) or not response.strip():
-            thought = entry.get("thought") if isinstance(entry.get("thought"), str) else ""
-            response = (
-                f"{thought}\n\n```\n{action}\n```" if isinstance(action, str) and action.strip() else thought
-            )
-        reply: Message = {"role": "assistant", "content": response}
-        if isinstance(action, str) and action.strip():
-            reply["action"] = action
-        out.append(reply)
-        observation = entry.get("observation")
-        if observation is not None:
-            out.append(
-                {
-                    "role": "user",
-                    "content": observation
-                    if isinstance(observation, str)
-                    else json.dumps(observation, default=str),
-                }
-            )
-    return out

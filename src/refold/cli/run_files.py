@@ -31,7 +31,8 @@ def is_run_file(ident: str) -> bool:
 def load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, dict[str, Any]]:
     """A saved run, the config it rendered with (a refold run's own; defaults else), its JSON."""
     from ..integrations.saved import config_for
-    from ..loaders import load, read_json, split_source
+    from ..json_file import read_json
+    from ..loaders import load, split_source
 
     data = read_json(split_source(path)[0])
     history = load(path)
@@ -64,7 +65,7 @@ def _live_pins(path: str, info: dict[str, Any]) -> Path | None:
     """The pins file a live mini run re-reads (``info.config.refold.pins_file``), checked before
     anything is written: it must be a pins file (or not exist yet), since a run may name any file."""
     from ..integrations.mini_record import PINS
-    from ..loaders import read_json
+    from ..json_file import read_json
 
     config = info.get("config")
     refold = config.get("refold") if isinstance(config, dict) else None
@@ -89,7 +90,8 @@ def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> 
     """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
     names one (that is what a running mini reads before its next call)."""
     from ..integrations.mini_record import PINS, read_pins, write_json
-    from ..loaders import read_json, split_source
+    from ..json_file import read_json
+    from ..loaders import split_source
 
     file, agent = split_source(path)
     if agent is not None:  # it was written to a new file named 'FILE#Agent', a copy of the whole run

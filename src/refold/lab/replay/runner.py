@@ -13,7 +13,8 @@ from ...chat_tokens import MINI_BASH_TOOL
 from ...context import TOOL_SCHEMAS
 from ...errors import PolicyError, RefoldError, SettingError, TrajectoryError
 from ...history import History
-from ...loaders import AGENT_SEP, agent_names, load, load_all, read_json, split_source
+from ...json_file import read_json
+from ...loaders import AGENT_SEP, agent_names, load, load_all, split_source
 from ...policy import Policy
 from ...tokens import TOKENIZER_NAMES, get_tokenizer
 from ..cache import (
