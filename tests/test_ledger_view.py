@@ -6,14 +6,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refold.config import Config
-from refold.mechanisms.ledger import LedgerBook, objects_of, parse_ids
+from refold.mechanisms.ledger import LedgerBook, LedgerObject, objects_of, parse_ids
 from refold.mechanisms.ledger_view import LedgerView
 from refold.mechanisms.objects import ObjectIndex, reply_id, view_text
 from refold.mechanisms.path_index import MAX_PARTS, PathIndex
 from refold.mechanisms.spans import SpanBook
 from refold.shell_paths import paths_overlap
 from refold.types import Step
-
 from test_spans import GOOD, Session
 
 PATHS = ["a.py", "src/a.py", "pkg/src/a.py", "/work/pkg/src/a.py", "src", "b/c.txt", "c.txt", "src/b.py", "."]
@@ -54,7 +53,7 @@ def sessions(draw: st.DrawFn) -> Session:
 def scratch_touched(steps: list[Step]) -> dict[str, int]:
     """``ObjectIndex.touched`` as it was computed before the path index: every earlier path scanned."""
     touched: dict[str, int] = {}
-    outputs: list[list[object]] = []
+    outputs: list[list[LedgerObject]] = []
     by_path: list[tuple[str, str]] = []
     for step in steps:
         objs = objects_of(step)
@@ -64,10 +63,10 @@ def scratch_touched(steps: list[Step]) -> dict[str, int]:
                     if 1 <= s <= len(outputs):
                         if sub == -1:
                             touched[reply_id(s)] = step.index
-                        for o in outputs[s - 1]:
-                            if sub is not None and sub != -1 and o.sub != sub or sub == -1:  # type: ignore[attr-defined]
-                                continue
-                            touched[o.id] = step.index  # type: ignore[attr-defined]
+                        else:
+                            for o in outputs[s - 1]:
+                                if sub is None or o.sub == sub:
+                                    touched[o.id] = step.index
                 continue
             named = (*a.effects.reads, *a.effects.writes)
             for path, oid in by_path:
