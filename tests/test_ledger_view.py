@@ -92,9 +92,15 @@ def test_the_incremental_view_equals_the_view_from_scratch(s: Session, items: in
         parts = [(i, j) for i in range(1, t + 1) for j in range(-1, 2)]
         pinned = frozenset(data.draw(st.lists(st.sampled_from(parts), max_size=3)))
         assert view.text(t, spans, ledger, pinned) == view_text(index, t, spans, ledger, pinned)
-        assert index.touched == scratch_touched(steps[:t])
+        touched = scratch_touched(steps[:t])
+        for s_ in steps[:t]:
+            for part, oid in [((s_.index, -1), reply_id(s_.index)), *(((o.step, o.sub), o.id) for o in objects_of(s_))]:
+                assert index.recency.last(part) == touched.get(oid, s_.index)
         listed = [o for o in index.all(t) if o.kind != "context"]
-        assert index.recency == sorted((o.last_touched_turn, o.step, o.sub) for o in listed)
+        assert index.recency.listed == {(o.step, o.sub) for o in listed}
+        order = [(o.step, o.sub) for o in sorted(listed, key=lambda o: (o.last_touched_turn, o.step, o.sub), reverse=True)]
+        for k in (1, items, len(order)):
+            assert index.recency.recent(k, t) == order[:k]
 
 
 def test_the_view_lists_the_most_recently_touched_and_counts_the_rest() -> None:

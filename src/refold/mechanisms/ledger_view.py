@@ -40,17 +40,18 @@ class LedgerView:
         self._sync_spans(spans)
         self._sync_ops(ledger, t)
         limit = ledger.policy.view_items
-        recency, last = index.recency, index.last
-        if len(recency) > limit:
-            keep = {(s, sub) for _, s, sub in recency[len(recency) - limit :]}
-            keep.update(p for p in pinned if p in last)
-            left = len(recency) - len(keep)
+        recency = index.recency
+        listed = recency.listed
+        if len(listed) > limit:
+            keep = set(recency.recent(limit, t))
+            keep.update(p for p in pinned if p in listed)
+            left = len(listed) - len(keep)
         else:
-            keep, left = set(last), 0
+            keep, left = set(listed), 0
         out = [f"{CM} Ledger after step {t} (id kind [status] created/last touched: summary):"]
         for part in sorted(keep):  # the order of ``ObjectIndex.all``: by step, the reply first
             o = index.obj(*part, last=part[0] == t)
-            out.append(f"{o.id} {o.kind} [{self._status(part, pinned)}] {o.created_at_turn}/{last[part]}: {clip(o.summary, 120)}")
+            out.append(f"{o.id} {o.kind} [{self._status(part, pinned)}] {o.created_at_turn}/{recency.last(part)}: {clip(o.summary, 120)}")
         if left:
             out.append(f"(+{left} older objects not listed: `search_ledger *` lists them all)")
         out.extend(self._span_lines)

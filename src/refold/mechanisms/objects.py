@@ -13,7 +13,6 @@ O(objects) per call, not O(steps^2).
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -23,7 +22,7 @@ from typing import Any
 from ..protocol import CM, bash_block
 from ..types import Step
 from .ledger import LedgerObject, objects_of, parse_ids, summary
-from .path_index import PathIndex
+from .recency import Recency
 
 REPLY_KINDS = ("thought", "plan", "result")
 
@@ -184,20 +183,16 @@ def output_object(o: LedgerObject, tool: str, last_touched: int) -> Obj:
 class ObjectIndex:
     """Every object of a history's first ``t`` steps (fed in order with ``observe``).
 
-    Objects are built once; ``touched`` follows the steps that read or edited an object's file or
-    named its id, so ``last_touched_turn`` stays exact without rescanning the history. ``recency``
-    keeps the listed objects (all but ``context`` ones) sorted by (last touched, step, sub), so the
-    ledger view finds the most recently touched without sorting every object at every call.
+    Objects are built once; ``recency`` follows the steps that read or edited an object's file or
+    named its id, so ``last_touched_turn`` stays exact without rescanning the history, and the
+    ledger view finds the most recently touched objects without sorting them all at every call.
     """
 
     def __init__(self) -> None:
         self.outputs: list[list[LedgerObject]] = []  # per step
         self.replies: list[Step] = []
         self.tools: list[list[str]] = []
-        self.touched: dict[str, int] = {}
-        self.last: dict[tuple[int, int], int] = {}  # (step, sub) -> last touched turn, listed objects
-        self.recency: list[tuple[int, int, int]] = []  # (last touched, step, sub) of those, sorted
-        self._by_path: PathIndex[LedgerObject] = PathIndex()  # outputs with a path
+        self.recency = Recency()
         # each object built once (as first touched): the ledger view lists every step at every call
         self._outputs: dict[str, Obj] = {}
         self._reply_objs: dict[tuple[int, bool], Obj] = {}
@@ -206,43 +201,31 @@ class ObjectIndex:
     def observe(self, step: Step) -> None:
         objs = objects_of(step)
         at = step.index
+        recency = self.recency
         for a in step.actions:
             cmd = a.context
             if cmd is not None:
                 for s, sub in parse_ids(cmd.argument):
                     if 1 <= s <= self.t:
                         if sub == -1:
-                            self._touch(reply_id(s), (s, -1), at)
+                            recency.touch((s, -1), at)
                         else:
                             for o in self.outputs[s - 1]:
                                 if sub is None or o.sub == sub:
-                                    self._touch(o.id, (o.step, o.sub), at)
+                                    recency.touch((o.step, o.sub), at)
                 continue
             info = a.effects
             for p in {*info.reads, *info.writes}:
-                for o in self._by_path.overlapping(p):
-                    self._touch(o.id, (o.step, o.sub), at)
+                recency.touch_path(p, at)
         self.outputs.append(objs)
         self.replies.append(step)
         self.tools.append([_tool_of(step, o.sub) for o in objs])
-        self._list((at, -1), at)
+        recency.add((at, -1), listed=True)
         for o in objs:
-            if o.kind != "context":
-                self._list((at, o.sub), at)
-                if o.path and o.path not in (".", "/"):
-                    self._by_path.add(o.path, o)
+            listed = o.kind != "context"
+            grouped = listed and bool(o.path) and o.path not in (".", "/")
+            recency.add((at, o.sub), listed=listed, path=o.path if grouped else None)
         self.t = at
-
-    def _touch(self, oid: str, part: tuple[int, int], at: int) -> None:
-        self.touched[oid] = at
-        before = self.last.get(part)
-        if before is not None and before != at:
-            del self.recency[bisect.bisect_left(self.recency, (before, *part))]
-            self._list(part, at)
-
-    def _list(self, part: tuple[int, int], at: int) -> None:
-        self.last[part] = at
-        bisect.insort(self.recency, (at, *part))
 
     def obj(self, step: int, sub: int, *, last: bool = False) -> Obj:
         """The object ``(step, sub)`` as built when first observed (its created turn as last touched)."""
@@ -262,7 +245,7 @@ class ObjectIndex:
         out = []
         for sub in range(-1, len(self.outputs[step - 1])):
             o = self.obj(step, sub, last=last)
-            out.append(_touched(o, self.touched.get(o.id, step)))
+            out.append(_touched(o, self.recency.last((step, sub))))
         return out
 
     def all(self, upto: int | None = None) -> Iterable[Obj]:
