@@ -3,8 +3,9 @@
 ``objects.view_text`` lists every object to pick the ``view_items`` most recently touched, and
 reads every op and every closed span to give each line its status: O(steps) per call, so a
 replay grew quadratically. ``LedgerView`` returns the same text from state kept across calls:
-the index's ``recency`` order, the ops and closed spans seen so far (both only grow within one
-renderer), so a call costs O(listed lines + closed spans), the size of the text itself.
+the index's ``recency`` (which objects were touched latest, ``mechanisms.recency``), the ops and
+closed spans seen so far (both only grow within one renderer), so a call costs about the lines it
+lists plus the closed spans, the size of the text itself.
 """
 
 from __future__ import annotations
