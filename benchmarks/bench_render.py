@@ -2,7 +2,8 @@
 
 Every history is rendered call by call (t = 0..n) with one fresh ``Renderer`` per history and
 config, as an agent loop does, under three configs: ``Config()``, ``Config.parse(mask_after=5)``
-and the mini wrapper's (span and ledger prompts, budget line). Reported per config and history:
+and the mini wrapper's (span and ledger prompts, budget line); ``--configs self-gc`` adds the
+self-gc preset (the ledger view at every call). Reported per config and history:
 median, p99 and max ms per call; the mean of the last 5% of calls over the mean of the first 5%;
 and memory: bytes the renderer allocated and still holds after the last call (tracemalloc) over
 the bytes the History holds when built alone. Synthetic (simulated) runs come from
@@ -72,6 +73,7 @@ CONFIGS: dict[str, tuple[str, Config]] = {
         'Config.parse(spans={"prompt": True}, ledger={"prompt": True, "budget_tokens": 128000})',
         Config.parse(spans={"prompt": True}, ledger={"prompt": True, "budget_tokens": 128000}),
     ),
+    "self-gc": ('Config.parse(preset="self-gc")', Config.parse(preset="self-gc")),  # the ledger view at every call
 }
 SIZES, QUICK_SIZES = (2000, 10000), (200, 1000)
 
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic runs")
     ap.add_argument(
         "--configs",
-        default=",".join(CONFIGS),
+        default="default,mask5,mini",
         help=f"configs to run, comma-separated (of {', '.join(CONFIGS)})",
     )
     ap.add_argument(

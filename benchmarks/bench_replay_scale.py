@@ -4,13 +4,15 @@ Each case runs in a child process (its own peak RSS): the replay engine (``repla
 default Settings: every policy, qwen3.6, vLLM cache, cache validation on base), the view data
 build (``build_report`` with the ``--view`` policies, no switch combinations, qwen3.6), and token
 counting alone on every base prompt (rendered beforehand): ``tokens`` = each prompt's id list, as
-``measure`` gets it for the cache simulator; ``count`` = only its length (compact, clear-tool-uses).
+``measure`` gets it for the cache simulator; ``count`` = only its length (compact, clear-tool-uses);
+``policies`` = the replay, with the CPU seconds of each policy's ``measure`` (the base run for cache
+validation counts under ``base`` too).
 Runs are ``benchmarks/synthetic.py``'s mini-swe-agent runs written as mini-swe-agent-1 files.
 The growth exponent between two sizes is log(t2/t1)/log(n2/n1) (1 = linear, 2 = quadratic), on
 CPU seconds of the child (wall seconds are shown too; they swing with the load of a shared box).
 
 Run:  PYTHONPATH=src python benchmarks/bench_replay_scale.py [--sizes 250,500,1000,2000]
-          [--what replay,view,tokens,count] [--out benchmarks/results/replay_scale.txt --label after]
+          [--what replay,policies,view,tokens,count] [--out benchmarks/results/replay_scale.txt --label after]
 """
 
 from __future__ import annotations
@@ -33,11 +35,22 @@ path, what, view = sys.argv[1:4]
 from refold.loaders import load
 t0, c0 = time.perf_counter(), time.process_time()
 extra = {}
-if what == "replay":
+if what in ("replay", "policies"):
     from refold.lab.replay import Settings, replay_paths
+    if what == "policies":  # CPU seconds of each policy's measure (its renderer, tokens, cache, checks)
+        from refold.lab.replay import runner
+        measure = runner.measure
+        def timed(history, projector, *a, **k):
+            c = time.process_time()
+            try:
+                return measure(history, projector, *a, **k)
+            finally:
+                extra[projector.name] = round(extra.get(projector.name, 0) + time.process_time() - c, 2)
+        runner.measure = timed
     (r,) = replay_paths([path], Settings())
     assert r.error is None, r.error
-    extra["base_prompt_tokens"] = r.policies["base"]["prompt_tokens"]
+    if what == "replay":
+        extra["base_prompt_tokens"] = r.policies["base"]["prompt_tokens"]
 elif what == "view":
     from refold.lab.viewer import build_report
     every = view == "all"  # refold view's default: every policy and the 16 switch combinations

@@ -71,13 +71,17 @@ def test_each_prompt_of_a_session_equals_a_fresh_tokenization(
     tools = [MINI_BASH_TOOL] if with_tools else None
     session = PromptTokens(tok, tools=tools)
     counter = PromptTokens(tok, tools=tools)
+    lender = PromptTokens(tok, tools=tools)
     bounds = MessageBounds(tok)
     msgs = first
     for edit in [("same", 0, []), *edits]:
         msgs = _apply(msgs, edit)
         want = _fresh(msgs, tok, tools)
         assert session.ids(msgs) == want
+        assert session.lent(msgs) == want  # asked again, lent: the same ids
+        assert session.count(msgs) == len(want)  # no priming left over from the lent list
         assert counter.count(msgs) == len(want)
+        assert lender.lent(msgs) == want
         clear_message_cache()
         ends, pos = [], 0
         for m in msgs:
@@ -108,6 +112,34 @@ def test_the_caller_owns_each_list() -> None:
     first.append(-1)  # the caller changes its copy
     msgs.append({"role": "assistant", "content": "b"})  # and its message list
     assert session.ids(msgs[:1]) == kept
+
+
+def test_lent_ids_are_the_sessions_own_list_until_the_next_call() -> None:
+    tok = TOKENIZERS["chars4"]
+    session = PromptTokens(tok)
+    a: list[Message] = [{"role": "user", "content": "a"}]
+    lent = session.lent(a)
+    assert lent == prompt_token_ids(a, tok)
+    assert session.lent([*a, {"role": "assistant", "content": "b"}]) is lent  # reused, not copied
+    assert session.ids(a) == prompt_token_ids(a, tok) and session.ids(a) is not lent
+
+
+def test_a_replay_measures_the_same_with_ids_lent_or_kept() -> None:
+    from refold.lab.replay.metrics import measure
+    from refold.lab.replay.policies import Options, make_projector
+    from test_objects import run
+
+    h = run(30).h  # long enough for compact to compact at this budget
+    tok = TOKENIZERS["qwen3.6"]
+    opts = Options(tokenizer=tok, budget=3000, summary_min=16, summary_max=64)
+    for name in ("default", "compact", "self-gc"):
+        kept: list[Any] = []
+        lent = measure(h, make_projector(name, opts), tok)
+        copied = measure(h, make_projector(name, opts), tok, keep_ids=kept)
+        assert len(kept) == lent.calls > 0 and (lent.compactions > 0 or name != "compact")
+        assert (lent.prompt_tokens, lent.cached_tokens, lent.written_tokens, lent.compactions, lent.per_call) == (
+            copied.prompt_tokens, copied.cached_tokens, copied.written_tokens, copied.compactions, copied.per_call
+        )
 
 
 @pytest.mark.parametrize(

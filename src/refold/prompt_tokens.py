@@ -37,7 +37,9 @@ def same_prefix(a: Sequence[object], b: Sequence[object]) -> int:
 class PromptTokens:
     """``prompt_token_ids(messages, tok, add_generation_prompt, tools)`` for each prompt of a session.
 
-    ``ids`` returns a new list (the caller may keep it); ``count`` its length, without the copy.
+    ``ids`` returns a new list (the caller may keep it); ``count`` its length, without the copy;
+    ``lent`` the same ids without the copy, in the session's own list: valid until the next call,
+    for a caller that only reads them (a cache simulator that keeps its own copy).
     """
 
     def __init__(
@@ -60,6 +62,11 @@ class PromptTokens:
     def ids(self, messages: Sequence[Msg]) -> list[int]:
         self._update(messages)
         return self._ids + self._priming
+
+    def lent(self, messages: Sequence[Msg]) -> list[int]:
+        self._update(messages)  # cuts the ids back to the last message's end: no priming left
+        self._ids += self._priming
+        return self._ids
 
     def count(self, messages: Sequence[Msg]) -> int:
         self._update(messages)

@@ -21,9 +21,9 @@ from typing import Any
 
 from ..protocol import CM
 from ..reply_command import bash_block
-from ..shell_paths import paths_overlap
 from ..types import Step
 from .ledger import LedgerObject, objects_of, parse_ids, summary
+from .recency import Recency
 
 REPLY_KINDS = ("thought", "plan", "result")
 
@@ -184,16 +184,16 @@ def output_object(o: LedgerObject, tool: str, last_touched: int) -> Obj:
 class ObjectIndex:
     """Every object of a history's first ``t`` steps (fed in order with ``observe``).
 
-    Objects are built once; ``touched`` follows the steps that read or edited an object's file or
-    named its id, so ``last_touched_turn`` stays exact without rescanning the history.
+    Objects are built once; ``recency`` follows the steps that read or edited an object's file or
+    named its id, so ``last_touched_turn`` stays exact without rescanning the history, and the
+    ledger view finds the most recently touched objects without sorting them all at every call.
     """
 
     def __init__(self) -> None:
         self.outputs: list[list[LedgerObject]] = []  # per step
         self.replies: list[Step] = []
         self.tools: list[list[str]] = []
-        self.touched: dict[str, int] = {}
-        self._by_path: list[tuple[str, str]] = []  # (path, object id) of outputs with a path
+        self.recency = Recency()
         # each object built once (as first touched): the ledger view lists every step at every call
         self._outputs: dict[str, Obj] = {}
         self._reply_objs: dict[tuple[int, bool], Obj] = {}
@@ -201,43 +201,52 @@ class ObjectIndex:
 
     def observe(self, step: Step) -> None:
         objs = objects_of(step)
+        at = step.index
+        recency = self.recency
         for a in step.actions:
             cmd = a.context
             if cmd is not None:
                 for s, sub in parse_ids(cmd.argument):
                     if 1 <= s <= self.t:
                         if sub == -1:
-                            self.touched[reply_id(s)] = step.index
+                            recency.touch((s, -1), at)
                         else:
                             for o in self.outputs[s - 1]:
                                 if sub is None or o.sub == sub:
-                                    self.touched[o.id] = step.index
+                                    recency.touch((o.step, o.sub), at)
                 continue
             info = a.effects
-            named = (*info.reads, *info.writes)
-            if named:
-                for path, oid in self._by_path:
-                    if any(paths_overlap(path, p) for p in named):
-                        self.touched[oid] = step.index
+            for p in {*info.reads, *info.writes}:
+                recency.touch_path(p, at)
         self.outputs.append(objs)
         self.replies.append(step)
         self.tools.append([_tool_of(step, o.sub) for o in objs])
+        recency.add((at, -1), listed=True)
         for o in objs:
-            if o.path and o.path not in (".", "/") and o.kind != "context":
-                self._by_path.append((o.path, o.id))
-        self.t = step.index
+            listed = o.kind != "context"
+            grouped = listed and bool(o.path) and o.path not in (".", "/")
+            recency.add((at, o.sub), listed=listed, path=o.path if grouped else None)
+        self.t = at
+
+    def obj(self, step: int, sub: int, *, last: bool = False) -> Obj:
+        """The object ``(step, sub)`` as built when first observed (its created turn as last touched)."""
+        if sub == -1:
+            reply = self._reply_objs.get((step, last))
+            if reply is None:  # replies[step - 1] never changes once observed
+                reply = self._reply_objs[(step, last)] = reply_object(self.replies[step - 1], last=last)
+            return reply
+        o = self.outputs[step - 1][sub]
+        found = self._outputs.get(o.id)
+        if found is None:
+            found = self._outputs[o.id] = output_object(o, self.tools[step - 1][sub], o.step)
+        return found
 
     def objects(self, step: int, *, last: bool = False) -> list[Obj]:
         """The reply object and the output objects of ``step`` (1-based)."""
-        reply = self._reply_objs.get((step, last))
-        if reply is None:  # replies[step - 1] never changes once observed
-            reply = self._reply_objs[(step, last)] = reply_object(self.replies[step - 1], last=last)
-        out = [_touched(reply, self.touched.get(reply.id, step))]
-        for o, tool in zip(self.outputs[step - 1], self.tools[step - 1], strict=True):
-            obj = self._outputs.get(o.id)
-            if obj is None:
-                obj = self._outputs[o.id] = output_object(o, tool, o.step)
-            out.append(_touched(obj, self.touched.get(o.id, o.step)))
+        out = []
+        for sub in range(-1, len(self.outputs[step - 1])):
+            o = self.obj(step, sub, last=last)
+            out.append(_touched(o, self.recency.last((step, sub))))
         return out
 
     def all(self, upto: int | None = None) -> Iterable[Obj]:
@@ -329,7 +338,7 @@ def view_lines(
     else:
         left = 0
     lines = [
-        f"{o.id} {o.kind} [{status(o, ops, covered, pinned, states)}] {o.created_at_turn}/{o.last_touched_turn}: {_clip(o.summary, 120)}"
+        f"{o.id} {o.kind} [{status(o, ops, covered, pinned, states)}] {o.created_at_turn}/{o.last_touched_turn}: {clip(o.summary, 120)}"
         for o in listed
     ]
     return lines, left
@@ -356,5 +365,5 @@ def view_text(
     return "\n".join(out)
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"

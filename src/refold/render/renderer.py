@@ -32,7 +32,8 @@ from ..mechanisms.boundary import (
 )
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_lines
-from ..mechanisms.objects import ObjectIndex, view_text
+from ..mechanisms.ledger_view import LedgerView
+from ..mechanisms.objects import ObjectIndex
 from ..mechanisms.pins import Part, Pin, PinBook
 from ..mechanisms.spans import FoldCost, Span, SpanBook
 from ..types import Message, Origin, Rendered, Shown, Step
@@ -87,8 +88,10 @@ class Renderer:
         self._ledger = LedgerBook(self.config.ledger)
         self._pins = PinBook(plans=self.config.ledger.pin_plans, protect=self.config.policy.protect)
         self._objects = ObjectIndex() if self.config.ledger.view else None
+        self._view = LedgerView(self._objects) if self._objects is not None else None
         self._folds = AgentFolds(self.config, self._spans)
         self._folded: set[int] = set()
+        self._folded_order: list[int] = []  # the same steps, sorted (``_folded_changed`` counts them)
         self._marks_t = 0
         self._notes: dict[tuple[int, int], str] = {}
         self._note_lines: dict[int, str] = {}
@@ -188,9 +191,9 @@ class Renderer:
         self._tail(history, b, t, after, tail, tail_origins)
         if self._budget and t and self._budget_done < t:
             self._add_budget_line(history, t, tail, layout, plain=not after)
-        if self._objects is not None and t:  # the ledger view closes the prompt: it costs its own size
+        if self._view is not None and t:  # the ledger view closes the prompt: it costs its own size
             pinned = self._pinned(t, t)
-            tail.append({"role": "user", "content": view_text(self._objects, t, self._spans, self._ledger, pinned)})
+            tail.append({"role": "user", "content": self._view.text(t, self._spans, self._ledger, pinned)})
             tail_origins.append(_LEDGER_VIEW)
         messages = Joined(self._prefix, layout.msgs, tail)
         origins = (self._prefix_origins, layout.origins, tail_origins)
@@ -301,11 +304,16 @@ class Renderer:
     def _advance_marks(self, history: History, t: int) -> None:
         if self.config.policy.fold:  # else the marks are never read
             for s in history.steps_between(self._marks_t, t):
-                self._folded.update(valid_marks(s, self.config.policy.k))
+                for i in valid_marks(s, self.config.policy.k):
+                    if i not in self._folded:
+                        self._folded.add(i)
+                        bisect.insort(self._folded_order, i)
         self._marks_t = max(self._marks_t, t)
 
     def _folded_changed(self) -> bool:
-        return any((i in self._folded) != (i in self._behind.folded) for i in range(1, self._behind.frontier + 1))
+        # behind.folded holds only steps of self._folded up to the frontier (the fold stage takes them
+        # from it, and it only grows): they differ exactly when the counts do
+        return bisect.bisect_right(self._folded_order, self._behind.frontier) != len(self._behind.folded)
 
     def _hidden(self, b: int, t: int) -> tuple[tuple[int, int, str], ...]:
         if not self._ledger.ops:  # asked a few times per call

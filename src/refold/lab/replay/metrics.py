@@ -240,6 +240,9 @@ def measure(
     priming = prompt_token_ids([], tok)
     # each call's prompt repeats most of the last one's: only what changed is tokenized
     prompt_ids = PromptTokens(tok, tools=tools)
+    # each simulator copies what it keeps: without ``keep_ids`` no call's ids outlive it, so they are
+    # lent, not copied (a copy per call is a whole prompt's ids: the replay's largest per-call cost)
+    ids_of = prompt_ids.ids if keep_ids is not None else prompt_ids.lent
     bounds = MessageBounds(tok)
     head = list(prefix)
     m = PolicyMetrics()
@@ -311,7 +314,7 @@ def measure(
     for p in projector.prompts(history):
         if p.compaction is not None:
             c = p.compaction
-            cids = head + prompt_ids.ids(c.input_messages) if head else prompt_ids.ids(c.input_messages)
+            cids = head + ids_of(c.input_messages) if head else ids_of(c.input_messages)
             if stale is not None:
                 stale.calls, stale.as_of = m.calls, None
             if timed is not None:
@@ -339,10 +342,10 @@ def measure(
             msgs = unreplied_prompt(history, p, seen)
             # an unreplied call has no record of its time: evenly between its stored neighbours
             at = now if now is None or before is None else before + (now - before) * (i + 1) / (len(lost) + 1)
-            call(prompt_ids.ids(msgs), msgs, lost_out, lost_out, 0, route, at=at)
+            call(ids_of(msgs), msgs, lost_out, lost_out, 0, route, at=at)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += lost_out
-        ids = prompt_ids.ids(p.messages)
+        ids = ids_of(p.messages)
         reply = history.step(p.t + 1).reply
         gen = _generated(history, p.t, tok, priming)
         reasoning = reasoning_tokens(reply)
