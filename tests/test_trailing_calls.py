@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claude_code_log import session
-from codex_rollouts import Lines
+from codex_rollouts import Lines, structured
 from refold.chat_tokens import MINI_BASH_TOOL, count_messages
 from refold.history import History
 from refold.lab.cache import DEFAULT_PRICES
@@ -28,7 +28,6 @@ from refold.messages import clean
 from refold.tokens import get_tokenizer
 
 from conftest import DATA
-from test_codex import structured, task, write
 
 MINI2 = DATA / "bill" / "mini2_formaterror.traj.json"
 
@@ -135,7 +134,7 @@ def test_a_claude_code_compaction_is_replayed_with_the_whole_context(tmp_path: P
 
 
 def _codex_compacted() -> Lines:
-    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).usage(100, 0, 5, 0).output("a", structured("x = 1\n" * 50))
+    r = Lines().meta().turn().user("Fix the bug.").shell("a", ["bash", "-lc", "cat a.py"]).usage(100, 0, 5, 0).output("a", structured("x = 1\n" * 50))
     r.shell("b", ["bash", "-lc", "cat b.py"]).usage(200, 100, 6, 0).output("b", structured("y = 2\n" * 50))
     r.usage(900, 100, 300, 0)  # the summarization call: its usage, no items
     r.add("compacted", {"message": "Summary: a.py sets x, b.py sets y."}).turn()
@@ -144,7 +143,9 @@ def _codex_compacted() -> Lines:
 
 
 def test_a_codex_compaction_is_replayed_with_its_recorded_summary_size(tmp_path: Path) -> None:
-    first, _second = load_all(write(tmp_path, _codex_compacted()))
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(_codex_compacted().text(), encoding="utf-8")
+    first, _second = load_all(path)
     assert first.meta["unreplied"] == [{"step": 2, "observations": 1, "type": "compaction", "output_tokens": 300}]
     tok = get_tokenizer("chars4")
     m = _replay(first, tokenizer="chars4", cache="none", prefix_estimate=False)["base"]
@@ -184,3 +185,20 @@ def test_base_replays_stored_plus_unreplied_calls(data: st.DataObject) -> None:
     if trailing:  # the last call's prompt: the whole history, without the messages not yet seen
         full = _full_context(h)
         assert m.per_call["prompt_tokens"][-1] == count_messages(full[: len(full) - n_obs[-1] + max(trailing)], tok)
+
+
+def test_the_viewer_bills_the_trailing_call_in_its_totals(tmp_path: Path) -> None:
+    from refold.lab.replay import Options
+    from refold.lab.viewer.data import build_data
+    from refold.lab.viewer.variants import build_variants
+
+    path, _ = _mini2_ending_in_format_error(tmp_path)
+    h = load(path)
+    tok = get_tokenizer("chars4")
+    d = build_data(h, build_variants(["refold", "masking"], Options(tokenizer=tok), mechanisms=False), tok)
+    for v in d["variants"]:
+        if "same_as" in v:
+            continue
+        assert len(v["tokens"]) == len(v["cost"]) == 3  # one column per stored call
+        assert v["totals"]["unreplied_calls"] == 3
+        assert v["totals"]["prompt_tokens"] > sum(v["tokens"])
