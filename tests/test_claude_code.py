@@ -178,10 +178,11 @@ def test_a_compaction_whose_parent_was_never_written_takes_the_line_before(tmp_p
     log = Log()
     ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=log.user("list"))
     log.results(("t1", "a.py"), parent=ids[-1])
-    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid="never-written")
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid="never-written",
+                         compactMetadata={"trigger": "auto", "preTokens": 1234})
     log.reply("msg_2", [text("ok")], parent=log.user("Summary: listed.", parent=boundary, isCompactSummary=True))
     main, after = load_all(log.write(tmp_path / "s.jsonl"))
-    assert main.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction", "summary": "Summary: listed."}]
+    assert main.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction", "summary": "Summary: listed.", "prompt_tokens": 1234}]
     assert "unreplied" not in after.meta
 
 

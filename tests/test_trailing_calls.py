@@ -146,7 +146,7 @@ def test_a_codex_compaction_is_replayed_with_its_recorded_summary_size(tmp_path:
     path = tmp_path / "rollout.jsonl"
     path.write_text(_codex_compacted().text(), encoding="utf-8")
     first, _second = load_all(path)
-    assert first.meta["unreplied"] == [{"step": 2, "observations": 1, "type": "compaction", "output_tokens": 300}]
+    assert first.meta["unreplied"] == [{"step": 2, "observations": 1, "type": "compaction", "prompt_tokens": 900, "output_tokens": 300}]
     tok = get_tokenizer("chars4")
     m = _replay(first, tokenizer="chars4", cache="none", prefix_estimate=False)["base"]
     pc = m["per_call"]

@@ -79,7 +79,9 @@ class _Log:
     items: list[Any]
     first: dict[str, int] = field(default_factory=dict)  # uuid -> index of its first line
     trees: list[_Tree] = field(default_factory=list)
-    compacted: dict[int, str] = field(default_factory=dict)  # roots of the trees a compaction summarized -> its summary
+    compacted: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Roots of the trees a compaction summarized -> what the log records of that call: ``summary``
+    (its reply), ``prompt_tokens`` (``compactMetadata.preTokens``)."""
 
     def fail(self, index: int, reason: str) -> TrajectoryError:
         return TrajectoryError(self.name, f"line {_line_number(self.name, index)}: {reason}")
@@ -115,8 +117,17 @@ def _read(data: Any, name: str) -> _Log:
             if j is None:  # a parent never written (seen in 2.1.x): the main line the boundary follows
                 j = next((k for k in range(i - 1, -1, -1) if _is_line(items[k]) and items[k].get("isSidechain") is not True), None)
             if j is not None:
-                log.compacted[_root(log, j, memo)] = summaries.get(item.get("uuid"), "")
+                log.compacted[_root(log, j, memo)] = _compaction_call(item, summaries.get(item.get("uuid"), ""))
     return log
+
+
+def _compaction_call(boundary: dict[str, Any], summary: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"summary": summary} if summary else {}
+    meta = boundary.get("compactMetadata")
+    pre = meta.get("preTokens") if isinstance(meta, dict) else None
+    if isinstance(pre, int) and not isinstance(pre, bool) and pre > 0:
+        out["prompt_tokens"] = pre  # the context's size when it was summarized (the provider's count)
+    return out
 
 
 def _text(item: dict[str, Any]) -> str:
@@ -231,10 +242,9 @@ def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Me
     meta = _meta(log, lines)
     if tree.root in log.compacted:  # the summarization call: its reply is not in this session
         replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
-        entry: dict[str, Any] = {"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}
-        if log.compacted[tree.root]:  # its reply, which the next session starts with (replay counts its tokens)
-            entry["summary"] = log.compacted[tree.root]
-        meta["unreplied"] = [entry]
+        # its reply (the summary the next session starts with: replay counts its tokens) and prompt size
+        entry = {"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}
+        meta["unreplied"] = [{**entry, **log.compacted[tree.root]}]
     return messages, meta
 
 

@@ -343,12 +343,13 @@ class _Reader:
         return {"step": len(replies), "observations": seen, "type": kind}
 
     def unreplied(self, kind: str, usage: dict[str, Any] | None = None) -> None:
-        """An unreplied call made now; ``usage``: what its usage event recorded (its output, e.g.
-        a compaction's summary, is then counted as recorded, not estimated)."""
+        """An unreplied call made now; ``usage``: what its usage event recorded (its prompt size
+        and output, e.g. a compaction's summary, then counted as recorded, not estimated)."""
         entry = self.position(kind)
-        out = usage.get("completion_tokens") if usage else None
-        if isinstance(out, int) and not isinstance(out, bool) and out >= 0:
-            entry["output_tokens"] = out
+        for key, field_ in (("prompt_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
+            n = usage.get(field_) if usage else None
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                entry[key] = n
         self.part.unreplied.append(entry)
 
     def finish(self) -> None:
