@@ -223,7 +223,9 @@ def measure(
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
     Every model call counts: the stored ones and those whose reply was not stored
-    (``History.meta["unreplied"]``, e.g. mini's format errors), in the order they were made.
+    (``History.meta["unreplied"]``, e.g. mini's format errors, a compaction's summarization call),
+    in the order they were made; those after the last stored reply are cut from the projector's
+    final prompt (``prompts(final=True)``), asked for only when there are such calls.
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
