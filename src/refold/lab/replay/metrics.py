@@ -98,8 +98,7 @@ class PolicyMetrics:
     unreplied_calls: int = 0
     """Of ``calls``: calls whose reply was not stored (their prompt is rebuilt)."""
     unreplied_output_tokens: int = 0
-    """Of ``output_tokens``: the output of the unreplied calls, as the log recorded it (a
-    compaction's summary) or else ESTIMATED (the run's mean: the reply is gone)."""
+    """Of ``output_tokens``: the unreplied calls' output (as recorded, e.g. a summary; else ESTIMATED)."""
     hidden_needed_calls: int = 0
     """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
     hidden_needed_restore_tokens: int = 0
@@ -224,8 +223,7 @@ def measure(
 
     Every model call counts: the stored ones and those whose reply was not stored
     (``History.meta["unreplied"]``, e.g. mini's format errors, a compaction's summarization call),
-    in the order they were made; those after the last stored reply are cut from the projector's
-    final prompt (``prompts(final=True)``), asked for only when there are such calls.
+    in the order they were made (after the last stored reply: cut from ``prompts(final=True)``).
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
@@ -310,7 +308,6 @@ def measure(
         if keep_ids is not None:
             keep_ids.append(CallIds(ids, gen, step or None, route, at))
 
-    # calls after the last stored reply are cut from the prompt after the last step
     prompts = projector.prompts(history, final=True) if unreplied.get(n_steps) else projector.prompts(history)
     for p in prompts:
         if p.compaction is not None:
@@ -330,8 +327,7 @@ def measure(
             m.cost_usd += cost_usd(
                 price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
             )  # a compaction is refold's own call: counted in the replay tokenizer
-        trailing = p.t == n_steps  # the final prompt: only calls whose reply was not stored
-        # a trailing call went where the last stored one did
+        trailing = p.t == n_steps  # the final prompt: unreplied calls only, routed as the last stored one
         route = recorded_route(history, p.t if trailing else p.t + 1)
         gap = idle_s(history, p.t) if ttl is not None else None
         if gap is not None and ttl is not None and gap > ttl:
@@ -349,13 +345,7 @@ def measure(
             call(prompt_ids.ids(msgs), msgs, out, out, 0, route, at=at)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += out
-        ms.append(p.render_ms)
-        if p.stats is not None:
-            m.restores = p.stats.restores
-            m.stubs = p.stats.stubs + p.stats.trimmed
-            m.folded_steps = p.stats.folded_steps
-        last = p
-        if trailing:
+        if trailing:  # stats and the removed-tokens split stay those of the last stored call
             break
         ids = prompt_ids.ids(p.messages)
         reply = history.step(p.t + 1).reply
@@ -366,6 +356,12 @@ def measure(
         # the next prompt, so the simulator gets only its length
         call(ids, p.messages, out_n if reasoning else gen, out_n, p.t + 1, route, p.breakpoints, at=now, visible=out_n - reasoning)
         m.reasoning_tokens += reasoning
+        ms.append(p.render_ms)
+        if p.stats is not None:
+            m.restores = p.stats.restores
+            m.stubs = p.stats.stubs + p.stats.trimmed
+            m.folded_steps = p.stats.folded_steps
+        last = p
     m.cost_counts = calibration.label if calibration is not None else ""
     m.peak_kv_gib = kv_gib(kv_model, m.peak_kv_tokens) if m.peak_kv_tokens else 0.0
     m.render_ms_median = percentile(ms, 50)
