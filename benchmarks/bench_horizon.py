@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     n_steps = [0]
     original = projectors.RendererProjector.prompts
 
-    def prompts(self: projectors.RendererProjector, history: History) -> Iterator[projectors.Prompt]:
+    def prompts(self: projectors.RendererProjector, history: History, final: bool = False) -> Iterator[projectors.Prompt]:
         n_steps[0] = len(history)
-        yield from original(self, history)
+        yield from original(self, history, final)
 
     projectors.RendererProjector.prompts = prompts  # type: ignore[method-assign]
     lines = [f"default vs base on {len(files)} files ({', '.join(a.paths)}) with the cost rule's horizon R replaced; SIMULATED caches and cost", ""]

@@ -14,7 +14,11 @@ For every ``*.jsonl`` under DIR that refold reads as a Claude Code log or a Code
 * per call, base's re-rendered prompt (replay tokenizer) vs the prompt tokens the provider
   recorded for that call: median and p90 of |base - recorded| / recorded, without and with the
   ESTIMATED unrecorded prefix (``refold.lab.replay.prefix``; fitted on the same calls, so the
-  error with it is in-sample), and the prefix per session.
+  error with it is in-sample), and the prefix per session;
+* per call without a stored reply whose prompt size the log records (a compaction's summarization
+  call: Claude Code's ``compactMetadata.preTokens``, Codex's usage event), the same comparison for
+  the prompt replay rebuilds for it (cut from the prompt after the last step when it was made
+  after the last stored reply).
 
 A mismatch in calls is a loader bug or a shape the loader does not know; the error figures show
 how far a message-only count is from what was billed, and how much of that the prefix explains.
@@ -34,6 +38,7 @@ from refold.json_file import read_json
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import Options, make_projector
 from refold.lab.replay.prefix import request_prefix
+from refold.lab.replay.recorded_calls import has_trailing_calls, unreplied_prompt
 from refold.loaders import detect_format, load_all
 from refold.prompt_tokens import PromptTokens
 from refold.tokens import get_tokenizer
@@ -134,6 +139,7 @@ def check(path: Path, tokenizer: str) -> dict[str, Any] | None:
     calls_ids: set[str] = set()
     result_ids: set[str] = set()
     sessions: list[str] = []
+    unreplied_errors: list[tuple[float, float]] = []  # (+ prefix, fit) per unreplied call with a recorded size
     calls = 0
     for h in histories:
         unreplied = len(h.meta.get("unreplied") or [])
@@ -151,7 +157,14 @@ def check(path: Path, tokenizer: str) -> dict[str, Any] | None:
             rid = ((s.reply.get("extra") or {}).get("response") or {}).get("id")
             if fmt == "claude-code" and isinstance(rid, str) and by_id.get(rid) != rec:
                 usage_wrong += 1
-        for p in make_projector("base", Options(tokenizer=tok)).prompts(h):
+        lost = [u for u in h.meta.get("unreplied") or [] if isinstance(u.get("prompt_tokens"), int) and u["prompt_tokens"] > 0]
+        for p in make_projector("base", Options(tokenizer=tok)).prompts(h, final=has_trailing_calls(h)):
+            for u in (u for u in lost if u["step"] == p.t):
+                n = counter.count(unreplied_prompt(h, p, u["observations"]))
+                rec = u["prompt_tokens"]
+                unreplied_errors.append((abs(n + prefix - rec) / rec, abs(ratio * (n + prefix) - rec) / rec))
+            if p.t == len(h):
+                break
             rec = (h.step(p.t + 1).meta.get("usage") or {}).get("prompt_tokens")
             if not isinstance(rec, int) or rec <= 0:
                 continue
@@ -171,6 +184,7 @@ def check(path: Path, tokenizer: str) -> dict[str, Any] | None:
         out["tool_results"] = (len(result_ids), len(_ids(rows, "tool_result")), len(calls_ids - result_ids))
     out.update(refold_calls=calls, sessions=sessions, calls_with_usage=len(bare), usage_wrong=usage_wrong)
     out["errors"] = (bare, shown, fitted)
+    out["unreplied_errors"] = unreplied_errors
     if bare:
         out.update(err_bare=(statistics.median(bare), _pct(bare, 0.9)), err_shown=(statistics.median(shown), _pct(shown, 0.9)),
                    err_prefix=(statistics.median(fitted), _pct(fitted, 0.9)))
@@ -212,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             (m0, p0), (m1, p1), (m2, p2) = r["err_bare"], r["err_shown"], r["err_prefix"]
             print(f"    |base-recorded|/recorded over {r['calls_with_usage']} calls (median, p90): messages only "
                   f"{m0:.1%} {p0:.1%}; + prefix {m1:.1%} {p1:.1%}; fit (ratio x (prefix + messages)) {m2:.1%} {p2:.1%}")
+        if r["unreplied_errors"]:
+            print(f"    calls without a stored reply, recorded prompt size ({len(r['unreplied_errors'])}): |base-recorded|/recorded "
+                  + ", ".join(f"+ prefix {a:.1%}, fit {b:.1%}" for a, b in r["unreplied_errors"]))
         print("    sessions (steps+unreplied/prefix): " + ", ".join(r["sessions"]))
     print(f"{len(results)} files, {bad} with a call-count mismatch or error")
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}

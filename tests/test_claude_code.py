@@ -165,7 +165,9 @@ def test_a_failed_bash_gives_its_exit_status(tmp_path: Path) -> None:
 def test_a_compaction_ends_its_context_with_the_summarization_call(log_path: Path) -> None:
     main, after, side = load_all(log_path)
     # after the last reply, the /compact command: that context, then the instruction, was summarized
-    assert main.meta["unreplied"] == [{"step": len(main), "observations": 1, "type": "compaction"}]
+    (entry,) = main.meta["unreplied"]
+    assert {k: entry[k] for k in ("step", "observations", "type")} == {"step": len(main), "observations": 1, "type": "compaction"}
+    assert entry["summary"] in [m["content"] for m in after.prefix]  # its reply: what the next session starts with
     assert "unreplied" not in after.meta and "unreplied" not in side.meta
     results = replay_sessions(str(log_path), Settings(policies=("base",), tokenizer="chars4", validate=False))
     assert results[0].calls == len(main) + 1
@@ -176,10 +178,12 @@ def test_a_compaction_whose_parent_was_never_written_takes_the_line_before(tmp_p
     log = Log()
     ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=log.user("list"))
     log.results(("t1", "a.py"), parent=ids[-1])
-    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid="never-written")
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid="never-written",
+                         compactMetadata={"trigger": "auto", "preTokens": 1234})
     log.reply("msg_2", [text("ok")], parent=log.user("Summary: listed.", parent=boundary, isCompactSummary=True))
     main, after = load_all(log.write(tmp_path / "s.jsonl"))
-    assert main.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction"}] and "unreplied" not in after.meta
+    assert main.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction", "summary": "Summary: listed.", "prompt_tokens": 1234}]
+    assert "unreplied" not in after.meta
 
 
 def test_a_folder_leaves_out_the_compaction_call_its_session_ends_with(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ def test_a_repeated_usage_event_is_one_call_and_a_lone_one_a_call_without_reply(
     r.output("a", structured("a.py")).usage(130, 100, 7, 0)  # a call whose reply was not stored
     r.add("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
     h = load(write(tmp_path, r))
-    assert len(h) == 1 and h.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "no reply stored"}]
+    assert len(h) == 1 and h.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "no reply stored", "prompt_tokens": 130, "output_tokens": 7}]
 
 
 def test_a_rollback_is_counted(tmp_path: Path) -> None:
@@ -182,7 +182,7 @@ def test_each_compacted_context_is_a_part(tmp_path: Path, replacement: bool) -> 
         load(path)
     first, second = load_all(path)
     assert first.source.endswith("#part1") and second.meta["agent"] == "part2"
-    assert len(first) == 1 and first.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction"}]
+    assert len(first) == 1 and first.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "compaction", "prompt_tokens": 900, "output_tokens": 300}]
     # the second context's prompts were built from the summary, not from the first's steps
     texts = [(m["role"], m["content"]) for m in second.prefix]
     assert texts == [("system", "You are Codex, a coding agent."), ("user", "Fix the bug."), ("user", "Summary: a.py sets x.")]

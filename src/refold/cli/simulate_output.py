@@ -79,7 +79,7 @@ def uncalibrated(model: str, hybrid: bool, step_model: str) -> list[str]:
         f"step time ({step_model}: MFU, bandwidth efficiency and overhead are priors)",
         "activation reserve (4 GiB)",
         "tool delay and arrival stagger (fixed, not from recorded timestamps)",
-        "output lengths of unreplied calls (the run's mean)",
+        "output lengths of unreplied calls (the run's mean, where the log records neither usage nor summary)",
     ]
     if hybrid:
         out += [

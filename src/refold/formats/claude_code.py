@@ -79,7 +79,9 @@ class _Log:
     items: list[Any]
     first: dict[str, int] = field(default_factory=dict)  # uuid -> index of its first line
     trees: list[_Tree] = field(default_factory=list)
-    compacted: set[int] = field(default_factory=set)  # roots of the trees a compaction summarized
+    compacted: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Roots of the trees a compaction summarized -> what the log records of that call: ``summary``
+    (its reply), ``prompt_tokens`` (``compactMetadata.preTokens``)."""
 
     def fail(self, index: int, reason: str) -> TrajectoryError:
         return TrajectoryError(self.name, f"line {_line_number(self.name, index)}: {reason}")
@@ -107,6 +109,7 @@ def _read(data: Any, name: str) -> _Log:
             tree.compaction = _starts_compaction(head)
         tree.lines.append(i)
     log.trees = [t for t in sorted(roots.values(), key=lambda t: t.lines[0]) if any(_is_call(items[i]) for i in t.lines)]
+    summaries = {item.get("parentUuid"): _text(item) for item in items if item.get("isCompactSummary") is True}
     for i, item in enumerate(items):  # a compaction summarized its context in a model call (its reply is the summary)
         if item.get("subtype") == "compact_boundary":
             parent = item.get("logicalParentUuid")
@@ -114,8 +117,26 @@ def _read(data: Any, name: str) -> _Log:
             if j is None:  # a parent never written (seen in 2.1.x): the main line the boundary follows
                 j = next((k for k in range(i - 1, -1, -1) if _is_line(items[k]) and items[k].get("isSidechain") is not True), None)
             if j is not None:
-                log.compacted.add(_root(log, j, memo))
+                log.compacted[_root(log, j, memo)] = _compaction_call(item, summaries.get(item.get("uuid"), ""))
     return log
+
+
+def _compaction_call(boundary: dict[str, Any], summary: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"summary": summary} if summary else {}
+    meta = boundary.get("compactMetadata")
+    pre = meta.get("preTokens") if isinstance(meta, dict) else None
+    if isinstance(pre, int) and not isinstance(pre, bool) and pre > 0:
+        out["prompt_tokens"] = pre  # the context's size when it was summarized (the provider's count)
+    return out
+
+
+def _text(item: dict[str, Any]) -> str:
+    """The text of a line's message (a compaction's summary), "" if none."""
+    message = item.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        return "".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return content if isinstance(content, str) else ""
 
 
 def _conversation(log: _Log, i: int) -> bool:
@@ -221,7 +242,9 @@ def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Me
     meta = _meta(log, lines)
     if tree.root in log.compacted:  # the summarization call: its reply is not in this session
         replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
-        meta["unreplied"] = [{"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}]
+        # its reply (the summary the next session starts with: replay counts its tokens) and prompt size
+        entry = {"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}
+        meta["unreplied"] = [{**entry, **log.compacted[tree.root]}]
     return messages, meta
 
 

@@ -254,22 +254,22 @@ class _Reader:
         self.last_total = total
         if self.order == "after":  # after the response's items, before (or after) its tool outputs
             if not self.group:
-                self.unreplied("no reply stored")  # the summarization call, an aborted response
+                self.unreplied("no reply stored", usage)  # the summarization call, an aborted response
             self.group_usage = usage
             self.close()
             return
         self.close()
         if self.pending is not None:
-            self.unreplied("no reply stored")
+            self.unreplied("no reply stored", self.pending)
         self.pending = usage  # before the response's items
 
     def _compacted(self, n: int, p: dict[str, Any]) -> None:
         self.close()
         if self.pending is not None:
-            self.unreplied("no reply stored")
+            self.unreplied("no reply stored", self.pending)
             self.pending = None
         last = self.part.unreplied[-1] if self.part.unreplied else None
-        if last is not None and last == self.position("no reply stored"):
+        if last is not None and {k: last[k] for k in ("step", "observations", "type")} == self.position("no reply stored"):
             last["type"] = "compaction"  # the summarization call (its reply is the summary)
         before = self.part.messages
         self.parts.append(Part([copy.deepcopy(self.system)] if self.system else []))
@@ -342,13 +342,20 @@ class _Reader:
         seen = len(messages) - replies[-1] - 1 if replies else len(messages)
         return {"step": len(replies), "observations": seen, "type": kind}
 
-    def unreplied(self, kind: str) -> None:
-        self.part.unreplied.append(self.position(kind))
+    def unreplied(self, kind: str, usage: dict[str, Any] | None = None) -> None:
+        """An unreplied call made now; ``usage``: what its usage event recorded (its prompt size
+        and output, e.g. a compaction's summary, then counted as recorded, not estimated)."""
+        entry = self.position(kind)
+        for key, field_ in (("prompt_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
+            n = usage.get(field_) if usage else None
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                entry[key] = n
+        self.part.unreplied.append(entry)
 
     def finish(self) -> None:
         self.close()
         if self.pending is not None:
-            self.unreplied("no reply stored")
+            self.unreplied("no reply stored", self.pending)
             self.pending = None
         if self.models:
             self.meta["model"] = self.models[0]

@@ -32,7 +32,7 @@ from .recorded_calls import (
     reasoning_tokens,
     recorded_route,
     recorded_times,
-    unreplied_by_step,
+    unreplied_calls_by_step,
     unreplied_output_estimate,
     unreplied_prompt,
 )
@@ -98,9 +98,7 @@ class PolicyMetrics:
     unreplied_calls: int = 0
     """Of ``calls``: calls whose reply was not stored (their prompt is rebuilt)."""
     unreplied_output_tokens: int = 0
-    """Of ``output_tokens``: the ESTIMATED output of the unreplied calls (their reply is gone)."""
-    unreplayed_calls: int = 0
-    """Unreplied calls after the last stored reply: not replayed (no later prompt to cut from)."""
+    """Of ``output_tokens``: the unreplied calls' output (as recorded, e.g. a summary; else ESTIMATED)."""
     hidden_needed_calls: int = 0
     """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
     hidden_needed_restore_tokens: int = 0
@@ -224,7 +222,8 @@ def measure(
     """Replay every call of ``history`` under ``projector`` through a fresh cache simulator.
 
     Every model call counts: the stored ones and those whose reply was not stored
-    (``History.meta["unreplied"]``, e.g. mini's format errors), in the order they were made.
+    (``History.meta["unreplied"]``, e.g. mini's format errors, a compaction's summarization call),
+    in the order they were made (after the last stored reply: cut from ``prompts(final=True)``).
     ``tools`` are the function schemas each request carried (counted in its prompt).
     Output = the reply's tokens + its recorded reasoning tokens.
     ``base_step_tokens[i-1]`` (tokens of step i as recorded) enables the removed-tokens split;
@@ -253,8 +252,9 @@ def measure(
     per_step: list[int] = []
     last: Prompt | None = None
     session = f"{history.source}:{projector.name}"
-    unreplied = unreplied_by_step(history)
+    unreplied = unreplied_calls_by_step(history, tok)
     lost_out = unreplied_output_estimate(history) if unreplied else 0
+    n_steps = len(history)
 
     routed = cache_name in ROUTED_CACHES
     # a hosted cache forgets a prefix left idle longer than its lifetime: after such a gap (recorded
@@ -311,7 +311,8 @@ def measure(
         if keep_ids is not None:
             keep_ids.append(CallIds(ids, gen, step or None, route, at))
 
-    for p in projector.prompts(history):
+    prompts = projector.prompts(history, final=True) if unreplied.get(n_steps) else projector.prompts(history)
+    for p in prompts:
         if p.compaction is not None:
             c = p.compaction
             cids = head + ids_of(c.input_messages) if head else ids_of(c.input_messages)
@@ -329,22 +330,26 @@ def measure(
             m.cost_usd += cost_usd(
                 price, len(cids), cached, min(written, len(cids) - cached), c.summary_tokens
             )  # a compaction is refold's own call: counted in the replay tokenizer
-        route = recorded_route(history, p.t + 1)
+        trailing = p.t == n_steps  # the final prompt: unreplied calls only, routed as the last stored one
+        route = recorded_route(history, p.t if trailing else p.t + 1)
         gap = idle_s(history, p.t) if ttl is not None else None
         if gap is not None and ttl is not None and gap > ttl:
             cache = make_cache(cache_name)
             timed = cache if isinstance(cache, CalibratedCache | ReplayedCache) else None
             m.cold_calls += 1
-        now = times.get(p.t + 1) if times else None
         before = times.get(p.t) if times else None
+        now = before if trailing else times.get(p.t + 1) if times else None
         lost = unreplied.get(p.t, ())
-        for i, seen in enumerate(lost):
+        for i, (seen, recorded_out) in enumerate(lost):
             msgs = unreplied_prompt(history, p, seen)
             # an unreplied call has no record of its time: evenly between its stored neighbours
             at = now if now is None or before is None else before + (now - before) * (i + 1) / (len(lost) + 1)
-            call(ids_of(msgs), msgs, lost_out, lost_out, 0, route, at=at)
+            out = lost_out if recorded_out is None else recorded_out
+            call(ids_of(msgs), msgs, out, out, 0, route, at=at)
             m.unreplied_calls += 1
-            m.unreplied_output_tokens += lost_out
+            m.unreplied_output_tokens += out
+        if trailing:  # stats and the removed-tokens split stay those of the last stored call
+            break
         ids = ids_of(p.messages)
         reply = history.step(p.t + 1).reply
         gen = _generated(history, p.t, tok, priming)
@@ -360,8 +365,6 @@ def measure(
             m.stubs = p.stats.stubs + p.stats.trimmed
             m.folded_steps = p.stats.folded_steps
         last = p
-    # calls after the last stored reply have no prompt to cut from (not replayed; counted)
-    m.unreplayed_calls = len(unreplied.get(len(history), ()))
     m.cost_counts = calibration.label if calibration is not None else ""
     m.peak_kv_gib = kv_gib(kv_model, m.peak_kv_tokens) if m.peak_kv_tokens else 0.0
     m.render_ms_median = percentile(ms, 50)

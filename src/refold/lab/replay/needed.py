@@ -274,9 +274,10 @@ class NeededTap:
     def totals(self) -> NeededTotals:
         return self.counter.totals
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
-        for p in self.inner.prompts(history):
-            self.counter.add(p.t, p.messages, p.origins)
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
+        for p in self.inner.prompts(history, final):
+            if p.t < len(history):  # the final prompt's calls have no reply to judge
+                self.counter.add(p.t, p.messages, p.origins)
             yield p
 
 

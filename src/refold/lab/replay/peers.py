@@ -75,10 +75,10 @@ class MaskingProjector:
     def __init__(self, name: str, n: int, polling: int = 1) -> None:
         self.name, self.n, self.polling = name, n, polling
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         masked: Notes = {}
         said = any(s.user_messages for s in history.steps)
-        for p in RendererProjector("base", BASE_POLICY).prompts(history):
+        for p in RendererProjector("base", BASE_POLICY).prompts(history, final):
             start = time.perf_counter()
             outputs = _outputs(history, p.origins, said)
             count = 1 + len(outputs)  # the instance template is observation 0
@@ -108,12 +108,12 @@ class ClearToolUsesProjector:
         self.name, self.tok = name, tok
         self.trigger, self.keep, self.clear_at_least = trigger, keep, clear_at_least
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         counter = PromptTokens(self.tok)  # counts only what changed since the last call
         notes: Notes = {}
         saved: dict[int, int] = {}  # id(cleared copy) -> tokens clearing saves
         said = any(s.user_messages for s in history.steps)
-        for p in RendererProjector("base", BASE_POLICY).prompts(history):
+        for p in RendererProjector("base", BASE_POLICY).prompts(history, final):
             start = time.perf_counter()
             msgs, origins = list(p.messages), list(p.origins)
             total = counter.count(msgs)
@@ -164,7 +164,7 @@ class CompactProjector:
         filler_n = max(0, size - tok.count(head))
         return {"role": "user", "content": head + " summary" * filler_n}
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         o = self.opts
         limit = o.compact_fraction * o.budget
         upto = 0
@@ -175,7 +175,7 @@ class CompactProjector:
         kept: set[tuple[int, int]] = set()
         seen = 0
         view = CompactView()  # reads only the inner messages that changed since the last call
-        for p in self.inner.prompts(history):
+        for p in self.inner.prompts(history, final):
             start = time.perf_counter()
             for s in history.steps_between(seen, p.t) if p.t > seen else ():
                 kept.update(protected_parts(s, rules) if rules else ())

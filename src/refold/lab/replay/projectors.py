@@ -56,7 +56,11 @@ class Prompt:
 class Projector(Protocol):
     name: str
 
-    def prompts(self, history: History) -> Iterator[Prompt]: ...
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
+        """The prompt of every stored call (``t`` = 0..len-1); with ``final``, then the prompt
+        after the last step (``t == len(history)``: what the next call is sent, the prompt of
+        calls made after the last stored reply; no other prompt changes)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +99,12 @@ class RendererProjector:
         """Render with ``config`` as given, never with a saved run's sections (the ``sent`` variant:
         ``config`` is already the one the run or the proxy rendered with)."""
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         r = self._renderer(history)
         reversible = self.policy.reversible and (
             self.policy.dedup or self.policy.fold or bool(self.policy.mask_after)
         )
-        for t in range(len(history)):
+        for t in range(len(history) + final):  # t == len: the render the proxy makes before a call
             out = r.render(history, t)
             yield Prompt(
                 t,
@@ -146,9 +150,9 @@ class BaseProjector:
 
     name = "base"
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         cut = client_history(history)
-        inner = RendererProjector("base", BASE_POLICY).prompts(history)
+        inner = RendererProjector("base", BASE_POLICY).prompts(history, final)
         if cut is None:
             yield from inner
             return

@@ -1,12 +1,14 @@
 """What a recorded run says about the calls it made, beyond its stored steps: the calls whose
-reply was not stored (mini 2.x format errors) and their prompts, when each call was made, which
-endpoint served it, and the reasoning tokens the provider reported."""
+reply was not stored (mini 2.x format errors, a Claude Code / Codex compaction's summarization
+call) and their prompts, when each call was made, which endpoint served it, and the reasoning
+tokens the provider reported."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ...history import History, usage_count
+from ...tokens import Tokenizer
 from .projectors import Prompt
 
 
@@ -69,17 +71,40 @@ def recorded_times(history: History) -> dict[int, float] | None:
 
 
 def unreplied_by_step(history: History) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
+    """Per step t, the unreplied calls made after it: how many of its messages each had seen."""
+    return {t: [seen for seen, _ in calls] for t, calls in unreplied_calls_by_step(history).items()}
+
+
+def unreplied_calls_by_step(
+    history: History, tok: Tokenizer | None = None
+) -> dict[int, list[tuple[int, int | None]]]:
+    """Per step t, the unreplied calls made after it: (messages of step t seen, the output tokens
+    the log recorded for the call, else None). Step ``len(history)``: calls after the last reply.
+
+    Recorded output: the entry's ``output_tokens`` (the call's usage), else with ``tok`` its
+    ``summary`` (a compaction's reply, kept by the next context) as that tokenizer counts it."""
+    out: dict[int, list[tuple[int, int | None]]] = {}
     for u in history.meta.get("unreplied") or []:
         if isinstance(u, dict) and isinstance(u.get("step"), int) and isinstance(u.get("observations"), int):
-            out.setdefault(u["step"], []).append(u["observations"])
+            n = u.get("output_tokens")
+            recorded = n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+            summary = u.get("summary")
+            if recorded is None and tok is not None and isinstance(summary, str) and summary:
+                recorded = tok.count(summary)
+            out.setdefault(u["step"], []).append((u["observations"], recorded))
     return out
+
+
+def has_trailing_calls(history: History) -> bool:
+    """Whether calls were made after the last stored reply (their prompt is the final one)."""
+    return bool(unreplied_by_step(history).get(len(history)))
 
 
 def unreplied_prompt(history: History, p: Prompt, seen: int) -> list[dict[str, Any]]:
     """The prompt of a call made after step ``p.t`` had shown ``seen`` of its messages: call
     ``p.t + 1``'s prompt without the later messages of that step (exact for ``base``; a policy
-    that rewrote that step's tail is approximated by the same cut)."""
+    that rewrote that step's tail is approximated by the same cut). After the last step
+    (``p.t == len(history)``) ``p`` is the projector's final prompt (``prompts(final=True)``)."""
     total = len(history.step(p.t).observations) if p.t else len(history.prefix)
     drop = total - seen
     if drop <= 0:

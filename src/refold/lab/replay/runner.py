@@ -397,15 +397,17 @@ def iter_prompts(
     tokenizer: str = "qwen3.6",
     budget: int = 32_768,
     mask_after: int | None = None,
+    final: bool = False,
 ) -> Iterator[Prompt]:
     """Every model call's prompt (messages + origins) of ``history`` under a named policy.
 
     For viewers: call t+1's prompt is the t-th item. STALE-dependent policies see the marks of
     ``stale`` (``recorded``, ``none``, ``hindsight[-produced|-conservative|-aggressive]``).
+    ``final``: then the prompt after the last step (``Projector.prompts``).
     """
     settings = Settings(
         policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after
     )
     settings.check()
     h = with_stale(history, stale) if policy_name in STALE_POLICIES else history
-    yield from make_projector(policy_name, settings.options()).prompts(h)
+    yield from make_projector(policy_name, settings.options()).prompts(h, final)

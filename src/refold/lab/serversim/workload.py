@@ -15,9 +15,10 @@ chained block hashes of that sequence.  Output of call ``t``:
 A compaction (``compact`` policies) is one extra request before the call: the summarization prompt
 and ``summary_tokens`` placeholder output, sent with no tool delay before the call after it.
 
-Every model call is a request: a call whose reply was not stored (mini's format errors,
-``History.meta["unreplied"]``) sends its rebuilt prompt with the run's mean recorded output
-(an estimate). Prompts include the tool schemas the request carried (``request_tools``) and, for a
+Every model call is a request: a call whose reply was not stored (mini's format errors, a Claude
+Code / Codex compaction's summarization call, ``History.meta["unreplied"]``) sends its rebuilt
+prompt (cut from the prompt after the last step when it was made after the last stored reply)
+with the output the log recorded for it, else the run's mean recorded output (an estimate). Prompts include the tool schemas the request carried (``request_tools``) and, for a
 Claude Code / Codex session, the ESTIMATED request prefix its log leaves out (``request_prefix``:
 system prompt, tool schemas; distinct per session, so no two sessions are assumed to share it).
 With ``prompt_only_hashes`` (hybrid models, cache_spec.md §1.9) only blocks within the prompt's
@@ -37,7 +38,7 @@ from ...prompt_tokens import PromptTokens
 from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
 from ..replay.prefix import request_prefix
-from ..replay.recorded_calls import unreplied_by_step, unreplied_output_estimate, unreplied_prompt
+from ..replay.recorded_calls import unreplied_calls_by_step, unreplied_output_estimate, unreplied_prompt
 from ..replay.runner import request_tools
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
@@ -141,8 +142,9 @@ def build_trace(
     tools = request_tools(history, policy)
     prompt_ids = PromptTokens(tok, tools=tools)  # only what changed since the last call is tokenized
     head = request_prefix(history, tok, request_tools(history, "base"))[0] if prefix_estimate else []
-    unreplied = unreplied_by_step(history)
+    unreplied = unreplied_calls_by_step(history, tok)
     lost_out = max(1, output_tokens or unreplied_output_estimate(history)) if unreplied else 0
+    final = bool(unreplied.get(len(history)))  # calls after the last stored reply
 
     def add(prompt: list[int], out_ids: list[int], after_tool: bool) -> None:
         nonlocal prev
@@ -161,14 +163,17 @@ def build_trace(
         placeholder += n
         return out
 
-    for p in iter_prompts(history, policy, stale, tokenizer=tokenizer, mask_after=mask_after):
+    for p in iter_prompts(history, policy, stale, tokenizer=tokenizer, mask_after=mask_after, final=final):
         compacted = p.compaction is not None
         if p.compaction is not None:
             cids = prompt_ids.ids(p.compaction.input_messages)
             add(cids, placeholders(max(1, p.compaction.summary_tokens)), True)
-        for seen in unreplied.get(p.t, ()):
+        for seen, recorded_out in unreplied.get(p.t, ()):
             cut = unreplied_prompt(history, p, seen)
-            add(prompt_ids.ids(cut), placeholders(lost_out), not compacted)
+            n = lost_out if output_tokens or not recorded_out else recorded_out
+            add(prompt_ids.ids(cut), placeholders(n), not compacted)
+        if p.t == len(history):  # the final prompt: no stored call
+            break
         ids = prompt_ids.ids(p.messages)
         if not first:
             first = head + ids

@@ -26,6 +26,7 @@ from ...history import History
 from ...types import Message, Origin
 from ..cache import common_prefix_len
 from ..replay import Projector, Prompt
+from ..replay.recorded_calls import has_trailing_calls
 
 Key = tuple[Any, ...]
 
@@ -87,7 +88,14 @@ class Recorded:
         msgs: list[Message] = []
         origins: list[Origin] = []
         ids: list[int] = []
-        for p in projector.prompts(history):
+        self._final: Prompt | None = None
+        """The prompt after the last step, when calls were made after the last stored reply
+        (replayed for their cost, not shown: the page has one column per stored call)."""
+        n = len(history)
+        for p in projector.prompts(history, final=has_trailing_calls(history)):
+            if p.t == n:
+                self._final = p
+                break
             k = same_prefix(raw_m, p.messages, raw_o, p.origins)
             new_m, new_o, new_ids = msgs[:k], origins[:k], ids[:k]
             for m, o in zip(islice(p.messages, k, None), islice(p.origins, k, None), strict=True):
@@ -112,10 +120,12 @@ class Recorded:
         """Equal keys = the same prompts at every call (and the same compactions)."""
         return repr((self.calls, self.events))
 
-    def prompts(self, history: History) -> Iterator[Prompt]:
+    def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         msgs: list[Message] = []
         origins: list[Origin] = []
         for same, tail_m, tail_o, stub in self._deltas:
             msgs = msgs[:same] + tail_m
             origins = origins[:same] + tail_o
             yield dataclasses.replace(stub, messages=msgs, origins=origins)
+        if final and self._final is not None:
+            yield self._final
