@@ -270,7 +270,7 @@ def test_plurals_and_summary_counts() -> None:
 
     assert [plural(n, "task") for n in (0, 1, 2, 1234)] == ["0 tasks", "1 task", "2 tasks", "1,234 tasks"]
     assert summary_line(3, 2, 3, 1.04, 1) == "3 files (2 failed) in 1.0 s with 1 job."
-    assert summary_line(1, 0, 2, 0.5, 4) == "1 file, 2 sessions (multi-agent files per agent) in 0.5 s with 4 jobs."
+    assert summary_line(1, 0, 2, 0.5, 4) == "1 file, 2 sessions (a file with several sessions counts each) in 0.5 s with 4 jobs."
 
 
 def test_replay_counts_failed_files(tmp_path: Path) -> None:

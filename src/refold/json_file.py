@@ -14,7 +14,7 @@ from typing import Any
 from .errors import TrajectoryError
 from .scrub import scrub_value
 
-__all__ = ["MAX_FILE_BYTES", "read_json"]
+__all__ = ["MAX_FILE_BYTES", "incomplete_last_line", "read_json"]
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
@@ -87,8 +87,36 @@ def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
             try:
                 out.append(json.loads(ln))
             except json.JSONDecodeError as e:
+                if n == len(lines) and out and not text.endswith(("\n", "\r")):
+                    break  # a session still running: its last line is half-written (incomplete_last_line)
                 raise TrajectoryError(name, f"invalid JSON Lines at line {n} column {e.colno}: {e.msg}") from None
             except RecursionError:
                 raise TrajectoryError(name, f"JSON nested too deeply at line {n}") from None
         return out
     raise TrajectoryError(name, f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}")
+
+
+def incomplete_last_line(path: str | Path) -> int | None:
+    """The number of a JSON Lines file's last line when it is half-written (no newline ends it and
+    it is no JSON value: a Claude Code or Codex session still running), which ``read_json`` leaves
+    out; None otherwise (a ``.gz`` is not checked)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return None
+            fh.seek(0)
+            lines = 1
+            last = b""
+            while chunk := fh.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = (last + chunk)[-(1 << 22) :]
+    except OSError:
+        return None
+    if lines < 2 or last.endswith((b"\n", b"\r")):
+        return None
+    tail = last.rsplit(b"\n", 1)[-1]
+    try:
+        json.loads(tail)
+    except (ValueError, RecursionError):
+        return lines
+    return None

@@ -24,6 +24,7 @@ from ..lab.replay import (
     TaskResult,
     build_report,
     collect_paths,
+    half_written,
     replay_paths,
     same_runs,
     write_csv,
@@ -109,7 +110,7 @@ def _without_per_call(report: dict[str, Any]) -> dict[str, Any]:
 def summary_line(files: int, failed_files: int, sessions: int, seconds: float, jobs: int) -> str:
     """``3 files (1 failed) in 2.0 s with 1 job.``: counts of files, not of sessions."""
     done = f"{plural(files, 'file')}" + (f" ({failed_files} failed)" if failed_files else "")
-    per_agent = f", {plural(sessions, 'session')} (multi-agent files per agent)" if sessions != files else ""
+    per_agent = f", {plural(sessions, 'session')} (a file with several sessions counts each)" if sessions != files else ""
     return f"{done}{per_agent} in {seconds:.1f} s with {plural(jobs, 'job')}."
 
 
@@ -138,8 +139,9 @@ def replay(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code .jsonl, refold runs, .gz); "
-            "a multi-agent file is replayed per agent, FILE#Agent picks one."
+            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code session .jsonl, Codex rollout-*.jsonl, refold runs, .gz); "
+            "a file holding several sessions (CodeR agents, Claude Code compactions and subagents, Codex compactions) "
+            "is replayed per session, FILE#main / FILE#compact-1 / FILE#part2 / FILE#Agent picks one."
         ),
     ],
     policy: Annotated[
@@ -221,6 +223,8 @@ def replay(
     check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
     for copy, first in same_runs(files):
         typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
+    for note in half_written(files):
+        typer.echo(f"refold: note: {note}", err=True)
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -19,7 +19,7 @@ from ..errors import PolicyError, RefoldError
 from ..lab.cache import kv_spec
 from ..lab.cache.kv import hybrid_block_size
 from ..lab.cache.kv import state_blocks as state_blocks_for
-from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, same_runs
+from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, half_written, same_runs
 from ..lab.serversim import (
     GPUS,
     MODELS,
@@ -195,6 +195,8 @@ def simulate_cmd(
     check_apart(files, [("--json", json_out), ("--plot", plot)])
     for copy, first in same_runs(files):
         typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
+    for note in half_written(files):
+        typer.echo(f"refold: note: {note}", err=True)
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -59,10 +59,10 @@ def _is_line(item: Any) -> bool:
 def is_claude_code(data: Any) -> bool:
     """Parsed JSON Lines (a list; one line alone parses as an object) from a Claude Code log."""
     if isinstance(data, dict):
-        return _is_line(data) or (data.get("type") in _KINDS and ("leafUuid" in data or "sessionId" in data))
+        return _is_line(data) or (str(data.get("type")) in _KINDS and ("leafUuid" in data or "sessionId" in data))
     if not isinstance(data, list) or not data or any(isinstance(item, dict) and "role" in item for item in data[:50]):
         return False
-    return any(map(_is_line, data)) or all(isinstance(item, dict) and item.get("type") in _KINDS for item in data)
+    return any(map(_is_line, data)) or all(isinstance(item, dict) and str(item.get("type")) in _KINDS for item in data)
 
 
 @dataclass(slots=True)

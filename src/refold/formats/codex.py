@@ -72,7 +72,7 @@ def is_rollout(data: Any) -> bool:
         return False
     if first.get("type") == "session_meta" and "payload" in first:
         return True
-    if any(isinstance(r, dict) and r.get("type") in _LINE_TYPES and "payload" in r for r in rows[:50]):
+    if any(isinstance(r, dict) and str(r.get("type")) in _LINE_TYPES and "payload" in r for r in rows[:50]):
         return all(isinstance(r, dict) and "role" not in r for r in rows[:50])
     return (
         "id" in first and "timestamp" in first and "type" not in first and "role" not in first and len(rows) > 1

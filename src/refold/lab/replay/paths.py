@@ -1,6 +1,6 @@
 """Which files a replay or a simulation reads: the files named, and the trajectory files inside
 the folders named (recursively, sorted; hidden files, refold's own reports, the predictions
-files agents write next to their runs, Claude Code's ``subagents/*.meta.json`` and the
+files agents write next to their runs, Claude Code's ``agent-*.meta.json`` and the
 compaction calls its session logs already end with left out)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import PolicyError
+from ...json_file import incomplete_last_line
 from ...loaders import split_source
 
-__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths", "same_runs"]
+__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths", "half_written", "same_runs"]
 
 TRAJECTORY_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
 
@@ -70,6 +71,21 @@ def _compaction_call(f: Path, found: list[str]) -> bool:
     return str(f.parent.parent.with_name(f.parent.parent.name + ".jsonl")) in found
 
 
+def _walk(top: Path) -> list[Path]:
+    """Every file under ``top``, through links to folders too (a project folder kept elsewhere;
+    ``Path.rglob`` skipped them without a word), each real folder once (a link loop ends)."""
+    seen: set[str] = set()
+    out: list[Path] = []
+    for root, dirs, files in os.walk(top, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        out.extend(Path(root, f) for f in files)
+    return out
+
+
 def collect_paths(paths: Sequence[str | Path]) -> list[str]:
     """Files as given, and the trajectory files inside folders (recursively, sorted)."""
     out: list[str] = []
@@ -78,11 +94,11 @@ def collect_paths(paths: Sequence[str | Path]) -> list[str]:
         if _is_dir(path):
             found = sorted(
                 str(f)
-                for f in path.rglob("*")
+                for f in _walk(path)
                 if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
                 and not _refold_output(f)
                 and not _predictions(f)
-                and not (f.parent.name == "subagents" and f.name.endswith(".meta.json"))  # Claude Code's notes on a subagent
+                and not (f.name.startswith("agent-") and f.name.endswith(".meta.json"))  # Claude Code's notes on a subagent
             )
             out.extend(f for f in found if not _compaction_call(Path(f), found))
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
@@ -126,4 +142,15 @@ def same_runs(files: Sequence[str]) -> list[tuple[str, str]]:
         earlier = first.setdefault((digest, agent), name)
         if earlier != name:
             out.append((name, earlier))
+    return out
+
+
+def half_written(files: Sequence[str]) -> list[str]:
+    """A note for each file whose last line is half-written (a session still running), which the
+    replay leaves out: said, not silently dropped."""
+    out: list[str] = []
+    for file in dict.fromkeys(split_source(name)[0] for name in files):
+        n = incomplete_last_line(file)
+        if n is not None:
+            out.append(f"{file}: line {n} is half-written (a session still running?): read up to line {n - 1}")
     return out

@@ -1,0 +1,117 @@
+"""Claude Code and Codex logs as a user's home folder holds them: a session still being written,
+project folders linked from elsewhere, sidecar files, ``FILE#main`` on a log with one session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from claude_code_log import Log, session, text
+from codex_rollouts import FIXTURE as CODEX
+from refold.errors import TrajectoryError
+from refold.json_file import incomplete_last_line, read_json
+from refold.lab.replay.paths import collect_paths
+from refold.loaders import detect_format, load, load_all
+
+from conftest import run_cli
+
+
+def one_session(path: Path) -> Path:
+    log = Log()
+    log.reply("msg_1", [text("hi")], parent=log.user("hello"))
+    log.reply("msg_2", [text("done")], parent=log.user("now add a test"))
+    return log.write(path)
+
+
+def running(path: Path, whole: Path) -> Path:
+    """``whole`` with half of one more line after it, no newline: Claude Code mid-write."""
+    path.write_bytes(whole.read_bytes() + b'{"parentUuid": "u0004-m", "type": "assistant", "mess')
+    return path
+
+
+def test_a_half_written_last_line_is_left_out_and_said(tmp_path: Path) -> None:
+    whole = one_session(tmp_path / "whole.jsonl")
+    live = running(tmp_path / "live.jsonl", whole)
+    assert read_json(live) == read_json(whole)
+    assert incomplete_last_line(live) == 5 and incomplete_last_line(whole) is None
+    r = run_cli("replay", str(live), "--policy", "base", "--no-validate")
+    assert r.returncode == 0, r.stderr
+    assert f"{live}: line 5 is half-written (a session still running?): read up to line 4" in r.stderr
+    assert "failed" not in r.stderr
+
+
+def test_only_the_last_line_may_be_half_written(tmp_path: Path) -> None:
+    whole = one_session(tmp_path / "whole.jsonl")
+    lines = whole.read_text().splitlines(keepends=True)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(lines[0] + lines[1][:30] + "\n" + "".join(lines[2:]))
+    with pytest.raises(TrajectoryError, match="invalid JSON Lines at line 2"):
+        read_json(broken)
+    ended = tmp_path / "ended.jsonl"  # a newline ends it: written whole, so a bad line is an error
+    ended.write_text(whole.read_text() + '{"type": "us\n')
+    with pytest.raises(TrajectoryError, match="invalid JSON Lines at line 5"):
+        read_json(ended)
+    unended = tmp_path / "unended.jsonl"  # a whole last line without its newline is kept
+    unended.write_text(whole.read_text().rstrip("\n"))
+    assert read_json(unended) == read_json(whole) and incomplete_last_line(unended) is None
+
+
+def test_a_linked_project_folder_is_read_and_a_link_loop_ends(tmp_path: Path) -> None:
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    elsewhere = tmp_path / "elsewhere" / "-home-me-app"
+    elsewhere.mkdir(parents=True)
+    linked = one_session(elsewhere / "0b5e2c1e.jsonl")
+    (projects / "-home-me-app").symlink_to(elsewhere)
+    (projects / "loop").symlink_to(projects)
+    found = collect_paths([projects])
+    assert found == [str(projects / "-home-me-app" / linked.name)]
+
+
+def test_subagent_meta_files_are_not_runs_wherever_they_are(tmp_path: Path) -> None:
+    main = one_session(tmp_path / "0b5e2c1e.jsonl")
+    agent = one_session(tmp_path / "agent-a1b2c3d.jsonl")
+    (tmp_path / "agent-a1b2c3d.meta.json").write_text('{"agentType": "general-purpose"}')
+    assert collect_paths([tmp_path]) == [str(main), str(agent)]
+
+
+def test_file_main_picks_the_only_session_of_a_log_with_one(tmp_path: Path) -> None:
+    path = one_session(tmp_path / "0b5e2c1e.jsonl")
+    assert len(load(f"{path}#main")) == len(load(path)) == 2
+    assert len(load(f"{path}#MAIN")) == 2
+    assert len(load(f"{CODEX}#part1")) == len(load(CODEX))
+    with pytest.raises(TrajectoryError, match=r"no session 'nope' \(sessions: none: it holds one, named without '#'\)"):
+        load(f"{path}#nope")
+
+
+def test_a_missing_session_is_named_as_a_session(tmp_path: Path) -> None:
+    path = session(tmp_path / "s.jsonl")
+    with pytest.raises(TrajectoryError, match=r"no session 'nope' \(sessions: main, compact-1, sidechain-1\)"):
+        load(f"{path}#nope")
+    with pytest.raises(TrajectoryError, match=r"take every one"):
+        load(path)
+    assert [h.meta["session"].rsplit("#", 1)[1] for h in load_all(path)][:2] == ["main", "compact-1"]
+
+
+def test_an_unknown_file_names_the_formats_read(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="Claude Code session log or Codex rollout"):
+        detect_format({"display": "fix it", "timestamp": 1})
+
+
+def test_view_of_a_folder_names_a_file_in_it(tmp_path: Path) -> None:
+    folder = tmp_path / "my project#2"
+    folder.mkdir()
+    path = one_session(folder / "0b5e2c1e.jsonl")
+    r = run_cli("view", str(folder))
+    assert r.returncode != 0 and f"refold view takes one trajectory file such as {path}" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert os.path.exists(path)
+
+
+@pytest.mark.parametrize("data", [[{"type": [], "payload": {}}], {"type": [], "sessionId": "s"}, [{"type": {}}]])
+def test_a_line_whose_type_is_no_string_is_a_one_line_error(data: object) -> None:
+    """``"type": []`` was a TypeError (unhashable) in the format checks, a traceback."""
+    with pytest.raises(ValueError, match="^(unknown trajectory format|a JSON list that is not)"):
+        detect_format(data)
