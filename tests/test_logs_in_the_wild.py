@@ -3,6 +3,7 @@ project folders linked from elsewhere, sidecar files, ``FILE#main`` on a log wit
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from claude_code_log import Log, session, text
 from codex_rollouts import FIXTURE as CODEX
+from codex_rollouts import fix_bug
 from refold.errors import TrajectoryError
 from refold.json_file import incomplete_last_line, read_json
 from refold.lab.replay.paths import collect_paths
@@ -115,3 +117,25 @@ def test_a_line_whose_type_is_no_string_is_a_one_line_error(data: object) -> Non
     """``"type": []`` was a TypeError (unhashable) in the format checks, a traceback."""
     with pytest.raises(ValueError, match="^(unknown trajectory format|a JSON list that is not)"):
         detect_format(data)
+
+
+def test_what_a_newer_version_writes_is_counted_as_not_read_and_said(tmp_path: Path) -> None:
+    log = Log()
+    log.other("hologram", parent=None, payload={"a": 1})
+    u = log.user([{"type": "text", "text": "hello"}, {"type": "quantum_block", "data": "zz"}], parent=None)
+    log.reply("msg_1", [text("hi"), {"type": "hyperlink", "url": "x"}], parent=u)
+    path = log.write(tmp_path / "future.jsonl")
+    assert load(path).meta["not_read"] == {"'hologram' line": 1, "'quantum_block' block": 1, "'hyperlink' block": 1}
+    assert "not_read" not in load(one_session(tmp_path / "plain.jsonl")).meta
+    rollout = fix_bug().add("hologram_event", {"x": 1})
+    codex = tmp_path / "rollout-2026-12-01T10-00-00-x.jsonl"
+    codex.write_text(rollout.text())
+    assert load(codex).meta["not_read"] == {"'hologram_event' line": 1}
+    out = tmp_path / "r.json"
+    r = run_cli("replay", str(path), str(codex), "--policy", "base", "--no-validate", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    note = "Not read, not counted: 1 'hologram' line, 1 'hologram_event' line, 1 'hyperlink' block, 1 'quantum_block' block in 2 file(s)"
+    assert note in " ".join(r.stdout.split())
+    report = json.loads(out.read_text())
+    assert any(n.startswith(note) for n in report["notes"])
+    assert report["tasks"][0]["not_read"]["'hologram' line"] == 1

@@ -219,10 +219,35 @@ def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Me
     lines = _live(log, tree)
     messages = _messages(log, lines)
     meta = _meta(log, lines)
+    unread = _not_read(log, lines)
+    if unread:
+        meta["not_read"] = unread
     if tree.root in log.compacted:  # the summarization call: its reply is not in this session
         replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
         meta["unreplied"] = [{"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}]
     return messages, meta
+
+
+_READ_BLOCKS = frozenset({"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def _not_read(log: _Log, lines: list[int]) -> dict[str, int]:
+    """What the session's lines hold that is not read (a newer version's blocks, server tool
+    blocks) and the file's line kinds this loader does not know: counted for the report, never
+    dropped without a word."""
+    out: dict[str, int] = {}
+    for item in log.items:
+        kind = item.get("type")
+        if not (isinstance(kind, str) and (kind in _KINDS or kind in _CONVERSATION)):
+            what = f"'{kind}' line" if isinstance(kind, str) else "untyped line"
+            out[what] = out.get(what, 0) + 1
+    for i in lines:
+        content = log.items[i]["message"].get("content")
+        for b in content if isinstance(content, list) else []:
+            kind = b.get("type") if isinstance(b, dict) else None
+            if isinstance(kind, str) and kind not in _READ_BLOCKS:
+                out[f"'{kind}' block"] = out.get(f"'{kind}' block", 0) + 1
+    return out
 
 
 def _key(item: dict[str, Any]) -> str:

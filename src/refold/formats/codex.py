@@ -175,7 +175,10 @@ class _Reader:
             return  # the old form's state lines: the harness's, never sent to the model
         elif isinstance(kind, str) and "payload" not in row:
             self._response_item(n, row)  # the old form: bare items
-        # any other line type (a newer Codex's) says nothing about the prompts: skipped
+        else:  # a newer Codex's line type: skipped, and counted (the report says what it did not read)
+            what = f"'{kind}' line" if isinstance(kind, str) else "untyped line"
+            unread = self.meta.setdefault("not_read", {})
+            unread[what] = unread.get(what, 0) + 1
 
     def _session_meta(self, n: int, p: dict[str, Any]) -> None:
         if self.seen_meta:

@@ -11,7 +11,7 @@ from ...formats.codex import FORMAT as CODEX
 from .prefix import PREFIX_FORMATS
 from .runner import TaskResult
 
-__all__ = ["HOW", "MISSING", "prefix_notes", "prefix_summary"]
+__all__ = ["HOW", "MISSING", "not_read_notes", "prefix_notes", "prefix_summary"]
 
 MISSING = {
     CLAUDE_CODE: "Claude Code: the system prompt and tool schemas Claude Code sent are not in its log",
@@ -78,3 +78,25 @@ def prefix_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
     if base:
         out["base_prompt_tokens"] = sum(base)
     return out
+
+
+def not_read_notes(results: Sequence[TaskResult]) -> list[str]:
+    """One note naming what the logs hold that was not read (kinds a newer harness writes): the
+    counts leave it out, so the user is told rather than shown smaller figures without a word."""
+    files: set[str] = set()
+    total: dict[str, int] = {}
+    for r in results:
+        if not r.not_read:
+            continue
+        first = (r.path or r.file) not in files
+        files.add(r.path or r.file)
+        for k, n in r.not_read.items():
+            if first or not k.endswith(" line"):  # a line kind is counted over the file: once per file
+                total[k] = total.get(k, 0) + n
+    if not files:
+        return []
+    what = ", ".join(f"{n:,} {k}{'s' if n > 1 else ''}" for k, n in sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [
+        f"Not read, not counted: {what} in {len(files)} file(s) (kinds this refold does not know, e.g. from a "
+        f"newer harness version; `not_read` per task in --json)."
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .needed import NEEDED_NOTE
-from .prefix_notes import prefix_notes, prefix_summary
+from .prefix_notes import not_read_notes, prefix_notes, prefix_summary
 from .runner import Settings, TaskResult
 
 __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
@@ -233,7 +233,7 @@ def build_report(
         "cache_validation": _validation_summary(results),
         "recorded": recorded_usage(results),
     }
-    notes = prefix_notes(_ok(results), settings.prefix_estimate)
+    notes = prefix_notes(_ok(results), settings.prefix_estimate) + not_read_notes(_ok(results))
     if notes:
         report["notes"] = notes
     prefix = prefix_summary(_ok(results))

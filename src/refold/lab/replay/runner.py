@@ -182,6 +182,8 @@ class TaskResult:
     (replay/unrecorded.py); per-file totals add them."""
     prefix: dict[str, Any] | None = None
     """The ESTIMATED request prefix every call of this session starts with (replay/prefix.py)."""
+    not_read: dict[str, int] = field(default_factory=dict)
+    """What its log holds that the loader did not read (a newer version's line or block kinds)."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
@@ -199,6 +201,8 @@ class TaskResult:
             d["unrecorded_calls_estimated"] = self.unrecorded
         if self.prefix is not None:
             d["unrecorded_prefix"] = self.prefix
+        if self.not_read:
+            d["not_read"] = self.not_read
         return d
 
 
@@ -235,6 +239,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     result.stale_marks = sum(len(s.stale) for s in marked.steps)
     result.calls = len(history) + len(history.meta.get("unreplied") or [])
     result.format = str(history.meta.get("format") or "messages")
+    unread = history.meta.get("not_read")
+    result.not_read = dict(unread) if isinstance(unread, dict) else {}
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)
