@@ -139,3 +139,25 @@ def test_what_a_newer_version_writes_is_counted_as_not_read_and_said(tmp_path: P
     report = json.loads(out.read_text())
     assert any(n.startswith(note) for n in report["notes"])
     assert report["tasks"][0]["not_read"]["'hologram' line"] == 1
+
+
+def varied(path: Path, prompts: list[int]) -> Path:
+    """One reply per recorded prompt size, the messages a few tokens each."""
+    log = Log()
+    for k, n in enumerate(prompts):
+        usage = {"input_tokens": n - 1000, "cache_read_input_tokens": 1000, "output_tokens": 5}
+        log.reply(f"msg_{k}", [text(f"ok {k}")], parent=log.user(f"step {k}"), usage=usage)
+    return log.write(path)
+
+
+def test_a_prefix_one_constant_cannot_explain_is_called_a_rough_fit(tmp_path: Path) -> None:
+    rough = varied(tmp_path / "rough.jsonl", [20000, 60000, 21000, 61000, 22000, 62000])
+    steady = varied(tmp_path / "steady.jsonl", [20000, 20010, 20020, 20030, 20040, 20050])
+    out = tmp_path / "r.json"
+    r = run_cli("replay", str(rough), str(steady), "--policy", "base", "--no-validate", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    text_out = " ".join(r.stdout.split())
+    assert "ROUGH FIT in 1 session(s) (rough.jsonl " in text_out and "steady.jsonl 0%" not in text_out
+    tasks = {Path(t["file"]).name: t["unrecorded_prefix"] for t in json.loads(out.read_text())["tasks"]}
+    assert tasks["rough.jsonl"]["residual_median"] > 0.1 * tasks["rough.jsonl"]["recorded_median"]
+    assert tasks["steady.jsonl"]["residual_median"] <= 0.1 * tasks["steady.jsonl"]["recorded_median"]
