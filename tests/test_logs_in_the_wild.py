@@ -161,3 +161,20 @@ def test_a_prefix_one_constant_cannot_explain_is_called_a_rough_fit(tmp_path: Pa
     tasks = {Path(t["file"]).name: t["unrecorded_prefix"] for t in json.loads(out.read_text())["tasks"]}
     assert tasks["rough.jsonl"]["residual_median"] > 0.1 * tasks["rough.jsonl"]["recorded_median"]
     assert tasks["steady.jsonl"]["residual_median"] <= 0.1 * tasks["steady.jsonl"]["recorded_median"]
+
+
+def test_view_says_its_counts_miss_what_the_log_leaves_out(tmp_path: Path) -> None:
+    from refold.lab.replay.projectors import Options
+    from refold.lab.viewer.data import build_data
+    from refold.lab.viewer.variants import build_variants
+    from refold.tokens import get_tokenizer
+
+    tok = get_tokenizer("chars4")
+    variants = build_variants(["refold"], Options(tokenizer=tok))
+    claude = build_data(load(one_session(tmp_path / "s.jsonl")), variants, tok)
+    assert claude["notice"].startswith("Claude Code: the system prompt and tool schemas")
+    assert "logged messages only (refold replay adds an ESTIMATED prefix" in claude["notice"]
+    assert build_data(load(CODEX), variants, tok)["notice"].startswith("Codex: the tool schemas")
+    chat = load_all(one_session(tmp_path / "c.jsonl"))[0]
+    chat.meta["format"] = "messages"
+    assert build_data(chat, variants, tok)["notice"] == ""
