@@ -390,7 +390,8 @@ def test_plot_with_no_per_call_json(tmp_path: Path) -> None:
                 "--plot", str(chart), "--json", str(report))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert '"per_call"' not in report.read_text()  # no per-call lists (other keys may end in _per_call)
-    assert 'id="legend_2"' in chart.read_text()  # a legend for the per-call lines, another for the bars
+    svg = chart.read_text()
+    assert 'id="legend_1"' in svg and "grey cached, red recomputed" in svg  # per-call lines drawn; bars named
 
 
 def test_a_report_saved_among_the_runs_is_skipped_and_named_if_given(tmp_path: Path) -> None:

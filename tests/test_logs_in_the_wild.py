@@ -178,3 +178,15 @@ def test_view_says_its_counts_miss_what_the_log_leaves_out(tmp_path: Path) -> No
     chat = load_all(one_session(tmp_path / "c.jsonl"))[0]
     chat.meta["format"] = "messages"
     assert build_data(chat, variants, tok)["notice"] == ""
+
+
+def test_the_plot_says_every_prompt_holds_an_estimated_prefix(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    log = varied(tmp_path / "s.jsonl", [20000, 20010, 20020])
+    chart = tmp_path / "c.svg"
+    r = run_cli("replay", str(log), "--policy", "base", "--no-validate", "--plot", str(chart))
+    assert r.returncode == 0, r.stderr
+    svg = " ".join(chart.read_text().split())
+    assert "every prompt includes an ESTIMATED unrecorded prefix" in svg
+    r = run_cli("replay", str(log), "--policy", "base", "--no-validate", "--no-prefix-estimate", "--plot", str(chart))
+    assert r.returncode == 0 and "ESTIMATED" not in chart.read_text()
