@@ -38,6 +38,7 @@ def test_demo_prints_per_call_and_totals(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert any(line.strip().startswith("33 ") or " 33 │" in line for line in lines)  # 33 model calls
     assert "total" in r.stdout and "vs base" in r.stdout and "simulated" in r.stdout
+    assert "refold replay ~/.claude/projects (Claude Code), ~/.codex/sessions (Codex)" in " ".join(r.stdout.split())
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
 
