@@ -190,3 +190,29 @@ def test_the_plot_says_every_prompt_holds_an_estimated_prefix(tmp_path: Path) ->
     assert "every prompt includes an ESTIMATED unrecorded prefix" in svg
     r = run_cli("replay", str(log), "--policy", "base", "--no-validate", "--no-prefix-estimate", "--plot", str(chart))
     assert r.returncode == 0 and "ESTIMATED" not in chart.read_text()
+
+
+def test_a_home_folder_reads_session_logs_and_says_what_it_left_out(tmp_path: Path) -> None:
+    claude, codex = tmp_path / ".claude", tmp_path / ".codex"
+    (claude / "projects" / "-home-me-app").mkdir(parents=True)
+    (claude / "todos").mkdir()
+    (codex / "sessions" / "2026" / "12" / "01").mkdir(parents=True)
+    log = one_session(claude / "projects" / "-home-me-app" / "0b5e2c1e.jsonl")
+    (claude / "history.jsonl").write_text('{"display": "fix it", "timestamp": 1}\n{"display": "go", "timestamp": 2}\n')
+    (claude / "settings.json").write_text('{"model": "opus"}')
+    (claude / "todos" / "0b5e2c1e.json").write_text("[]")
+    rollout = codex / "sessions" / "2026" / "12" / "01" / "rollout-2026-12-01T10-00-00-x.jsonl"
+    rollout.write_text(CODEX.read_text())
+    (codex / "history.jsonl").write_text('{"session_id": "x", "ts": 1, "text": "hi"}\n')
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "fonts.json").write_text('{\n  "a": 1\n}')  # indented JSON, no final newline
+    left: dict[str, int] = {}
+    assert collect_paths([claude, codex], left) == [str(log), str(rollout)]
+    assert left == {"Claude Code / Codex settings and history files (their session logs are in projects/, sessions/)": 4}
+    assert incomplete_last_line(tmp_path / ".cache" / "fonts.json") is None  # not JSON Lines: no half line
+    r = run_cli("replay", str(tmp_path), "--policy", "base")
+    assert r.returncode != 0 and "no trajectory files found in the given paths (left out of the folders" in r.stderr
+    assert "3 hidden folders (.name: name one to read it)" in r.stderr
+    r = run_cli("replay", str(claude), str(codex), "--policy", "base", "--no-validate")
+    assert r.returncode == 0, r.stderr
+    assert "refold: note: left out of the folders (not runs): 4 Claude Code / Codex settings and history files" in r.stderr

@@ -105,6 +105,9 @@ def incomplete_last_line(path: str | Path) -> int | None:
             if fh.read(2) == b"\x1f\x8b":
                 return None
             fh.seek(0)
+            if not _is_value(fh.readline(1 << 22)):  # not JSON Lines (e.g. an indented .json file)
+                return None
+            fh.seek(0)
             lines = 1
             last = b""
             while chunk := fh.read(1 << 20):
@@ -114,9 +117,12 @@ def incomplete_last_line(path: str | Path) -> int | None:
         return None
     if lines < 2 or last.endswith((b"\n", b"\r")):
         return None
-    tail = last.rsplit(b"\n", 1)[-1]
+    return None if _is_value(last.rsplit(b"\n", 1)[-1]) else lines
+
+
+def _is_value(line: bytes) -> bool:
     try:
-        json.loads(tail)
+        json.loads(line)
     except (ValueError, RecursionError):
-        return lines
-    return None
+        return False
+    return True
