@@ -216,3 +216,25 @@ def test_a_home_folder_reads_session_logs_and_says_what_it_left_out(tmp_path: Pa
     r = run_cli("replay", str(claude), str(codex), "--policy", "base", "--no-validate")
     assert r.returncode == 0, r.stderr
     assert "refold: note: left out of the folders (not runs): 4 Claude Code / Codex settings and history files" in r.stderr
+
+
+def test_price_auto_finds_anthropic_ids_and_names_the_models_it_cannot_price(tmp_path: Path) -> None:
+    from refold.lab.cache import price_for_model
+
+    assert price_for_model("claude-sonnet-4-5-20250929") == "claude-sonnet-4.5"  # was None: priced as gpt-5-mini
+    assert price_for_model("claude-opus-4-6") == "claude-opus-4.6"
+    assert price_for_model("claude-haiku-4-5-20251001") == "claude-haiku-4.5"
+    assert price_for_model("gpt-5.3-codex") is None
+    log = Log()
+    log.reply("msg_1", [text("hi")], parent=log.user("hello"), model="claude-opus-4-5-20251101")
+    claude = log.write(tmp_path / "s.jsonl")
+    out = tmp_path / "r.json"
+    r = run_cli("replay", str(claude), str(CODEX), "--policy", "base", "--no-validate", "--price", "auto",
+                "--cache", "openai", "--json", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(out.read_text())
+    assert [t["price"] for t in report["tasks"]] == ["claude-opus-4.5", "gpt-5-mini"]
+    note = "--price auto: no price row for gpt-5-codex (1 session): priced as gpt-5-mini instead"
+    assert any(n.startswith(note) for n in report["notes"]) and note in " ".join(r.stdout.split())
+    r = run_cli("replay", str(claude), "--policy", "base", "--no-validate", "--price", "auto", "--json", str(out))
+    assert not any("--price auto" in n for n in json.loads(out.read_text()).get("notes", []))

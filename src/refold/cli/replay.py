@@ -157,7 +157,7 @@ def replay(
     ] = "vllm",
     price: Annotated[
         str | None,
-        typer.Option(help="Price table entry (default follows --cache); 'auto': each run's recorded model."),
+        typer.Option(help="Price table entry (default follows --cache); 'auto': each run's recorded model (a model without a row is priced by the default and named in a note)."),
     ] = None,
     prices: Annotated[
         Path | None, typer.Option(help="A JSON/TOML price table to add to the defaults.")

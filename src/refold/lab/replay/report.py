@@ -210,6 +210,22 @@ def _counts_note(results: Sequence[TaskResult]) -> str:
     return f" Cost on {'; '.join(labels)}." if labels else ""
 
 
+def _unpriced_note(results: Sequence[TaskResult], settings: Settings) -> list[str]:
+    """Say which recorded models ``--price auto`` has no row for, and what they were priced as."""
+    missed: dict[str, int] = {}
+    for r in _ok(results):
+        if settings.unpriced(r.model):
+            name = r.model or "(no model recorded)"
+            missed[name] = missed.get(name, 0) + 1
+    if not missed:
+        return []
+    which = ", ".join(f"{m} ({n} session{'s' if n > 1 else ''})" for m, n in sorted(missed.items()))
+    return [
+        f"--price auto: no price row for {which}: priced as {settings.price_name()} instead; "
+        "add the rows with --prices FILE (JSON/TOML) for their own cost."
+    ]
+
+
 def build_report(
     results: Sequence[TaskResult], settings: Settings, *, seconds: float | None = None
 ) -> dict[str, Any]:
@@ -234,6 +250,7 @@ def build_report(
         "recorded": recorded_usage(results),
     }
     notes = prefix_notes(_ok(results), settings.prefix_estimate) + not_read_notes(_ok(results))
+    notes += _unpriced_note(results, settings)
     if notes:
         report["notes"] = notes
     prefix = prefix_summary(_ok(results))

@@ -126,6 +126,10 @@ class Settings:
             raise PolicyError(f"--kv-model: {e}") from None
         self.price_table()
 
+    def unpriced(self, model: str | None) -> bool:
+        """``--price auto`` found no row for ``model`` (priced with the cache's default row)."""
+        return self.price == AUTO_PRICE and price_for_model(model, self._table()) is None
+
     def price_name(self, model: str | None = None) -> str:
         """The price row: ``--price``, or with ``auto`` the run's model's row, else the cache's."""
         if self.price == AUTO_PRICE:
@@ -182,6 +186,8 @@ class TaskResult:
     (replay/unrecorded.py); per-file totals add them."""
     prefix: dict[str, Any] | None = None
     """The ESTIMATED request prefix every call of this session starts with (replay/prefix.py)."""
+    model: str | None = None
+    """The model its log recorded (``--price auto`` prices by it)."""
     not_read: dict[str, int] = field(default_factory=dict)
     """What its log holds that the loader did not read (a newer version's line or block kinds)."""
 
@@ -230,6 +236,7 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     model = history.meta.get("model")
     price = settings.price_table(model if isinstance(model, str) else None)
     result.price = settings.price_name(model if isinstance(model, str) else None)
+    result.model = model if isinstance(model, str) else None
     result.path = str(history.meta.get("path") or result.path or history.source)
     agent = history.meta.get("agent")
     result.agent = agent if isinstance(agent, str) else None
