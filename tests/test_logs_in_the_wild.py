@@ -238,3 +238,17 @@ def test_price_auto_finds_anthropic_ids_and_names_the_models_it_cannot_price(tmp
     assert any(n.startswith(note) for n in report["notes"]) and note in " ".join(r.stdout.split())
     r = run_cli("replay", str(claude), "--policy", "base", "--no-validate", "--price", "auto", "--json", str(out))
     assert not any("--price auto" in n for n in json.loads(out.read_text()).get("notes", []))
+
+
+def test_price_auto_says_a_session_switched_models(tmp_path: Path) -> None:
+    log = Log()
+    log.reply("msg_1", [text("hi")], parent=log.user("hello"), model="claude-haiku-4-5-20251001")
+    log.reply("msg_2", [text("a")], parent=log.user("/model opus, then go"), model="claude-opus-4-6")
+    log.reply("msg_3", [text("b")], parent=log.user("more"), model="claude-opus-4-6")
+    path = log.write(tmp_path / "s.jsonl")
+    assert load(path).meta["models"] == {"claude-opus-4-6": 2, "claude-haiku-4-5-20251001": 1}
+    assert "models" not in load(one_session(tmp_path / "one.jsonl")).meta
+    r = run_cli("replay", str(path), "--policy", "base", "--no-validate", "--price", "auto")
+    assert r.returncode == 0, r.stderr
+    assert ("1 session(s) switched models (e.g. s.jsonl: claude-opus-4-6 67%, claude-haiku-4-5-20251001 33% of its "
+            "reply lines): each is priced as its most common model.") in " ".join(r.stdout.split())  # fmt: skip

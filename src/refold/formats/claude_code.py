@@ -355,6 +355,8 @@ def _meta(log: _Log, lines: list[int]) -> dict[str, Any]:
     models = [m for i in lines if _is_call(log.items[i]) and isinstance(m := log.items[i]["message"].get("model"), str)]
     if models:
         meta["model"] = max(set(models), key=models.count)
+    if len(set(models)) > 1:  # a /model switch mid-session: priced and fitted as the most common
+        meta["models"] = {m: models.count(m) for m in sorted(set(models), key=lambda m: -models.count(m))}
     head = log.items[lines[0]]
     for key, out in (("sessionId", "session_id"), ("version", "claude_code_version"), ("cwd", "cwd"), ("agentId", "agent_id")):
         if isinstance(head.get(key), str):

@@ -217,13 +217,22 @@ def _unpriced_note(results: Sequence[TaskResult], settings: Settings) -> list[st
         if settings.unpriced(r.model):
             name = r.model or "(no model recorded)"
             missed[name] = missed.get(name, 0) + 1
-    if not missed:
-        return []
-    which = ", ".join(f"{m} ({n} session{'s' if n > 1 else ''})" for m, n in sorted(missed.items()))
-    return [
-        f"--price auto: no price row for {which}: priced as {settings.price_name()} instead; "
-        "add the rows with --prices FILE (JSON/TOML) for their own cost."
-    ]
+    out = []
+    if missed:
+        which = ", ".join(f"{m} ({n} session{'s' if n > 1 else ''})" for m, n in sorted(missed.items()))
+        out.append(
+            f"--price auto: no price row for {which}: priced as {settings.price_name()} instead; "
+            "add the rows with --prices FILE (JSON/TOML) for their own cost."
+        )
+    mixed = [r for r in _ok(results) if r.models] if settings.price == "auto" else []
+    if mixed:
+        r = mixed[0]
+        shares = ", ".join(f"{m} {n / sum(r.models.values()):.0%}" for m, n in r.models.items())
+        out.append(
+            f"--price auto: {len(mixed)} session(s) switched models (e.g. {Path(r.file).name}: {shares} of its reply "
+            "lines): each is priced as its most common model."
+        )
+    return out
 
 
 def build_report(

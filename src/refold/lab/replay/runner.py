@@ -188,6 +188,8 @@ class TaskResult:
     """The ESTIMATED request prefix every call of this session starts with (replay/prefix.py)."""
     model: str | None = None
     """The model its log recorded (``--price auto`` prices by it)."""
+    models: dict[str, int] = field(default_factory=dict)
+    """Every model its calls name, when more than one (lines per model)."""
     not_read: dict[str, int] = field(default_factory=dict)
     """What its log holds that the loader did not read (a newer version's line or block kinds)."""
 
@@ -237,6 +239,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     price = settings.price_table(model if isinstance(model, str) else None)
     result.price = settings.price_name(model if isinstance(model, str) else None)
     result.model = model if isinstance(model, str) else None
+    models = history.meta.get("models")
+    result.models = dict(models) if isinstance(models, dict) else {}
     result.path = str(history.meta.get("path") or result.path or history.source)
     agent = history.meta.get("agent")
     result.agent = agent if isinstance(agent, str) else None
