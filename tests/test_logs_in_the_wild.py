@@ -252,3 +252,10 @@ def test_price_auto_says_a_session_switched_models(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert ("1 session(s) switched models (e.g. s.jsonl: claude-opus-4-6 67%, claude-haiku-4-5-20251001 33% of its "
             "reply lines): each is priced as its most common model.") in " ".join(r.stdout.split())  # fmt: skip
+
+
+def test_a_rollout_with_only_its_session_meta_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "rollout-2026-12-01T10-00-00-x.jsonl"
+    path.write_text(CODEX.read_text().splitlines(keepends=True)[0])
+    with pytest.raises(TrajectoryError, match="Codex rollout holds no finished model response"):
+        load(path)

@@ -262,6 +262,10 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         raise TrajectoryError(source, f"malformed trajectory ({reason})") from None
     if not history.prefix and not len(history):
         raise TrajectoryError(source, "trajectory has no messages")
+    if not len(history) and fmt == codex.FORMAT:
+        raise TrajectoryError(
+            source, "Codex rollout holds no finished model response (none started, or the first is still running): no model call to render"
+        )
     if not len(history):
         raise TrajectoryError(source, "trajectory has no assistant replies (no model calls to render)")
     try:
