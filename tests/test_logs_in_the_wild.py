@@ -259,3 +259,27 @@ def test_a_rollout_with_only_its_session_meta_says_so(tmp_path: Path) -> None:
     path.write_text(CODEX.read_text().splitlines(keepends=True)[0])
     with pytest.raises(TrajectoryError, match="Codex rollout holds no finished model response"):
         load(path)
+
+
+def test_subagents_whose_own_log_was_not_replayed_are_named(tmp_path: Path) -> None:
+    from claude_code_log import call
+
+    log = Log()
+    ids = log.reply("msg_1", [call("toolu_1", "Task", prompt="Find the config loader.")], parent=log.user("go"))
+    blocks = [{"tool_use_id": "toolu_1", "type": "tool_result", "content": "src/config.py"}]
+    log.user(blocks, parent=ids[-1], toolUseResult={"status": "completed", "agentId": "a1b2c3d"})
+    log.reply("msg_2", [text("It is src/config.py.")])
+    project = tmp_path / "-home-me-app"
+    (project / "0b5e2c1e" / "subagents").mkdir(parents=True)
+    main = log.write(project / "0b5e2c1e.jsonl")
+    assert load(main).meta["subagents"] == ["a1b2c3d"]
+    agent = Log(sidechain=True)
+    agent.reply("msg_9", [text("src/config.py")], parent=agent.user("Find the config loader."))
+    agent.write(project / "0b5e2c1e" / "subagents" / "agent-a1b2c3d.jsonl")
+    r = run_cli("replay", str(main), "--policy", "base", "--no-validate")
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stdout.split())
+    assert "Subagents not replayed: 1 subagent(s) of 1 session log(s) ran in their own log, not named" in said
+    assert "(e.g. 0b5e2c1e.jsonl: agent-a1b2c3d, in 0b5e2c1e/subagents/)" in said
+    r = run_cli("replay", str(project), "--policy", "base", "--no-validate")
+    assert r.returncode == 0 and "Subagents not replayed" not in r.stdout

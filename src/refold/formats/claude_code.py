@@ -222,10 +222,27 @@ def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Me
     unread = _not_read(log, lines)
     if unread:
         meta["not_read"] = unread
+    inside = {_agent_id(log, t) for t in log.trees if t.sidechain}
+    elsewhere = [a for a in _subagent_ids(log) if a not in inside]
+    if elsewhere:  # their calls are in <session>/subagents/agent-<id>.jsonl (the report checks they were read)
+        meta["subagents"] = elsewhere
     if tree.root in log.compacted:  # the summarization call: its reply is not in this session
         replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
         meta["unreplied"] = [{"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}]
     return messages, meta
+
+
+def _subagent_ids(log: _Log) -> list[str]:
+    """The subagents a log names (2.1.x: its Task results' ``toolUseResult.agentId``, its
+    ``agent_progress`` lines), in order: each ran in its own ``agent-<id>.jsonl``."""
+    out: dict[str, None] = {}
+    for item in log.items:
+        data, result = item.get("data"), item.get("toolUseResult")
+        for holder in (data if isinstance(data, dict) and data.get("type") == "agent_progress" else None, result):
+            agent = holder.get("agentId") if isinstance(holder, dict) else None
+            if isinstance(agent, str) and 0 < len(agent) <= 40 and agent.replace("-", "").isalnum():
+                out[agent] = None
+    return list(out)
 
 
 _READ_BLOCKS = frozenset({"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"})

@@ -11,7 +11,7 @@ from ...formats.codex import FORMAT as CODEX
 from .prefix import PREFIX_FORMATS
 from .runner import TaskResult
 
-__all__ = ["HOW", "MISSING", "not_read_notes", "prefix_notes", "prefix_summary"]
+__all__ = ["HOW", "MISSING", "not_read_notes", "prefix_notes", "prefix_summary", "subagent_notes"]
 
 MISSING = {
     CLAUDE_CODE: "Claude Code: the system prompt and tool schemas Claude Code sent are not in its log",
@@ -124,4 +124,26 @@ def not_read_notes(results: Sequence[TaskResult]) -> list[str]:
     return [
         f"Not read, not counted: {what} in {len(files)} file(s) (kinds this refold does not know, e.g. from a "
         f"newer harness version; `not_read` per task in --json)."
+    ]
+
+
+def subagent_notes(results: Sequence[TaskResult]) -> list[str]:
+    """Name the subagents a replayed Claude Code log ran whose own log was not replayed: their
+    calls are missing from every total, which nothing else would show."""
+    read = {Path(r.path or r.file).name for r in results}
+    missing: dict[str, list[str]] = {}
+    for r in results:
+        for agent in r.subagents:
+            if f"agent-{agent}.jsonl" not in read and f"agent-{agent}.jsonl.gz" not in read:
+                missing.setdefault(r.path or r.file, [])
+                if agent not in missing[r.path or r.file]:
+                    missing[r.path or r.file].append(agent)
+    if not missing:
+        return []
+    file, agents = next(iter(missing.items()))
+    n = sum(len(a) for a in missing.values())
+    return [
+        f"Subagents not replayed: {n} subagent(s) of {len(missing)} session log(s) ran in their own log, not named "
+        f"(e.g. {Path(file).name}: {', '.join('agent-' + a for a in agents[:4])}, in {Path(file).stem}/subagents/): "
+        "their calls are in no total; name the project folder to include them."
     ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .needed import NEEDED_NOTE
-from .prefix_notes import not_read_notes, prefix_notes, prefix_summary
+from .prefix_notes import not_read_notes, prefix_notes, prefix_summary, subagent_notes
 from .runner import Settings, TaskResult
 
 __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
@@ -259,7 +259,7 @@ def build_report(
         "recorded": recorded_usage(results),
     }
     notes = prefix_notes(_ok(results), settings.prefix_estimate) + not_read_notes(_ok(results))
-    notes += _unpriced_note(results, settings)
+    notes += subagent_notes(_ok(results)) + _unpriced_note(results, settings)
     if notes:
         report["notes"] = notes
     prefix = prefix_summary(_ok(results))

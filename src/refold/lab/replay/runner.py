@@ -190,6 +190,8 @@ class TaskResult:
     """The model its log recorded (``--price auto`` prices by it)."""
     models: dict[str, int] = field(default_factory=dict)
     """Every model its calls name, when more than one (lines per model)."""
+    subagents: list[str] = field(default_factory=list)
+    """Subagents its log names that ran in their own ``agent-<id>.jsonl`` (Claude Code 2.1.x)."""
     not_read: dict[str, int] = field(default_factory=dict)
     """What its log holds that the loader did not read (a newer version's line or block kinds)."""
 
@@ -241,6 +243,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     result.model = model if isinstance(model, str) else None
     models = history.meta.get("models")
     result.models = dict(models) if isinstance(models, dict) else {}
+    agents = history.meta.get("subagents")
+    result.subagents = [a for a in agents if isinstance(a, str)] if isinstance(agents, list) else []
     result.path = str(history.meta.get("path") or result.path or history.source)
     agent = history.meta.get("agent")
     result.agent = agent if isinstance(agent, str) else None
