@@ -283,3 +283,14 @@ def test_subagents_whose_own_log_was_not_replayed_are_named(tmp_path: Path) -> N
     assert "(e.g. 0b5e2c1e.jsonl: agent-a1b2c3d, in 0b5e2c1e/subagents/)" in said
     r = run_cli("replay", str(project), "--policy", "base", "--no-validate")
     assert r.returncode == 0 and "Subagents not replayed" not in r.stdout
+
+
+def test_a_bad_byte_is_named_with_its_line(tmp_path: Path) -> None:
+    whole = one_session(tmp_path / "s.jsonl").read_bytes()
+    second = whole.index(b"\n") + 1
+    at = whole.index(b"hello") if whole.index(b"hello") > second else whole.index(b"now add")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(whole[:at] + b"\xff" + whole[at:])
+    line = whole.count(b"\n", 0, at) + 1
+    with pytest.raises(TrajectoryError, match=rf"not UTF-8 text \(bad byte at offset {at}, line {line}\)$"):
+        read_json(bad)

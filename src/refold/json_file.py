@@ -50,7 +50,8 @@ def read_json(path: str | Path, *, scrub: bool = True) -> Any:
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not an error
     except UnicodeDecodeError as e:
-        raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start})") from None
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start}, line {line})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
