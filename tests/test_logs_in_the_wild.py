@@ -294,3 +294,14 @@ def test_a_bad_byte_is_named_with_its_line(tmp_path: Path) -> None:
     line = whole.count(b"\n", 0, at) + 1
     with pytest.raises(TrajectoryError, match=rf"not UTF-8 text \(bad byte at offset {at}, line {line}\)$"):
         read_json(bad)
+
+
+def test_an_empty_log_in_a_folder_is_left_out_and_counted(tmp_path: Path) -> None:
+    log = one_session(tmp_path / "0b5e2c1e.jsonl")
+    (tmp_path / "0b5e2c1f.jsonl").write_bytes(b"")
+    left: dict[str, int] = {}
+    assert collect_paths([tmp_path], left) == [str(log)] and left == {"empty files": 1}
+    r = run_cli("replay", str(tmp_path), "--policy", "base", "--no-validate")
+    assert r.returncode == 0 and "refold: note: left out of the folders (not runs): 1 empty files" in r.stderr
+    r = run_cli("replay", str(tmp_path / "0b5e2c1f.jsonl"), "--policy", "base")  # named: an error
+    assert r.returncode == 1 and "file is empty" in r.stderr

@@ -79,6 +79,11 @@ def _harness_state(f: Path) -> bool:
 
 def _not_a_run(f: Path) -> str:
     """Why a file in a folder is not read as a run ('' when it is one)."""
+    try:
+        if f.stat().st_size == 0:  # a session Claude Code opened and never wrote to
+            return "empty files"
+    except OSError:
+        return ""  # the replay names what is wrong with it
     if _harness_state(f):
         return "Claude Code / Codex settings and history files (their session logs are in projects/, sessions/)"
     if f.name.startswith("agent-") and f.name.endswith(".meta.json"):
