@@ -305,3 +305,10 @@ def test_an_empty_log_in_a_folder_is_left_out_and_counted(tmp_path: Path) -> Non
     assert r.returncode == 0 and "refold: note: left out of the folders (not runs): 1 empty files" in r.stderr
     r = run_cli("replay", str(tmp_path / "0b5e2c1f.jsonl"), "--policy", "base")  # named: an error
     assert r.returncode == 1 and "file is empty" in r.stderr
+
+
+def test_a_half_written_line_after_a_byte_order_mark_is_still_said(tmp_path: Path) -> None:
+    whole = one_session(tmp_path / "whole.jsonl")
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(b"\xef\xbb\xbf" + running(tmp_path / "r.jsonl", whole).read_bytes())
+    assert read_json(live) == read_json(whole) and incomplete_last_line(live) == 5

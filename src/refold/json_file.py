@@ -123,7 +123,7 @@ def incomplete_last_line(path: str | Path) -> int | None:
 
 def _is_value(line: bytes) -> bool:
     try:
-        json.loads(line)
+        json.loads(line.removeprefix(b"\xef\xbb\xbf"))  # a byte-order mark, as read_json allows
     except (ValueError, RecursionError):
         return False
     return True
