@@ -38,6 +38,7 @@ def test_demo_prints_per_call_and_totals(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     assert any(line.strip().startswith("33 ") or " 33 │" in line for line in lines)  # 33 model calls
     assert "total" in r.stdout and "vs base" in r.stdout and "simulated" in r.stdout
+    assert "refold replay ~/.claude/projects (Claude Code), ~/.codex/sessions (Codex)" in " ".join(r.stdout.split())
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
 
@@ -270,7 +271,7 @@ def test_plurals_and_summary_counts() -> None:
 
     assert [plural(n, "task") for n in (0, 1, 2, 1234)] == ["0 tasks", "1 task", "2 tasks", "1,234 tasks"]
     assert summary_line(3, 2, 3, 1.04, 1) == "3 files (2 failed) in 1.0 s with 1 job."
-    assert summary_line(1, 0, 2, 0.5, 4) == "1 file, 2 sessions (multi-agent files per agent) in 0.5 s with 4 jobs."
+    assert summary_line(1, 0, 2, 0.5, 4) == "1 file, 2 sessions (a file with several sessions counts each) in 0.5 s with 4 jobs."
 
 
 def test_replay_counts_failed_files(tmp_path: Path) -> None:
@@ -390,7 +391,8 @@ def test_plot_with_no_per_call_json(tmp_path: Path) -> None:
                 "--plot", str(chart), "--json", str(report))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert '"per_call"' not in report.read_text()  # no per-call lists (other keys may end in _per_call)
-    assert 'id="legend_2"' in chart.read_text()  # a legend for the per-call lines, another for the bars
+    svg = chart.read_text()
+    assert 'id="legend_1"' in svg and "grey cached, red recomputed" in svg  # per-call lines drawn; bars named
 
 
 def test_a_report_saved_among_the_runs_is_skipped_and_named_if_given(tmp_path: Path) -> None:

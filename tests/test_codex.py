@@ -294,7 +294,7 @@ def test_a_malformed_line_is_named(tmp_path: Path, line: str, words: str) -> Non
 
 
 def test_a_rollout_without_a_response_has_no_calls(tmp_path: Path) -> None:
-    with pytest.raises(TrajectoryError, match="no assistant replies"):
+    with pytest.raises(TrajectoryError, match="Codex rollout holds no finished model response"):
         load(write(tmp_path, task(Lines())))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from .errors import TrajectoryError
 from .scrub import scrub_value
 
-__all__ = ["MAX_FILE_BYTES", "read_json"]
+__all__ = ["MAX_FILE_BYTES", "incomplete_last_line", "read_json"]
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
@@ -50,7 +50,8 @@ def read_json(path: str | Path, *, scrub: bool = True) -> Any:
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not an error
     except UnicodeDecodeError as e:
-        raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start})") from None
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise TrajectoryError(name, f"not UTF-8 text (bad byte at offset {e.start}, line {line})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -87,8 +88,42 @@ def _json_lines(text: str, name: str, first: json.JSONDecodeError) -> Any:
             try:
                 out.append(json.loads(ln))
             except json.JSONDecodeError as e:
+                if n == len(lines) and out and not text.endswith(("\n", "\r")):
+                    break  # a session still running: its last line is half-written (incomplete_last_line)
                 raise TrajectoryError(name, f"invalid JSON Lines at line {n} column {e.colno}: {e.msg}") from None
             except RecursionError:
                 raise TrajectoryError(name, f"JSON nested too deeply at line {n}") from None
         return out
     raise TrajectoryError(name, f"invalid JSON at line {first.lineno} column {first.colno}: {first.msg}")
+
+
+def incomplete_last_line(path: str | Path) -> int | None:
+    """The number of a JSON Lines file's last line when it is half-written (no newline ends it and
+    it is no JSON value: a Claude Code or Codex session still running), which ``read_json`` leaves
+    out; None otherwise (a ``.gz`` is not checked)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return None
+            fh.seek(0)
+            if not _is_value(fh.readline(1 << 22)):  # not JSON Lines (e.g. an indented .json file)
+                return None
+            fh.seek(0)
+            lines = 1
+            last = b""
+            while chunk := fh.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = (last + chunk)[-(1 << 22) :]
+    except OSError:
+        return None
+    if lines < 2 or last.endswith((b"\n", b"\r")):
+        return None
+    return None if _is_value(last.rsplit(b"\n", 1)[-1]) else lines
+
+
+def _is_value(line: bytes) -> bool:
+    try:
+        json.loads(line.removeprefix(b"\xef\xbb\xbf"))  # a byte-order mark, as read_json allows
+    except (ValueError, RecursionError):
+        return False
+    return True

@@ -56,7 +56,8 @@ def detect_format(data: Any) -> str:
         return "swe-agent"  # SWE-agent .traj; some keep only one of history and trajectory
     raise ValueError(
         "unknown trajectory format: expected mini-swe-agent ('trajectory_format', 'messages'), "
-        "SWE-agent ('history', 'trajectory') or a list of chat messages"
+        "SWE-agent ('history', 'trajectory'), a Claude Code session log or Codex rollout (JSON Lines) "
+        "or a list of chat messages"
     )
 
 
@@ -134,15 +135,27 @@ def load(path: str | Path) -> History:
         raise TrajectoryError(
             file,
             f"holds {len(names)} {_agents_word(data)} ({_listed(names)}); name one as '{file}{AGENT_SEP}{_short(names[0])}' "
-            "(refold replay and simulate take every agent; in Python, refold.loaders.load_all)",
+            f"(refold replay and simulate take every one; in Python, refold.loaders.load_all)",
         )
     if agent is not None and agent not in names:
         same = [n for n in names if n.casefold() == agent.casefold()]  # run.traj#programmer
         if len(same) == 1:
             return _history(data, file, same[0])
-        known = _listed(names) if names else "none: it is a single-agent file"
-        raise TrajectoryError(file, f"no agent {_short(agent)!r} (agents: {known})")
+        if not names and agent.casefold() == _sole_name(data):  # FILE#main of a log with one session
+            return _history(data, file, None)
+        one = _agents_word(data).split()[0].removesuffix("s")
+        single = f"it holds one, named without '{AGENT_SEP}'" if _sole_name(data) else "it is a single-agent file"
+        known = _listed(names) if names else f"none: {single}"
+        raise TrajectoryError(file, f"no {one} {_short(agent)!r} ({one}s: {known})")
     return _history(data, file, agent)
+
+
+def _sole_name(data: Any) -> str | None:
+    """What the only session of a log is called where a log with several names them (Claude Code's
+    ``main``, Codex's ``part1``): the docs' ``FILE#main`` must work on a log with just one."""
+    if is_claude_code(data):
+        return "main"
+    return "part1" if codex.is_rollout(data) else None
 
 
 def _agents_word(data: Any) -> str:
@@ -249,6 +262,10 @@ def _history(data: Any, name: str, agent: str | None) -> History:
         raise TrajectoryError(source, f"malformed trajectory ({reason})") from None
     if not history.prefix and not len(history):
         raise TrajectoryError(source, "trajectory has no messages")
+    if not len(history) and fmt == codex.FORMAT:
+        raise TrajectoryError(
+            source, "Codex rollout holds no finished model response (none started, or the first is still running): no model call to render"
+        )
     if not len(history):
         raise TrajectoryError(source, "trajectory has no assistant replies (no model calls to render)")
     try:

@@ -43,7 +43,13 @@ def check_plot(path: Path) -> None:
 
 def replay_series(report: dict[str, Any]) -> Series:
     """Per-call prompt tokens of each replayed task (the JSON report's ``per_call``) and totals."""
-    out = Series(note="prompt sizes measured by re-rendering; cached/recomputed simulated")
+    note = "prompt sizes measured by re-rendering; cached/recomputed simulated"
+    prefix = report.get("unrecorded_prefix")
+    if isinstance(prefix, dict):  # a Claude Code / Codex log: part of every prompt is not measured
+        lo, hi = int(prefix.get("tokens_per_call_min", 0)), int(prefix.get("tokens_per_call_max", 0))
+        size = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+        note += f"; every prompt includes an ESTIMATED unrecorded prefix ({size} tokens per call: the system prompt and tool schemas the log leaves out)"
+    out = Series(note=note)
     totals: dict[str, list[int]] = {}
     for task in report.get("tasks", []):
         if task.get("error") is not None:
@@ -67,7 +73,7 @@ def write_plot(path: Path, title: str, series: Series) -> None:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "refold", "font.size": 9}):
         fig = Figure(figsize=(11, 8.5), layout="constrained")
         per, cum, bars = fig.subplots(3, 1, height_ratios=[3, 3, 2])
-        fig.suptitle("\n".join([*textwrap.wrap(title, 150), series.note]).strip(), fontsize=9)
+        fig.suptitle("\n".join([*textwrap.wrap(title, 150), *textwrap.wrap(series.note, 150)]).strip(), fontsize=9)
         starts = _task_starts(series.per_call)
         for name, tasks in series.per_call.items():
             flat = [x for t in tasks for x in t]
@@ -119,8 +125,7 @@ def _bars(ax: Any, series: Series) -> None:
     ax.set_xlim(0, 1.22 * max([c + r for c, r in zip(cached, recomputed, strict=True)] or [1]) or 1)
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(_formatter())
-    ax.set_title(series.bars_title)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"{series.bars_title}: grey cached, red recomputed")  # a legend box hid the last bar's label
     for y, c, r in zip(ys, cached, recomputed, strict=True):
         share = f"{c / (c + r):.0%} cached" if c + r else ""
         ax.text(c + r, y, f"  {_tokens(c + r)} ({share})", va="center", fontsize=7)

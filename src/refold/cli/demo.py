@@ -107,6 +107,11 @@ def demo(
         except OSError as e:
             raise RefoldError(f"{output}: cannot write the report ({e.strerror or e})") from None
         console.print(f"Wrote {output} (open it in a browser; it works offline).")
+    console.print(  # what a new user tries next: their own sessions
+        "Your own runs: refold replay ~/.claude/projects (Claude Code), ~/.codex/sessions (Codex) or a folder "
+        "of mini-swe-agent / SWE-agent trajectories; refold view FILE for one of them.",
+        highlight=False,
+    )
 
 
 def _delta(value: int, base: int) -> str:

@@ -24,6 +24,8 @@ from ..lab.replay import (
     TaskResult,
     build_report,
     collect_paths,
+    half_written,
+    left_out_note,
     replay_paths,
     same_runs,
     write_csv,
@@ -109,7 +111,7 @@ def _without_per_call(report: dict[str, Any]) -> dict[str, Any]:
 def summary_line(files: int, failed_files: int, sessions: int, seconds: float, jobs: int) -> str:
     """``3 files (1 failed) in 2.0 s with 1 job.``: counts of files, not of sessions."""
     done = f"{plural(files, 'file')}" + (f" ({failed_files} failed)" if failed_files else "")
-    per_agent = f", {plural(sessions, 'session')} (multi-agent files per agent)" if sessions != files else ""
+    per_agent = f", {plural(sessions, 'session')} (a file with several sessions counts each)" if sessions != files else ""
     return f"{done}{per_agent} in {seconds:.1f} s with {plural(jobs, 'job')}."
 
 
@@ -138,8 +140,9 @@ def replay(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code .jsonl, refold runs, .gz); "
-            "a multi-agent file is replayed per agent, FILE#Agent picks one."
+            help="Trajectory files or folders (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code session .jsonl, Codex rollout-*.jsonl, refold runs, .gz); "
+            "a file holding several sessions (CodeR agents, Claude Code compactions and subagents, Codex compactions) "
+            "is replayed per session, FILE#main / FILE#compact-1 / FILE#part2 / FILE#Agent picks one."
         ),
     ],
     policy: Annotated[
@@ -154,7 +157,7 @@ def replay(
     ] = "vllm",
     price: Annotated[
         str | None,
-        typer.Option(help="Price table entry (default follows --cache); 'auto': each run's recorded model."),
+        typer.Option(help="Price table entry (default follows --cache); 'auto': each run's recorded model (a model without a row is priced by the default and named in a note)."),
     ] = None,
     prices: Annotated[
         Path | None, typer.Option(help="A JSON/TOML price table to add to the defaults.")
@@ -215,12 +218,18 @@ def replay(
         if target is not None:
             check_output(target, flag)
     check_plot_output(plot)
-    files = collect_paths([str(p) for p in paths])
+    left_out: dict[str, int] = {}
+    files = collect_paths([str(p) for p in paths], left_out)
     if not files:
-        raise PolicyError("no trajectory files found in the given paths")
+        why = f" ({left_out_note(left_out)})" if left_out else ""
+        raise PolicyError(f"no trajectory files found in the given paths{why}")
     check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
     for copy, first in same_runs(files):
         typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
+    if left_out:
+        typer.echo(f"refold: note: {left_out_note(left_out)}", err=True)
+    for note in half_written(files):
+        typer.echo(f"refold: note: {note}", err=True)
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import PolicyError, RefoldError, SettingError
-from ..lab.replay import POLICIES, STALE_SOURCES
+from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, half_written
 from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
 from ..policy import Policy
@@ -69,8 +69,8 @@ def view(
     run: Annotated[
         Path,
         typer.Argument(
-            help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code .jsonl, refold runs, .gz); "
-            "FILE#Agent for one agent of a multi-agent file."
+            help="A trajectory file (mini-swe-agent 1.x/2.x, SWE-agent .traj, Claude Code session .jsonl, Codex rollout-*.jsonl, refold runs, .gz); "
+            "FILE#main, FILE#compact-1, FILE#part2 or FILE#Agent for one session of a file holding several."
         ),
     ],
     output: Annotated[
@@ -122,7 +122,11 @@ def view(
     if not Path(file).exists():
         raise PolicyError(f"no such file: {run}")
     if Path(file).is_dir():
-        raise PolicyError(f"{run} is a folder; refold view takes one trajectory file")
+        inside = collect_paths([file])
+        pick = f" such as {inside[0]}" if inside else " (it holds none)"
+        raise PolicyError(f"{run} is a folder; refold view takes one trajectory file{pick} (refold replay takes folders)")
+    for note in half_written([file]):
+        typer.echo(f"refold: note: {note}", err=True)
     # an agent's name is any text ('Man/ager', '../x'): only safe characters go into the file name
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", agent) if agent else ""
     stem = Path(file).name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".json") + (f".{safe}" if agent else "")

@@ -59,10 +59,10 @@ def _is_line(item: Any) -> bool:
 def is_claude_code(data: Any) -> bool:
     """Parsed JSON Lines (a list; one line alone parses as an object) from a Claude Code log."""
     if isinstance(data, dict):
-        return _is_line(data) or (data.get("type") in _KINDS and ("leafUuid" in data or "sessionId" in data))
+        return _is_line(data) or (str(data.get("type")) in _KINDS and ("leafUuid" in data or "sessionId" in data))
     if not isinstance(data, list) or not data or any(isinstance(item, dict) and "role" in item for item in data[:50]):
         return False
-    return any(map(_is_line, data)) or all(isinstance(item, dict) and item.get("type") in _KINDS for item in data)
+    return any(map(_is_line, data)) or all(isinstance(item, dict) and str(item.get("type")) in _KINDS for item in data)
 
 
 @dataclass(slots=True)
@@ -240,12 +240,54 @@ def session_messages(data: Any, name: str, session: str | None) -> tuple[list[Me
     lines = _live(log, tree)
     messages = _messages(log, lines)
     meta = _meta(log, lines)
+    unread = _not_read(log, lines)
+    if unread:
+        meta["not_read"] = unread
+    inside = {_agent_id(log, t) for t in log.trees if t.sidechain}
+    elsewhere = [a for a in _subagent_ids(log) if a not in inside]
+    if elsewhere:  # their calls are in <session>/subagents/agent-<id>.jsonl (the report checks they were read)
+        meta["subagents"] = elsewhere
     if tree.root in log.compacted:  # the summarization call: its reply is not in this session
         replies = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
         # its reply (the summary the next session starts with: replay counts its tokens) and prompt size
         entry = {"step": len(replies), "observations": len(messages) - replies[-1] - 1, "type": "compaction"}
         meta["unreplied"] = [{**entry, **log.compacted[tree.root]}]
     return messages, meta
+
+
+def _subagent_ids(log: _Log) -> list[str]:
+    """The subagents a log names (2.1.x: its Task results' ``toolUseResult.agentId``, its
+    ``agent_progress`` lines), in order: each ran in its own ``agent-<id>.jsonl``."""
+    out: dict[str, None] = {}
+    for item in log.items:
+        data, result = item.get("data"), item.get("toolUseResult")
+        for holder in (data if isinstance(data, dict) and data.get("type") == "agent_progress" else None, result):
+            agent = holder.get("agentId") if isinstance(holder, dict) else None
+            if isinstance(agent, str) and 0 < len(agent) <= 40 and agent.replace("-", "").isalnum():
+                out[agent] = None
+    return list(out)
+
+
+_READ_BLOCKS = frozenset({"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def _not_read(log: _Log, lines: list[int]) -> dict[str, int]:
+    """What the session's lines hold that is not read (a newer version's blocks, server tool
+    blocks) and the file's line kinds this loader does not know: counted for the report, never
+    dropped without a word."""
+    out: dict[str, int] = {}
+    for item in log.items:
+        kind = item.get("type")
+        if not (isinstance(kind, str) and (kind in _KINDS or kind in _CONVERSATION)):
+            what = f"'{kind}' line" if isinstance(kind, str) else "untyped line"
+            out[what] = out.get(what, 0) + 1
+    for i in lines:
+        content = log.items[i]["message"].get("content")
+        for b in content if isinstance(content, list) else []:
+            kind = b.get("type") if isinstance(b, dict) else None
+            if isinstance(kind, str) and kind not in _READ_BLOCKS:
+                out[f"'{kind}' block"] = out.get(f"'{kind}' block", 0) + 1
+    return out
 
 
 def _key(item: dict[str, Any]) -> str:
@@ -353,6 +395,8 @@ def _meta(log: _Log, lines: list[int]) -> dict[str, Any]:
     models = [m for i in lines if _is_call(log.items[i]) and isinstance(m := log.items[i]["message"].get("model"), str)]
     if models:
         meta["model"] = max(set(models), key=models.count)
+    if len(set(models)) > 1:  # a /model switch mid-session: priced and fitted as the most common
+        meta["models"] = {m: models.count(m) for m in sorted(set(models), key=lambda m: -models.count(m))}
     head = log.items[lines[0]]
     for key, out in (("sessionId", "session_id"), ("version", "claude_code_version"), ("cwd", "cwd"), ("agentId", "agent_id")):
         if isinstance(head.get(key), str):

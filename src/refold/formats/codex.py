@@ -72,7 +72,7 @@ def is_rollout(data: Any) -> bool:
         return False
     if first.get("type") == "session_meta" and "payload" in first:
         return True
-    if any(isinstance(r, dict) and r.get("type") in _LINE_TYPES and "payload" in r for r in rows[:50]):
+    if any(isinstance(r, dict) and str(r.get("type")) in _LINE_TYPES and "payload" in r for r in rows[:50]):
         return all(isinstance(r, dict) and "role" not in r for r in rows[:50])
     return (
         "id" in first and "timestamp" in first and "type" not in first and "role" not in first and len(rows) > 1
@@ -175,7 +175,10 @@ class _Reader:
             return  # the old form's state lines: the harness's, never sent to the model
         elif isinstance(kind, str) and "payload" not in row:
             self._response_item(n, row)  # the old form: bare items
-        # any other line type (a newer Codex's) says nothing about the prompts: skipped
+        else:  # a newer Codex's line type: skipped, and counted (the report says what it did not read)
+            what = f"'{kind}' line" if isinstance(kind, str) else "untyped line"
+            unread = self.meta.setdefault("not_read", {})
+            unread[what] = unread.get(what, 0) + 1
 
     def _session_meta(self, n: int, p: dict[str, Any]) -> None:
         if self.seen_meta:

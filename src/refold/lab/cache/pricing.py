@@ -42,6 +42,10 @@ DEFAULT_PRICES: dict[str, Price] = {
     "qwen3.6-27b-vllm": Price(0.20, 0.02, None, 0.80),
     "gpt-5-mini": Price(0.25, 0.025, None, 2.00),  # reads 0.1x, writes free
     "claude-sonnet-4.5": Price(3.00, 0.30, 3.75, 15.00),  # reads 0.1x, 5m writes 1.25x
+    # Anthropic's list prices (not checked against a bill): the models Claude Code logs name most
+    "claude-opus-4.5": Price(5.00, 0.50, 6.25, 25.00),
+    "claude-opus-4.6": Price(5.00, 0.50, 6.25, 25.00),
+    "claude-haiku-4.5": Price(1.00, 0.10, 1.25, 5.00),
     # [UNVERIFIED] base prices are placeholders; read ratio ~0.02x (V4-Flash), writes free.
     "deepseek-v4": Price(0.30, 0.006, None, 0.50),
     # Checked against recorded per-call costs: OpenRouter's usage.cost on every dev run is
@@ -69,7 +73,9 @@ def price_for_model(model: str | None, table: dict[str, Price] | None = None) ->
     for alias, row in MODEL_ALIASES.items():
         if alias in name:
             return row
-    rows = [r for r in (table or DEFAULT_PRICES) if r.lower() in name]
+    # a dot or a dash between version digits: Anthropic's ids say claude-sonnet-4-5-20250929
+    bare = name.replace(".", "-")
+    rows = [r for r in (table or DEFAULT_PRICES) if r.lower() in name or r.lower().replace(".", "-") in bare]
     return max(rows, key=len) if rows else None
 
 

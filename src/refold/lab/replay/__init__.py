@@ -9,7 +9,7 @@ build_report    the versioned JSON report (``refold-replay-1``); ``write_csv`` f
 from __future__ import annotations
 
 from .metrics import PolicyMetrics, measure
-from .paths import collect_paths, same_runs
+from .paths import collect_paths, half_written, left_out_note, same_runs
 from .policies import POLICIES, STALE_POLICIES, make_projector
 from .projectors import BEST_MASK_AFTER, Compaction, Options, Projector, Prompt
 from .recorded import validate_cache
@@ -32,6 +32,8 @@ __all__ = [
     "TaskResult",
     "build_report",
     "collect_paths",
+    "half_written",
+    "left_out_note",
     "same_runs",
     "hindsight_marks",
     "iter_prompts",

@@ -1,6 +1,6 @@
 """Which files a replay or a simulation reads: the files named, and the trajectory files inside
 the folders named (recursively, sorted; hidden files, refold's own reports, the predictions
-files agents write next to their runs, Claude Code's ``subagents/*.meta.json`` and the
+files agents write next to their runs, Claude Code's ``agent-*.meta.json`` and the
 compaction calls its session logs already end with left out)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import PolicyError
+from ...json_file import incomplete_last_line
 from ...loaders import split_source
 
-__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths", "same_runs"]
+__all__ = ["TRAJECTORY_SUFFIXES", "collect_paths", "half_written", "left_out_note", "same_runs"]
 
 TRAJECTORY_SUFFIXES = (".json", ".traj", ".jsonl", ".gz")
 
@@ -62,6 +63,38 @@ def _predictions(f: Path) -> bool:
         return False
 
 
+_LOG_FOLDERS = {".claude": ("projects",), ".codex": ("sessions", "archived_sessions")}
+
+
+def _harness_state(f: Path) -> bool:
+    """A file of Claude Code's or Codex's home outside the folders that hold session logs
+    (``~/.claude/history.jsonl``, ``settings.json``, ``todos/``; ``~/.codex/history.jsonl``)."""
+    parts = f.parts
+    for i in range(len(parts) - 2, -1, -1):
+        logs = _LOG_FOLDERS.get(parts[i])
+        if logs is not None:
+            return parts[i + 1] not in logs
+    return False
+
+
+def _not_a_run(f: Path) -> str:
+    """Why a file in a folder is not read as a run ('' when it is one)."""
+    try:
+        if f.stat().st_size == 0:  # a session Claude Code opened and never wrote to
+            return "empty files"
+    except OSError:
+        return ""  # the replay names what is wrong with it
+    if _harness_state(f):
+        return "Claude Code / Codex settings and history files (their session logs are in projects/, sessions/)"
+    if f.name.startswith("agent-") and f.name.endswith(".meta.json"):
+        return "Claude Code subagent notes (agent-*.meta.json)"
+    if _refold_output(f):
+        return "reports refold wrote"
+    if _predictions(f):
+        return "predictions files (patches, no run)"
+    return ""
+
+
 def _compaction_call(f: Path, found: list[str]) -> bool:
     """Claude Code 2.1.x's ``<session>/subagents/agent-acompact-*.jsonl`` when ``<session>.jsonl`` is
     read too: the compaction's summarization call, which that log ends with (``formats.claude_code``)."""
@@ -70,21 +103,53 @@ def _compaction_call(f: Path, found: list[str]) -> bool:
     return str(f.parent.parent.with_name(f.parent.parent.name + ".jsonl")) in found
 
 
-def collect_paths(paths: Sequence[str | Path]) -> list[str]:
-    """Files as given, and the trajectory files inside folders (recursively, sorted)."""
+def _walk(top: Path, skipped: dict[str, int]) -> list[Path]:
+    """Every file under ``top``, through links to folders too (a project folder kept elsewhere;
+    ``Path.rglob`` skipped them without a word), each real folder once (a link loop ends); hidden
+    folders below ``top`` (``.cache``, ``.git``) are left out and counted."""
+    seen: set[str] = set()
+    out: list[Path] = []
+    for root, dirs, files in os.walk(top, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        hidden = [d for d in dirs if d.startswith(".")]
+        if hidden:
+            skipped[_HIDDEN] = skipped.get(_HIDDEN, 0) + len(hidden)
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+        out.extend(Path(root, f) for f in files)
+    return out
+
+
+_HIDDEN = "hidden folders (.name: name one to read it)"
+
+
+def collect_paths(paths: Sequence[str | Path], left_out: dict[str, int] | None = None) -> list[str]:
+    """Files as given, and the trajectory files inside folders (recursively, sorted). ``left_out``
+    is given how many files of each kind a folder held that are not read (the caller says so)."""
     out: list[str] = []
+    skipped = left_out if left_out is not None else {}
     for p in paths:
         path = Path(p)
         if _is_dir(path):
-            found = sorted(
-                str(f)
-                for f in path.rglob("*")
-                if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
-                and not _refold_output(f)
-                and not _predictions(f)
-                and not (f.parent.name == "subagents" and f.name.endswith(".meta.json"))  # Claude Code's notes on a subagent
-            )
-            out.extend(f for f in found if not _compaction_call(Path(f), found))
+            candidates = [
+                f for f in _walk(path, skipped) if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
+            ]
+            found: list[str] = []
+            for f in candidates:
+                why = _not_a_run(f)
+                if why:
+                    skipped[why] = skipped.get(why, 0) + 1
+                else:
+                    found.append(str(f))
+            found.sort()
+            calls = [f for f in found if _compaction_call(Path(f), found)]
+            if calls:
+                why = "Claude Code compaction call logs (agent-acompact-*.jsonl: the call their session log ends with)"
+                skipped[why] = skipped.get(why, 0) + len(calls)
+            out.extend(f for f in found if f not in calls)
         elif _is_file(str(path)) or _is_file(split_source(str(path))[0]):
             out.append(str(path))  # FILE#Agent: one agent's session
         elif path.exists():
@@ -127,3 +192,21 @@ def same_runs(files: Sequence[str]) -> list[tuple[str, str]]:
         if earlier != name:
             out.append((name, earlier))
     return out
+
+
+def half_written(files: Sequence[str]) -> list[str]:
+    """A note for each file whose last line is half-written (a session still running), which the
+    replay leaves out: said, not silently dropped."""
+    out: list[str] = []
+    for file in dict.fromkeys(split_source(name)[0] for name in files):
+        n = incomplete_last_line(file)
+        if n is not None:
+            out.append(f"{file}: line {n} is half-written (a session still running?): read up to line {n - 1}")
+    return out
+
+
+def left_out_note(left_out: dict[str, int]) -> str:
+    """One line naming the files the folders held that were not read, by kind ('' for none)."""
+    if not left_out:
+        return ""
+    return "left out of the folders (not runs): " + "; ".join(f"{n} {why}" for why, n in sorted(left_out.items()))

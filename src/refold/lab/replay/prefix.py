@@ -79,6 +79,8 @@ class PrefixEstimate:
     """``median`` (slope 1: recorded - counted) or ``fit`` (Theil-Sen slope, then the median)."""
     residual: int
     """Median absolute residual per call (provider tokens): how far one constant explains the calls."""
+    recorded: int = 0
+    """Median recorded prompt per call (provider tokens): what ``residual`` is weighed against."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,7 @@ class PrefixEstimate:
             "counted_with": self.counted_with,
             "method": self.method,
             "residual_median": self.residual,
+            "recorded_median": self.recorded,
         }
 
 
@@ -182,6 +185,7 @@ def estimate_prefix(
         counted_with=family if family is not None else tok.name,
         method=method,
         residual=round(residual),
+        recorded=round(statistics.median(rec)),
     )
 
 

@@ -11,7 +11,7 @@ from ...formats.codex import FORMAT as CODEX
 from .prefix import PREFIX_FORMATS
 from .runner import TaskResult
 
-__all__ = ["HOW", "MISSING", "prefix_notes", "prefix_summary"]
+__all__ = ["HOW", "MISSING", "not_read_notes", "prefix_notes", "prefix_summary", "subagent_notes"]
 
 MISSING = {
     CLAUDE_CODE: "Claude Code: the system prompt and tool schemas Claude Code sent are not in its log",
@@ -23,6 +23,10 @@ HOW = (
     "Theil-Sen slope; prefix the median over the calls, clipped at 0, in replay-tokenizer tokens)"
 )
 _LISTED = 4  # sessions named one by one; more are given as a range
+ROUGH = 0.1
+"""A fit whose median residual exceeds this share of the median recorded prompt is called rough:
+on the real logs checked, Claude Code's stay under 2% and an unredacted Codex rollout's at 6%,
+while redacted ones (outputs replaced by placeholders) reach 20-55%."""
 
 
 def _session(r: TaskResult) -> str:
@@ -53,12 +57,33 @@ def prefix_notes(results: Sequence[TaskResult], enabled: bool) -> list[str]:
         )
         rest = len(rs) - len(done)
         tail = f" {rest} session(s) record no usage: their counts are of the messages only." if rest else ""
+        tail += _rough(done)
         notes.append(
             f"{MISSING[fmt]}: every call of every policy starts with an ESTIMATED prefix standing for them "
             f"(tokens per call: {each}), {HOW}; the same at every call, so a cache holds it after the first. "
             f"--no-prefix-estimate counts the messages only.{tail}"
         )
     return notes
+
+
+def _rough(done: Sequence[TaskResult]) -> str:
+    """Say when one constant explains a session's recorded prompts poorly: its log then misses
+    something sent that varies from call to call, and the estimate (and base) cannot be trusted."""
+    bad = []
+    for r in done:
+        p = r.prefix or {}
+        rec = int(p.get("recorded_median") or 0)
+        if rec > 0 and int(p.get("residual_median") or 0) > ROUGH * rec:
+            bad.append((r, int(p["residual_median"]) / rec))
+    if not bad:
+        return ""
+    names = ", ".join(f"{Path(r.file).name} {share:.0%}" for r, share in bad[:_LISTED])
+    more = f" and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
+    return (
+        f" ROUGH FIT in {len(bad)} session(s) ({names}{more}: median per-call residual / median recorded prompt): "
+        "the log misses something sent that varies from call to call (redacted outputs, unlogged reasoning or "
+        "attachments), so their ESTIMATED prefix is unreliable and base undercounts them; compare Recorded usage."
+    )
 
 
 def prefix_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
@@ -78,3 +103,47 @@ def prefix_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
     if base:
         out["base_prompt_tokens"] = sum(base)
     return out
+
+
+def not_read_notes(results: Sequence[TaskResult]) -> list[str]:
+    """One note naming what the logs hold that was not read (kinds a newer harness writes): the
+    counts leave it out, so the user is told rather than shown smaller figures without a word."""
+    files: set[str] = set()
+    total: dict[str, int] = {}
+    for r in results:
+        if not r.not_read:
+            continue
+        first = (r.path or r.file) not in files
+        files.add(r.path or r.file)
+        for k, n in r.not_read.items():
+            if first or not k.endswith(" line"):  # a line kind is counted over the file: once per file
+                total[k] = total.get(k, 0) + n
+    if not files:
+        return []
+    what = ", ".join(f"{n:,} {k}{'s' if n > 1 else ''}" for k, n in sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [
+        f"Not read, not counted: {what} in {len(files)} file(s) (kinds this refold does not know, e.g. from a "
+        f"newer harness version; `not_read` per task in --json)."
+    ]
+
+
+def subagent_notes(results: Sequence[TaskResult]) -> list[str]:
+    """Name the subagents a replayed Claude Code log ran whose own log was not replayed: their
+    calls are missing from every total, which nothing else would show."""
+    read = {Path(r.path or r.file).name for r in results}
+    missing: dict[str, list[str]] = {}
+    for r in results:
+        for agent in r.subagents:
+            if f"agent-{agent}.jsonl" not in read and f"agent-{agent}.jsonl.gz" not in read:
+                missing.setdefault(r.path or r.file, [])
+                if agent not in missing[r.path or r.file]:
+                    missing[r.path or r.file].append(agent)
+    if not missing:
+        return []
+    file, agents = next(iter(missing.items()))
+    n = sum(len(a) for a in missing.values())
+    return [
+        f"Subagents not replayed: {n} subagent(s) of {len(missing)} session log(s) ran in their own log, not named "
+        f"(e.g. {Path(file).name}: {', '.join('agent-' + a for a in agents[:4])}, in {Path(file).stem}/subagents/): "
+        "their calls are in no total; name the project folder to include them."
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .needed import NEEDED_NOTE
-from .prefix_notes import prefix_notes, prefix_summary
+from .prefix_notes import not_read_notes, prefix_notes, prefix_summary, subagent_notes
 from .runner import Settings, TaskResult
 
 __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
@@ -210,6 +210,31 @@ def _counts_note(results: Sequence[TaskResult]) -> str:
     return f" Cost on {'; '.join(labels)}." if labels else ""
 
 
+def _unpriced_note(results: Sequence[TaskResult], settings: Settings) -> list[str]:
+    """Say which recorded models ``--price auto`` has no row for, and what they were priced as."""
+    missed: dict[str, int] = {}
+    for r in _ok(results):
+        if settings.unpriced(r.model):
+            name = r.model or "(no model recorded)"
+            missed[name] = missed.get(name, 0) + 1
+    out = []
+    if missed:
+        which = ", ".join(f"{m} ({n} session{'s' if n > 1 else ''})" for m, n in sorted(missed.items()))
+        out.append(
+            f"--price auto: no price row for {which}: priced as {settings.price_name()} instead; "
+            "add the rows with --prices FILE (JSON/TOML) for their own cost."
+        )
+    mixed = [r for r in _ok(results) if r.models] if settings.price == "auto" else []
+    if mixed:
+        r = mixed[0]
+        shares = ", ".join(f"{m} {n / sum(r.models.values()):.0%}" for m, n in r.models.items())
+        out.append(
+            f"--price auto: {len(mixed)} session(s) switched models (e.g. {Path(r.file).name}: {shares} of its reply "
+            "lines): each is priced as its most common model."
+        )
+    return out
+
+
 def build_report(
     results: Sequence[TaskResult], settings: Settings, *, seconds: float | None = None
 ) -> dict[str, Any]:
@@ -233,7 +258,8 @@ def build_report(
         "cache_validation": _validation_summary(results),
         "recorded": recorded_usage(results),
     }
-    notes = prefix_notes(_ok(results), settings.prefix_estimate)
+    notes = prefix_notes(_ok(results), settings.prefix_estimate) + not_read_notes(_ok(results))
+    notes += subagent_notes(_ok(results)) + _unpriced_note(results, settings)
     if notes:
         report["notes"] = notes
     prefix = prefix_summary(_ok(results))

@@ -126,6 +126,10 @@ class Settings:
             raise PolicyError(f"--kv-model: {e}") from None
         self.price_table()
 
+    def unpriced(self, model: str | None) -> bool:
+        """``--price auto`` found no row for ``model`` (priced with the cache's default row)."""
+        return self.price == AUTO_PRICE and price_for_model(model, self._table()) is None
+
     def price_name(self, model: str | None = None) -> str:
         """The price row: ``--price``, or with ``auto`` the run's model's row, else the cache's."""
         if self.price == AUTO_PRICE:
@@ -182,6 +186,14 @@ class TaskResult:
     (replay/unrecorded.py); per-file totals add them."""
     prefix: dict[str, Any] | None = None
     """The ESTIMATED request prefix every call of this session starts with (replay/prefix.py)."""
+    model: str | None = None
+    """The model its log recorded (``--price auto`` prices by it)."""
+    models: dict[str, int] = field(default_factory=dict)
+    """Every model its calls name, when more than one (lines per model)."""
+    subagents: list[str] = field(default_factory=list)
+    """Subagents its log names that ran in their own ``agent-<id>.jsonl`` (Claude Code 2.1.x)."""
+    not_read: dict[str, int] = field(default_factory=dict)
+    """What its log holds that the loader did not read (a newer version's line or block kinds)."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
@@ -199,6 +211,8 @@ class TaskResult:
             d["unrecorded_calls_estimated"] = self.unrecorded
         if self.prefix is not None:
             d["unrecorded_prefix"] = self.prefix
+        if self.not_read:
+            d["not_read"] = self.not_read
         return d
 
 
@@ -226,6 +240,11 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     model = history.meta.get("model")
     price = settings.price_table(model if isinstance(model, str) else None)
     result.price = settings.price_name(model if isinstance(model, str) else None)
+    result.model = model if isinstance(model, str) else None
+    models = history.meta.get("models")
+    result.models = dict(models) if isinstance(models, dict) else {}
+    agents = history.meta.get("subagents")
+    result.subagents = [a for a in agents if isinstance(a, str)] if isinstance(agents, list) else []
     result.path = str(history.meta.get("path") or result.path or history.source)
     agent = history.meta.get("agent")
     result.agent = agent if isinstance(agent, str) else None
@@ -235,6 +254,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     result.stale_marks = sum(len(s.stale) for s in marked.steps)
     result.calls = len(history) + len(history.meta.get("unreplied") or [])
     result.format = str(history.meta.get("format") or "messages")
+    unread = history.meta.get("not_read")
+    result.not_read = dict(unread) if isinstance(unread, dict) else {}
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)

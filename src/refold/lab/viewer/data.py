@@ -292,6 +292,7 @@ def build_data(
         "title": scrub_text(title or str(history.meta.get("instance_id") or Path(history.source).name or "agent run")),
         "source": scrub_text(Path(history.source).name) if history.source else "",
         "meta": meta,
+        "notice": _unlogged_notice(history),
         "calls": len(history),
         "k": k,
         "stale_source": stale,
@@ -314,3 +315,15 @@ def build_data(
         "history": hist,
         "variants": out_variants,
     }
+
+
+def _unlogged_notice(history: History) -> str:
+    """What this page's counts leave out for a log that does not hold the whole request (refold
+    view shows the logged messages; refold replay adds an ESTIMATED prefix for the rest)."""
+    from ..replay.prefix_notes import MISSING
+
+    missing = MISSING.get(str(history.meta.get("format") or ""))
+    if missing is None:
+        return ""
+    return f"{missing}: every count here is of the logged messages only (refold replay adds an ESTIMATED prefix for them)"
+
