@@ -224,6 +224,9 @@ def test_price_auto_finds_anthropic_ids_and_names_the_models_it_cannot_price(tmp
     assert price_for_model("claude-sonnet-4-5-20250929") == "claude-sonnet-4.5"  # was None: priced as gpt-5-mini
     assert price_for_model("claude-opus-4-6") == "claude-opus-4.6"
     assert price_for_model("claude-haiku-4-5-20251001") == "claude-haiku-4.5"
+    # a point release is its own row, not its major version's (5.5's cache hits are 0.05x)
+    assert price_for_model("claude-opus-5-5-20260901") == "claude-opus-5.5" and price_for_model("claude-opus-5") == "claude-opus-5"
+    assert price_for_model("claude-sonnet-5-5") == "claude-sonnet-5.5"
     assert price_for_model("gpt-5.3-codex") is None
     log = Log()
     log.reply("msg_1", [text("hi")], parent=log.user("hello"), model="claude-opus-4-5-20251101")

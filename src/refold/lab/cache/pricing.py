@@ -42,9 +42,16 @@ DEFAULT_PRICES: dict[str, Price] = {
     "qwen3.6-27b-vllm": Price(0.20, 0.02, None, 0.80),
     "gpt-5-mini": Price(0.25, 0.025, None, 2.00),  # reads 0.1x, writes free
     "claude-sonnet-4.5": Price(3.00, 0.30, 3.75, 15.00),  # reads 0.1x, 5m writes 1.25x
-    # Anthropic's list prices (not checked against a bill): the models Claude Code logs name most
+    # Anthropic's list prices as its pricing page gives them (platform.claude.com/docs/en/about-claude/pricing,
+    # read 2026-12-05; not checked against a bill): input, cache hit, 5-minute cache write, output
     "claude-opus-4.5": Price(5.00, 0.50, 6.25, 25.00),
     "claude-opus-4.6": Price(5.00, 0.50, 6.25, 25.00),
+    "claude-opus-4.7": Price(5.00, 0.50, 6.25, 25.00),
+    "claude-opus-4.8": Price(5.00, 0.50, 6.25, 25.00),
+    "claude-opus-5": Price(5.00, 0.50, 6.25, 25.00),
+    "claude-opus-5.5": Price(4.00, 0.20, 5.00, 20.00),  # cache hits 0.05x
+    "claude-sonnet-5": Price(2.00, 0.20, 2.50, 10.00),
+    "claude-sonnet-5.5": Price(2.00, 0.10, 2.50, 10.00),  # cache hits 0.05x
     "claude-haiku-4.5": Price(1.00, 0.10, 1.25, 5.00),
     # [UNVERIFIED] base prices are placeholders; read ratio ~0.02x (V4-Flash), writes free.
     "deepseek-v4": Price(0.30, 0.006, None, 0.50),
