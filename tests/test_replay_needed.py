@@ -278,12 +278,22 @@ def test_swe_agent_masking_counts_the_call_base_never_does() -> None:
 
 
 def test_refold_masking_is_counted_and_its_notes_are_read() -> None:
-    h = _run("sed -n 1,40p src/pkg/billing_engine.py")
+    h = _run("sed -n 1,40p src/pkg/other_11.py")  # a file the grep found, past those its note names
     prompts = list(make_projector("refold-best", Options(tokenizer=TOK, mask_after=2)).prompts(h))
     masked = [p.t for p in prompts if Origin(1, "output", Shown.NOTE, (1,)) in p.origins]
     assert masked == [6, 7]  # the boundary moved at call 7 (k=3)
     tot = hidden_then_needed(h, ((p.t, p.messages, p.origins) for p in prompts), TOK, keep_examples=5)
     assert tot.needed_calls == 1 and tot.examples[0].t == 7
+    # the note names the grep's first files: opening one of them needed nothing hidden
+    h = _run("sed -n 1,40p src/pkg/billing_engine.py")
+    prompts = list(make_projector("refold-best", Options(tokenizer=TOK, mask_after=2)).prompts(h))
+    note = next(
+        m
+        for m, o in zip(prompts[-1].messages, prompts[-1].origins, strict=True)
+        if o.step == 1 and o.part == "output"
+    )
+    assert "src/pkg/billing_engine.py" in str(note["content"])
+    assert hidden_then_needed(h, ((p.t, p.messages, p.origins) for p in prompts), TOK).needed_calls == 0
 
 
 def test_a_shown_path_under_masking_is_not_counted() -> None:
