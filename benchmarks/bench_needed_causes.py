@@ -14,9 +14,19 @@ the recorded reply names that the prompt hid is read back to where it came from:
   prompt: compacted, dropped);
 * **named in**: where the reply names it: its text, or a tool call's argument (``Edit.old_string``,
   ``Write.content``, ``Read.file_path``, ``bash.command``, ...);
-* **could a note carry it**: ``listed path`` (a path a listing or a files-only search printed: its
-  note could name it), ``definition`` (a name a read's outline holds), ``subagent result`` (a line
-  of a Task's answer), else ``content`` (a name inside code or prose: no one-line note holds it).
+* **could a note carry it**: ``listed path`` (a path a listing or a search printed at the start of
+  a line: its note names the first few), ``definition`` (a name a read's outline holds: its note
+  names the first few), ``in a subagent's report`` (a Task's answer: its note names its subject,
+  first files and last line), else ``content`` (a name inside code or prose: no one-line note
+  holds it);
+* **age**: steps between the hidden piece and the call;
+* **also**: whether the prompt shows the key in another form the measure does not read as it (a
+  possible false positive): verbatim inside other text, as a folder of a shown path, its basename
+  alone, an identifier in another spelling;
+* **edit**: for a key an ``Edit`` names, whether the hidden piece was a read of the file edited (an
+  exact ``old_string`` needs the file's text: no note, only the read, holds it);
+* **in use**: whether one of the agent's 3 replies before the call named a key of the hidden piece
+  (it was still using that output when it was hidden: a policy could hold it).
 
 Counts are of keys and of calls (``any``: calls with at least one key of that cause; ``only``:
 calls all of whose keys have it, i.e. the calls that cause alone makes needed). Derived figures
@@ -61,6 +71,8 @@ class KeyCause:
     carry: str
     age: str
     also: str
+    edit: str
+    in_use: str
 
 
 def key_kind(key: str) -> str:
@@ -126,7 +138,16 @@ def source_of(step: Step, j: int, key: str) -> str:
     if action is None:
         return "output (no call)"
     if action.tool in ("bash", "shell", "execute_bash", "run"):
-        return f"shell {summarize(action.command, step.output_texts[j - 1], action.tool).kind}"
+        kind = summarize(action.command, step.output_texts[j - 1], action.tool).kind
+        if kind != "output":
+            return f"shell {kind}"
+        # an output no summary reads (a tracker's issue, a script's print): by the program that printed it
+        words = [
+            w
+            for w in re.split(r"[\s;&|()]+", action.command)
+            if w and "=" not in w and w not in ("cd", "sudo")
+        ]
+        return f"shell output: {words[0].rsplit('/', 1)[-1][:12] if words else '?'}"
     return action.tool if not action.tool.startswith("mcp__") else "mcp tool"
 
 
@@ -134,7 +155,7 @@ def carry_of(step: Step, j: int, key: str, kind: str, source: str) -> str:
     if j == 0:
         return "content"
     if source in SUBAGENT_TOOLS:
-        return "subagent result"
+        return "in a subagent's report"
     text = step.output_texts[j - 1]
     action = action_of(step, j - 1)
     listing = source in ("Glob", "Grep") or source.removeprefix("shell ") in LISTING_KINDS
@@ -165,6 +186,34 @@ def _in_outline(text: str, key: str, command: str) -> bool:
     except Exception:  # noqa: BLE001 - an outline is best effort here as in the notes
         return False
     return any(key in e.signature for e in entries)
+
+
+def edit_of(reply: Message, key: str, step: Step, j: int) -> str:
+    """For a key an edit names: whether the hidden piece was a read of the edited file."""
+    where = named_in(reply, key)
+    if not where.split(".")[0].endswith("Edit"):
+        return "not an edit"
+    edited = {v for tool, arg, v in _tool_args(reply) if arg in ("file_path", "path", "notebook_path")}
+    action = action_of(step, j - 1) if j else None
+    read = action.effects.reads if action else ()
+    if action and action.tool == "Read":
+        m = re.search(r'"file_path"\s*:\s*"([^"]+)"', action.command)
+        read = (m.group(1),) if m else read
+    same = any(e == r or e.endswith("/" + r.lstrip("./")) for e in edited for r in read)
+    return "edit of the file read" if same else "edit of another file"
+
+
+def in_use(index: NeededIndex, t: int, piece: tuple[int, int]) -> str:
+    """Whether one of the 3 replies before the call named a key of the hidden piece."""
+    held = (
+        keys_of(message_text(index.history.steps[piece[0] - 1].observations[piece[1] - 1]))
+        if piece[1]
+        else None
+    )
+    if held is None:
+        held = keys_of(message_text(index.history.steps[piece[0] - 1].reply))
+    recent = index._replies[max(piece[0], t - 3) : t]  # replies of the steps after the piece, up to the call
+    return "named in the last 3 replies" if any(r & held for r in recent) else "not named since"
 
 
 def shown_pieces(messages: Sequence[Message], origins: Sequence[Origin]) -> dict[tuple[int, int], Origin]:
@@ -212,7 +261,7 @@ class Tally:
                 self.only[d][values[0]] += 1
 
 
-DIMENSIONS = ("source", "hidden_as", "named_in", "carry", "kind", "age", "also")
+DIMENSIONS = ("source", "hidden_as", "named_in", "carry", "kind", "age", "also", "edit", "in_use")
 AGES = ((2, "1-2 steps"), (5, "3-5 steps"), (10, "6-10 steps"), (20, "11-20 steps"))
 
 
@@ -275,6 +324,8 @@ def analyse(h: History, policy: str, settings: Settings, index: NeededIndex, tal
                     carry_of(step, j, key, kind, source),
                     age_of(p.t, s),
                     also_shown(key, kind, pkeys, text),
+                    edit_of(reply, key, step, j),
+                    in_use(index, p.t, (s, j)),
                 )
             )
         tally.add_call(causes)
