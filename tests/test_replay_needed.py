@@ -241,21 +241,21 @@ def test_an_identifier_shown_in_another_spelling_is_not_counted() -> None:
     h = text_history(
         [
             (
-                reply(None, None, "cat lib/web/review_context_controller.ex"),
-                "defmodule Web.ReviewContextController do\n" + _filler(1),
+                reply(None, None, "cat lib/web/invoice_export_controller.ex"),
+                "defmodule Web.InvoiceExportController do\n" + _filler(1),
             ),
             (reply(None, None, "echo hi"), "hi"),
-            (reply(None, None, "grep -n ReviewContextController lib"), "ok"),
+            (reply(None, None, "grep -n InvoiceExportController lib"), "ok"),
         ]
     )
     idx = NeededIndex(h, TOK)
-    # step 1's reply (shown) spells it review_context_controller: the module name is not hidden
+    # step 1's reply (shown) spells it invoice_export_controller: the module name is not hidden
     found = idx.check(2, *_prompt(h, (Shown.NOTE, "masked")))
     assert found is None
     assert (
-        folded("ReviewContextController") == folded("review_context_controller") == "~reviewcontextcontroller"
+        folded("InvoiceExportController") == folded("invoice_export_controller") == "~invoiceexportcontroller"
     )
-    assert folded("web/review_context_controller.ex") is None
+    assert folded("web/invoice_export_controller.ex") is None
     # the control: with step 1's reply condensed to a line without the name, it is counted
     msgs, origins = _prompt(h, (Shown.NOTE, "masked"))
     msgs[2], origins[2] = (
@@ -263,7 +263,7 @@ def test_an_identifier_shown_in_another_spelling_is_not_counted() -> None:
         Origin(1, "reply", Shown.NOTE, (1,)),
     )
     found = idx.check(2, msgs, origins)
-    assert found is not None and found.keys == ("ReviewContextController",)
+    assert found is not None and found.keys == ("InvoiceExportController",)
 
 
 # ---- real projectors --------------------------------------------------------------------------

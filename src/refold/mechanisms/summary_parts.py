@@ -203,7 +203,7 @@ FILES_ROOM = 110
 def _files(names: list[str], room: int = FILES_ROOM) -> str:
     """The first paths a search or listing printed that fit in ``room`` characters, then how many
     more: what a later reply opens or edits by name. A long folder they share is said once, each
-    path keeping its own folder (``under …/spotter/lib: web/router.ex, web/live.ex, +6 more``)."""
+    path keeping its own folder (``under …/app/lib: web/router.ex, web/live.ex, +6 more``)."""
     uniq = list(dict.fromkeys(normalize_path(u) for u in names if u.strip()))
     if not uniq:
         return ""

@@ -23,7 +23,7 @@ argument names):
   (``assertEqual``), public names of a few everyday stdlib modules (``io``, ``os``, ``typing``,
   ``subprocess``, ...: ``TextIOWrapper``) -- names any model knows without being shown them. Plain words and numbers
   never qualify (no underscore, no case change, or no letter). An identifier is shown in
-  any spelling of its words: ``ReviewContextController`` shows ``review_context_controller``
+  any spelling of its words: ``InvoiceExportController`` shows ``invoice_export_controller``
   (Phoenix's module and file, a JSON field and its camelCase variable); every identifier also
   holds its folded form (:func:`folded`: lower case, no ``_``), and a reply's identifier is
   hidden only when neither form is shown.
@@ -224,7 +224,7 @@ def _folder_keys(token: str) -> list[str]:
 
 def folded(key: str) -> str | None:
     """The form an identifier key is also held under, any spelling of its words alike
-    (``~reviewcontextcontroller``); None for a path, test id or error string."""
+    (``~invoiceexportcontroller``); None for a path, test id or error string."""
     if _IDENT.fullmatch(key) is None:
         return None
     return _FOLD + key.replace("_", "").lower()
