@@ -408,10 +408,40 @@ def test_compaction_with_no_call_after_it_leaves_one_session(tmp_path: Path) -> 
 def test_glob_and_grep_file_lists_are_summarized_as_paths_not_hits() -> None:
     grep = json.dumps({"pattern": "route", "path": "/w"})
     assert summarize(grep, "Found 2 files\n/w/a.py\n/w/b.py", "Grep").text == "2 files match (/w/a.py, /w/b.py)"
-    assert summarize(json.dumps({"pattern": "**/*.py"}), "\n".join(f"/w/m{k}.py" for k in range(9)), "Glob").text == "9 paths found"
+    nine = "\n".join(f"/w/m{k}.py" for k in range(9))
+    assert summarize(json.dumps({"pattern": "**/*.py"}), nine, "Glob").text == f"9 paths found ({nine.replace(chr(10), ', ')})"
     assert summarize(json.dumps({"pattern": "*.rs"}), "No files found", "Glob").text == "0 paths found"
     content = json.dumps({"pattern": "route", "output_mode": "content", "-n": True})
     assert summarize(content, "/w/a.py:3:route()\n/w/a.py:9:route()", "Grep").text == "2 hits in 1 file (/w/a.py)"
+
+
+def test_a_subagents_report_is_summarized_by_its_subject_files_and_conclusion() -> None:
+    report = (
+        "Perfect! Now I have all the information I need. Let me provide a comprehensive report:\n\n"
+        "## Hook controllers\n\n- `lib/web/hooks_controller.ex` handles `POST /api/hooks`\n"
+        "- `lib/web/session_controller.ex` starts sessions\n\n---\n\n"
+        "**The registry is ETS-based and never crashes.**agentId: a93ccab (for resuming to continue this agent's work if needed)\n"
+        "<usage>total_tokens: 49100\ntool_uses: 25\nduration_ms: 57709</usage>"
+    )
+    s = summarize(json.dumps({"description": "Explore", "prompt": "look"}), report, "Task")
+    assert s.kind == "report"
+    assert s.text == (
+        'report: "Hook controllers" (lib/web/hooks_controller.ex, +1 more); '
+        'ends "The registry is ETS-based and never crashes."'
+    )
+    assert summarize("{}", "Only one line of answer.", "Agent").text == 'report: "Only one line of answer."'
+
+
+def test_a_background_tasks_output_is_read_inside_its_wrapper() -> None:
+    done = (
+        "<retrieval_status>success</retrieval_status>\n\n<task_id>b1</task_id>\n\n<status>completed</status>\n\n"
+        "<exit_code>1</exit_code>\n\n<output>\nCompiling 3 files\nerror: undefined function foo/0\n</output>"
+    )
+    s = summarize(json.dumps({"task_id": "b1"}), done, "TaskOutput")
+    assert s.status == 1 and s.text == "error: error: undefined function foo/0"
+    running = done.replace("completed", "running").replace("<exit_code>1</exit_code>", "")
+    s = summarize(json.dumps({"task_id": "b1"}), running, "TaskOutput")
+    assert s.status is None and s.text.startswith("background task running; ")
 
 
 def test_inline_subagents_are_named_by_their_agent_id(tmp_path: Path) -> None:

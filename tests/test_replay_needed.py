@@ -22,7 +22,7 @@ from refold.lab.replay import (
     write_csv,
 )
 from refold.lab.replay.needed import NeededIndex, ShownKeys, hidden_then_needed
-from refold.lab.replay.needed_keys import keys_of, message_text, reply_keys
+from refold.lab.replay.needed_keys import folded, keys_of, message_text, reply_keys
 from refold.lab.replay.runner import replay_history
 from refold.messages import clean
 from refold.tokens import get_tokenizer
@@ -207,6 +207,65 @@ def test_a_folded_reply_counts_as_hidden_content() -> None:
     assert found is not None and found.pieces == ((1, 0),)
 
 
+def test_paths_every_model_knows_are_not_keys() -> None:
+    assert (
+        reply_keys("find . -name x 2>/dev/null; #!/usr/bin/env bash; -H 'Accept: application/json'")
+        == frozenset()
+    )
+    assert reply_keys("cat /srv/app/bin/envoy.yaml") == {"bin/envoy.yaml"}  # only the exact pairs
+
+
+def test_a_shown_path_shows_its_folders() -> None:
+    keys = keys_of("/Users/me/repo/src/agents/core/run.ts")
+    assert {"src/agents", "agents/core", "core/run.ts"} <= keys
+    assert "me/repo" not in keys  # shorter than a folder named alone can be
+    assert reply_keys("ls src/agents") == {"src/agents"}
+    # step 1 (hidden) named the folder; step 2 (shown) a file under it
+    h = text_history(
+        [
+            (reply(None, None, "find src -type d"), "src/agents_extra\n" + GREP_OUT),
+            (reply(None, None, "echo hi"), "src/agents_extra/pay_b/z.py"),
+            (reply(None, None, "ls src/agents_extra"), "ok"),
+        ]
+    )
+    idx = NeededIndex(h, TOK)
+    assert idx.check(2, *_prompt(h, (Shown.NOTE, "masked"))) is None
+    msgs, origins = _prompt(h, (Shown.NOTE, "masked"))
+    msgs[-1] = {"role": "user", "content": "nothing"}  # the control: the folder shown nowhere
+    origins[-1] = Origin(2, "output", Shown.NOTE, (2,))
+    found = idx.check(2, msgs, origins)
+    assert found is not None and "src/agents_extra" in found.keys
+
+
+def test_an_identifier_shown_in_another_spelling_is_not_counted() -> None:
+    h = text_history(
+        [
+            (
+                reply(None, None, "cat lib/web/invoice_export_controller.ex"),
+                "defmodule Web.InvoiceExportController do\n" + _filler(1),
+            ),
+            (reply(None, None, "echo hi"), "hi"),
+            (reply(None, None, "grep -n InvoiceExportController lib"), "ok"),
+        ]
+    )
+    idx = NeededIndex(h, TOK)
+    # step 1's reply (shown) spells it invoice_export_controller: the module name is not hidden
+    found = idx.check(2, *_prompt(h, (Shown.NOTE, "masked")))
+    assert found is None
+    assert (
+        folded("InvoiceExportController") == folded("invoice_export_controller") == "~invoiceexportcontroller"
+    )
+    assert folded("web/invoice_export_controller.ex") is None
+    # the control: with step 1's reply condensed to a line without the name, it is counted
+    msgs, origins = _prompt(h, (Shown.NOTE, "masked"))
+    msgs[2], origins[2] = (
+        {"role": "assistant", "content": "read a file"},
+        Origin(1, "reply", Shown.NOTE, (1,)),
+    )
+    found = idx.check(2, msgs, origins)
+    assert found is not None and found.keys == ("InvoiceExportController",)
+
+
 # ---- real projectors --------------------------------------------------------------------------
 
 
@@ -219,12 +278,22 @@ def test_swe_agent_masking_counts_the_call_base_never_does() -> None:
 
 
 def test_refold_masking_is_counted_and_its_notes_are_read() -> None:
-    h = _run("sed -n 1,40p src/pkg/billing_engine.py")
+    h = _run("sed -n 1,40p src/pkg/other_11.py")  # a file the grep found, past those its note names
     prompts = list(make_projector("refold-best", Options(tokenizer=TOK, mask_after=2)).prompts(h))
     masked = [p.t for p in prompts if Origin(1, "output", Shown.NOTE, (1,)) in p.origins]
     assert masked == [6, 7]  # the boundary moved at call 7 (k=3)
     tot = hidden_then_needed(h, ((p.t, p.messages, p.origins) for p in prompts), TOK, keep_examples=5)
     assert tot.needed_calls == 1 and tot.examples[0].t == 7
+    # the note names the grep's first files: opening one of them needed nothing hidden
+    h = _run("sed -n 1,40p src/pkg/billing_engine.py")
+    prompts = list(make_projector("refold-best", Options(tokenizer=TOK, mask_after=2)).prompts(h))
+    note = next(
+        m
+        for m, o in zip(prompts[-1].messages, prompts[-1].origins, strict=True)
+        if o.step == 1 and o.part == "output"
+    )
+    assert "src/pkg/billing_engine.py" in str(note["content"])
+    assert hidden_then_needed(h, ((p.t, p.messages, p.origins) for p in prompts), TOK).needed_calls == 0
 
 
 def test_a_shown_path_under_masking_is_not_counted() -> None:

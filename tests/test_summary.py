@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,7 @@ def test_read_of_a_missing_file_is_an_error() -> None:
 def test_grep_recursive_hits_and_files() -> None:
     body = "src/a.py:10:def foo():\nsrc/a.py:40:    foo()\nsrc/b.py:3:from a import foo\ntests/t.py:7:foo()\n"
     s = summarize('grep -rn "foo" src tests', mini(body))
-    assert s.kind == "search" and s.text == "4 hits in 3 files"
+    assert s.kind == "search" and s.text == "4 hits in 3 files (src/a.py, src/b.py, tests/t.py)"
 
 
 def test_grep_single_file_names_it() -> None:
@@ -173,8 +174,24 @@ def test_find_paths() -> None:
         'find . -name "*.py" -path "*sitemaps*"',
         mini("./a/sitemaps/x.py\n./a/sitemaps/y.py\n./b/sitemaps/z.py\n"),
     )
-    assert s.kind == "search" and s.text == "3 paths found"
+    assert s.kind == "search" and s.text == "3 paths found (a/sitemaps/x.py, a/sitemaps/y.py, b/sitemaps/z.py)"
     assert summarize('find django -name "tests.py"', mini("")).text == "0 paths found"
+
+
+def test_a_long_listing_names_its_first_paths_within_a_budget() -> None:
+    root = "/home/user/projects/app/src/components"
+    paths = [f"{root}/widgets/widget_{k:02d}.tsx" for k in range(40)]
+    s = summarize("find /home/user/projects/app/src -name '*.tsx'", mini("\n".join(paths)))
+    # the shared folder once, each path with its own folder (what a reply opens it by), then how many more
+    assert s.text.startswith("40 paths found (under …/projects/app/src/components: widgets/widget_00.tsx, ")
+    assert s.text.endswith(" more)")
+    named = re.findall(r"widget_\d\d", s.text)
+    assert 2 <= len(named) < 40 and s.text.endswith(f"+{40 - len(named)} more)")
+    assert len(s.text) <= 160
+    # a path too long for the room: its end, which names the file
+    deep = "/very/deep/" + "/".join(f"folder_number_{k}" for k in range(12)) + "/target_module.py"
+    s = summarize("find / -name target_module.py", mini(deep + "\n/srv/target_module.py"))
+    assert "folder_number_11/target_module.py, +1 more)" in s.text and "…" in s.text
 
 
 def test_swe_search_dir_file_and_find_file() -> None:
@@ -416,7 +433,10 @@ def test_dev_sweagent_runs() -> None:
         "error",
         "error: AttributeError: Unable to convert the pixel data as the following required elements are missing from the dataset: PixelRepresentation",
     )
-    assert got[4] == ("search", '"numpy_handler.py": 3 files found')
+    assert got[4] == (
+        "search",
+        '"numpy_handler.py": 3 files found (under /pydicom__pydicom: pydicom/overlays/numpy_handler.py, +2 more)',
+    )
     assert got[5][0] == "read" and "lines 273-372 of 372" in got[5][1]
     assert got[6] == (
         "error",

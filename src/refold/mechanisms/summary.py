@@ -23,6 +23,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _elided_numbered,
     _files,
     _grep_summary,
+    _named_paths,
     _named_search,
     _nonblank,
     _numbered,
@@ -32,7 +33,14 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _read_summary,
     _swe_search,
 )
-from .summary_verdicts import _PYTEST_TOTAL, _TEST_CMD, _test_summary, first_error
+from .summary_verdicts import (
+    _PYTEST_TOTAL,
+    _TEST_CMD,
+    SUBAGENT_TOOLS,
+    _test_summary,
+    first_error,
+    report_summary,
+)
 from .summary_wrap import unwrap
 
 __all__ = ["MAX_CHARS", "Summary", "summarize"]
@@ -42,7 +50,7 @@ MAX_CHARS = 160
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    kind: str  # read | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | output
+    kind: str  # read | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | report | output
     text: str  # one line, at most the limit
     status: int | None  # the recorded exit status (mini's <returncode>); None when none was recorded
     informative: bool  # False: only the generic first/last-line fallback
@@ -134,6 +142,10 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
             if lines
             else f"control action `{verb}`; no output",
         )
+    if tool in SUBAGENT_TOOLS:
+        report = report_summary(body, _files(_named_paths(body), room=45), limit)
+        if report:
+            return out("report", report)
     info = analyze(cmd, tool)
 
     if (

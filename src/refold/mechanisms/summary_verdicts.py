@@ -1,5 +1,6 @@
-"""What a run's output says about its outcome, without a model call: its first error line, and a
-test run's pass/fail counts and first failing test (the verdict a hidden output's note keeps)."""
+"""What a run's output says about its outcome, without a model call: its first error line, a
+test run's pass/fail counts and first failing test, a subagent's report's subject and conclusion
+(the verdict a hidden output's note keeps)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,37 @@ def _test_summary(body: str, lines: list[str]) -> str | None:
 
 
 # ---- reads ------------------------------------------------------------------------------------
+
+
+# ---- a subagent's report (Claude Code's Task/Agent tool) -----------------------------------------
+
+SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
+# Claude Code appends the agent's id and usage to its answer (glued to its last line)
+_AGENT_TRAILER = re.compile(r"agentId: \w+ \(for resuming[^)\n]*\)\s*(?:<usage>.*?</usage>\s*)?$", re.DOTALL)
+# 'Perfect! Now I have all the information I need. Let me create a comprehensive report:'
+_PREAMBLE = re.compile(
+    r"^(?:(?:Perfect|Excellent|Great|Good|Okay|OK|Alright|Done)\b[!.,]|Now I have\b|Based on (?:my|the)\b.*:$|.*\b(?:Let me|Here's|Here is)\b.*:$)"
+)
+_RULE = re.compile(r"^(?:-{3,}|\*{3,}|`{3}.*|\|?[\s:|-]+\|?)$")
+_MARKUP = re.compile(r"^(?:#{1,6}\s+|[-*+]\s+|\d+\.\s+|>\s*)|\*\*|__")
+
+
+def report_summary(body: str, files: str, limit: int) -> str | None:
+    """A subagent's answer: its subject (first heading, else first line after the preamble), the
+    files it names (``files``: a note's list of them) and its last line (where a report concludes);
+    None when it printed nothing."""
+    body = _AGENT_TRAILER.sub("", body.rstrip())
+    lines = [ln.strip() for ln in body.split("\n") if ln.strip() and not _RULE.match(ln.strip())]
+    while len(lines) > 1 and _PREAMBLE.match(lines[0]):
+        lines.pop(0)
+    if not lines:
+        return None
+    subject = next((ln for ln in lines[:40] if ln.startswith("#")), lines[0])
+    plain = [_MARKUP.sub("", ln).strip() for ln in (subject, lines[-1])]
+    head = f'report: "{_cut(plain[0], 50)}"{files}'
+    return head if len(lines) == 1 else f'{head}; ends "{_cut(plain[1], max(30, limit - len(head) - 9))}"'
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

@@ -91,6 +91,12 @@ def unwrap(text: str) -> Unwrapped:
         body = text[c.end() :]
     elif text.startswith("Exit code ") and (c := _CLAUDE_EXIT.match(text)):
         status, body = int(c.group(1)), text[c.end() :]
+    elif text.startswith("<retrieval_status>"):  # Claude Code's TaskOutput: a background command's output
+        code = _between(text, "exit_code")
+        status = int(code) if code is not None and code.strip().lstrip("-").isdigit() else None
+        state = (_between(text, "status") or "").strip()
+        exception = f"background task {state}" if state and state != "completed" else None
+        body = _between(text, "output") or ""
     elif text.startswith("The last command <command>") and (t := _TIMED_OUT.match(text)):
         exception = "timed out and was killed"
         inner = _between(text[t.end() :], "output")

@@ -6,7 +6,8 @@ For the prompt of call ``t + 1`` (rendered from steps ``1..t``) the *recorded re
 
 1. occurs in the recorded history before the call (the reply or an output of a step ``<= t``),
 2. does not occur in any message of the rendered prompt (system, task, replies, outputs, and the
-   text of every stub, trim marker, note, mask note, span block or summary), and
+   text of every stub, trim marker, note, mask note, span block or summary; an identifier in
+   any spelling of its words, a folder as a folder of a shown path), and
 3. does not occur in the history's prefix (system prompt and task as recorded).
 
 So its only occurrences before the call are in content the policy did not show (stubbed, trimmed,
@@ -36,7 +37,7 @@ from ...messages import clean
 from ...prompt_tokens import same_prefix
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown
-from .needed_keys import keys_of, message_text, reply_keys
+from .needed_keys import folded, keys_of, message_text, reply_keys
 from .projectors import Projector, Prompt
 
 __all__ = [
@@ -151,6 +152,8 @@ class NeededIndex:
             # the latest pieces first: the ones most often still shown
             if any(view.pieces[p] > 0 for p in reversed(before)) or view.has_key(key):
                 continue
+            if self._shown_folded(key, t, view):
+                continue
             needed.append(key)
             latest = before[-1][0]  # one restore, of the latest step that held it, suffices
             pieces.update(p for p in before if p[0] == latest)
@@ -158,6 +161,16 @@ class NeededIndex:
             return None
         ordered = tuple(sorted(pieces))
         return NeededCall(t, tuple(needed), ordered, sum(self.restore_tokens(p) for p in ordered))
+
+
+    def _shown_folded(self, key: str, t: int, view: ShownKeys) -> bool:
+        """Whether the prompt shows an identifier in another spelling of its words (``folded``)."""
+        fold = folded(key)
+        if fold is None:
+            return False
+        where = self._where.get(fold, [])
+        before = where[: bisect_right(where, (t, _LAST))]
+        return any(view.pieces[p] > 0 for p in reversed(before)) or view.has_key(fold)
 
 
 _VERBATIM = frozenset({Shown.RECEIVED, Shown.RESTORED})

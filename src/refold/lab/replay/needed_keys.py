@@ -10,8 +10,11 @@ argument names):
   A path is indexed under its last two components (``models/query.py``) and its basename
   (``query.py``), so ``/testbed/django/db/models/query.py`` and ``./django/db/models/query.py``
   are the same path; a reply's path is looked up by its most specific key (the last two
-  components when it has them). Generic basenames (``__init__.py``, ``setup.py``, ...) are
-  never keys.
+  components when it has them). Generic basenames (``__init__.py``, ``setup.py``, ...) and
+  paths every model knows (``/dev/null``, ``/usr/bin/env``, ``application/json``) are never
+  keys. A shown path also shows its folders: ``src/agents/core/run.ts`` holds ``src/agents``
+  and ``agents/core`` (any two adjacent folders), so a reply naming the folder is not counted
+  while a file under it is shown.
 * **identifiers**: a word ``[A-Za-z_][A-Za-z0-9_]*`` of at least 8 characters with an inner
   underscore (``snake_case``, ``ALL_CAPS``) or a lower-to-upper change (``CamelCase``,
   ``camelCase``), read anywhere, also inside paths and dotted names (``billing_engine`` in
@@ -19,7 +22,11 @@ argument names):
   keywords and builtins (``NotImplementedError``), ``unittest.TestCase`` attributes
   (``assertEqual``), public names of a few everyday stdlib modules (``io``, ``os``, ``typing``,
   ``subprocess``, ...: ``TextIOWrapper``) -- names any model knows without being shown them. Plain words and numbers
-  never qualify (no underscore, no case change, or no letter).
+  never qualify (no underscore, no case change, or no letter). An identifier is shown in
+  any spelling of its words: ``InvoiceExportController`` shows ``invoice_export_controller``
+  (Phoenix's module and file, a JSON field and its camelCase variable); every identifier also
+  holds its folded form (:func:`folded`: lower case, no ``_``), and a reply's identifier is
+  hidden only when neither form is shown.
 * **test ids**: ``path.py::Name::test[param]``, keyed by the basename and the rest
   (``test_query.py::QueryTests::test_filter``).
 * **error strings**: ``XxxError: message`` / ``XxxException: message``, keyed by the name and
@@ -49,7 +56,17 @@ from typing import Any
 
 from ...types import content_text
 
-__all__ = ["ERROR_CHARS", "GENERIC_BASENAMES", "KNOWN_NAMES", "MIN_IDENT", "keys_of", "message_text", "reply_keys"]
+__all__ = [
+    "ERROR_CHARS",
+    "GENERIC_BASENAMES",
+    "GENERIC_PATHS",
+    "KNOWN_NAMES",
+    "MIN_IDENT",
+    "folded",
+    "keys_of",
+    "message_text",
+    "reply_keys",
+]
 
 MIN_IDENT = 8
 ERROR_CHARS = 40
@@ -84,6 +101,27 @@ GENERIC_BASENAMES = frozenset(
         "Makefile",
     }
 )
+GENERIC_PATHS = frozenset(
+    {
+        "dev/null",
+        "dev/stdout",
+        "dev/stderr",
+        "dev/stdin",
+        "bin/env",
+        "bin/bash",
+        "bin/python",
+        "bin/python3",
+        "usr/bin",
+        "usr/local",
+        "application/json",
+        "application/xml",
+        "text/plain",
+        "text/html",
+    }
+)
+"""System paths and media types (last two components) any model writes unprompted: never keys."""
+_FOLD = "~"  # no key starts with it: paths and identifiers never hold a "~"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STDLIB = (
     collections,
     datetime,
@@ -170,7 +208,26 @@ def _path_keys(token: str) -> tuple[str, ...]:
     keys = ["/".join(parts[-2:])] if len(parts) >= 2 else []
     if has_ext:
         keys.append(base)
-    return tuple(k for k in keys if k.rsplit("/", 1)[-1] not in GENERIC_BASENAMES)
+    return tuple(k for k in keys if k.rsplit("/", 1)[-1] not in GENERIC_BASENAMES and k not in GENERIC_PATHS)
+
+
+def _folder_keys(token: str) -> list[str]:
+    """The keys of the folders a path shows (each two adjacent folders, as a folder named alone is
+    keyed); the last two components are the path's own key."""
+    parts = [p for p in token.rstrip(".-").split("/") if p not in ("", ".", "..")]
+    return [
+        pair
+        for i in range(len(parts) - 2)
+        if len(pair := f"{parts[i]}/{parts[i + 1]}") >= MIN_IDENT and any(c.isalpha() for c in parts[i + 1])
+    ]
+
+
+def folded(key: str) -> str | None:
+    """The form an identifier key is also held under, any spelling of its words alike
+    (``~invoiceexportcontroller``); None for a path, test id or error string."""
+    if _IDENT.fullmatch(key) is None:
+        return None
+    return _FOLD + key.replace("_", "").lower()
 
 
 def _scan(text: str) -> tuple[set[str], set[str]]:
@@ -182,9 +239,12 @@ def _scan(text: str) -> tuple[set[str], set[str]]:
         if keys:
             every.update(keys)
             named.add(keys[0])
+            if token.count("/") >= 2:
+                every.update(_folder_keys(token))
     for w in _LONG_WORD.findall(text):
         if _identifier(w):
             every.add(w)
+            every.add(_FOLD + w.replace("_", "").lower())
             named.add(w)
     if "::" in text:
         for m in _TEST_ID.finditer(text):
