@@ -1,0 +1,64 @@
+"""Check that ``refold replay`` of Claude Code logs / Codex rollouts measures what ``refold serve`` sends.
+
+    PYTHONPATH=src python benchmarks/check_serve_replay.py DIR... [--out FILE]
+
+For every ``*.jsonl`` under each DIR that refold reads as a Claude Code log or a Codex rollout
+(Claude Code's ``subagents/agent-acompact-*.jsonl`` skipped: its call is its session's
+compaction), every session's requests are rebuilt from the log's lines and driven through the
+proxy app (serve_replay.py); prints per session the calls compared and the calls whose upstream
+request equals replay's ``default`` prompt, then the first difference of each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from refold.errors import RefoldError
+from refold.json_file import read_json
+from refold.loaders import detect_format
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve_replay import compare, sessions  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dirs", nargs="+", type=Path)
+    args = ap.parse_args()
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+    files = sorted(p for d in args.dirs for p in (d.rglob("*.jsonl") if d.is_dir() else [d]) if "agent-acompact-" not in p.name)
+    total = equal = 0
+    first: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            try:
+                fmt = detect_format(read_json(f))
+                found = sessions(f) if fmt in ("claude-code", "codex") else []
+            except RefoldError as e:
+                print(f"{f}: skipped ({e})")
+                continue
+            for n, (source, calls) in enumerate(found):
+                try:
+                    r = compare(source, calls, str(Path(tmp) / f"{f.stem}-{n}.db"))
+                except RefoldError as e:
+                    print(f"{source}: skipped ({e})")
+                    continue
+                name = source.removeprefix(str(f.parent) + "/")
+                note = f" (not compared: {r.skipped})" if r.skipped else ""
+                print(f"{f.parent.name}/{name}: {r.equal}/{r.compared} calls equal{note}")
+                total += r.compared
+                equal += r.equal
+                for k, v in r.first.items():
+                    first.setdefault(k, f"{f.parent.name}/{name} {v}")
+    print(f"\nall: {equal}/{total} calls equal")
+    print("first difference of each kind:")
+    for k, v in first.items():
+        print(f"- {k}: {v}")
+
+
+if __name__ == "__main__":
+    main()

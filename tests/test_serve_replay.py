@@ -1,0 +1,80 @@
+"""``refold replay`` of a Claude Code log / Codex rollout renders what ``refold serve`` sends: the
+harness's requests, rebuilt from the log's lines, go through the proxy app; what the upstream
+receives at each call equals replay's ``default`` prompt (benchmarks/serve_replay.py)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from claude_code_log import Log, call, numbered, session, text
+from codex_rollouts import PATCH, Lines, fix_bug, unified_exec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import serve_replay as sr  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+
+
+def _check(path: Path, tmp_path: Path) -> dict[str, sr.Result]:
+    return {src.partition("#")[2]: sr.compare(src, calls, str(tmp_path / f"{n}.db")) for n, (src, calls) in enumerate(sr.sessions(path))}
+
+
+def test_claude_code_session_is_served_as_replayed(tmp_path: Path) -> None:
+    results = _check(session(tmp_path / "s.jsonl"), tmp_path)
+    assert set(results) == {"main", "compact-1", "sidechain-1"}
+    for name in ("compact-1", "sidechain-1"):  # compact-1: the summary and the next ask are one API turn
+        assert results[name].compared and results[name].equal == results[name].compared, (name, results[name].first)
+    main = results["main"]
+    # the one known difference: the log writes the parallel results in reverse call order and the
+    # loader puts them in call order (where Claude Code sent them is not in the log; same tokens)
+    assert main.compared == 5 and main.equal == 1 and list(main.first) == ["tool_call_id"], main.first
+
+
+def test_user_messages_thinking_and_meta_lines_are_served_as_replayed(tmp_path: Path) -> None:
+    log = Log()
+    task = log.user("Fix the bug in app.py.")
+    a1 = log.reply("msg_1", [{"type": "thinking", "thinking": "Read it.", "signature": "c2ln"}, call("toolu_1", "Read", file_path="/w/app.py")], parent=task)
+    r1 = log.results(("toolu_1", numbered([f"line {i}" for i in range(60)])), parent=a1[-1])
+    meta = log.user("<system-reminder>The file app.py was modified.</system-reminder>", parent=r1, isMeta=True)
+    typed = log.user("Also keep the old name as an alias.", parent=meta)  # typed mid-session
+    a2 = log.reply("msg_2", [text("Editing."), call("toolu_2", "Bash", command="sed -i s/a/b/ app.py", description="Edit")], parent=typed)
+    r2 = log.results(("toolu_2", ""), parent=a2[-1])
+    for k in range(3, 9):
+        a = log.reply(f"msg_{k}", [call(f"toolu_{k}", "Bash", command=f"cat part{k}.txt")], parent=r2)
+        r2 = log.results((f"toolu_{k}", "\n".join(f"part {k} row {i}" for i in range(200))), parent=a[-1])
+    log.reply("msg_9", [text("Done.")], parent=r2)
+    res = _check(log.write(tmp_path / "u.jsonl"), tmp_path)[""]
+    assert res.compared == 9 and res.equal == res.compared, res.first
+
+
+def test_codex_rollout_is_served_as_replayed(tmp_path: Path) -> None:
+    (tmp_path / "r.jsonl").write_text(fix_bug().text(), encoding="utf-8")
+    res = _check(tmp_path / "r.jsonl", tmp_path)[""]
+    assert res.compared == 7 and res.equal == 7, res.first
+
+
+def test_codex_unified_exec_and_patches_are_served_as_replayed(tmp_path: Path) -> None:
+    r = Lines().meta().turn()
+    r.user("<environment_context>\n  <cwd>/work/demo</cwd>\n</environment_context>")
+    r.user("Run the slow tests, then fix app.py.")
+    r.exec("c1", "pytest -q tests/slow").usage(5000, 0, 20, 0)
+    r.output("c1", unified_exec(None, session=7))
+    r.poll("c2", 7).usage(5100, 5000, 10, 0)
+    r.output("c2", unified_exec("\n".join(f"test {i} ok" for i in range(300))))
+    r.user("Please also keep a changelog line.")
+    r.say("Patching.").patch("c3", PATCH).usage(6000, 5100, 50, 0)
+    r.output("c3", "Success. Updated the following files:\nM src/app.py\n", kind="custom_tool_call_output")
+    for k in range(4, 9):
+        r.shell(f"c{k}", ["bash", "-lc", f"cat notes{k}.md"]).usage(6000 + k, 6000, 10, 0)
+        r.output(f"c{k}", "\n".join(f"note {k}.{i}" for i in range(150)))
+    r.say("Done.").usage(9000, 8000, 5, 0)
+    (tmp_path / "x.jsonl").write_text(r.text(), encoding="utf-8")
+    res = _check(tmp_path / "x.jsonl", tmp_path)[""]
+    assert res.compared == 9 and res.equal == 9, res.first
