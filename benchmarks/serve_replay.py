@@ -36,9 +36,9 @@ from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
 from refold.loaders import load
 from refold.proxy import ProxyConfig, create_app
-from refold.shell_tools import canonical_call
 from refold.proxy.anthropic_wire import parse as parse_messages
 from refold.proxy.responses_wire import parse as parse_responses
+from refold.shell_tools import canonical_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from fake_upstream import ServerThread  # noqa: E402

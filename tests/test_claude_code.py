@@ -83,8 +83,9 @@ def test_only_the_live_branch_is_loaded(log_path: Path) -> None:
 
 def test_compaction_starts_a_new_context_from_the_summary(log_path: Path) -> None:
     h = load(f"{log_path}#compact-1")
-    assert [m["role"] for m in h.prefix] == ["user", "user"]
-    assert h.prefix[0]["content"].startswith("This session is being continued")
+    assert [m["role"] for m in h.prefix] == ["user"]  # the summary and the next ask: one API turn
+    summary, ask = h.prefix[0]["content"]
+    assert summary["text"].startswith("This session is being continued") and ask["text"] == "Now add a docstring to mean()."
     assert "toolu_01" not in json.dumps(h.messages())  # nothing from before the compaction
     assert [calls_of(s.reply) for s in h.steps] == [["toolu_06"], ["toolu_07"], ["toolu_08"], []]
     # the local command that asked for it stays with the context it was typed in
@@ -209,7 +210,7 @@ def test_bookkeeping_and_synthetic_lines_are_skipped_meta_lines_kept(tmp_path: P
     log.other("system", api_error[-1], subtype="api_error", level="error")
     log.reply("msg_2", [text("Done.")], parent=log.last)
     h = load(log.write(tmp_path / "s.jsonl"))
-    assert [m["content"] for m in h.prefix] == ["Fix it.", log.lines[3]["message"]["content"]]
+    assert [m["content"] for m in h.prefix] == [[text("Fix it."), text(log.lines[3]["message"]["content"])]]  # one API turn
     assert [s.reply["content"] for s in h.steps] == ["", "Done."]  # no synthetic notice as a model call
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from claude_code_log import Log, call, numbered, session, text
+from claude_code_log import Log, call, session, text
 from codex_rollouts import PATCH, Lines, fix_bug, unified_exec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -38,20 +38,23 @@ def test_claude_code_session_is_served_as_replayed(tmp_path: Path) -> None:
 
 
 def test_user_messages_thinking_and_meta_lines_are_served_as_replayed(tmp_path: Path) -> None:
+    """Late in a session whose old outputs are hidden: a meta reminder and a line typed mid-turn
+    (Claude Code sends them as one user turn, each carried the step label once), a reply whose
+    text is two blocks (read back to back), thinking blocks."""
     log = Log()
-    task = log.user("Fix the bug in app.py.")
-    a1 = log.reply("msg_1", [{"type": "thinking", "thinking": "Read it.", "signature": "c2ln"}, call("toolu_1", "Read", file_path="/w/app.py")], parent=task)
-    r1 = log.results(("toolu_1", numbered([f"line {i}" for i in range(60)])), parent=a1[-1])
-    meta = log.user("<system-reminder>The file app.py was modified.</system-reminder>", parent=r1, isMeta=True)
-    typed = log.user("Also keep the old name as an alias.", parent=meta)  # typed mid-session
-    a2 = log.reply("msg_2", [text("Editing."), call("toolu_2", "Bash", command="sed -i s/a/b/ app.py", description="Edit")], parent=typed)
-    r2 = log.results(("toolu_2", ""), parent=a2[-1])
-    for k in range(3, 9):
-        a = log.reply(f"msg_{k}", [call(f"toolu_{k}", "Bash", command=f"cat part{k}.txt")], parent=r2)
-        r2 = log.results((f"toolu_{k}", "\n".join(f"part {k} row {i}" for i in range(200))), parent=a[-1])
-    log.reply("msg_9", [text("Done.")], parent=r2)
+    r = log.user("Fix the bug in app.py.")
+    for k in range(1, 13):
+        blocks = [{"type": "thinking", "thinking": f"Step {k}.", "signature": "c2ln"}]
+        if k == 9:
+            blocks += [text("\n\n"), text("Reading the next part.")]
+        a = log.reply(f"msg_{k}", [*blocks, call(f"toolu_{k}", "Bash", command=f"cat part{k}.txt", description="Read")], parent=r)
+        r = log.results((f"toolu_{k}", "\n".join(f"part {k} row {i} " + "x" * 40 for i in range(300))), parent=a[-1])
+        if k == 10:
+            r = log.user("<system-reminder>The file app.py was modified.</system-reminder>", parent=r, isMeta=True)
+            r = log.user("Also keep the old name as an alias.", parent=r)
+    log.reply("msg_13", [text("Done.")], parent=r)
     res = _check(log.write(tmp_path / "u.jsonl"), tmp_path)[""]
-    assert res.compared == 9 and res.equal == res.compared, res.first
+    assert res.compared == 13 and res.equal == res.compared, res.first
 
 
 def test_codex_rollout_is_served_as_replayed(tmp_path: Path) -> None:

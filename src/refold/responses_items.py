@@ -131,8 +131,10 @@ def read_polls(messages: list[Message]) -> int:
             continue
         for c in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
             fn = c.get("function") if isinstance(c, dict) else None
+            if not isinstance(fn, dict):
+                continue
             try:
-                args = json.loads(fn["arguments"]) if isinstance(fn, dict) else None
+                args = json.loads(fn["arguments"])
             except (ValueError, TypeError, KeyError):
                 continue
             if not isinstance(args, dict):

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import TrajectoryError
 from ..types import Message
-from .claude_code_blocks import reply_message, usage_record, user_messages
+from .claude_code_blocks import one_turn, reply_message, usage_record, user_messages
 
 __all__ = ["FORMAT", "NOTE", "is_claude_code", "session_messages", "session_names"]
 
@@ -303,7 +303,7 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
         rank = {cid: n for n, cid in enumerate(order)}
         results.sort(key=lambda m: rank.get(m["tool_call_id"], len(rank)))  # stable: unknown ids keep their order
         out.extend(results)
-        out.extend(others)
+        out.extend(one_turn(others))
         results.clear()
         others.clear()
 
