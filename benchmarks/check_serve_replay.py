@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
     files = sorted(p for d in args.dirs for p in (d.rglob("*.jsonl") if d.is_dir() else [d]) if "agent-acompact-" not in p.name)
-    total = equal = 0
+    total = equal = reordered = 0
     first: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
@@ -49,12 +49,14 @@ def main() -> None:
                     continue
                 name = source.removeprefix(str(f.parent) + "/")
                 note = f" (not compared: {r.skipped})" if r.skipped else ""
-                print(f"{f.parent.name}/{name}: {r.equal}/{r.compared} calls equal{note}")
+                more = f", {r.reordered} more but for the order of tool results" if r.reordered else ""
+                print(f"{f.parent.name}/{name}: {r.equal}/{r.compared} calls equal{more}{note}")
                 total += r.compared
                 equal += r.equal
+                reordered += r.reordered
                 for k, v in r.first.items():
                     first.setdefault(k, f"{f.parent.name}/{name} {v}")
-    print(f"\nall: {equal}/{total} calls equal")
+    print(f"\nall: {equal}/{total} calls equal, {reordered} more but for the order of tool results")
     print("first difference of each kind:")
     for k, v in first.items():
         print(f"- {k}: {v}")

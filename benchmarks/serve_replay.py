@@ -263,9 +263,26 @@ def upstream_messages(surface: str, body: dict[str, Any]) -> list[dict[str, Any]
 class Result:
     compared: int = 0
     equal: int = 0
+    reordered: int = 0
+    """Calls equal but for the order of one reply's tool results (see ``by_call``)."""
     skipped: str = ""
     first: dict[str, str] = field(default_factory=dict)
     """Kind of difference -> its first occurrence (call, what)."""
+
+
+def by_call(messages: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Each run of tool results sorted by call id: the loader puts a reply's results in call order,
+    the log in the order they were written (which one Claude Code sent is not in the log)."""
+    out: list[tuple[Any, ...]] = []
+    run: list[tuple[Any, ...]] = []
+    for m in [*messages, ("end", "", (), None)]:
+        if m[0] == "tool":
+            run.append(m)
+            continue
+        out += sorted(run, key=lambda r: str(r[3]))
+        run = []
+        out.append(m)
+    return out
 
 
 def kind_of(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> str:
@@ -297,6 +314,10 @@ def compare(source: str, calls: Calls, store: str) -> Result:
         res.compared += 1
         if sent == replayed:
             res.equal += 1
+            continue
+        if by_call(sent) == by_call(replayed):
+            res.reordered += 1
+            res.first.setdefault("tool result order", f"call {n + 1}")
             continue
         j = next(j for j in range(max(len(sent), len(replayed))) if (sent[j] if j < len(sent) else None) != (replayed[j] if j < len(replayed) else None))
         a = sent[j] if j < len(sent) else None

@@ -29,12 +29,9 @@ def _check(path: Path, tmp_path: Path) -> dict[str, sr.Result]:
 def test_claude_code_session_is_served_as_replayed(tmp_path: Path) -> None:
     results = _check(session(tmp_path / "s.jsonl"), tmp_path)
     assert set(results) == {"main", "compact-1", "sidechain-1"}
-    for name in ("compact-1", "sidechain-1"):  # compact-1: the summary and the next ask are one API turn
-        assert results[name].compared and results[name].equal == results[name].compared, (name, results[name].first)
-    main = results["main"]
-    # the one known difference: the log writes the parallel results in reverse call order and the
-    # loader puts them in call order (where Claude Code sent them is not in the log; same tokens)
-    assert main.compared == 5 and main.equal == 1 and list(main.first) == ["tool_call_id"], main.first
+    for name, res in results.items():  # compact-1: the summary and the next ask are one API turn
+        assert res.compared and res.equal == res.compared, (name, res.first)
+    assert results["main"].compared == 5  # main: parallel results written out of call order, sent so
 
 
 def test_user_messages_thinking_and_meta_lines_are_served_as_replayed(tmp_path: Path) -> None:

@@ -276,8 +276,9 @@ def _only_results(item: dict[str, Any]) -> bool:
 
 
 def _messages(log: _Log, lines: list[int]) -> list[Message]:
-    """Replies merged by response, each followed by its tool results (in call order), then the
-    other user messages that came before the next reply."""
+    """Replies merged by response, each followed by its tool results in the order they were
+    written, then the other user messages before the next reply as one turn: what Claude Code's
+    ``normalizeMessagesForAPI`` sends (it joins consecutive user messages in list order)."""
     items = log.items
     turns: list[tuple[str, list[int]]] = []  # ("reply", lines of one response) | ("user", [line])
     where: dict[str, int] = {}
@@ -297,11 +298,8 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
     out: list[Message] = []
     results: list[Message] = []
     others: list[Message] = []
-    order: list[str] = []
 
     def flush() -> None:
-        rank = {cid: n for n, cid in enumerate(order)}
-        results.sort(key=lambda m: rank.get(m["tool_call_id"], len(rank)))  # stable: unknown ids keep their order
         out.extend(results)
         out.extend(one_turn(others))
         results.clear()
@@ -312,9 +310,7 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
             if kind == "reply":
                 flush()
                 group = [items[i] for i in idx]
-                reply = reply_message(group, usage_record(group))
-                order = [c["id"] for c in reply.get("tool_calls", [])]
-                out.append(reply)
+                out.append(reply_message(group, usage_record(group)))
             else:
                 r, o = user_messages(items[idx[0]])
                 results.extend(r)
