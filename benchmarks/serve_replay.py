@@ -22,6 +22,9 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +34,13 @@ from fastapi import FastAPI, Request
 
 from refold.config import Config
 from refold.formats import claude_code as cc
+from refold.formats.claude_code_blocks import unix_time
 from refold.formats.codex import PART, part_names
 from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
 from refold.loaders import load
 from refold.proxy import ProxyConfig, create_app
+from refold.proxy import sessions as sessions_module
 from refold.proxy.anthropic_wire import parse as parse_messages
 from refold.proxy.responses_wire import parse as parse_responses
 from refold.shell_tools import canonical_call
@@ -55,6 +60,8 @@ class Calls:
     surface: str
     bodies: list[dict[str, Any]] = field(default_factory=list)
     replies: list[Any] = field(default_factory=list)
+    times: list[float | None] = field(default_factory=list)
+    """When each call was made, as recorded (the last line before it)."""
 
 
 # ---- the harness's requests, from the log's lines ------------------------------------------------
@@ -74,8 +81,10 @@ def claude_calls(path: Path, session: str | None = None) -> Calls:
     replies: list[int] = []  # where each reply is in wire
     where: dict[str, int] = {}
     names: set[str] = set()
+    stamps: list[float | None] = []  # per wire message: its last line's time
     for i in lines:
         item = log.items[i]
+        at = unix_time(item.get("timestamp"))
         content = item["message"].get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
         if item.get("type") == "assistant":
@@ -89,10 +98,13 @@ def claude_calls(path: Path, session: str | None = None) -> Calls:
             where[k] = len(wire)
             replies.append(len(wire))
             wire.append({"role": "assistant", "content": blocks})
+            stamps.append(at)
         elif wire and wire[-1]["role"] == "user":
             wire[-1]["content"] += blocks  # consecutive user lines are one API message
+            stamps[-1] = at or stamps[-1]
         else:
             wire.append({"role": "user", "content": blocks})
+            stamps.append(at)
     tools = [_schema(n) for n in sorted(names)]
     out = Calls("messages")
     for at in replies:
@@ -101,6 +113,7 @@ def claude_calls(path: Path, session: str | None = None) -> Calls:
         out.bodies.append({"model": "claude-stand-in", "max_tokens": 4096, "system": [{"type": "text", "text": SYSTEM}],
                            "messages": wire[:at], "tools": tools})  # fmt: skip
         out.replies.append(wire[at]["content"])
+        out.times.append(stamps[at - 1])
     return out
 
 
@@ -111,6 +124,7 @@ def codex_calls(path: Path) -> Calls:
     rows = rows if isinstance(rows, list) else [rows]
     instructions = SYSTEM
     items: list[dict[str, Any]] = []
+    stamps: list[float | None] = []
     starts: list[int] = []
     for r in rows:
         if not isinstance(r, dict):
@@ -128,6 +142,7 @@ def codex_calls(path: Path) -> Calls:
         if not is_input and (not items or _is_input(items[-1])):
             starts.append(len(items))
         items.append(payload)
+        stamps.append(unix_time(r.get("timestamp")))
     names = {str(i.get("name")) for i in items if i.get("type") == "function_call"}
     tools: list[dict[str, Any]] = [{"type": "function", "name": n, "description": "stand-in", "parameters": {"type": "object", "properties": {}}} for n in sorted(names)]
     if any(i.get("type") == "custom_tool_call" for i in items):
@@ -140,6 +155,7 @@ def codex_calls(path: Path) -> Calls:
         end = next((j for j in range(at, bounds[n + 1]) if _is_input(items[j])), bounds[n + 1])
         out.bodies.append({"model": "gpt-stand-in", "instructions": instructions, "input": items[:at], "tools": tools, "store": False})
         out.replies.append(items[at:end])
+        out.times.append(stamps[at - 1])
     return out
 
 
@@ -194,6 +210,32 @@ def cache_of(surface: str) -> str:
     return "anthropic" if surface == "messages" else "openai"
 
 
+class _Clock:
+    """``time`` for the proxy's sessions module: ``time()`` is the recorded time of the call being
+    made (the proxy stamps each step with it; idle gaps past the cache's TTL change where the
+    boundary moves, and replay reads them from the log), the rest is the real module."""
+
+    def __init__(self) -> None:
+        self.now: float | None = None
+
+    def time(self) -> float:
+        return self.now if self.now is not None else time.time()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@contextmanager
+def recorded_clock() -> Iterator[_Clock]:
+    clock = _Clock()
+    saved = sessions_module.time
+    sessions_module.time = clock  # type: ignore[assignment]
+    try:
+        yield clock
+    finally:
+        sessions_module.time = saved
+
+
 def through_proxy(calls: Calls, store: str) -> tuple[list[dict[str, Any]], list[str]]:
     """What the upstream received per call, and any call the proxy refused (status: text)."""
     received: list[dict[str, Any]] = []
@@ -201,8 +243,9 @@ def through_proxy(calls: Calls, store: str) -> tuple[list[dict[str, Any]], list[
     with ServerThread(_upstream(calls, received)) as up:
         cfg = ProxyConfig(upstream=f"{up.url}/v1", store=store, tokenizer="off", config=serve_config(calls.surface))
         headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "authorization": "Bearer k"}
-        with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=120) as client:
+        with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=120) as client, recorded_clock() as clock:
             for n, body in enumerate(calls.bodies):
+                clock.now = calls.times[n]
                 before = len(received)
                 r = client.post(f"/v1/{calls.surface}", json=body, headers=headers)
                 if r.status_code != 200:

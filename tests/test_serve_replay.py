@@ -78,3 +78,20 @@ def test_codex_unified_exec_and_patches_are_served_as_replayed(tmp_path: Path) -
     (tmp_path / "x.jsonl").write_text(r.text(), encoding="utf-8")
     res = _check(tmp_path / "x.jsonl", tmp_path)[""]
     assert res.compared == 9 and res.equal == 9, res.first
+
+
+def test_an_idle_gap_is_read_alike(tmp_path: Path) -> None:
+    """An hour between two calls (the cache went cold): the proxy stamps steps with the
+    time of the call (here the recorded one), replay reads the log's; both move the boundary alike."""
+    log = Log()
+    r = log.user("Summarize the parts.")
+    for k in range(1, 15):
+        a = log.reply(f"msg_{k}", [call(f"toolu_{k}", "Bash", command=f"cat part{k}.txt")], parent=r)
+        r = log.results((f"toolu_{k}", "\n".join(f"part {k} row {i} " + "y" * 40 for i in range(300))), parent=a[-1])
+        if k == 7:
+            mark = len(log.lines)
+    log.reply("msg_15", [text("Done.")], parent=r)
+    for line in log.lines[mark:]:
+        line["timestamp"] = line["timestamp"].replace("T10:", "T11:")  # an hour later
+    res = _check(log.write(tmp_path / "idle.jsonl"), tmp_path)[""]
+    assert res.compared == 15 and res.equal == res.compared, res.first
