@@ -22,7 +22,7 @@ from refold.json_file import read_json
 from refold.loaders import detect_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_replay import compare, sessions  # noqa: E402
+from serve_replay import argument_tokens, compare, sessions  # noqa: E402
 
 
 def main() -> None:
@@ -32,6 +32,7 @@ def main() -> None:
     logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
     files = sorted(p for d in args.dirs for p in (d.rglob("*.jsonl") if d.is_dir() else [d]) if "agent-acompact-" not in p.name)
     total = equal = reordered = 0
+    wire_args = [0, 0, 0]
     first: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
@@ -50,13 +51,21 @@ def main() -> None:
                 name = source.removeprefix(str(f.parent) + "/")
                 note = f" (not compared: {r.skipped})" if r.skipped else ""
                 more = f", {r.reordered} more but for the order of tool results" if r.reordered else ""
-                print(f"{f.parent.name}/{name}: {r.equal}/{r.compared} calls equal{more}{note}")
+                items = ""
+                if calls.surface == "responses":
+                    sent, counted, whole = argument_tokens(source)
+                    wire_args[0] += sent
+                    wire_args[1] += counted
+                    wire_args[2] += whole
+                    items = f"; call items {sent:,} tokens as sent, {counted:,} as replay counts them (of {whole:,} in its messages)"
+                print(f"{f.parent.name}/{name}: {r.equal}/{r.compared} calls equal{more}{note}{items}")
                 total += r.compared
                 equal += r.equal
                 reordered += r.reordered
                 for k, v in r.first.items():
                     first.setdefault(k, f"{f.parent.name}/{name} {v}")
     print(f"\nall: {equal}/{total} calls equal, {reordered} more but for the order of tool results")
+    print(f"Codex call items: {wire_args[0]:,} tokens as sent, {wire_args[1]:,} as replay counts them (of {wire_args[2]:,} in the sessions' messages)")
     print("first difference of each kind:")
     for k, v in first.items():
         print(f"- {k}: {v}")
