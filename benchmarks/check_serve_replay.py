@@ -51,6 +51,8 @@ def main() -> None:
                 name = source.removeprefix(str(f.parent) + "/")
                 note = f" (not compared: {r.skipped})" if r.skipped else ""
                 more = f", {r.reordered} more but for the order of tool results" if r.reordered else ""
+                if r.equal + r.reordered < r.compared:
+                    more += f"; the others {r.sizes[0]:,} tokens served, {r.sizes[1]:,} replayed"
                 items = ""
                 if calls.surface == "responses":
                     sent, counted, whole = argument_tokens(source)

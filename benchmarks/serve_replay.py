@@ -19,6 +19,7 @@ message is compared with the stand-in removed (replay has no system prompt: the 
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -36,7 +37,7 @@ from refold.config import Config
 from refold.formats import claude_code as cc
 from refold.formats.claude_code_blocks import unix_time
 from refold.formats.codex import KEY as CODEX_KEY
-from refold.formats.codex import PART, part_names
+from refold.formats.codex import part_names
 from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
 from refold.loaders import load
@@ -119,21 +120,29 @@ def claude_calls(path: Path, session: str | None = None) -> Calls:
     return out
 
 
-def codex_calls(path: Path) -> Calls:
-    """The rollout's calls up to its first compaction as Responses requests: each response is a
-    run of output items (reasoning, messages, calls) between inputs."""
+def codex_calls(path: Path, part: int = 1) -> Calls:
+    """One context's calls as Responses requests (``part`` N: after the (N-1)-th compaction, its
+    input starting from the compaction's ``replacement_history`` as Codex sends it): each response
+    is a run of output items (reasoning, messages, calls) between inputs."""
     rows = read_json(path)
     rows = rows if isinstance(rows, list) else [rows]
     instructions = SYSTEM
     items: list[dict[str, Any]] = []
     stamps: list[float | None] = []
     starts: list[int] = []
+    seen = 1
     for r in rows:
         if not isinstance(r, dict):
             continue
         kind, payload = r.get("type"), r.get("payload")
         if kind == "compacted":
-            break
+            seen += 1
+            if seen > part:
+                break
+            history = payload.get("replacement_history") if isinstance(payload, dict) else None
+            kept = [copy.deepcopy(i) for i in history if isinstance(i, dict)] if isinstance(history, list) else []
+            items, stamps, starts = kept, [unix_time(r.get("timestamp"))] * len(kept), []
+            continue
         if kind == "session_meta" and isinstance(payload, dict):
             base = payload.get("base_instructions")
             if isinstance(base, dict) and isinstance(base.get("text"), str):
@@ -166,13 +175,14 @@ def _is_input(item: dict[str, Any]) -> bool:
 
 
 def sessions(path: Path) -> list[tuple[str, Calls]]:
-    """``(source for load, its calls)`` per session: every Claude Code session, a rollout's first
-    context (up to its first compaction)."""
+    """``(source for load, its calls)`` per session: every Claude Code session, every context of a
+    rollout (one per compaction)."""
     data = read_json(path)
     if cc.is_claude_code(data):
         names = cc.session_names(data)
         return [(f"{path}#{n}", claude_calls(path, n)) for n in names] if names else [(str(path), claude_calls(path))]
-    return [(str(path) if not part_names(data) else f"{path}#{PART}1", codex_calls(path))]
+    parts = part_names(data)
+    return [(f"{path}#{name}", codex_calls(path, n)) for n, name in enumerate(parts, 1)] if parts else [(str(path), codex_calls(path))]
 
 
 # ---- through the proxy ---------------------------------------------------------------------------
@@ -311,6 +321,8 @@ class Result:
     equal: int = 0
     reordered: int = 0
     """Calls equal but for the order of one reply's tool results (see ``by_call``)."""
+    sizes: list[int] = field(default_factory=lambda: [0, 0])
+    """Tokens (qwen3.6, text and calls) of the calls that differ: as served, as replayed."""
     skipped: str = ""
     first: dict[str, str] = field(default_factory=dict)
     """Kind of difference -> its first occurrence (call, what)."""
@@ -368,6 +380,9 @@ def compare(source: str, calls: Calls, store: str) -> Result:
         j = next(j for j in range(max(len(sent), len(replayed))) if (sent[j] if j < len(sent) else None) != (replayed[j] if j < len(replayed) else None))
         a = sent[j] if j < len(sent) else None
         b = replayed[j] if j < len(replayed) else None
+        tok = get_tokenizer("qwen3.6")
+        for k, side in enumerate((sent, replayed)):
+            res.sizes[k] += sum(len(tok.encode(m[1] + json.dumps(m[2]))) for m in side)
         kind = kind_of(a, b)
         if kind not in res.first:
             res.first[kind] = f"call {n + 1}, message {j}: serve {_short(a)} | replay {_short(b)}"
@@ -395,6 +410,7 @@ def argument_tokens(source: str) -> tuple[int, int, int]:
 
 
 def _short(m: tuple[Any, ...] | None) -> str:
+    """A message's shape only (role, size, call names): no text of the log goes into a report."""
     if m is None:
         return "(none)"
-    return json.dumps([m[0], m[1][:160], [c[0] for c in m[2]], m[3]], ensure_ascii=False)
+    return json.dumps([m[0], f"{len(m[1])} chars", [c[0] for c in m[2]]])
