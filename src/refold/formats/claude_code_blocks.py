@@ -162,8 +162,8 @@ def one_turn(messages: list[Message]) -> list[Message]:
         c = m["content"]
         parts.extend([{"type": "text", "text": c}] if isinstance(c, str) else c)
     turn: Message = {"role": "user", "content": parts}
-    if "extra" in messages[0]:
-        turn["extra"] = dict(messages[0]["extra"])
+    if "extra" in messages[-1]:  # the latest time: about when the next call was made
+        turn["extra"] = dict(messages[-1]["extra"])
     return [turn]
 
 
