@@ -12,17 +12,40 @@ request equals replay's ``default`` prompt, then the first difference of each ki
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import tempfile
 from pathlib import Path
 
 from refold.errors import RefoldError
+from refold.formats.codex import KEY as CODEX_KEY
 from refold.json_file import read_json
-from refold.loaders import detect_format
+from refold.loaders import detect_format, load
+from refold.tokens import get_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_replay import argument_tokens, compare, sessions  # noqa: E402
+from serve_replay import compare, sessions, text_of  # noqa: E402
+
+
+def argument_tokens(source: str) -> tuple[int, int, int]:
+    """Tokens (qwen3.6) of a Codex session's call items as sent (``name`` + ``arguments``, a custom
+    call's ``input``) and of the chat tool calls replay counts for them (a shell call read as
+    ``bash {"command"}``): the part of every prompt replay sizes differently from the wire; and
+    the tokens of the session's messages' text and calls (its last prompt, roughly)."""
+    tok = get_tokenizer("qwen3.6")
+    wire = counted = 0
+    h = load(source)
+    whole = sum(len(tok.encode(text_of(m.get("content")))) for m in h.messages())
+    for s in h.steps:
+        native = (s.reply.get("extra") or {}).get(CODEX_KEY)
+        for item in native if isinstance(native, list) else []:
+            if item.get("type") in ("function_call", "custom_tool_call", "local_shell_call"):
+                raw = item.get("arguments") or item.get("input") or json.dumps(item.get("action") or {})
+                wire += len(tok.encode(str(item.get("name") or "") + str(raw)))
+        for c in s.reply.get("tool_calls") or []:
+            counted += len(tok.encode(c["function"]["name"] + c["function"]["arguments"]))
+    return wire, counted, whole + counted
 
 
 def main() -> None:

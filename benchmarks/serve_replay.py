@@ -36,7 +36,6 @@ from fastapi import FastAPI, Request
 from refold.config import Config
 from refold.formats import claude_code as cc
 from refold.formats.claude_code_blocks import unix_time
-from refold.formats.codex import KEY as CODEX_KEY
 from refold.formats.codex import part_names
 from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
@@ -271,7 +270,7 @@ def through_proxy(calls: Calls, store: str) -> tuple[list[dict[str, Any]], list[
 # ---- the neutral form ------------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -296,7 +295,7 @@ def _call(f: dict[str, Any]) -> tuple[str, str]:
 def neutral(messages: list[dict[str, Any]], system_prefix: str = "") -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for m in messages:
-        role, text = m.get("role"), _text(m.get("content"))
+        role, text = m.get("role"), text_of(m.get("content"))
         if role == "system":
             text = text.removeprefix(system_prefix).lstrip("\n")
             if not text:
@@ -387,26 +386,6 @@ def compare(source: str, calls: Calls, store: str) -> Result:
         if kind not in res.first:
             res.first[kind] = f"call {n + 1}, message {j}: serve {_short(a)} | replay {_short(b)}"
     return res
-
-
-def argument_tokens(source: str) -> tuple[int, int, int]:
-    """Tokens (qwen3.6) of a Codex session's call items as sent (``name`` + ``arguments``, a custom
-    call's ``input``) and of the chat tool calls replay counts for them (a shell call read as
-    ``bash {"command"}``): the part of every prompt replay sizes differently from the wire; and
-    the tokens of the session's messages' text and calls (its last prompt, roughly)."""
-    tok = get_tokenizer("qwen3.6")
-    wire = counted = 0
-    h = load(source)
-    whole = sum(len(tok.encode(_text(m.get("content")))) for m in h.messages())
-    for s in h.steps:
-        native = (s.reply.get("extra") or {}).get(CODEX_KEY)
-        for item in native if isinstance(native, list) else []:
-            if item.get("type") in ("function_call", "custom_tool_call", "local_shell_call"):
-                raw = item.get("arguments") or item.get("input") or json.dumps(item.get("action") or {})
-                wire += len(tok.encode(str(item.get("name") or "") + str(raw)))
-        for c in s.reply.get("tool_calls") or []:
-            counted += len(tok.encode(c["function"]["name"] + c["function"]["arguments"]))
-    return wire, counted, whole + counted
 
 
 def _short(m: tuple[Any, ...] | None) -> str:
