@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 from .shell_tools import canonical_call
@@ -108,3 +109,41 @@ def assistant_items(m: Message, native: Any) -> list[dict[str, Any]]:
         at = next((k for k, i in enumerate(out) if item_kind(i) in CALLS), len(out))
         out.insert(at, text_item(text))
     return out
+
+
+RUNNING = re.compile(r"Process running with session ID (\d{1,12})\n")
+"""Unified exec (Codex 0.12x): a command still running after its yield answers with its session id."""
+
+
+def read_polls(messages: list[Message]) -> int:
+    """Read each ``write_stdin`` that only polls a running command (no input) as that command, in
+    place, as the Codex loader does: its output is the command's. Returns how many were read so."""
+    commands: dict[Any, str] = {}
+    running: dict[int, str] = {}
+    n = 0
+    for m in messages:
+        if m.get("role") == "tool":
+            body = m.get("content")
+            found = RUNNING.search(body[:300]) if isinstance(body, str) else None
+            command = commands.get(m.get("tool_call_id"))
+            if found and command is not None:
+                running[int(found.group(1))] = command
+            continue
+        for c in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if not isinstance(fn, dict):
+                continue
+            try:
+                args = json.loads(fn["arguments"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            if not isinstance(args, dict):
+                continue
+            if fn["name"] == "bash" and isinstance(args.get("command"), str):
+                commands[c.get("id")] = args["command"]
+            elif fn["name"] == "write_stdin" and args.get("chars") in ("", None) and args.get("session_id") in running:
+                command = running[args["session_id"]]
+                fn["name"], fn["arguments"] = "bash", json.dumps({"command": command}, ensure_ascii=False)
+                commands[c.get("id")] = command
+                n += 1
+    return n

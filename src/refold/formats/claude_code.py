@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import TrajectoryError
 from ..types import Message
-from .claude_code_blocks import reply_message, usage_record, user_messages
+from .claude_code_blocks import one_turn, reply_message, usage_record, user_messages
 
 __all__ = ["FORMAT", "NOTE", "is_claude_code", "session_messages", "session_names"]
 
@@ -341,8 +341,9 @@ def _only_results(item: dict[str, Any]) -> bool:
 
 
 def _messages(log: _Log, lines: list[int]) -> list[Message]:
-    """Replies merged by response, each followed by its tool results (in call order), then the
-    other user messages that came before the next reply."""
+    """Replies merged by response, each followed by its tool results in the order they were
+    written, then the other user messages before the next reply as one turn: what Claude Code's
+    ``normalizeMessagesForAPI`` sends (it joins consecutive user messages in list order)."""
     items = log.items
     turns: list[tuple[str, list[int]]] = []  # ("reply", lines of one response) | ("user", [line])
     where: dict[str, int] = {}
@@ -362,13 +363,10 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
     out: list[Message] = []
     results: list[Message] = []
     others: list[Message] = []
-    order: list[str] = []
 
     def flush() -> None:
-        rank = {cid: n for n, cid in enumerate(order)}
-        results.sort(key=lambda m: rank.get(m["tool_call_id"], len(rank)))  # stable: unknown ids keep their order
         out.extend(results)
-        out.extend(others)
+        out.extend(one_turn(others))
         results.clear()
         others.clear()
 
@@ -377,9 +375,7 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
             if kind == "reply":
                 flush()
                 group = [items[i] for i in idx]
-                reply = reply_message(group, usage_record(group))
-                order = [c["id"] for c in reply.get("tool_calls", [])]
-                out.append(reply)
+                out.append(reply_message(group, usage_record(group)))
             else:
                 r, o = user_messages(items[idx[0]])
                 results.extend(r)

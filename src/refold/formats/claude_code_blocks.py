@@ -13,7 +13,7 @@ from typing import Any
 
 from ..types import Message
 
-__all__ = ["reply_message", "usage_record", "user_messages", "unix_time"]
+__all__ = ["one_turn", "reply_message", "usage_record", "user_messages", "unix_time"]
 
 SHELL_TOOL = "Bash"
 """Claude Code's shell tool: recorded as ``bash`` (as refold's proxy records it), so the shell
@@ -88,7 +88,7 @@ def reply_message(lines: list[dict[str, Any]], usage: dict[str, Any] | None) -> 
                 thinking.append(b["thinking"])
             elif kind == "tool_use":
                 calls.append(_call(b, j))
-    msg: Message = {"role": "assistant", "content": "\n\n".join(t for t in text if t)}
+    msg: Message = {"role": "assistant", "content": "".join(text)}  # the blocks as the API reads them: back to back
     if calls:
         msg["tool_calls"] = calls
     if thinking:  # not rendered nor counted, as reasoning_content is for chat runs
@@ -150,6 +150,21 @@ def user_messages(line: dict[str, Any]) -> tuple[list[Message], list[Message]]:
     rest = _parts([b for b in blocks if b["type"] != "tool_result"])
     others = [_with({"role": "user", "content": _simplified(rest)}, extra)] if rest else []
     return results, others
+
+
+def one_turn(messages: list[Message]) -> list[Message]:
+    """The user messages between two replies as the one user turn the API sends (Claude Code joins
+    consecutive user messages; the Messages API would join them anyway): their parts in order."""
+    if len(messages) < 2:
+        return messages
+    parts: list[dict[str, Any]] = []
+    for m in messages:
+        c = m["content"]
+        parts.extend([{"type": "text", "text": c}] if isinstance(c, str) else c)
+    turn: Message = {"role": "user", "content": parts}
+    if "extra" in messages[-1]:  # the latest time: about when the next call was made
+        turn["extra"] = dict(messages[-1]["extra"])
+    return [turn]
 
 
 def _with(msg: Message, extra: dict[str, Any] | None) -> Message:

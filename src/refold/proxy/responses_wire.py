@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ProxyError
 from ..history import History
-from ..responses_items import OUTPUTS, assistant_items, item_kind, item_text, reply_message
+from ..responses_items import OUTPUTS, assistant_items, item_kind, item_text, read_polls, reply_message
 from ..shell_tools import tool_name
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
@@ -101,6 +101,7 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
         else:
             raise bad(f"input.{n}: an item needs a 'type' (or a 'role')")
     close()
+    read_polls(out)  # as the Codex loader reads them: replay and serve render one history
     tools = body.get("tools")
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise bad("tools: must be an array of objects")

@@ -419,15 +419,17 @@ def iter_prompts(
     budget: int = 32_768,
     mask_after: int | None = None,
     final: bool = False,
+    cache: str = "vllm",
 ) -> Iterator[Prompt]:
     """Every model call's prompt (messages + origins) of ``history`` under a named policy.
 
     For viewers: call t+1's prompt is the t-th item. STALE-dependent policies see the marks of
-    ``stale`` (``recorded``, ``none``, ``hindsight[-produced|-conservative|-aggressive]``).
+    ``stale`` (``recorded``, ``none``, ``hindsight[-produced|-conservative|-aggressive]``);
+    ``cache`` is the simulator whose prices ``default`` renders with (``replay --cache``).
     ``final``: then the prompt after the last step (``Projector.prompts``).
     """
     settings = Settings(
-        policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after
+        policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after, cache=cache
     )
     settings.check()
     h = with_stale(history, stale) if policy_name in STALE_POLICIES else history

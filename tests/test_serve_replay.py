@@ -1,0 +1,97 @@
+"""``refold replay`` of a Claude Code log / Codex rollout renders what ``refold serve`` sends: the
+harness's requests, rebuilt from the log's lines, go through the proxy app; what the upstream
+receives at each call equals replay's ``default`` prompt (benchmarks/serve_replay.py)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from claude_code_log import Log, call, session, text
+from codex_rollouts import PATCH, Lines, fix_bug, unified_exec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import serve_replay as sr  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+
+
+def _check(path: Path, tmp_path: Path) -> dict[str, sr.Result]:
+    return {src.partition("#")[2]: sr.compare(src, calls, str(tmp_path / f"{n}.db")) for n, (src, calls) in enumerate(sr.sessions(path))}
+
+
+def test_claude_code_session_is_served_as_replayed(tmp_path: Path) -> None:
+    results = _check(session(tmp_path / "s.jsonl"), tmp_path)
+    assert set(results) == {"main", "compact-1", "sidechain-1"}
+    for name, res in results.items():  # compact-1: the summary and the next ask are one API turn
+        assert res.compared and res.equal == res.compared, (name, res.first)
+    assert results["main"].compared == 5  # main: parallel results written out of call order, sent so
+
+
+def test_user_messages_thinking_and_meta_lines_are_served_as_replayed(tmp_path: Path) -> None:
+    """Late in a session whose old outputs are hidden: a meta reminder and a line typed mid-turn
+    (Claude Code sends them as one user turn, each carried the step label once), a reply whose
+    text is two blocks (read back to back), thinking blocks."""
+    log = Log()
+    r = log.user("Fix the bug in app.py.")
+    for k in range(1, 13):
+        blocks = [{"type": "thinking", "thinking": f"Step {k}.", "signature": "c2ln"}]
+        if k == 9:
+            blocks += [text("\n\n"), text("Reading the next part.")]
+        a = log.reply(f"msg_{k}", [*blocks, call(f"toolu_{k}", "Bash", command=f"cat part{k}.txt", description="Read")], parent=r)
+        r = log.results((f"toolu_{k}", "\n".join(f"part {k} row {i} " + "x" * 40 for i in range(300))), parent=a[-1])
+        if k == 10:
+            r = log.user("<system-reminder>The file app.py was modified.</system-reminder>", parent=r, isMeta=True)
+            r = log.user("Also keep the old name as an alias.", parent=r)
+    log.reply("msg_13", [text("Done.")], parent=r)
+    res = _check(log.write(tmp_path / "u.jsonl"), tmp_path)[""]
+    assert res.compared == 13 and res.equal == res.compared, res.first
+
+
+def test_codex_rollout_is_served_as_replayed(tmp_path: Path) -> None:
+    (tmp_path / "r.jsonl").write_text(fix_bug().text(), encoding="utf-8")
+    res = _check(tmp_path / "r.jsonl", tmp_path)[""]
+    assert res.compared == 7 and res.equal == 7, res.first
+
+
+def test_codex_unified_exec_and_patches_are_served_as_replayed(tmp_path: Path) -> None:
+    r = Lines().meta().turn()
+    r.user("<environment_context>\n  <cwd>/work/demo</cwd>\n</environment_context>")
+    r.user("Run the slow tests, then fix app.py.")
+    r.exec("c1", "pytest -q tests/slow").usage(5000, 0, 20, 0)
+    r.output("c1", unified_exec(None, session=7))
+    r.poll("c2", 7).usage(5100, 5000, 10, 0)
+    r.output("c2", unified_exec("\n".join(f"test {i} ok" for i in range(300))))
+    r.user("Please also keep a changelog line.")
+    r.say("Patching.").patch("c3", PATCH).usage(6000, 5100, 50, 0)
+    r.output("c3", "Success. Updated the following files:\nM src/app.py\n", kind="custom_tool_call_output")
+    for k in range(4, 9):
+        r.shell(f"c{k}", ["bash", "-lc", f"cat notes{k}.md"]).usage(6000 + k, 6000, 10, 0)
+        r.output(f"c{k}", "\n".join(f"note {k}.{i}" for i in range(150)))
+    r.say("Done.").usage(9000, 8000, 5, 0)
+    (tmp_path / "x.jsonl").write_text(r.text(), encoding="utf-8")
+    res = _check(tmp_path / "x.jsonl", tmp_path)[""]
+    assert res.compared == 9 and res.equal == 9, res.first
+
+
+def test_an_idle_gap_is_read_alike(tmp_path: Path) -> None:
+    """An hour between two calls (the cache went cold): the proxy stamps steps with the
+    time of the call (here the recorded one), replay reads the log's; both move the boundary alike."""
+    log = Log()
+    r = log.user("Summarize the parts.")
+    for k in range(1, 15):
+        a = log.reply(f"msg_{k}", [call(f"toolu_{k}", "Bash", command=f"cat part{k}.txt")], parent=r)
+        r = log.results((f"toolu_{k}", "\n".join(f"part {k} row {i} " + "y" * 40 for i in range(300))), parent=a[-1])
+        if k == 7:
+            mark = len(log.lines)
+    log.reply("msg_15", [text("Done.")], parent=r)
+    for line in log.lines[mark:]:
+        line["timestamp"] = line["timestamp"].replace("T10:", "T11:")  # an hour later
+    res = _check(log.write(tmp_path / "idle.jsonl"), tmp_path)[""]
+    assert res.compared == 15 and res.equal == res.compared, res.first
