@@ -25,6 +25,7 @@ from refold.mechanisms.summary import summarize
 from refold.mechanisms.summary_wrap import exit_status, unwrap
 from refold.outline_lines import strip_line_numbers
 from refold.shell import analyze
+from refold.types import content_text
 
 from conftest import run_cli
 
@@ -169,7 +170,9 @@ def test_a_compaction_ends_its_context_with_the_summarization_call(log_path: Pat
     # after the last reply, the /compact command: that context, then the instruction, was summarized
     (entry,) = main.meta["unreplied"]
     assert {k: entry[k] for k in ("step", "observations", "type")} == {"step": len(main), "observations": 1, "type": "compaction"}
-    assert entry["summary"] in [m["content"] for m in after.prefix]  # its reply: what the next session starts with
+    # its reply: what the next session starts with (joined with the next ask into one user turn)
+    assert entry["summary"].startswith("This session is being continued")
+    assert entry["summary"] in content_text(after.prefix[0]["content"])
     assert "unreplied" not in after.meta and "unreplied" not in side.meta
     results = replay_sessions(str(log_path), Settings(policies=("base",), tokenizer="chars4", validate=False))
     assert results[0].calls == len(main) + 1
