@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -101,6 +101,11 @@ class Policy(Settings):
     mask_after: int | None = Field(default=2, ge=1)
     """Automatic masking: outputs behind the boundary more than this many steps old become
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
+    mask_by: Literal["arrival", "use"] = "arrival"
+    """What ``mask_after`` counts from: the step an output arrived (``arrival``) or the last reply
+    that named its path or a distinctive identifier from it (``use``: an output the agent is still
+    working from stays shown). Either way it is decided when the boundary moves, from the replies
+    given by then (``refold.mechanisms.use``)."""
     mask_min_chars: int = Field(default=200, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
     restore_hold: int = Field(default=10, ge=0)
