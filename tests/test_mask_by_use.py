@@ -19,12 +19,12 @@ TASK = {"role": "user", "content": "Fix the bug."}
 
 
 def _name(i: int) -> str:
-    return f"widget_{'abcdefghijklmnopqrstuvwxyz'[i % 26]}{i}_factory"  # a distinctive identifier per output
+    return f"src/mod{i}/widget.py"  # a path per output
 
 
 @st.composite
 def used_histories(draw: st.DrawFn) -> History:
-    """Steps whose outputs each hold their own identifier; replies name earlier ones at random."""
+    """Steps whose outputs each show their own path; replies name earlier ones at random."""
     tool_style = draw(st.booleans())
     h = History([SYSTEM, TASK])
     for i in range(1, draw(st.integers(4, 24)) + 1):
