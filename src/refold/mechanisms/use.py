@@ -4,7 +4,7 @@ hidden-then-needed measure (``refold.lab.replay.needed_keys``).
 
 Identifiers are not uses: an output shows dozens (a file read, a grep), and code the agent writes
 names them all, so counting them kept most outputs shown (real Claude Code logs: prompt tokens
-0.59x -> 0.77x of base; benchmarks/results/mask_by.txt).
+0.59x -> 0.77x of base; benchmarks/results/mask_by_variants.txt).
 
 Per key only the latest reply naming it is kept: an output's last use is the latest of those over
 its own keys, computed when masking first weighs it (its keys once per output), so a reply costs
