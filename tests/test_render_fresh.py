@@ -19,7 +19,8 @@ from test_properties import histories
 from conftest import real_trajectories
 
 MINI = Config.parse(spans={"prompt": True}, ledger={"prompt": True, "budget_tokens": 128000})
-CONFIGS = {"default": Config(), "mini": MINI, "anthropic": Config.parse(cache="anthropic")}
+USE = Config.parse(mask_by="use")
+CONFIGS = {"default": Config(), "mini": MINI, "anthropic": Config.parse(cache="anthropic"), "use": USE}
 
 
 def _key(r: Rendered) -> tuple[object, ...]:
@@ -45,7 +46,7 @@ def test_fresh_equals_incremental_generated(config: Config, h: History) -> None:
 
 
 @pytest.mark.parametrize("path", real_trajectories(), ids=lambda p: p.name)
-@pytest.mark.parametrize("config", [Config(), MINI], ids=["default", "mini"])
+@pytest.mark.parametrize("config", [Config(), MINI, USE], ids=["default", "mini", "use"])
 def test_fresh_equals_incremental_real_runs(path: Path, config: Config) -> None:
     check_fresh(load(path), config)
 

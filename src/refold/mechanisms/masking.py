@@ -24,18 +24,24 @@ def newly_masked(
     size_of: Callable[[int], int | None],
     cited_by: Callable[[int], Sequence[int]],
     min_chars: int,
+    held: Callable[[int], bool] | None = None,
+    waiting: set[int] | None = None,
 ) -> list[int]:
     """Steps to mask now that the boundary is at ``b``; ``scanned`` steps were considered before.
 
     ``size_of(i)`` is the shown size of step i's outputs (None: folded, nothing to mask);
     ``cited_by(i)`` the steps whose stubs cite step i, ascending (an index kept as steps cross the
     boundary, so a masked step costs what cites it, not a scan of every later step).
+    ``held(i)``: step i is still in use (``mask_by = "use"``); it then waits in ``waiting`` and is
+    weighed again at the next move.
     """
-    queue = [
-        i
-        for i in range(scanned + 1, max(0, b - n) + 1)
-        if i not in masked and (size := size_of(i)) is not None and size >= min_chars
-    ]
+    fresh = range(scanned + 1, max(0, b - n) + 1)
+    candidates = sorted(waiting.union(fresh)) if waiting else fresh
+    queue = [i for i in candidates if i not in masked and (size := size_of(i)) is not None and size >= min_chars]
+    if held is not None and waiting is not None:
+        waiting.clear()
+        waiting.update(i for i in queue if held(i))
+        queue = [i for i in queue if i not in waiting]
     out: list[int] = []
     seen: set[int] = set()  # not a copy of ``masked``: that would cost every masked step per call
     while queue:

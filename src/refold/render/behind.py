@@ -53,6 +53,7 @@ class Behind:
         self.mask_order: list[int] = []  # masked steps in the order they were masked
         self.folded: set[int] = set()  # steps pushed as folded
         self.marks: set[int] = set()  # steps the agent marked STALE (as of the current advance)
+        self.history: History | None = None
         self.closed: list[Span] = []  # spans closed by the call whose boundary first reached the frontier
         self._cited_by: dict[int, list[int]] = {}  # step -> the later steps whose stubs cite it, ascending
         self.stages: list[Stage] = [make(config) for m in mechanisms if (make := getattr(m, "behind", None)) is not None]
@@ -66,6 +67,7 @@ class Behind:
         """Move the frontier to ``to`` through every boundary position on the way; ``spans`` is
         the book as of the call rendered (its later closings are not seen by earlier positions)."""
         self.marks = folded
+        self.history = history  # what a settle may read of the replies given by its first call
         for bb in self._positions(self.frontier, to):
             self.closed = spans.closed_by(self._first_call(bb))
             for s in history.steps_between(self.frontier, bb):
@@ -95,6 +97,9 @@ class Behind:
         if not p.chunk:
             return list(range(lo + 1, hi + 1))
         return [*range((lo // p.k + 1) * p.k, hi, p.k), hi]
+
+    def first_call(self, bb: int) -> int:
+        return self._first_call(bb)
 
     def _first_call(self, bb: int) -> int:
         """The first call whose boundary (``Policy.boundary``) is at ``bb`` or past it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..config import Config
@@ -19,6 +19,7 @@ from ..mechanisms.dedup import DedupIndex
 from ..mechanisms.ledger import hidden_outputs
 from ..mechanisms.masking import condensed_reply, newly_masked
 from ..mechanisms.objects import hidden_reply
+from ..mechanisms.use import Uses
 from ..messages import label, mask_note, with_content, with_text
 from ..protocol import CM
 from ..types import Origin, Shown, Step, content_text
@@ -262,6 +263,8 @@ class _MaskingStage(BaseStage):
         self.restores: set[int] = set()  # restore steps not yet masked
         self.short: set[int] = set()  # steps whose every output is no longer than its note
         self.said: dict[int, tuple[int, ...]] = {}  # step -> its user messages (never masked: not sized)
+        self.uses = Uses() if config.policy.mask_by == "use" else None
+        self.waiting: set[int] = set()  # old enough by arrival, still in use
 
     def cross(self, step: Step, behind: Behind) -> None:
         if step.user_messages:
@@ -285,18 +288,46 @@ class _MaskingStage(BaseStage):
             said = self.said.get(i, ())
             return sum(output_chars(content_text(m.get("content"))) for j, m in enumerate(form.msgs[1:]) if j not in said)
 
+        held = None
+        uses = self.uses
+        history = behind.history
+        if uses is not None and history is not None:
+            # the replies given by the first call at this boundary: the same for every later call
+            uses.read_replies(history.step, min(len(history), behind.first_call(b)))
+            held = self._held(uses, b - n, behind)
         for i in newly_masked(
             b=b, n=n, scanned=self.scanned, masked=behind.masked,
             size_of=size_of, cited_by=behind.citing, min_chars=p.mask_min_chars,
+            held=held, waiting=self.waiting,
         ):
             behind.mask(i)
             behind.retire(i)
+            if uses is not None:
+                uses.forget(i)
         self.scanned = max(self.scanned, b - n)
         for i in [r for r in sorted(self.restores) if r <= b - n - p.restore_hold and r not in behind.masked]:
             form = behind.forms[i - 1]
             self.restores.discard(i)
             if form is not None and sum(output_chars(content_text(m.get("content"))) for m in form.msgs[1:]) >= p.mask_min_chars:
                 behind.mask(i)
+
+
+    def _held(self, uses: Uses, upto: int, behind: Behind) -> Callable[[int], bool]:
+        """Whether step i (or a later step behind the boundary whose stubs cite it: its content
+        lives in i) was named by a reply after ``upto``."""
+        history = behind.history
+        assert history is not None
+        memo: dict[int, bool] = {}
+
+        def held(i: int) -> bool:
+            if i not in memo:
+                memo[i] = False  # a cycle cannot hold it
+                memo[i] = uses.last(history.step(i), self.said.get(i, ())) > upto or any(
+                    held(j) for j in behind.citing(i) if i < j <= behind.frontier and j not in behind.masked
+                )
+            return memo[i]
+
+        return held
 
 
 _NOTE_MAX = 600  # longer than any mask note (a 40-character command, a summary of at most 300)
