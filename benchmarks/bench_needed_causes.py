@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 
 from refold.history import History
 from refold.lab.replay.needed import NeededIndex, ShownKeys
-from refold.lab.replay.needed_keys import keys_of, message_text
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import STALE_POLICIES, make_projector
 from refold.lab.replay.runner import Settings
@@ -54,6 +53,7 @@ from refold.lab.replay.stale import with_stale
 from refold.loaders import load_all
 from refold.mechanisms.summary import summarize
 from refold.messages import action_of
+from refold.named_keys import keys_of, message_text
 from refold.outline import outline, strip_line_numbers
 from refold.types import Message, Origin, Shown, Step
 
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# python benchmarks/bench_needed_causes.py {' '.join(a.paths)} --policies {a.policies} --cache {a.cache}"
     )
     print(
-        f"# {len(files)} files, {sessions} sessions; keys: refold.lab.replay.needed_keys; "
+        f"# {len(files)} files, {sessions} sessions; keys: refold.named_keys; "
         f"'any': calls with such a key, 'only': calls whose every needed key is such"
     )
     for p in policies:

@@ -22,9 +22,9 @@ from refold.lab.replay import (
     write_csv,
 )
 from refold.lab.replay.needed import NeededIndex, ShownKeys, hidden_then_needed
-from refold.lab.replay.needed_keys import folded, keys_of, message_text, reply_keys
 from refold.lab.replay.runner import replay_history
 from refold.messages import clean
+from refold.named_keys import folded, keys_of, message_text, reply_keys
 from refold.tokens import get_tokenizer
 from refold.types import Message, Origin, Shown
 

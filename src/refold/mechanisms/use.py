@@ -1,6 +1,6 @@
 """When the agent last used an output (``Policy.mask_by = "use"``): the latest reply (its text and
 tool-call arguments) naming a path, test id or error string the output shows, with the keys of the
-hidden-then-needed measure (``refold.lab.replay.needed_keys``).
+hidden-then-needed measure (``refold.named_keys``).
 
 Identifiers are not uses: an output shows dozens (a file read, a grep), and code the agent writes
 names them all, so counting them kept most outputs shown (real Claude Code logs: prompt tokens
@@ -13,7 +13,6 @@ its own keys, never a scan of the outputs holding them.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from types import ModuleType
 
@@ -21,8 +20,10 @@ from ..types import Step
 
 
 def _keys() -> ModuleType:
-    # imported when first used: the replay lab's package imports the renderer
-    return importlib.import_module("refold.lab.replay.needed_keys")
+    # imported when first used (mask_by="use" only): it reads the standard library's names at import
+    from .. import named_keys
+
+    return named_keys
 
 
 class Uses:

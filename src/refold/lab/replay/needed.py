@@ -16,7 +16,7 @@ folded, masked, cleared, summarized): an agent working from that prompt would ha
 tokenizer, of the recorded pieces (a step's reply or one of its outputs) that contain a needed key
 in the latest step that held it (one ``restore`` of that step suffices), each piece counted once
 per call however many keys it holds. Keys (paths, identifiers, test ids, error strings) are
-defined in ``refold.lab.replay.needed_keys``.
+defined in ``refold.named_keys``.
 
 Everything is indexed once per history (one pass over each step's reply and outputs) and each
 distinct rendered message text once (a memo keyed by the text object); what a policy's prompts
@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from ...chat_tokens import message_tokens
 from ...history import History
 from ...messages import clean
+from ...named_keys import folded, keys_of, message_text, reply_keys
 from ...prompt_tokens import same_prefix
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown
-from .needed_keys import folded, keys_of, message_text, reply_keys
 from .projectors import Projector, Prompt
 
 __all__ = [

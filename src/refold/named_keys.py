@@ -1,4 +1,5 @@
-"""Keys of hidden-then-needed (replay/needed.py): the names a reply can use that a prompt showed.
+"""The names a text uses that a prompt may show (paths, test ids, error strings, identifiers): the keys
+of hidden-then-needed (lab/replay/needed.py) and of masking by last use (mechanisms/use.py).
 
 Keys are extracted by one function, :func:`keys_of`, applied in the same way to replies, outputs
 and rendered messages (for tool calls: the string values of the JSON arguments, not the
@@ -54,7 +55,7 @@ import unittest
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...types import content_text
+from .types import content_text
 
 __all__ = [
     "ERROR_CHARS",
