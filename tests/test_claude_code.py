@@ -494,3 +494,21 @@ def test_any_mangled_log_loads_or_is_one_trajectory_error(
         assert "\n" not in str(e) and str(e).startswith(str(path_))
     else:
         assert histories and all(len(h) >= 1 for h in histories)
+
+
+@pytest.mark.parametrize("key", ["parentUuid", "uuid"])
+def test_a_compaction_with_an_object_for_an_id_loads_or_is_one_trajectory_error(tmp_path: Path, key: str) -> None:
+    # found by mutating the shipped log: an id that is a JSON object was used as a dict key (TypeError)
+    log = small()
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid=log.last)
+    summary = log.user("Summary: listed.", parent=boundary, isCompactSummary=True)
+    log.reply("msg_2", [text("ok")], parent=summary)
+    line = next(x for x in log.lines if x.get("isCompactSummary") is True) if key == "parentUuid" else log.lines[-3]
+    line[key] = {"not": "an id"}
+    path = log.write(tmp_path / "s.jsonl")
+    try:
+        histories = load_all(path)
+    except TrajectoryError as e:
+        assert "\n" not in str(e) and str(e).startswith(str(path))
+    else:
+        assert histories

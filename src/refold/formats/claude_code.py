@@ -109,7 +109,8 @@ def _read(data: Any, name: str) -> _Log:
             tree.compaction = _starts_compaction(head)
         tree.lines.append(i)
     log.trees = [t for t in sorted(roots.values(), key=lambda t: t.lines[0]) if any(_is_call(items[i]) for i in t.lines)]
-    summaries = {item.get("parentUuid"): _text(item) for item in items if item.get("isCompactSummary") is True}
+    # ids are strings; anything else (a mangled line) names no line and is no dict key
+    summaries = {p: _text(item) for item in items if item.get("isCompactSummary") is True and isinstance(p := item.get("parentUuid"), str)}
     for i, item in enumerate(items):  # a compaction summarized its context in a model call (its reply is the summary)
         if item.get("subtype") == "compact_boundary":
             parent = item.get("logicalParentUuid")
@@ -117,7 +118,7 @@ def _read(data: Any, name: str) -> _Log:
             if j is None:  # a parent never written (seen in 2.1.x): the main line the boundary follows
                 j = next((k for k in range(i - 1, -1, -1) if _is_line(items[k]) and items[k].get("isSidechain") is not True), None)
             if j is not None:
-                log.compacted[_root(log, j, memo)] = _compaction_call(item, summaries.get(item.get("uuid"), ""))
+                log.compacted[_root(log, j, memo)] = _compaction_call(item, summaries.get(u, "") if isinstance(u := item.get("uuid"), str) else "")
     return log
 
 
