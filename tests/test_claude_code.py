@@ -512,3 +512,14 @@ def test_a_compaction_with_an_object_for_an_id_loads_or_is_one_trajectory_error(
         assert "\n" not in str(e) and str(e).startswith(str(path))
     else:
         assert histories
+
+
+def test_a_truncated_glob_or_limited_grep_is_not_counted_as_its_notice_or_its_shown_lines() -> None:
+    # Glob ends a cut list with a notice in parentheses: no path, and more exist than are listed
+    notice = "(Results are truncated. Consider using a more specific path or pattern.)"
+    s = summarize(json.dumps({"pattern": "**/*.py"}), f"/w/a.py\n/w/b.py\n{notice}", "Glob")
+    assert "Results are truncated" not in s.text and not s.text.startswith("2 paths")
+    assert s.text == "more than 2 paths found (/w/a.py, /w/b.py, list cut)"
+    # Grep's header counts every file; the list under it may be limited (head_limit)
+    grep = json.dumps({"pattern": "route", "head_limit": 2})
+    assert summarize(grep, "Found 5 files\n/w/a.py\n/w/b.py", "Grep").text == "5 files match (/w/a.py, /w/b.py, +3 more)"
