@@ -523,3 +523,24 @@ def test_a_truncated_glob_or_limited_grep_is_not_counted_as_its_notice_or_its_sh
     # Grep's header counts every file; the list under it may be limited (head_limit)
     grep = json.dumps({"pattern": "route", "head_limit": 2})
     assert summarize(grep, "Found 5 files\n/w/a.py\n/w/b.py", "Grep").text == "5 files match (/w/a.py, /w/b.py, +3 more)"
+
+
+def test_a_tie_between_models_is_the_first_used_whatever_the_hash_seed(tmp_path: Path) -> None:
+    # was max(set(models), key=models.count): a tie went by set order, which string hashing
+    # randomizes per process (so --price auto and the prefix fit could differ run to run)
+    import subprocess
+    import sys
+
+    log = Log()
+    ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=log.user("go"), model="claude-opus-4-5-20251101")
+    log.results(("t1", "a.py"), parent=ids[-1])
+    log.reply("msg_2", [text("done")], model="claude-haiku-4-5-20251001")
+    path = log.write(tmp_path / "s.jsonl")
+    code = f"from refold.loaders import load; m = load({str(path)!r}).meta; print(m['model'], list(m['models']))"
+    src = str(Path(__file__).parents[1] / "src")
+    seen = {
+        subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": src, "PYTHONHASHSEED": str(seed)},
+                       capture_output=True, text=True, check=True).stdout.strip()
+        for seed in range(8)
+    }  # fmt: skip
+    assert seen == {"claude-opus-4-5-20251101 ['claude-opus-4-5-20251101', 'claude-haiku-4-5-20251001']"}

@@ -26,6 +26,7 @@ Messages API message) carry the conversation; the other kinds (``summary``, ``sy
 from __future__ import annotations
 
 import gzip
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,10 +391,11 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
 def _meta(log: _Log, lines: list[int]) -> dict[str, Any]:
     meta: dict[str, Any] = {"note": NOTE}
     models = [m for i in lines if _is_call(log.items[i]) and isinstance(m := log.items[i]["message"].get("model"), str)]
-    if models:
-        meta["model"] = max(set(models), key=models.count)
-    if len(set(models)) > 1:  # a /model switch mid-session: priced and fitted as the most common
-        meta["models"] = {m: models.count(m) for m in sorted(set(models), key=lambda m: -models.count(m))}
+    counts = Counter(models)  # in order of first use: a tie goes to the first used, in every process
+    if counts:
+        meta["model"] = counts.most_common(1)[0][0]
+    if len(counts) > 1:  # a /model switch mid-session: priced and fitted as the most common
+        meta["models"] = dict(counts.most_common())
     head = log.items[lines[0]]
     for key, out in (("sessionId", "session_id"), ("version", "claude_code_version"), ("cwd", "cwd"), ("agentId", "agent_id")):
         if isinstance(head.get(key), str):
