@@ -544,3 +544,29 @@ def test_a_tie_between_models_is_the_first_used_whatever_the_hash_seed(tmp_path:
         for seed in range(8)
     }  # fmt: skip
     assert seen == {"claude-opus-4-5-20251101 ['claude-opus-4-5-20251101', 'claude-haiku-4-5-20251001']"}
+
+
+def test_recorded_usage_compares_the_calls_the_provider_counts_with_the_same_calls_of_base(tmp_path: Path) -> None:
+    # the compaction's summarization call (unreplied) was in base's prompt tokens but not in the
+    # provider's sum of the stored calls: base looked a whole prompt larger than the record
+    from refold.lab.replay.report import recorded_usage
+
+    path = Path(__file__).parent / "data" / "claude_code_session.jsonl"
+    settings = Settings(policies=("base",), tokenizer="chars4")
+    results = [r for r in replay_sessions(str(path), settings) if r.error is None]
+    main = next(r for r in results if r.file.endswith("#main"))
+    base = main.policies["base"]
+    assert base["unreplied_calls"] == 1 and base["unreplied_prompt_tokens"] > 0
+    prefix = int(main.prefix["tokens_per_call"]) if main.prefix else 0
+    stored = [r for r in results if isinstance(r.reported.get("prompt_tokens"), int)]
+    rec = recorded_usage(stored)
+    assert rec is not None
+    assert rec["base_prompt_tokens"] == sum(
+        r.policies["base"]["prompt_tokens"] - r.policies["base"]["unreplied_prompt_tokens"] for r in stored
+    )
+    assert rec["base_unrecorded_prefix_tokens_estimated"] == sum(
+        r.policies["base"]["unrecorded_prefix_tokens"] - int((r.prefix or {}).get("tokens_per_call", 0)) * r.policies["base"]["unreplied_calls"]
+        for r in stored
+    )
+    # per stored call the prefix is counted once: the unreplied call's share is left out
+    assert prefix and main.policies["base"]["unrecorded_prefix_tokens"] == prefix * base["calls"]
