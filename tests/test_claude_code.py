@@ -494,3 +494,79 @@ def test_any_mangled_log_loads_or_is_one_trajectory_error(
         assert "\n" not in str(e) and str(e).startswith(str(path_))
     else:
         assert histories and all(len(h) >= 1 for h in histories)
+
+
+@pytest.mark.parametrize("key", ["parentUuid", "uuid"])
+def test_a_compaction_with_an_object_for_an_id_loads_or_is_one_trajectory_error(tmp_path: Path, key: str) -> None:
+    # found by mutating the shipped log: an id that is a JSON object was used as a dict key (TypeError)
+    log = small()
+    boundary = log.other("system", None, subtype="compact_boundary", logicalParentUuid=log.last)
+    summary = log.user("Summary: listed.", parent=boundary, isCompactSummary=True)
+    log.reply("msg_2", [text("ok")], parent=summary)
+    line = next(x for x in log.lines if x.get("isCompactSummary") is True) if key == "parentUuid" else log.lines[-3]
+    line[key] = {"not": "an id"}
+    path = log.write(tmp_path / "s.jsonl")
+    try:
+        histories = load_all(path)
+    except TrajectoryError as e:
+        assert "\n" not in str(e) and str(e).startswith(str(path))
+    else:
+        assert histories
+
+
+def test_a_truncated_glob_or_limited_grep_is_not_counted_as_its_notice_or_its_shown_lines() -> None:
+    # Glob ends a cut list with a notice in parentheses: no path, and more exist than are listed
+    notice = "(Results are truncated. Consider using a more specific path or pattern.)"
+    s = summarize(json.dumps({"pattern": "**/*.py"}), f"/w/a.py\n/w/b.py\n{notice}", "Glob")
+    assert "Results are truncated" not in s.text and not s.text.startswith("2 paths")
+    assert s.text == "more than 2 paths found (/w/a.py, /w/b.py, list cut)"
+    # Grep's header counts every file; the list under it may be limited (head_limit)
+    grep = json.dumps({"pattern": "route", "head_limit": 2})
+    assert summarize(grep, "Found 5 files\n/w/a.py\n/w/b.py", "Grep").text == "5 files match (/w/a.py, /w/b.py, +3 more)"
+
+
+def test_a_tie_between_models_is_the_first_used_whatever_the_hash_seed(tmp_path: Path) -> None:
+    # was max(set(models), key=models.count): a tie went by set order, which string hashing
+    # randomizes per process (so --price auto and the prefix fit could differ run to run)
+    import subprocess
+    import sys
+
+    log = Log()
+    ids = log.reply("msg_1", [call("t1", "Bash", command="ls")], parent=log.user("go"), model="claude-opus-4-5-20251101")
+    log.results(("t1", "a.py"), parent=ids[-1])
+    log.reply("msg_2", [text("done")], model="claude-haiku-4-5-20251001")
+    path = log.write(tmp_path / "s.jsonl")
+    code = f"from refold.loaders import load; m = load({str(path)!r}).meta; print(m['model'], list(m['models']))"
+    src = str(Path(__file__).parents[1] / "src")
+    seen = {
+        subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": src, "PYTHONHASHSEED": str(seed)},
+                       capture_output=True, text=True, check=True).stdout.strip()
+        for seed in range(8)
+    }  # fmt: skip
+    assert seen == {"claude-opus-4-5-20251101 ['claude-opus-4-5-20251101', 'claude-haiku-4-5-20251001']"}
+
+
+def test_recorded_usage_compares_the_calls_the_provider_counts_with_the_same_calls_of_base(tmp_path: Path) -> None:
+    # the compaction's summarization call (unreplied) was in base's prompt tokens but not in the
+    # provider's sum of the stored calls: base looked a whole prompt larger than the record
+    from refold.lab.replay.report import recorded_usage
+
+    path = Path(__file__).parent / "data" / "claude_code_session.jsonl"
+    settings = Settings(policies=("base",), tokenizer="chars4")
+    results = [r for r in replay_sessions(str(path), settings) if r.error is None]
+    main = next(r for r in results if r.file.endswith("#main"))
+    base = main.policies["base"]
+    assert base["unreplied_calls"] == 1 and base["unreplied_prompt_tokens"] > 0
+    prefix = int(main.prefix["tokens_per_call"]) if main.prefix else 0
+    stored = [r for r in results if isinstance(r.reported.get("prompt_tokens"), int)]
+    rec = recorded_usage(stored)
+    assert rec is not None
+    assert rec["base_prompt_tokens"] == sum(
+        r.policies["base"]["prompt_tokens"] - r.policies["base"]["unreplied_prompt_tokens"] for r in stored
+    )
+    assert rec["base_unrecorded_prefix_tokens_estimated"] == sum(
+        r.policies["base"]["unrecorded_prefix_tokens"] - int((r.prefix or {}).get("tokens_per_call", 0)) * r.policies["base"]["unreplied_calls"]
+        for r in stored
+    )
+    # per stored call the prefix is counted once: the unreplied call's share is left out
+    assert prefix and main.policies["base"]["unrecorded_prefix_tokens"] == prefix * base["calls"]

@@ -352,3 +352,22 @@ def test_any_responses_read_back_as_written(shape: list[int], order: str) -> Non
         usage = m["extra"].get("response", {}).get("usage")
         assert (usage["prompt_tokens"] if usage else None) == (None if order == "none" else 1000 + n)
     assert part.unreplied == []
+
+
+@pytest.mark.parametrize("session", [[48230], {"id": 48230}])
+def test_a_poll_naming_a_session_by_a_list_or_object_is_kept_as_issued(tmp_path: Path, session: Any) -> None:
+    # was a TypeError traceback (an unhashable session id looked up in a dict); the proxy's
+    # Responses parse reads polls the same way (a 500 for a client's request)
+    from refold.proxy.responses_wire import parse
+
+    r = task(Lines()).exec("e1", "sleep 9").usage(100, 0, 5, 0).output("e1", unified_exec(None, session=48230))
+    r.call("p1", "write_stdin", {"session_id": session, "chars": ""}).usage(140, 100, 5, 0).output("p1", "done").say("ok")
+    h = load(write(tmp_path, r))
+    assert [name for name, _ in calls(h.step(2))] == ["write_stdin"]
+    items = [{"type": "message", "role": "user", "content": "go"},
+             {"type": "function_call", "name": "exec_command", "call_id": "c1", "arguments": json.dumps({"cmd": "sleep 9"})},
+             {"type": "function_call_output", "call_id": "c1", "output": unified_exec(None, session=48230)},
+             {"type": "function_call", "name": "write_stdin", "call_id": "c2", "arguments": json.dumps({"session_id": session, "chars": ""})},
+             {"type": "function_call_output", "call_id": "c2", "output": "done"}]  # fmt: skip
+    parsed = parse({"model": "m", "input": items})
+    assert parsed.messages[-2]["tool_calls"][0]["function"]["name"] == "write_stdin"

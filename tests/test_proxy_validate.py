@@ -270,3 +270,19 @@ def test_a_compressed_request_body_is_a_415_saying_so(tmp_path: Path) -> None:
             r = c.post(path, content=body, headers={"content-type": "application/json", "content-encoding": "gzip"})
             assert r.status_code == 415, (path, r.text)
             assert "Content-Encoding 'gzip'" in r.text
+
+
+@pytest.mark.parametrize("name", ["bash", "exec_command", "write_stdin", "read_file"])
+def test_tool_call_arguments_nested_too_deeply_are_a_400_not_a_500(env: Env, name: str) -> None:
+    # the body's own nesting is checked, but arguments are JSON text parsed again later: 5,000
+    # levels were a RecursionError (chat: reading the calls; Responses: read_polls), i.e. a 500
+    deep = "[" * 5000 + "]" * 5000
+    tool_call = {"id": "c", "type": "function", "function": {"name": name, "arguments": deep}}
+    r = env.post(body({"role": "assistant", "tool_calls": [tool_call]}, {"role": "tool", "tool_call_id": "c", "content": "x"}))
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "messages[2].tool_calls[0].function.arguments"
+    items = [{"type": "message", "role": "user", "content": "go"},
+             {"type": "function_call", "name": name, "call_id": "c1", "arguments": deep},
+             {"type": "function_call_output", "call_id": "c1", "output": "x"}]  # fmt: skip
+    r = env.c.post("/v1/responses", json={"model": "m", "input": items}, headers={"X-Refold-Session": "r"})
+    assert r.status_code == 400 and "input.1.arguments" in r.json()["error"]["message"], r.text

@@ -81,3 +81,17 @@ def test_arrival_masks_what_use_keeps() -> None:
 @given(h=st.one_of(used_histories(), histories()), fresh_at=st.sets(st.integers(0, 24), max_size=3))
 def test_invariants_hold_when_masking_by_use(config: Config, h: History, fresh_at: set[int]) -> None:
     check_invariants(h, config, fresh_at)
+
+
+def test_a_long_chain_of_outputs_citing_the_one_before_renders() -> None:
+    # a log polled with `tail`: each output repeats most of the one before, so its trim cites it
+    # and step i's content lives on in i+1, i+2, ...; whether i is still in use was a recursion
+    # along that chain (RecursionError past ~450 steps)
+    h = History([{"role": "system", "content": "s"}, {"role": "user", "content": "watch the run"}])
+    for i in range(1, 901):
+        body = "\n".join(f"log line {k}: worker {k % 13} processed batch {k * 31} in {k % 97} ms" for k in range(i * 10, i * 10 + 40))
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": "tail -n 40 logs/run.log"})}}
+        h.append({"role": "assistant", "content": f"PROGRESS: step {i}\nSTALE: \nPolling.", "tool_calls": [call]},
+                 [{"role": "tool", "tool_call_id": f"c{i}", "content": body}])  # fmt: skip
+    out = Renderer(Config.parse(mask_by="use")).render(h, 900)
+    assert any(o.part == "output" and o.step == 900 for o in out.origins)

@@ -125,7 +125,8 @@ def read_polls(messages: list[Message]) -> int:
         if m.get("role") == "tool":
             body = m.get("content")
             found = RUNNING.search(body[:300]) if isinstance(body, str) else None
-            command = commands.get(m.get("tool_call_id"))
+            cid = m.get("tool_call_id")
+            command = commands.get(cid) if isinstance(cid, str) else None
             if found and command is not None:
                 running[int(found.group(1))] = command
             continue
@@ -139,11 +140,14 @@ def read_polls(messages: list[Message]) -> int:
                 continue
             if not isinstance(args, dict):
                 continue
-            if fn["name"] == "bash" and isinstance(args.get("command"), str):
-                commands[c.get("id")] = args["command"]
-            elif fn["name"] == "write_stdin" and args.get("chars") in ("", None) and args.get("session_id") in running:
-                command = running[args["session_id"]]
+            # ids as written are strings (a call's) and ints (a session's): anything else names none
+            call_id, session = c.get("id"), args.get("session_id")
+            if fn.get("name") == "bash" and isinstance(args.get("command"), str) and isinstance(call_id, str):
+                commands[call_id] = args["command"]
+            elif fn.get("name") == "write_stdin" and args.get("chars") in ("", None) and type(session) is int and session in running:
+                command = running[session]
                 fn["name"], fn["arguments"] = "bash", json.dumps({"command": command}, ensure_ascii=False)
-                commands[c.get("id")] = command
+                if isinstance(call_id, str):
+                    commands[call_id] = command
                 n += 1
     return n

@@ -26,6 +26,7 @@ Messages API message) carry the conversation; the other kinds (``summary``, ``sy
 from __future__ import annotations
 
 import gzip
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,8 @@ def _read(data: Any, name: str) -> _Log:
             tree.compaction = _starts_compaction(head)
         tree.lines.append(i)
     log.trees = [t for t in sorted(roots.values(), key=lambda t: t.lines[0]) if any(_is_call(items[i]) for i in t.lines)]
-    summaries = {item.get("parentUuid"): _text(item) for item in items if item.get("isCompactSummary") is True}
+    # ids are strings; anything else (a mangled line) names no line and is no dict key
+    summaries = {p: _text(item) for item in items if item.get("isCompactSummary") is True and isinstance(p := item.get("parentUuid"), str)}
     for i, item in enumerate(items):  # a compaction summarized its context in a model call (its reply is the summary)
         if item.get("subtype") == "compact_boundary":
             parent = item.get("logicalParentUuid")
@@ -117,7 +119,7 @@ def _read(data: Any, name: str) -> _Log:
             if j is None:  # a parent never written (seen in 2.1.x): the main line the boundary follows
                 j = next((k for k in range(i - 1, -1, -1) if _is_line(items[k]) and items[k].get("isSidechain") is not True), None)
             if j is not None:
-                log.compacted[_root(log, j, memo)] = _compaction_call(item, summaries.get(item.get("uuid"), ""))
+                log.compacted[_root(log, j, memo)] = _compaction_call(item, summaries.get(u, "") if isinstance(u := item.get("uuid"), str) else "")
     return log
 
 
@@ -389,10 +391,11 @@ def _messages(log: _Log, lines: list[int]) -> list[Message]:
 def _meta(log: _Log, lines: list[int]) -> dict[str, Any]:
     meta: dict[str, Any] = {"note": NOTE}
     models = [m for i in lines if _is_call(log.items[i]) and isinstance(m := log.items[i]["message"].get("model"), str)]
-    if models:
-        meta["model"] = max(set(models), key=models.count)
-    if len(set(models)) > 1:  # a /model switch mid-session: priced and fitted as the most common
-        meta["models"] = {m: models.count(m) for m in sorted(set(models), key=lambda m: -models.count(m))}
+    counts = Counter(models)  # in order of first use: a tie goes to the first used, in every process
+    if counts:
+        meta["model"] = counts.most_common(1)[0][0]
+    if len(counts) > 1:  # a /model switch mid-session: priced and fitted as the most common
+        meta["models"] = dict(counts.most_common())
     head = log.items[lines[0]]
     for key, out in (("sessionId", "session_id"), ("version", "claude_code_version"), ("cwd", "cwd"), ("agentId", "agent_id")):
         if isinstance(head.get(key), str):

@@ -200,10 +200,11 @@ FILES_ROOM = 110
 """Characters a search's or listing's note gives the paths it found (the note is in every prompt)."""
 
 
-def _files(names: list[str], room: int = FILES_ROOM) -> str:
+def _files(names: list[str], room: int = FILES_ROOM, unlisted: int = 0) -> str:
     """The first paths a search or listing printed that fit in ``room`` characters, then how many
     more: what a later reply opens or edits by name. A long folder they share is said once, each
-    path keeping its own folder (``under …/app/lib: web/router.ex, web/live.ex, +6 more``)."""
+    path keeping its own folder (``under …/app/lib: web/router.ex, web/live.ex, +6 more``).
+    ``unlisted``: paths found but not printed (counted in the ``+N more``)."""
     uniq = list(dict.fromkeys(normalize_path(u) for u in names if u.strip()))
     if not uniq:
         return ""
@@ -212,7 +213,7 @@ def _files(names: list[str], room: int = FILES_ROOM) -> str:
     head = f"under {_left_cut(root, 30)}: " if root else ""
     shown: list[str] = []
     for name in rel:
-        rest = len(rel) - len(shown) - 1
+        rest = len(rel) - len(shown) - 1 + unlisted
         more = f", +{rest} more" if rest else ""
         if len(head) + len(", ".join([*shown, name])) + len(more) > room:
             if not shown:  # not even one whole: the end of the first, which names the file
@@ -221,7 +222,7 @@ def _files(names: list[str], room: int = FILES_ROOM) -> str:
                 head, shown = "", [_left_cut(uniq[0], room - len(more))]
             break
         shown.append(name)
-    rest = len(rel) - len(shown)
+    rest = len(rel) - len(shown) + unlisted
     return f" ({head}{', '.join(shown)}{f', +{rest} more' if rest else ''})"
 
 
@@ -296,6 +297,7 @@ def _swe_search(body: str) -> str | None:
 
 _FOUND_FILES = re.compile(r"^Found (\d+) files?\b")
 _NO_FILES = re.compile(r"^No (?:files|matches) found\b")
+_GLOB_CUT = re.compile(r"^\(Results are truncated\b")
 
 
 def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
@@ -314,8 +316,16 @@ def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
     body = [ln.strip() for ln in lines if ln.strip()]
     if body and _NO_FILES.match(body[0]):
         return f"0 {'paths' if name == 'glob' else 'files'} found"
-    paths = [ln for ln in body if not _FOUND_FILES.match(ln)]
-    return f"{_plural(len(paths), 'path')} found{_files(paths)}" if name == "glob" else f"{_plural(len(paths), 'file')} match{_files(paths)}"
+    cut = bool(body) and _GLOB_CUT.match(body[-1]) is not None  # Glob's notice: no path, and more exist
+    paths = [ln for ln in (body[:-1] if cut else body) if not _FOUND_FILES.match(ln)]
+    if name == "glob":
+        files = _files(paths)
+        if cut:
+            return f"more than {_plural(len(paths), 'path')} found{files[:-1] + ', list cut)' if files else ''}"
+        return f"{_plural(len(paths), 'path')} found{files}"
+    header = _FOUND_FILES.match(body[0]) if body else None  # counts every file; the list may be limited
+    n = max(len(paths), int(header.group(1)) if header else 0)
+    return f"{_plural(n, 'file')} match{_files(paths, unlisted=n - len(paths))}"
 
 
 def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, ...]) -> str:

@@ -24,7 +24,7 @@ from ..shell_tools import tool_name
 from ..types import Message, Origin, Rendered, content_text
 from .passthrough import is_compaction
 from .surface import Parsed
-from .validate import bad_upstream
+from .validate import MAX_DEPTH, bad_upstream, too_deep
 
 KEY = "responses"
 INPUT_ROLES = ("user", "system", "developer")
@@ -97,6 +97,8 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
         elif kind == "message" and not isinstance(item.get("content", ""), str | list):
             raise bad(f"input.{n}.content: must be a string or an array of content parts")
         elif kind:
+            if isinstance(item.get("arguments"), str) and too_deep(item["arguments"]):  # read again as JSON
+                raise bad(f"input.{n}.arguments: is JSON nested too deeply (limit {MAX_DEPTH})")
             group.append(item)  # assistant messages, reasoning, calls, other items kept verbatim
         else:
             raise bad(f"input.{n}: an item needs a 'type' (or a 'role')")

@@ -160,6 +160,29 @@ def _function(fn: Any, p: str, fail: Callable[[str, str], ProxyError]) -> None:
         raise fail(f"{p}.name", "must be a string")
     if fn.get("arguments") is not None and not isinstance(fn["arguments"], str):
         raise fail(f"{p}.arguments", "must be a string (JSON text)")
+    if isinstance(fn.get("arguments"), str) and too_deep(fn["arguments"]):
+        raise fail(f"{p}.arguments", f"is JSON nested too deeply (limit {MAX_DEPTH})")
+
+
+def too_deep(text: str) -> bool:
+    """Whether JSON text (a call's arguments, parsed again wherever the call is read) nests deeper
+    than the body may: that parse would be a RecursionError. Text that is no JSON is not."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:  # the common case, without a parse
+        return False
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    level = [(value, 1)]
+    while level:  # iterative: the value may be deep enough to break a recursive walk
+        v, depth = level.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        level.extend((c, depth + 1) for c in children)
+    return False
 
 
 def check_message(m: Any, p: str, fail: Callable[[str, str], ProxyError] = _bad) -> None:

@@ -319,12 +319,26 @@ class _MaskingStage(BaseStage):
         assert history is not None
         memo: dict[int, bool] = {}
 
+        def later(i: int) -> list[int]:  # the steps whose stubs cite i and still show their content
+            return [j for j in behind.citing(i) if i < j <= behind.frontier and j not in behind.masked]
+
         def held(i: int) -> bool:
-            if i not in memo:
-                memo[i] = False  # a cycle cannot hold it
-                memo[i] = uses.last(history.step(i), self.said.get(i, ())) > upto or any(
-                    held(j) for j in behind.citing(i) if i < j <= behind.frontier and j not in behind.masked
-                )
+            # iterative: a polled log makes a chain i <- i+1 <- i+2 ... as long as the run
+            stack = [i]
+            while stack:
+                x = stack[-1]
+                if x in memo:
+                    stack.pop()
+                elif uses.last(history.step(x), self.said.get(x, ())) > upto:
+                    memo[x] = True
+                    stack.pop()
+                else:
+                    todo = [j for j in later(x) if j not in memo]
+                    if todo:  # citing steps are later ones: no cycle
+                        stack.extend(todo)
+                    else:
+                        memo[x] = any(memo[j] for j in later(x))
+                        stack.pop()
             return memo[i]
 
         return held

@@ -99,6 +99,9 @@ class PolicyMetrics:
     """Of ``calls``: calls whose reply was not stored (their prompt is rebuilt)."""
     unreplied_output_tokens: int = 0
     """Of ``output_tokens``: the unreplied calls' output (as recorded, e.g. a summary; else ESTIMATED)."""
+    unreplied_prompt_tokens: int = 0
+    """Of ``prompt_tokens``: the unreplied calls' prompts (a run's recorded usage covers only its
+    stored calls: what is compared with it leaves these out)."""
     hidden_needed_calls: int = 0
     """Calls whose recorded reply names a key shown only in hidden content (replay/needed.py)."""
     hidden_needed_restore_tokens: int = 0
@@ -345,7 +348,9 @@ def measure(
             # an unreplied call has no record of its time: evenly between its stored neighbours
             at = now if now is None or before is None else before + (now - before) * (i + 1) / (len(lost) + 1)
             out = lost_out if recorded_out is None else recorded_out
-            call(ids_of(msgs), msgs, out, out, 0, route, at=at)
+            ids = ids_of(msgs)
+            m.unreplied_prompt_tokens += len(head) + len(ids)
+            call(ids, msgs, out, out, 0, route, at=at)
             m.unreplied_calls += 1
             m.unreplied_output_tokens += out
         if trailing:  # stats and the removed-tokens split stay those of the last stored call

@@ -159,7 +159,9 @@ def per_file(results: Sequence[TaskResult]) -> dict[str, Any]:
 
 def recorded_usage(results: Sequence[TaskResult]) -> dict[str, Any] | None:
     """The provider's own prompt counts next to base's re-rendered ones, over the sessions that
-    report usage on every call (None when none does). Tokenizers differ: compare sizes, not ids."""
+    report usage on every stored call (None when none does), and over the same calls: the usage
+    covers the stored calls only, so base's unreplied calls (a compaction's summarization call,
+    a format error) are left out of its side. Tokenizers differ: compare sizes, not ids."""
     rows = [r for r in _ok(results) if isinstance(r.reported.get("prompt_tokens"), int) and "base" in r.policies]
     if not rows:
         return None
@@ -169,12 +171,21 @@ def recorded_usage(results: Sequence[TaskResult]) -> dict[str, Any] | None:
         "of_sessions": len(_ok(results)),
         "prompt_tokens": sum(int(r.reported["prompt_tokens"] or 0) for r in rows),
         "cached_tokens": sum(c for c in cached if isinstance(c, int)) if all(isinstance(c, int) for c in cached) else None,
-        "base_prompt_tokens": sum(int(r.policies["base"].get("prompt_tokens", 0)) for r in rows),
+        "base_prompt_tokens": sum(_stored(r.policies["base"], "prompt_tokens", "unreplied_prompt_tokens") for r in rows),
     }
-    prefix = sum(int(r.policies["base"].get("unrecorded_prefix_tokens", 0)) for r in rows)
+    prefix = sum(
+        int(r.policies["base"].get("unrecorded_prefix_tokens", 0))
+        - int((r.prefix or {}).get("tokens_per_call", 0)) * int(r.policies["base"].get("unreplied_calls", 0))
+        for r in rows
+    )
     if prefix:  # of base_prompt_tokens
         out["base_unrecorded_prefix_tokens_estimated"] = prefix
     return out
+
+
+def _stored(m: dict[str, Any], total: str, unreplied: str) -> int:
+    """A policy's figure over its stored calls: the total less the unreplied calls' share."""
+    return int(m.get(total, 0)) - int(m.get(unreplied, 0))
 
 
 def _validation_summary(results: Sequence[TaskResult]) -> dict[str, Any] | None:
