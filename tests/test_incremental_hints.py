@@ -1,13 +1,17 @@
 """Incremental paths against the from-scratch computation they replace: the vLLM simulator's
-``same`` hint and the backward scans of ``cache_control.breakpoints``."""
+``same`` hint, the backward scans of ``cache_control.breakpoints`` and the peers' masked outputs
+kept across calls."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refold.integrations.cache_control import breakpoints
 from refold.lab.cache import VllmPrefixCache
+from refold.lab.replay.peers import Notes, _Masked, _noted, _omitted, _outputs
 from refold.types import Origin, Rendered, RenderStats, Shown
 
 # ---- vLLM: a hint that is a lower bound of the shared prefix changes nothing
@@ -101,3 +105,67 @@ def test_breakpoints_equal_the_forward_scans(steps: list[int | None], boundary: 
     stats = RenderStats(t=max([s or 0 for s in steps], default=0), boundary=boundary, stable=min(stable, len(steps)))
     rendered = Rendered(msgs, origins, stats)
     assert breakpoints(rendered, limit) == _reference(rendered, limit)
+
+
+# ---- peers: masking / clear-tool-uses notes kept across calls against a fresh pass per prompt
+
+
+class _Step:
+    def __init__(self, user_messages: tuple[int, ...]) -> None:
+        self.user_messages = user_messages
+
+
+class _History:
+    def __init__(self, said: list[tuple[int, ...]]) -> None:
+        self.steps = tuple(_Step(u) for u in said)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def step(self, index: int) -> _Step:
+        return self.steps[index - 1]
+
+
+_item = st.tuples(st.one_of(st.none(), st.integers(0, 7)), st.sampled_from(["task", "reply", "output", "output"]))
+_prompt_edit = st.tuples(st.sampled_from(["append", "cut", "replace", "same"]), st.integers(0, 40), st.lists(_item, max_size=6))
+
+
+def _made(item: tuple[int | None, str]) -> tuple[dict[str, str], Origin]:
+    step, part = item
+    return {"role": "user", "content": f"{part} {step}\nline"}, Origin(step, part, Shown.RECEIVED)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.lists(st.integers(0, 3), max_size=2).map(tuple), max_size=6),
+    st.lists(_item, max_size=10),
+    st.lists(st.tuples(_prompt_edit, st.integers(0, 12)), min_size=1, max_size=8),
+)
+def test_masked_outputs_equal_a_fresh_pass_over_each_prompt(
+    said: list[tuple[int, ...]],
+    first: list[tuple[int | None, str]],
+    edits: list[tuple[tuple[str, int, list[tuple[int | None, str]]], int]],
+) -> None:
+    history: Any = _History(said)
+    masked = _Masked(history, _omitted)
+    ref_notes: Notes = {}
+    pairs = [_made(i) for i in first]
+    for (kind, at, new), count in edits:
+        if kind == "append" or not pairs:
+            pairs = pairs + [_made(i) for i in new]
+        elif kind == "cut":
+            pairs = pairs[: at % len(pairs)]
+        elif kind == "replace":
+            i = at % len(pairs)
+            pairs = pairs[:i] + [_made(new[0]) if new else (dict(pairs[i][0]), pairs[i][1])] + pairs[i + 1 :]
+        msgs, origins = [m for m, _ in pairs], [o for _, o in pairs]
+        k = masked.update(msgs, origins)
+        want = _outputs(history, origins, any(said))
+        assert masked.outputs == want
+        cut = min(count, len(want))
+        got_msgs, got_origins = masked.shown(msgs, origins, k, cut)
+        want_msgs, want_origins = list(msgs), list(origins)
+        for idx in want[:cut]:
+            want_msgs[idx], want_origins[idx] = _noted(ref_notes, msgs[idx], origins[idx], _omitted)
+        assert got_msgs == want_msgs
+        assert got_origins == want_origins
