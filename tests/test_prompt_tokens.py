@@ -149,3 +149,28 @@ def test_same_prefix_counts_identical_leading_objects(a: Any, b: Any, n: int) ->
     assert same_prefix(list(a), list(b)) == n
     shared = [object(), object()]
     assert same_prefix(shared, [shared[0], object()]) == 1
+
+
+@settings(max_examples=60)
+@given(
+    st.sampled_from(sorted(TOKENIZERS)),
+    st.booleans(),
+    st.lists(_message(), max_size=6),
+    st.lists(_edit, min_size=1, max_size=8),
+)
+def test_stable_is_a_lower_bound_of_the_ids_shared_with_the_last_prompt(
+    name: str, with_tools: bool, first: list[Message], edits: list[tuple[str, int, list[Message]]]
+) -> None:
+    # the vLLM simulator trusts it: it compares only the ids after it with its copy
+    tok = TOKENIZERS[name]
+    tools = [MINI_BASH_TOOL] if with_tools else None
+    session = PromptTokens(tok, tools=tools)
+    msgs = first
+    before = session.ids(msgs)
+    for edit in edits:
+        msgs = _apply(msgs, edit)
+        now = session.ids(msgs)
+        s = session.stable
+        assert s <= len(before) - len(session._priming)  # never into the priming or generated part
+        assert now[:s] == before[:s]
+        before = now

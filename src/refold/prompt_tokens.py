@@ -58,6 +58,9 @@ class PromptTokens:
         self._priming = list(_priming(tok)) if add_generation_prompt else []
         self._msgs: list[Msg] = []
         self._ends: list[int] = []  # end offset in _ids of each message of _msgs
+        self.stable = 0
+        """How many leading ids of the last result equal those of the one before (a lower bound;
+        never more than the earlier result's length without its generation priming)."""
 
     def ids(self, messages: Sequence[Msg]) -> list[int]:
         self._update(messages)
@@ -80,7 +83,8 @@ class PromptTokens:
         # redone unless both prompts end with it
         keep = k if k == len(prev) == n else max(0, k - 1)
         ends, ids = self._ends, self._ids
-        del ids[ends[keep - 1] if keep else self._head :]
+        self.stable = ends[keep - 1] if keep else self._head
+        del ids[self.stable :]
         del ends[keep:]
         qwen = getattr(self.tok, "template", "openai") == "qwen"
         for i in range(keep, n):

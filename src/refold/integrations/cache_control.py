@@ -11,6 +11,8 @@ a later breakpoint that hits covers every earlier one.
 from __future__ import annotations
 
 import copy
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from ..types import Message, Rendered
@@ -24,21 +26,39 @@ def breakpoints(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> list[int]:
     n = len(rendered.messages)
     if n == 0 or limit <= 0:
         return []
-    origins = rendered.origins
+    steps = list(map(_STEP, rendered.origins))  # C-level; the scans below walk back from the end
     b = rendered.stats.boundary
-    prefix_end = max((i for i, o in enumerate(origins) if o.step is None), default=-1)
-    behind_end = max((i for i, o in enumerate(origins) if o.step is None or o.step <= b), default=-1)
-    last_step = origins[-1].step
+    prefix_end = _last_none(steps)
+    behind_end = _last(steps, lambda s: s is None or s <= b)
+    last_step = steps[-1]
     previous_end = -1
     if last_step is not None:
-        previous_end = max(
-            (i for i, o in enumerate(origins) if o.step is None or o.step < last_step), default=-1
-        )
+        previous_end = _last(steps, lambda s: s is None or s < last_step)
     stable_end = rendered.stats.stable - 1  # after a boundary move: the last message the cache still holds
     chosen = sorted({i for i in (prefix_end, stable_end, behind_end, previous_end, n - 1) if i >= 0})
     if len(chosen) > limit and prefix_end in chosen and stable_end > prefix_end:
         chosen.remove(prefix_end)  # the stable point covers the prefix
     return chosen[-limit:]
+
+
+_STEP = operator.attrgetter("step")
+
+
+def _last(steps: list[int | None], keep: Callable[[int | None], bool]) -> int:
+    """The last index whose step satisfies ``keep`` (-1 if none): a walk back from the end, which
+    stops after the newest steps (the scan from the start it replaces walked every message)."""
+    for i in range(len(steps) - 1, -1, -1):
+        if keep(steps[i]):
+            return i
+    return -1
+
+
+def _last_none(steps: list[int | None]) -> int:
+    """The last index whose step is None (-1 if none), found at C speed."""
+    try:
+        return len(steps) - 1 - steps[::-1].index(None)
+    except ValueError:
+        return -1
 
 
 def place_cache_control(rendered: Rendered, limit: int = MAX_BREAKPOINTS) -> list[Message]:

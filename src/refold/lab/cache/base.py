@@ -95,9 +95,10 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return first_difference(la, lb, n)
 
 
-def first_difference(la: list[int], lb: list[int], n: int) -> int:
-    """Index of the first difference within the first ``n`` items (``n`` if none)."""
-    lo = 0
+def first_difference(la: list[int], lb: list[int], n: int, start: int = 0) -> int:
+    """Index of the first difference within the first ``n`` items (``n`` if none), comparing from
+    ``start`` (the caller knows the items before it are equal)."""
+    lo = start
     for step in (4096, 64):
         while lo + step <= n and la[lo : lo + step] == lb[lo : lo + step]:
             lo += step

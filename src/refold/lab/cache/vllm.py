@@ -97,18 +97,21 @@ class VllmPrefixCache:
         session: Hashable = None,
         breakpoints: Sequence[int] = (),
         boundaries: Sequence[int] = (),
+        same: int = 0,
     ) -> CacheResult:
         """Run one request to completion (lookup, prefill, decode, release)."""
-        return self.finish(self.begin(tokens, session=session), generated=generated)
+        return self.finish(self.begin(tokens, session=session, same=same), generated=generated)
 
-    def begin(self, tokens: Sequence[int], *, session: Hashable = None) -> VllmRunning:
+    def begin(self, tokens: Sequence[int], *, session: Hashable = None, same: int = 0) -> VllmRunning:
         """Admit a request: look up its prefix, pin hit blocks, allocate and register prompt blocks.
 
         Several requests may be running at once (concurrent sessions); their blocks stay pinned.
         Raises :class:`KVCapacityError` if the free queue cannot supply the blocks (vLLM would keep
         the request waiting; ``scheduler_reserve_full_isl=True`` semantics).
+        ``same``: a hint from the caller, who vouches that the first ``same`` tokens equal those of
+        the session's previous prompt (not its generated tokens); they are not compared.
         """
-        toks, hashes = self._snapshot(session, tokens)
+        toks, hashes = self._snapshot(session, tokens, same)
         b = self.block_size
         p = len(toks)
         hit = self._hit_blocks(hashes, (p - 1) // b if p else 0)
@@ -189,12 +192,14 @@ class VllmPrefixCache:
 
     # ------------------------------------------------------------------ internals
 
-    def _snapshot(self, session: Hashable, tokens: Sequence[int]) -> tuple[list[int], list[int]]:
+    def _snapshot(self, session: Hashable, tokens: Sequence[int], hint: int = 0) -> tuple[list[int], list[int]]:
         """Our own copy of ``tokens`` and its full-block hashes, reusing the session's last request.
 
         The previous token list is patched in place (only the differing tail is copied) and
         compared with one equal-length list comparison, which only compares pointers when the
         caller reuses int objects (e.g. a per-message token cache); only new blocks are hashed.
+        With a ``hint`` the comparison starts there (a long prompt that changed near its end is
+        otherwise scanned from the start).
         """
         b = self.block_size
         new = tokens if isinstance(tokens, list) else list(tokens)
@@ -210,7 +215,10 @@ class VllmPrefixCache:
                 del toks[n:]
             else:
                 toks.extend(new[len(toks) :])
-            if toks == new:
+            if hint > 0:
+                same = first_difference(toks, new, n, min(hint, n))
+                toks[same:] = new[same:]
+            elif toks == new:
                 same = n
             else:
                 same = first_difference(toks, new, n)

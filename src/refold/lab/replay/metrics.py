@@ -22,6 +22,7 @@ from ..cache import (
     PrefixCacheSim,
     Price,
     ReplayedCache,
+    VllmPrefixCache,
     cost_usd,
     kv_gib,
     make_cache,
@@ -156,6 +157,7 @@ def message_chars(messages: Sequence[dict[str, Any]]) -> int:
 
 
 _MAX_BREAKPOINTS = 4  # Anthropic's cache_control limit per request
+_NONE_CHANGED = 1 << 62  # a floor no prompt has lowered yet
 
 
 def _request(
@@ -168,6 +170,7 @@ def _request(
     session: str,
     marks: Sequence[int] | None = None,
     head: int = 0,
+    same: int = 0,
 ) -> tuple[int, int]:
     """One request; ``marks``: messages refold put Anthropic breakpoints on (None: one at the end);
     ``head``: leading ids before the messages (an estimated unrecorded prefix), one cache block
@@ -183,9 +186,19 @@ def _request(
             points = sorted({head, *points}) if len(points) < _MAX_BREAKPOINTS else points
             bounds = [head, *bounds]
         res = cache.request(ids, generated=generated, session=session, breakpoints=points, boundaries=bounds)
+    elif isinstance(cache, VllmPrefixCache):
+        res = cache.request(ids, generated=generated, session=session, same=same)
     else:
         res = cache.request(ids, generated=generated, session=session)
     return res.cached_tokens, res.written_tokens
+
+
+def _same(floors: dict[str, int], session: str, head: int) -> int:
+    """Leading ids of this call known equal to ``session``'s previous prompt (0: unknown); from
+    now on the session's floor tracks the prompts after this one."""
+    floor = floors.get(session)
+    floors[session] = _NONE_CHANGED
+    return 0 if floor is None else head + floor
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +257,19 @@ def measure(
     prompt_ids = PromptTokens(tok, tools=tools)
     # each simulator copies what it keeps: without ``keep_ids`` no call's ids outlive it, so they are
     # lent, not copied (a copy per call is a whole prompt's ids: the replay's largest per-call cost)
-    ids_of = prompt_ids.ids if keep_ids is not None else prompt_ids.lent
+    ids_of_all = prompt_ids.ids if keep_ids is not None else prompt_ids.lent
+    # per cache session: how many leading ids every prompt since its last request kept (vLLM then
+    # compares only the rest with its copy); a session's calls may interleave with other sessions'
+    floors: dict[str, int] = {}
+
+    def ids_of(msgs: Sequence[dict[str, Any]]) -> list[int]:
+        ids = ids_of_all(msgs)
+        s = prompt_ids.stable
+        for k, v in floors.items():
+            if v > s:
+                floors[k] = s
+        return ids
+
     bounds = MessageBounds(tok)
     head = list(prefix)
     m = PolicyMetrics()
@@ -290,7 +315,9 @@ def measure(
             timed.now = at
         if head:
             ids = head + ids
-        cached, written = _request(cache, cache_name, ids, msgs, bounds, gen, where, marks, len(head))
+        cached, written = _request(
+            cache, cache_name, ids, msgs, bounds, gen, where, marks, len(head), _same(floors, where, len(head))
+        )
         n = len(ids)
         m.calls += 1
         m.prompt_tokens += n
@@ -324,7 +351,8 @@ def measure(
             if timed is not None:
                 timed.now = None  # not a recorded call: no time
             cached, written = _request(
-                cache, cache_name, cids, c.input_messages, bounds, c.summary_tokens, session, head=len(head)
+                cache, cache_name, cids, c.input_messages, bounds, c.summary_tokens, session,
+                head=len(head), same=_same(floors, session, len(head)),
             )
             m.compactions += 1
             m.compaction_input_tokens += len(cids)

@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
 from ...chat_tokens import count_messages, message_tokens
 from ...history import History
 from ...mechanisms.pins import protected_parts
-from ...prompt_tokens import PromptTokens
+from ...prompt_tokens import PromptTokens, same_prefix
 from ...protocol import CM
 from ...tokens import Tokenizer
 from ...types import Message, Origin, Shown, content_text
@@ -56,6 +57,57 @@ def _outputs(history: History, origins: list[Origin], said: bool) -> list[int]:
     return out
 
 
+class _Masked:
+    """The prompts of one session with their first ``count`` tool outputs (``_outputs``) shown as
+    notes, at a cost proportional to what changed: the leading messages a prompt shares with the
+    last one (the very same objects) keep their output indices and their notes."""
+
+    def __init__(self, history: History, content: Callable[[Message], str]) -> None:
+        self.history, self.content = history, content
+        self.said = any(s.user_messages for s in history.steps)
+        self.notes: Notes = {}
+        self._msgs: list[Message] = []  # the last prompt as received
+        self._origins: list[Origin] = []
+        self._out_msgs: list[Message] = []  # ... and as shown
+        self._out_origins: list[Origin] = []
+        self._count = 0  # outputs shown as notes in it
+        self._all: list[tuple[int, int | None, int]] = []  # each output: index, step, rank in its step
+        self.outputs: list[int] = []  # what ``_outputs`` gives for the last prompt
+
+    def update(self, msgs: list[Message], origins: list[Origin]) -> int:
+        """Take the next prompt; return how many of its leading messages the last one shares."""
+        k = min(same_prefix(self._msgs, msgs), same_prefix(self._origins, origins))
+        history, all_, outputs = self.history, self._all, self.outputs
+        del all_[bisect_left(all_, (k,)) :]
+        del outputs[bisect_left(outputs, k) :]
+        step, j = (all_[-1][1], all_[-1][2]) if all_ else (None, 0)
+        for i in range(k, len(origins)):
+            o = origins[i]
+            if o.part != "output":
+                continue
+            s = o.step
+            j = j + 1 if s == step else 0  # as ``_outputs`` counts
+            step = s
+            all_.append((i, s, j))
+            if not self.said or s is None or not 1 <= s <= len(history) or j not in history.step(s).user_messages:
+                outputs.append(i)
+        return k
+
+    def shown(self, msgs: list[Message], origins: list[Origin], k: int, count: int) -> tuple[list[Message], list[Origin]]:
+        """The prompt given to ``update`` with ``outputs[:count]`` shown as notes."""
+        out_msgs = self._out_msgs[:k] + msgs[k:]
+        out_origins = self._out_origins[:k] + origins[k:]
+        outputs = self.outputs
+        done = min(self._count, bisect_left(outputs, k))  # noted already, in the shared part
+        for idx in outputs[count:done]:  # a cut moved back: shown again as received
+            out_msgs[idx], out_origins[idx] = msgs[idx], origins[idx]
+        for idx in outputs[done:count]:
+            out_msgs[idx], out_origins[idx] = _noted(self.notes, msgs[idx], origins[idx], self.content)
+        self._msgs, self._origins = list(msgs), list(origins)  # the caller may change its lists
+        self._out_msgs, self._out_origins, self._count = out_msgs, out_origins, count
+        return list(out_msgs), list(out_origins)
+
+
 def _omitted(m: Message) -> str:
     return f"Old environment output: ({len(content_text(m.get('content')).splitlines())} lines omitted)"
 
@@ -76,16 +128,14 @@ class MaskingProjector:
         self.name, self.n, self.polling = name, n, polling
 
     def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
-        masked: Notes = {}
-        said = any(s.user_messages for s in history.steps)
+        masked = _Masked(history, _omitted)
         for p in RendererProjector("base", BASE_POLICY).prompts(history, final):
             start = time.perf_counter()
-            outputs = _outputs(history, p.origins, said)
-            count = 1 + len(outputs)  # the instance template is observation 0
+            k = masked.update(p.messages, p.origins)
+            count = 1 + len(masked.outputs)  # the instance template is observation 0
             last_removed = max(0, (count // self.polling) * self.polling - self.n)
-            msgs, origins = list(p.messages), list(p.origins)
-            for idx in outputs[: max(0, last_removed - 1)]:
-                msgs[idx], origins[idx] = _noted(masked, msgs[idx], origins[idx], _omitted)
+            cut = min(len(masked.outputs), max(0, last_removed - 1))
+            msgs, origins = masked.shown(p.messages, p.origins, k, cut)
             ms = p.render_ms + (time.perf_counter() - start) * 1000
             yield Prompt(p.t, msgs, origins, ms)
 
@@ -110,26 +160,31 @@ class ClearToolUsesProjector:
 
     def prompts(self, history: History, final: bool = False) -> Iterator[Prompt]:
         counter = PromptTokens(self.tok)  # counts only what changed since the last call
-        notes: Notes = {}
+        cleared_ = _Masked(history, _cleared)
+        notes = cleared_.notes
         saved: dict[int, int] = {}  # id(cleared copy) -> tokens clearing saves
-        said = any(s.user_messages for s in history.steps)
         for p in RendererProjector("base", BASE_POLICY).prompts(history, final):
             start = time.perf_counter()
-            msgs, origins = list(p.messages), list(p.origins)
-            total = counter.count(msgs)
+            k = cleared_.update(p.messages, p.origins)
+            total = counter.count(p.messages)
+            count = 0
             if total > self.trigger:
-                outputs = _outputs(history, origins, said)
+                outputs = cleared_.outputs
                 candidates = outputs[: -self.keep] if self.keep > 0 else outputs
-                cleared = 0
-                for idx in candidates:
-                    m = msgs[idx]
-                    msgs[idx], origins[idx] = note, _ = _noted(notes, m, origins[idx], _cleared)
-                    n = saved.get(id(note))
-                    if n is None:
-                        n = saved[id(note)] = len(message_tokens(m, self.tok)) - len(message_tokens(note, self.tok))
-                    cleared += n
-                    if 0 < self.clear_at_least <= cleared:
-                        break
+                count = len(candidates)
+                if self.clear_at_least > 0:  # stops once enough was reclaimed
+                    cleared, count = 0, 0
+                    for idx in candidates:
+                        count += 1
+                        m = p.messages[idx]
+                        note, _ = _noted(notes, m, p.origins[idx], _cleared)
+                        n = saved.get(id(note))
+                        if n is None:
+                            n = saved[id(note)] = len(message_tokens(m, self.tok)) - len(message_tokens(note, self.tok))
+                        cleared += n
+                        if self.clear_at_least <= cleared:
+                            break
+            msgs, origins = cleared_.shown(p.messages, p.origins, k, count)
             ms = p.render_ms + (time.perf_counter() - start) * 1000
             yield Prompt(p.t, msgs, origins, ms)
 
