@@ -53,7 +53,7 @@ from refold.lab.replay.stale import with_stale
 from refold.loaders import load_all
 from refold.mechanisms.summary import summarize
 from refold.messages import action_of
-from refold.named_keys import keys_of, message_text
+from refold.named_keys import keys_of, message_text, strings_in
 from refold.outline import outline, strip_line_numbers
 from refold.types import Message, Origin, Shown, Step
 
@@ -99,21 +99,10 @@ def _tool_args(reply: Message) -> Iterable[tuple[str, str, str]]:
             data = {"(raw)": args}
         if isinstance(data, dict):
             for arg, value in data.items():
-                for s in _strings(value):
+                for s in strings_in(value):
                     yield name, str(arg), s
         elif isinstance(args, str):
             yield name, "(raw)", args
-
-
-def _strings(value: object) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def named_in(reply: Message, key: str) -> str:

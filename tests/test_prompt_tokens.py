@@ -35,8 +35,19 @@ def _message(draw: st.DrawFn) -> Message:
 # object, sometimes with equal content), or send the same list again
 _edit = st.tuples(st.sampled_from(["append", "cut", "replace", "same", "copy"]), st.integers(0, 30), st.lists(_message(), max_size=4))
 
+Edit = tuple[str, int, list[Message]]
+_Case = tuple[Any, list[dict[str, Any]] | None, list[Message], list[Edit]]
 
-def _apply(prev: list[Message], edit: tuple[str, int, list[Message]]) -> list[Message]:
+
+@st.composite
+def _session(draw: st.DrawFn) -> _Case:
+    """A tokenizer, tools or none, the first prompt and the edits that make the next ones."""
+    tok = TOKENIZERS[draw(st.sampled_from(sorted(TOKENIZERS)))]
+    tools = [MINI_BASH_TOOL] if draw(st.booleans()) else None
+    return tok, tools, draw(st.lists(_message(), max_size=6)), draw(st.lists(_edit, min_size=1, max_size=8))
+
+
+def _apply(prev: list[Message], edit: Edit) -> list[Message]:
     kind, at, new = edit
     msgs = list(prev)
     if kind == "append" or not msgs:
@@ -58,17 +69,9 @@ def _fresh(msgs: list[Message], tok: Any, tools: list[dict[str, Any]] | None) ->
 
 
 @settings(max_examples=60)
-@given(
-    st.sampled_from(sorted(TOKENIZERS)),
-    st.booleans(),
-    st.lists(_message(), max_size=6),
-    st.lists(_edit, min_size=1, max_size=8),
-)
-def test_each_prompt_of_a_session_equals_a_fresh_tokenization(
-    name: str, with_tools: bool, first: list[Message], edits: list[tuple[str, int, list[Message]]]
-) -> None:
-    tok = TOKENIZERS[name]
-    tools = [MINI_BASH_TOOL] if with_tools else None
+@given(_session())
+def test_each_prompt_of_a_session_equals_a_fresh_tokenization(case: _Case) -> None:
+    tok, tools, first, edits = case
     session = PromptTokens(tok, tools=tools)
     counter = PromptTokens(tok, tools=tools)
     lender = PromptTokens(tok, tools=tools)
@@ -152,18 +155,10 @@ def test_same_prefix_counts_identical_leading_objects(a: Any, b: Any, n: int) ->
 
 
 @settings(max_examples=60)
-@given(
-    st.sampled_from(sorted(TOKENIZERS)),
-    st.booleans(),
-    st.lists(_message(), max_size=6),
-    st.lists(_edit, min_size=1, max_size=8),
-)
-def test_stable_is_a_lower_bound_of_the_ids_shared_with_the_last_prompt(
-    name: str, with_tools: bool, first: list[Message], edits: list[tuple[str, int, list[Message]]]
-) -> None:
+@given(_session())
+def test_stable_is_a_lower_bound_of_the_ids_shared_with_the_last_prompt(case: _Case) -> None:
     # the vLLM simulator trusts it: it compares only the ids after it with its copy
-    tok = TOKENIZERS[name]
-    tools = [MINI_BASH_TOOL] if with_tools else None
+    tok, tools, first, edits = case
     session = PromptTokens(tok, tools=tools)
     msgs = first
     before = session.ids(msgs)

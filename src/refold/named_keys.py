@@ -161,23 +161,24 @@ def message_text(message: Mapping[str, Any]) -> str:
         args = fn.get("arguments") if isinstance(fn, dict) else None
         if isinstance(args, str):
             try:
-                parts.extend(_strings(json.loads(args)))
+                parts.extend(strings_in(json.loads(args)))
             except ValueError:
                 parts.append(args)
         elif isinstance(args, dict):
-            parts.extend(_strings(args))
+            parts.extend(strings_in(args))
     return "\n".join(parts)
 
 
-def _strings(value: Any) -> Iterable[str]:
+def strings_in(value: Any) -> Iterable[str]:
+    """Every string inside a JSON-like value (dict values, list items), depth first."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _strings(v)
+            yield from strings_in(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _strings(v)
+            yield from strings_in(v)
 
 
 def _identifier(word: str) -> bool:
