@@ -196,7 +196,7 @@ def _count_rows(h: History, tokenizer: str) -> list[tuple[int, int, int, int, in
     """Per stored call: (replay prompt tokens, characters, reported prompt tokens, replay visible
     output tokens, reported visible output tokens = completion - reasoning)."""
     from refold.chat_tokens import message_tokens, prompt_token_ids
-    from refold.lab.replay.metrics import message_chars
+    from refold.lab.replay.cache_requests import message_chars
     from refold.lab.replay.policies import make_projector
     from refold.lab.replay.projectors import Options
     from refold.lab.replay.runner import request_tools

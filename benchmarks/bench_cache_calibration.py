@@ -35,7 +35,8 @@ import bench_cache_states as states  # a sibling script: which state each hit ca
 
 from refold.history import History
 from refold.lab.cache import REPLAYED, ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
-from refold.lab.replay.metrics import CallIds, measure
+from refold.lab.replay.cache_requests import CallIds
+from refold.lab.replay.metrics import measure
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import make_projector
 from refold.lab.replay.projectors import Options

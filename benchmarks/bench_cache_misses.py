@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from refold.history import History
 from refold.lab.cache import CALIBRATED, CalibratedCache, ReplayedCache
-from refold.lab.replay.metrics import CallIds
+from refold.lab.replay.cache_requests import CallIds
 
 LARGE = 2000
 """Tokens below the fine grid's hit that make a large miss (as in the calibration table)."""

@@ -405,7 +405,8 @@ def test_agent_errors_stay_one_short_line(tmp_path: Path) -> None:
 
 
 def test_recorded_times_interpolate_unreplied_calls() -> None:
-    from refold.lab.replay.metrics import CallIds, measure
+    from refold.lab.replay.cache_requests import CallIds
+    from refold.lab.replay.metrics import measure
     from refold.lab.replay.policies import make_projector
     from refold.lab.replay.projectors import Options
     from refold.lab.replay.recorded_calls import recorded_times
@@ -488,7 +489,7 @@ def test_report_says_when_cost_is_on_estimated_counts() -> None:
 def test_count_calibration_fit_recovers_a_known_counting_rule(tmp_path: Path) -> None:
     import sys
 
-    from refold.lab.replay.metrics import message_chars
+    from refold.lab.replay.cache_requests import message_chars
     from refold.lab.replay.policies import make_projector
     from refold.lab.replay.projectors import Options
 

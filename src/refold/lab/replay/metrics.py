@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ...chat_tokens import message_tokens, prompt_token_ids
 from ...history import History
@@ -19,14 +19,13 @@ from ..cache import (
     ROUTED_CACHES,
     CalibratedCache,
     CountCalibration,
-    PrefixCacheSim,
     Price,
     ReplayedCache,
-    VllmPrefixCache,
     cost_usd,
     kv_gib,
     make_cache,
 )
+from .cache_requests import CallIds, CallSink, cache_request, generated_ids, known_same, message_chars
 from .policies import price_profile
 from .projectors import Projector, Prompt
 from .recorded_calls import (
@@ -38,15 +37,7 @@ from .recorded_calls import (
     unreplied_prompt,
 )
 
-__all__ = [
-    "CallIds",
-    "CallSink",
-    "PolicyMetrics",
-    "default_price",
-    "measure",
-    "message_chars",
-    "percentile",
-]
+__all__ = ["PolicyMetrics", "default_price", "measure", "percentile"]
 
 PRICE_FOR_CACHE = {
     "vllm": "qwen3.6-27b-vllm",
@@ -131,93 +122,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return float(ordered[min(rank, len(ordered)) - 1])
 
-
-def _generated(history: History, t: int, tok: Tokenizer, priming: list[int]) -> list[int] | int:
-    """Ids of the reply call t+1 produced, as the next prompt shows them (after the priming)."""
-    ids = message_tokens(clean(history.step(t + 1).reply), tok)
-    if ids[: len(priming)] == priming:
-        return ids[len(priming) :]
-    return len(ids)
-
-
-def message_chars(messages: Sequence[dict[str, Any]]) -> int:
-    """Characters of a request's text: contents and tool-call arguments (a count calibration's feature)."""
-    n = 0
-    for m in messages:
-        c = m.get("content")
-        if isinstance(c, str):
-            n += len(c)
-        elif isinstance(c, list):
-            n += sum(len(p.get("text") or "") for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
-        for tc in m.get("tool_calls") or ():
-            fn = tc.get("function") if isinstance(tc, dict) else None
-            args = fn.get("arguments") if isinstance(fn, dict) else None
-            n += len(args) if isinstance(args, str) else 0
-    return n
-
-
-_MAX_BREAKPOINTS = 4  # Anthropic's cache_control limit per request
-_NONE_CHANGED = 1 << 62  # a floor no prompt has lowered yet
-
-
-def _request(
-    cache: PrefixCacheSim,
-    cache_name: str,
-    ids: list[int],
-    msgs: Sequence[dict[str, Any]],
-    boundaries: MessageBounds,
-    generated: list[int] | int,
-    session: str,
-    marks: Sequence[int] | None = None,
-    head: int = 0,
-    same: int = 0,
-) -> tuple[int, int]:
-    """One request; ``marks``: messages refold put Anthropic breakpoints on (None: one at the end);
-    ``head``: leading ids before the messages (an estimated unrecorded prefix), one cache block
-    with a breakpoint of its own where one is free (as Claude Code marks its system prompt)."""
-    if cache_name in ("anthropic", "deepseek"):
-        bounds = boundaries(msgs, len(ids) - head)
-        if head:
-            bounds = [head + b for b in bounds]
-        points = [len(ids)]
-        if marks is not None and cache_name == "anthropic":
-            points = sorted({bounds[i] for i in marks if 0 <= i < len(bounds) and bounds[i] > 0}) or points
-        if head:
-            points = sorted({head, *points}) if len(points) < _MAX_BREAKPOINTS else points
-            bounds = [head, *bounds]
-        res = cache.request(ids, generated=generated, session=session, breakpoints=points, boundaries=bounds)
-    elif isinstance(cache, VllmPrefixCache):
-        res = cache.request(ids, generated=generated, session=session, same=same)
-    else:
-        res = cache.request(ids, generated=generated, session=session)
-    return res.cached_tokens, res.written_tokens
-
-
-def _same(floors: dict[str, int], session: str, head: int) -> int:
-    """Leading ids of this call known equal to ``session``'s previous prompt (0: unknown); from
-    now on the session's floor tracks the prompts after this one."""
-    floor = floors.get(session)
-    floors[session] = _NONE_CHANGED
-    return 0 if floor is None else head + floor
-
-
-@dataclass(frozen=True, slots=True)
-class CallIds:
-    """One replayed call kept for cache validation: its prompt ids, what it generated, and the
-    stored step it produced (None: a call whose reply was not stored)."""
-
-    ids: list[int]
-    generated: list[int] | int
-    step: int | None
-    route: str | None = None
-    time: float | None = None
-    """When the call was made (recorded seconds; interpolated for an unreplied call)."""
-
-
-class CallSink(Protocol):
-    """Receives each replayed call (a list, or a streaming consumer such as ``CacheValidation``)."""
-
-    def append(self, call: CallIds, /) -> None: ...
 
 
 def measure(
@@ -315,8 +219,8 @@ def measure(
             timed.now = at
         if head:
             ids = head + ids
-        cached, written = _request(
-            cache, cache_name, ids, msgs, bounds, gen, where, marks, len(head), _same(floors, where, len(head))
+        cached, written = cache_request(
+            cache, cache_name, ids, msgs, bounds, gen, where, marks, len(head), known_same(floors, where, len(head))
         )
         n = len(ids)
         m.calls += 1
@@ -350,9 +254,9 @@ def measure(
                 stale.calls, stale.as_of = m.calls, None
             if timed is not None:
                 timed.now = None  # not a recorded call: no time
-            cached, written = _request(
+            cached, written = cache_request(
                 cache, cache_name, cids, c.input_messages, bounds, c.summary_tokens, session,
-                head=len(head), same=_same(floors, session, len(head)),
+                head=len(head), same=known_same(floors, session, len(head)),
             )
             m.compactions += 1
             m.compaction_input_tokens += len(cids)
@@ -385,7 +289,7 @@ def measure(
             break
         ids = ids_of(p.messages)
         reply = history.step(p.t + 1).reply
-        gen = _generated(history, p.t, tok, priming)
+        gen = generated_ids(history, p.t, tok, priming)
         reasoning = reasoning_tokens(reply)
         out_n = (gen if isinstance(gen, int) else len(gen)) + reasoning
         # reasoning comes before the visible reply: the generated sequence no longer matches

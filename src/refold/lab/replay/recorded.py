@@ -9,7 +9,7 @@ from typing import Any
 from ...history import History
 from ...tokens import Tokenizer
 from ..cache import ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
-from .metrics import CallIds
+from .cache_requests import CallIds
 
 __all__ = ["CacheValidation", "RecordedAsOf", "recorded_as_of", "validate_cache"]
 
