@@ -199,7 +199,7 @@ def _count_rows(h: History, tokenizer: str) -> list[tuple[int, int, int, int, in
     from refold.lab.replay.cache_requests import message_chars
     from refold.lab.replay.policies import make_projector
     from refold.lab.replay.projectors import Options
-    from refold.lab.replay.runner import request_tools
+    from refold.lab.replay.settings import request_tools
     from refold.messages import clean
     from refold.tokens import get_tokenizer
 

@@ -41,7 +41,7 @@ from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import make_projector
 from refold.lab.replay.projectors import Options
 from refold.lab.replay.recorded import recorded_as_of
-from refold.lab.replay.runner import request_tools
+from refold.lab.replay.settings import request_tools
 from refold.loaders import load_all
 from refold.tokens import get_tokenizer
 

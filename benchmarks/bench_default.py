@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.runner import Settings, replay_paths
+from refold.lab.replay.runner import replay_paths
+from refold.lab.replay.settings import Settings
 from refold.lab.replay.stale import HINDSIGHT_VARIANTS
 
 CACHES = ("vllm", "openai", "anthropic", "gemini-openrouter")

@@ -23,7 +23,8 @@ import refold.render.renderer as renderer
 from refold.config import Config
 from refold.history import History
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.runner import Settings, replay_paths
+from refold.lab.replay.runner import replay_paths
+from refold.lab.replay.settings import Settings
 from refold.mechanisms import boundary
 
 HORIZONS: dict[str, Callable[[int, int], int]] = {

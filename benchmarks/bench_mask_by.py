@@ -24,7 +24,8 @@ from refold.lab.replay import policies as pol
 from refold.lab.replay import runner
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.projectors import Options, RendererProjector
-from refold.lab.replay.runner import Settings, replay_paths
+from refold.lab.replay.runner import replay_paths
+from refold.lab.replay.settings import Settings
 from refold.loaders import load_all
 from refold.render import Renderer
 

@@ -24,7 +24,8 @@ from typing import Any
 from refold.history import History
 from refold.lab.replay.needed import NeededIndex, hidden_then_needed
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.runner import Settings, TaskResult, iter_prompts, replay_history
+from refold.lab.replay.runner import TaskResult, iter_prompts, replay_history
+from refold.lab.replay.settings import Settings
 from refold.loaders import load_all
 from refold.tokens import Tokenizer
 

@@ -48,7 +48,7 @@ from refold.history import History
 from refold.lab.replay.needed import NeededIndex, ShownKeys
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import STALE_POLICIES, make_projector
-from refold.lab.replay.runner import Settings
+from refold.lab.replay.settings import Settings
 from refold.lab.replay.stale import with_stale
 from refold.loaders import load_all
 from refold.mechanisms.summary import summarize

@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_replay_scale import write_run
 
 from refold.lab.replay.needed import NeededIndex, hidden_then_needed
-from refold.lab.replay.runner import Settings, iter_prompts
+from refold.lab.replay.runner import iter_prompts
+from refold.lab.replay.settings import Settings
 from refold.loaders import load_all
 
 

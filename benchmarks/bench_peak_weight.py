@@ -17,7 +17,8 @@ from bench_default import over_base, peak_ratio, totals
 
 import refold.lab.replay.policies as policies
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.runner import Settings, replay_paths
+from refold.lab.replay.runner import replay_paths
+from refold.lab.replay.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,8 @@ from refold.formats.claude_code import NOTE, session_messages
 from refold.history import History
 from refold.json_file import read_json
 from refold.lab.replay.paths import collect_paths
-from refold.lab.replay.runner import Settings, iter_prompts, replay_sessions
+from refold.lab.replay.runner import iter_prompts, replay_sessions
+from refold.lab.replay.settings import Settings
 from refold.loaders import agent_names, detect_format, load, load_all
 from refold.mechanisms.summary import summarize
 from refold.mechanisms.summary_wrap import exit_status, unwrap

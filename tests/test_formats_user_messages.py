@@ -112,7 +112,8 @@ def test_codex_typed_instruction_and_environment_context_are_user_messages(tmp_p
 @pytest.mark.parametrize("build", [claude_code_log, codex_rollout])
 def test_replay_counts_them_as_never_hidden(tmp_path: Path, build: object) -> None:
     """``refold replay`` of such a file: the default sends fewer tokens than base all the same."""
-    from refold.lab.replay.runner import Settings, replay_sessions
+    from refold.lab.replay.runner import replay_sessions
+    from refold.lab.replay.settings import Settings
 
     assert callable(build)
     path = build(tmp_path / "f.jsonl")

@@ -24,7 +24,8 @@ from codex_rollouts import Lines, structured
 from refold.chat_tokens import count_messages
 from refold.lab.replay.prefix import SLOPE_RANGE, fit_prefix, prefix_ids, provider_tokenizer
 from refold.lab.replay.report import write_csv
-from refold.lab.replay.runner import Settings, TaskResult, iter_prompts, replay_sessions
+from refold.lab.replay.runner import TaskResult, iter_prompts, replay_sessions
+from refold.lab.replay.settings import Settings
 from refold.lab.serversim import build_trace
 from refold.loaders import load, load_all
 from refold.tokens import get_tokenizer

@@ -30,7 +30,8 @@ from refold.formats.mini import unreplied_calls
 from refold.history import History
 from refold.lab.cache import DEFAULT_PRICES, price_for_model
 from refold.lab.replay import Settings, build_report, replay_paths
-from refold.lab.replay.runner import TaskResult, replay_history, request_tools
+from refold.lab.replay.runner import TaskResult, replay_history
+from refold.lab.replay.settings import request_tools
 from refold.loaders import load, load_all, split_source
 from refold.tokens import get_tokenizer
 

@@ -14,7 +14,8 @@ from .policies import POLICIES, STALE_POLICIES, make_projector
 from .projectors import BEST_MASK_AFTER, Compaction, Options, Projector, Prompt
 from .recorded import validate_cache
 from .report import FORMAT, build_report, summarize, write_csv
-from .runner import Settings, TaskResult, iter_prompts, replay_file, replay_paths
+from .runner import TaskResult, iter_prompts, replay_file, replay_paths
+from .settings import Settings
 from .stale import STALE_SOURCES, hindsight_marks, with_stale
 
 __all__ = [

@@ -194,7 +194,7 @@ def request_prefix(
 ) -> tuple[list[int], PrefixEstimate | None]:
     """The ids every request of ``history`` starts with that its log does not hold, and the
     estimate; ``([], None)`` for any other run or one without usage. ``tools``: the function
-    schemas base's requests carried (``runner.request_tools``)."""
+    schemas base's requests carried (``settings.request_tools``)."""
     base = make_projector("base", Options(tokenizer=tok))
     est = estimate_prefix(history, base.prompts(history), tok, tools)
     return (prefix_ids(est.tokens, history.source), est) if est is not None else ([], None)

@@ -10,7 +10,8 @@ from typing import Any
 
 from .needed import NEEDED_NOTE
 from .prefix_notes import not_read_notes, prefix_notes, prefix_summary, subagent_notes
-from .runner import Settings, TaskResult
+from .runner import TaskResult
+from .settings import Settings
 
 __all__ = ["CSV_FIELDS", "FORMAT", "SUMMED", "build_report", "per_file", "summarize", "write_csv"]
 

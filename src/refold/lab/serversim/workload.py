@@ -39,7 +39,7 @@ from ...tokens import Tokenizer, get_tokenizer
 from ..replay import iter_prompts
 from ..replay.prefix import request_prefix
 from ..replay.recorded_calls import unreplied_calls_by_step, unreplied_output_estimate, unreplied_prompt
-from ..replay.runner import request_tools
+from ..replay.settings import request_tools
 
 __all__ = ["Trace", "Turn", "block_hashes", "build_trace", "salted", "set_shared_prefixes"]
 
