@@ -36,7 +36,7 @@ PARTS = {  # label: (module, attribute, modules that imported the function by na
     "behind the boundary (Behind.advance)": ("refold.render.behind", "Behind.advance", ()),
     "dedup (DedupIndex.process)": ("refold.mechanisms.dedup", "DedupIndex.process", ()),
     "layouts (Renderer._layout_at)": ("refold.render.renderer", "Renderer._layout_at", ()),
-    "mask notes (messages.mask_note)": ("refold.messages", "mask_note", ("refold.render.builtins",)),
+    "mask notes (messages.mask_note)": ("refold.messages", "mask_note", ("refold.render.masking_mechanisms",)),
     "summaries (summary._summarize, memo hits included)": ("refold.mechanisms.summary", "_summarize", ()),
     "outlines (outline.outline)": ("refold.outline", "outline", ()),
     "the cost rule with pending span folds (Renderer._defer)": ("refold.render.renderer", "Renderer._defer", ()),

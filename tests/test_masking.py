@@ -106,7 +106,7 @@ def test_names_in_the_hidden_middle_of_a_long_command_are_mentioned() -> None:
 def test_a_short_output_stays_unmasked_however_many_notes_follow_it() -> None:
     from refold.config import Config
     from refold.render import Renderer
-    from refold.render.builtins import output_chars
+    from refold.render.masking_mechanisms import output_chars
     from refold.types import Shown
 
 

@@ -157,13 +157,14 @@ class BaseStage:
 
 
 _BUILTINS = "refold.render.builtins"
+_MASKING = "refold.render.masking_mechanisms"
 BUILTIN: dict[str, str] = {
     "spans": f"{_BUILTINS}.Spans",
     "fold": f"{_BUILTINS}.Fold",
     "dedup": f"{_BUILTINS}.Dedup",
     "ledger": f"{_BUILTINS}.Ledger",
-    "masking": f"{_BUILTINS}.Masking",
-    "replies": f"{_BUILTINS}.Replies",
+    "masking": f"{_MASKING}.Masking",
+    "replies": f"{_MASKING}.Replies",
     "objects": f"{_BUILTINS}.ReplyObjects",
     "pins": f"{_BUILTINS}.Pins",
 }
