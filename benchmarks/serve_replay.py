@@ -36,6 +36,7 @@ from fastapi import FastAPI, Request
 from refold.config import Config
 from refold.formats import claude_code as cc
 from refold.formats.claude_code_blocks import unix_time
+from refold.formats.claude_code_tree import is_call, live_lines, read_log, response_key
 from refold.formats.codex import part_names
 from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
@@ -76,9 +77,9 @@ def _schema(name: str) -> dict[str, Any]:
 def claude_calls(path: Path, session: str | None = None) -> Calls:
     """One session's calls (the only one when None) as Messages requests; which lines make the
     live conversation is the loader's choice (what is compared here is how they are read)."""
-    log = cc._read(read_json(path), str(path))
+    log = read_log(read_json(path), str(path))
     tree = log.trees[cc._names(log).index(session)] if session else log.trees[0]
-    lines = cc._live(log, tree)
+    lines = live_lines(log, tree)
     wire: list[dict[str, Any]] = []
     replies: list[int] = []  # where each reply is in wire
     where: dict[str, int] = {}
@@ -90,10 +91,10 @@ def claude_calls(path: Path, session: str | None = None) -> Calls:
         content = item["message"].get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
         if item.get("type") == "assistant":
-            if not cc._is_call(item):
+            if not is_call(item):
                 continue  # synthetic notices were no call; Claude Code drops them from requests
             names |= {b["name"] for b in blocks if b.get("type") == "tool_use"}
-            k = cc._key(item)
+            k = response_key(item)
             if k in where:
                 wire[where[k]]["content"] += blocks
                 continue
