@@ -15,6 +15,8 @@ from ...prompt_tokens import MessageBounds
 from ...tokens import Tokenizer
 from ..cache import PrefixCacheSim, VllmPrefixCache
 
+__all__ = ["CallIds", "CallSink", "cache_request", "generated_ids", "known_same", "message_chars"]
+
 
 def generated_ids(history: History, t: int, tok: Tokenizer, priming: list[int]) -> list[int] | int:
     """Ids of the reply call t+1 produced, as the next prompt shows them (after the priming)."""
