@@ -35,11 +35,11 @@ PARTS = {  # label: (module, attribute, modules that imported the function by na
     "receive every step (received forms, books)": ("refold.render.renderer", "Renderer._receive", ()),
     "behind the boundary (Behind.advance)": ("refold.render.behind", "Behind.advance", ()),
     "dedup (DedupIndex.process)": ("refold.mechanisms.dedup", "DedupIndex.process", ()),
-    "layouts (BoundaryChoice._layout_at)": ("refold.render.boundary_choice", "BoundaryChoice._layout_at", ()),
+    "layouts (Renderer._layout_at)": ("refold.render.renderer", "Renderer._layout_at", ()),
     "mask notes (messages.mask_note)": ("refold.messages", "mask_note", ("refold.render.masking_mechanisms",)),
     "summaries (summary._summarize, memo hits included)": ("refold.mechanisms.summary", "_summarize", ()),
     "outlines (outline.outline)": ("refold.outline", "outline", ()),
-    "the cost rule with pending span folds (BoundaryChoice._defer)": ("refold.render.boundary_choice", "BoundaryChoice._defer", ()),
+    "the cost rule with pending span folds (Renderer._defer)": ("refold.render.renderer", "Renderer._defer", ()),
 }
 
 
