@@ -4,6 +4,7 @@ the last step, what the next call would have been sent, and they count in tokens
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from refold.lab.replay import POLICIES, Settings, iter_prompts
 from refold.lab.replay.metrics import measure
 from refold.lab.replay.policies import make_projector
 from refold.lab.replay.recorded_calls import unreplied_output_estimate
+from refold.lab.replay.report import write_csv
 from refold.lab.replay.runner import TaskResult, replay_history
 from refold.lab.serversim import build_trace
 from refold.loaders import load, load_all
@@ -202,3 +204,19 @@ def test_the_viewer_bills_the_trailing_call_in_its_totals(tmp_path: Path) -> Non
         assert len(v["tokens"]) == len(v["cost"]) == 3  # one column per stored call
         assert v["totals"]["unreplied_calls"] == 3
         assert v["totals"]["prompt_tokens"] > sum(v["tokens"])
+
+
+def test_the_csv_names_the_unreplied_calls_prompt_tokens(tmp_path: Path) -> None:
+    path, _ = _mini2_ending_in_format_error(tmp_path)
+    h = load(path)
+    s = Settings(policies=("base",), validate=False, tokenizer="o200k", cache="none")
+    r = TaskResult(file=h.source)
+    replay_history(h, s, r)
+    out = tmp_path / "r.csv"
+    write_csv([r], out)
+    (row,) = list(csv.DictReader(out.open()))
+    m = r.policies["base"]
+    assert int(row["unreplied_prompt_tokens"]) == m["unreplied_prompt_tokens"] > 0
+    assert m["unreplied_prompt_tokens"] == sum(
+        n for n, step in zip(m["per_call"]["prompt_tokens"], m["per_call"]["step"], strict=True) if step == 0
+    )

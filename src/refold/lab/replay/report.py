@@ -64,6 +64,7 @@ CSV_FIELDS = (
     "reasoning_tokens",
     "unreplied_calls",
     "unreplied_output_tokens",
+    "unreplied_prompt_tokens",
     "hidden_needed_calls",
     "hidden_needed_restore_tokens",
     "reported_prompt_tokens",
