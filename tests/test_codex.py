@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified, unified_exec
 from refold.errors import TrajectoryError
 from refold.formats.codex import read_rollout
+from refold.history import is_kept
 from refold.json_file import read_json
 from refold.lab.replay.recorded_calls import reasoning_tokens
 from refold.loaders import agent_names, detect_format, load, load_all
@@ -203,11 +204,11 @@ def test_a_replacement_history_keeps_the_answers_it_holds(tmp_path: Path) -> Non
     ]}).turn()  # fmt: skip
     r.say("done").usage(300, 0, 5, 0)
     _, second = load_all(write(tmp_path, r))
-    shown = [(m["role"], m["content"], (m.get("extra") or {}).get("kept_role")) for m in second.prefix]
+    shown = [(m["role"], m["content"], is_kept(m)) for m in second.prefix]
     assert shown == [
-        ("system", "You are Codex, a coding agent.", None), ("user", "Fix the bug.", None),
-        ("user", "First answer.", "assistant"), ("developer", "<permissions>", None),
-    ]  # fmt: skip
+        ("system", "You are Codex, a coding agent.", False), ("user", "Fix the bug.", False),
+        ("assistant", "First answer.", True), ("developer", "<permissions>", False),
+    ]  # fmt: skip  (a prefix message, as Codex sends it: no call of this context wrote it)
     assert len(second) == 1 and second.meta["replacement_replies"] == 1
     assert second.meta["replacement_items_skipped"] == 1  # the encrypted summary
 

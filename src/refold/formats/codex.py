@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TrajectoryError
+from ..history import is_kept
 from ..responses_items import CALLS, OUTPUTS, item_kind, reply_message
 from ..types import Message
 from .codex_items import (
@@ -341,7 +342,7 @@ class _Reader:
     def position(self, kind: str) -> dict[str, Any]:
         """An unreplied call made now: after the last reply and the messages since."""
         messages = self.part.messages
-        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and not is_kept(m)]
         seen = len(messages) - replies[-1] - 1 if replies else len(messages)
         return {"step": len(replies), "observations": seen, "type": kind}
 

@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ..history import KEPT
 from ..responses_items import CALLS, chat_call, item_kind, item_text
 from ..types import Message
 
@@ -51,12 +52,12 @@ def input_message(item: dict[str, Any], at: float | None) -> Message:
 
 def kept_reply(item: dict[str, Any], at: float | None) -> Message:
     """An earlier answer a compaction kept (Codex 0.10x keeps the final answers verbatim): sent with
-    every later call but no call of that context, so it is read as a prompt message in the
-    user's place (the same text, so the same count; a History step would be a model call)."""
-    extra: dict[str, Any] = {"kept_role": "assistant"}
+    every later call, as an assistant message, but written by no call of that context, so it is
+    marked ``extra[KEPT]``: a prefix message, not a step (a step would be a model call)."""
+    extra: dict[str, Any] = {KEPT: True, KEY: [copy.deepcopy(item)]}
     if at is not None:
         extra["timestamp"] = at
-    return {"role": "user", "content": chat_parts(item.get("content")), "extra": extra}
+    return {"role": "assistant", "content": chat_parts(item.get("content")), "extra": extra}
 
 
 def output_message(item: dict[str, Any], at: float | None) -> Message:
