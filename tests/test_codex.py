@@ -154,11 +154,58 @@ def test_a_repeated_usage_event_is_one_call_and_a_lone_one_a_call_without_reply(
     assert len(h) == 1 and h.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "no reply stored", "prompt_tokens": 130, "output_tokens": 7}]
 
 
-def test_a_rollback_is_counted(tmp_path: Path) -> None:
-    r = task(Lines()).say("one").usage(100, 0, 5, 0).add("event_msg", {"type": "thread_rolled_back", "num_turns": 1})
+def test_a_rollback_drops_the_last_turns_from_later_prompts(tmp_path: Path) -> None:
+    # Codex's thread_rolled_back: the history loses the last num_turns user turns (and the
+    # context update just before them); the calls made in them were still made
+    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).usage(100, 0, 5, 0).output("a", structured("x = 1"))
+    r.say("Fixed.").usage(130, 100, 6, 0).turn()
+    r.user("<permissions instructions>on-request</permissions instructions>", role="developer").user("Now add a test.")
+    r.shell("b", ["bash", "-lc", "cat test_a.py"]).usage(150, 130, 7, 0).output("b", structured("def test(): pass"))
+    r.say("Added.").usage(180, 150, 8, 0)
+    r.add("event_msg", {"type": "thread_rolled_back", "num_turns": 1}).turn().user("Add a changelog line instead.")
+    r.say("Done.").usage(140, 130, 9, 0)
+    h = load(write(tmp_path, r))
+    assert [s.reply["content"] for s in h.steps] == ["", "Fixed.", "Done."]
+    assert [m["content"] for m in h.step(2).observations] == ["Add a changelog line instead."]
+    assert "Now add a test." not in json.dumps(h.messages()) and "on-request" not in json.dumps(h.messages())
+    assert h.meta["rollbacks"] == 1 and h.meta["rolled_back_calls"] == 2
+    assert h.meta["unreplied"] == [  # made after step 2, before the turn that replaced them
+        {"step": 2, "observations": 0, "type": "rolled back", "prompt_tokens": 150, "output_tokens": 7},
+        {"step": 2, "observations": 0, "type": "rolled back", "prompt_tokens": 180, "output_tokens": 8},
+    ]  # fmt: skip
+
+
+def test_a_rollback_past_every_turn_keeps_the_session_context(tmp_path: Path) -> None:
+    r = task(Lines()).say("one").usage(100, 0, 5, 0).add("event_msg", {"type": "thread_rolled_back", "num_turns": 3})
     r.user("Again.").say("two").usage(90, 0, 5, 0)
     h = load(write(tmp_path, r))
-    assert h.meta["rollbacks"] == 1 and len(h) == 2
+    assert [m["content"] for m in h.prefix] == ["You are Codex, a coding agent.", "Again."]
+    assert len(h) == 1 and h.meta["unreplied"] == [{"step": 0, "observations": 1, "type": "rolled back", "prompt_tokens": 100, "output_tokens": 5}]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 3), st.integers(-3, -1)), min_size=1, max_size=8))
+def test_rollbacks_keep_every_call_and_only_the_live_turns(plan: list[int]) -> None:
+    """A session of turns (n >= 0: a turn with n tool calls and a final answer) and rollbacks
+    (-n: the last n turns dropped): every call is still counted (a step or an unreplied call),
+    and the prompts hold exactly the turns not rolled back, in order."""
+    r, live, calls, turn = Lines().meta().turn(), [], 0, 0
+    for n in plan:
+        if n < 0:
+            r.add("event_msg", {"type": "thread_rolled_back", "num_turns": -n})
+            del live[max(0, len(live) + n) :]
+            continue
+        turn += 1
+        r.turn().user(f"Ask {turn}.")
+        live.append(f"Ask {turn}.")
+        for k in range(n):
+            r.shell(f"c{turn}.{k}", ["bash", "-lc", f"cat f{k}.py"]).usage(100, 0, 5, 0).output(f"c{turn}.{k}", structured("x"))
+        r.say(f"Answer {turn}.").usage(100, 0, 5, 0)
+        calls += n + 1
+    parts, _ = read_rollout([json.loads(line) for line in r.text().splitlines()], "r.jsonl")
+    (part,) = parts
+    assert sum(1 for m in part.messages if m["role"] == "assistant") + len(part.unreplied) == calls
+    assert [m["content"] for m in part.messages if m["role"] == "user"] == live
 
 
 def compacted(replacement: bool) -> Lines:
