@@ -18,12 +18,13 @@ between two usage events are one response, with the usage next to them. A file w
 events falls back to the proxy's rule (a tool output or a user message ends a response).
 
 ``compacted``: Codex replaced its history by a summary (``replacement_history``: the user's
-messages, the final answers it kept (read as user messages), the summary (encrypted in newer
+messages, the final answers it kept (assistant prefix messages marked ``KEPT``), the summary (encrypted in newer
 versions); for older versions rebuilt here as Codex did: initial context, the user's messages,
 the summary); every
 later prompt was built from that, so each context is its own part (``FILE#part2``), loaded and
 replayed like one agent of a multi-agent file. A usage event with no response items (the
 summarization call, an aborted response) is a call without a stored reply (``unreplied``).
+``thread_rolled_back``: Codex dropped the last user turns from its history (``_rollback``).
 """
 
 from __future__ import annotations
