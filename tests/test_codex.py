@@ -20,6 +20,8 @@ from refold.json_file import read_json
 from refold.lab.replay.recorded_calls import reasoning_tokens
 from refold.loaders import agent_names, detect_format, load, load_all
 from refold.mechanisms.summary_wrap import unwrap
+from refold.shell_tools import _CONTEXT_WORD as CONTEXT_WORD
+from refold.shell_tools import canonical_call
 
 
 def write(tmp_path: Path, r: Lines | str, name: str = "rollout.jsonl") -> Path:
@@ -419,3 +421,45 @@ def test_a_poll_naming_a_session_by_a_list_or_object_is_kept_as_issued(tmp_path:
              {"type": "function_call_output", "call_id": "c2", "output": "done"}]  # fmt: skip
     parsed = parse({"model": "m", "input": items})
     assert parsed.messages[-2]["tool_calls"][0]["function"]["name"] == "write_stdin"
+
+
+def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
+    # Codex 0.14x code mode: a free-form ``exec`` call whose JavaScript calls tools.exec_command
+    def code(call_id: str, program: str) -> dict[str, Any]:
+        return {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "exec", "input": program}
+
+    r = task(Lines()).add("response_item", code("x1", 'const r = await tools.exec_command({cmd: "sed -n 1,40p src/app.py", workdir: "/w"});\ntext(r.output);'))
+    r.usage(100, 0, 5, 0).output("x1", [{"type": "input_text", "text": "import sys\n"}], kind="custom_tool_call_output")
+    r.add("response_item", code("x2", "for (const f of files) text(await tools.exec_command({cmd: `cat ${f}`}));"))
+    r.usage(120, 100, 5, 0).output("x2", "a\n", kind="custom_tool_call_output").say("done").usage(130, 120, 5, 0)
+    h = load(write(tmp_path, r))
+    assert commands(h.step(1)) == ["sed -n 1,40p src/app.py"] and h.step(1).actions[0].effects.kind == "read"
+    assert calls(h.step(2))[0][0] == "exec"  # a loop: what it runs is not known from its text
+
+
+@pytest.mark.parametrize(("program", "read"), [
+    ('text(await tools.exec_command({"cmd": "ls -la"}))', ("bash", {"command": "ls -la"})),
+    ("const a = await tools.exec_command({cmd: 'git status'});\nconst b = await tools.exec_command({workdir: '/w', cmd: `pytest -q`});",
+     ("bash", {"command": "git status\npytest -q"})),
+    ('await tools.apply_patch("*** Begin Patch\\n*** End Patch\\n")', ("apply_patch", "*** Begin Patch\n*** End Patch\n")),
+    ('if (ok) await tools.exec_command({cmd: "ls"})', None),  # a branch
+    ('const t = tools; await tools.exec_command({cmd: "ls"})', None),  # tools by another name
+    ('await tools.exec_command({cmd: "ls"}); await tools.apply_patch("p")', None),  # two kinds of call
+    ('await tools.exec_command({cmd: "restore 3"})', None),  # never a command refold would answer
+    ("await tools.exec_command({cmd: `cat ${f}`})", None),
+    ('await tools.exec_command({cmd: "\\u0041"})', None),
+])  # fmt: skip
+def test_code_mode_programs(program: str, read: tuple[str, Any] | None) -> None:
+    name, args = canonical_call("exec", program, free_form=True)
+    got = (name, json.loads(args) if name == "bash" else args)
+    assert got == (read if read is not None else ("exec", program))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\u2028\u2029"), min_size=1, max_size=40))
+def test_a_code_mode_command_literal_reads_back(command: str) -> None:
+    program = f"text(await tools.exec_command({{cmd: {json.dumps(command, ensure_ascii=False)}}}))"
+    name, args = canonical_call("exec", program, free_form=True)
+    readable = all(ch >= " " or ch in "\n\t\r" for ch in command) and not CONTEXT_WORD.search(command)
+    assert name == ("bash" if readable else "exec")  # not read: \b, \u escapes; a context command's name
+    assert (json.loads(args)["command"] if readable else args) == (command if readable else program)
