@@ -138,3 +138,26 @@ def test_the_kept_history_reaches_the_upstream_as_codex_sent_it(tmp_path: Path) 
     for body, sent in zip(received, calls.bodies, strict=True):
         kept = sent["input"][: next(i for i, item in enumerate(sent["input"]) if item.get("type") == "compaction") + 1]
         assert body["input"][: len(kept)] == kept  # the answers with their fields, the summary where it stood
+
+
+def test_a_codex_rollback_is_served_as_replayed(tmp_path: Path) -> None:
+    """Codex drops the last turns and the next request lacks them: the proxy forks its session
+    where they began, the loader cuts them from later prompts; calls made in them are compared with
+    nothing (they are no step of the context replay renders)."""
+    r = Lines().meta().turn().user("<environment_context><cwd>/w</cwd></environment_context>").user("Read the parts.")
+    for k in range(1, 9):
+        r.exec(f"a{k}", f"cat part{k}.txt").usage(5000 + k, 5000, 10, 0)
+        r.output(f"a{k}", "\n".join(f"part {k} row {i} " + "q" * 40 for i in range(200)))
+    r.say("Read.").usage(9000, 8000, 5, 0).turn()
+    r.user("<permissions instructions>on-request</permissions instructions>", role="developer").user("Now delete them.")
+    r.exec("d1", "rm part*.txt").usage(9500, 9000, 10, 0).output("d1", "").say("Deleted.").usage(9600, 9500, 5, 0)
+    r.add("event_msg", {"type": "thread_rolled_back", "num_turns": 1}).turn().user("Summarize them instead.")
+    for k in range(9, 13):
+        r.exec(f"b{k}", f"wc -l part{k}.txt").usage(9000 + k, 9000, 10, 0).output(f"b{k}", f"{k} part{k}.txt")
+    r.say("Summary.").usage(9900, 9800, 5, 0)
+    path = tmp_path / "rb.jsonl"
+    path.write_text(r.text(), encoding="utf-8")
+    (src, calls), = sr.sessions(path)
+    assert len(calls.bodies) == 16 and calls.dropped == {9, 10}
+    res = sr.compare(src, calls, str(tmp_path / "rb.db"))
+    assert res.compared == 14 and res.equal == 14, (res.skipped, res.first)
