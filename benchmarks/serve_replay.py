@@ -4,7 +4,8 @@
 requests the harness made: call k's request is every message of the live conversation before the
 k-th reply, in the wire shape the harness sends (Anthropic Messages for Claude Code: replies with
 their thinking/text/tool_use blocks as recorded, consecutive user lines merged into one message,
-as Claude Code merges them; OpenAI Responses for Codex: the rollout's ``response_item`` payloads),
+as Claude Code merges them; OpenAI Responses for Codex: the rollout's ``response_item`` payloads,
+cut where a ``thread_rolled_back`` drops turns, as Codex cuts its history),
 with a stand-in system prompt and tool schemas. ``through_proxy`` drives them through the real
 proxy app against an upstream that answers each call with the log's recorded reply and keeps what
 it received; ``compare`` sets that, call by call, beside what
