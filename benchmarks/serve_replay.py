@@ -4,7 +4,8 @@
 requests the harness made: call k's request is every message of the live conversation before the
 k-th reply, in the wire shape the harness sends (Anthropic Messages for Claude Code: replies with
 their thinking/text/tool_use blocks as recorded, consecutive user lines merged into one message,
-as Claude Code merges them; OpenAI Responses for Codex: the rollout's ``response_item`` payloads),
+as Claude Code merges them; OpenAI Responses for Codex: the rollout's ``response_item`` payloads,
+cut where a ``thread_rolled_back`` drops turns, as Codex cuts its history),
 with a stand-in system prompt and tool schemas. ``through_proxy`` drives them through the real
 proxy app against an upstream that answers each call with the log's recorded reply and keeps what
 it received; ``compare`` sets that, call by call, beside what
@@ -38,6 +39,7 @@ from refold.formats import claude_code as cc
 from refold.formats.claude_code_blocks import unix_time
 from refold.formats.claude_code_tree import is_call, live_lines, read_log, response_key
 from refold.formats.codex import part_names
+from refold.formats.codex_items import is_context
 from refold.json_file import read_json
 from refold.lab.replay.runner import iter_prompts
 from refold.loaders import load
@@ -65,6 +67,8 @@ class Calls:
     replies: list[Any] = field(default_factory=list)
     times: list[float | None] = field(default_factory=list)
     """When each call was made, as recorded (the last line before it)."""
+    dropped: set[int] = field(default_factory=set)
+    """Calls made in turns a Codex rollback dropped: sent, but no step of the context replay renders."""
 
 
 # ---- the harness's requests, from the log's lines ------------------------------------------------
@@ -123,13 +127,28 @@ def claude_calls(path: Path, session: str | None = None) -> Calls:
 def codex_calls(path: Path, part: int = 1) -> Calls:
     """One context's calls as Responses requests (``part`` N: after the (N-1)-th compaction, its
     input starting from the compaction's ``replacement_history`` as Codex sends it): each response
-    is a run of output items (reasoning, messages, calls) between inputs."""
+    is a run of output items (reasoning, messages, calls) between inputs. A rollback
+    (``thread_rolled_back``) cuts the input of later calls; the calls made in the turns it dropped
+    are sent too (``Calls.dropped``)."""
     rows = read_json(path)
     rows = rows if isinstance(rows, list) else [rows]
     instructions = SYSTEM
     items: list[dict[str, Any]] = []
+    every: list[dict[str, Any]] = []  # each item ever sent: the stand-in tools name every tool called
     stamps: list[float | None] = []
     starts: list[int] = []
+    out = Calls("responses")
+    made: list[int] = []  # per call sent so far: where its reply starts in ``items`` (-1: dropped)
+
+    def send() -> None:  # every call so far, in order (a rollback or the file's end ends the last reply)
+        for at in starts[len(made) :]:
+            end = next((j for j in range(at, len(items)) if _is_input(items[j])), len(items))
+            made.append(at)
+            if at:
+                out.bodies.append({"model": "gpt-stand-in", "instructions": instructions, "input": items[:at], "store": False})
+                out.replies.append(items[at:end])
+                out.times.append(stamps[at - 1])
+
     seen = 1
     for r in rows:
         if not isinstance(r, dict):
@@ -141,33 +160,57 @@ def codex_calls(path: Path, part: int = 1) -> Calls:
                 break
             history = payload.get("replacement_history") if isinstance(payload, dict) else None
             kept = [copy.deepcopy(i) for i in history if isinstance(i, dict)] if isinstance(history, list) else []
-            items, stamps, starts = kept, [unix_time(r.get("timestamp"))] * len(kept), []
+            items, stamps, starts, made, out = kept, [unix_time(r.get("timestamp"))] * len(kept), [], [], Calls("responses")
             continue
         if kind == "session_meta" and isinstance(payload, dict):
             base = payload.get("base_instructions")
             if isinstance(base, dict) and isinstance(base.get("text"), str):
                 instructions = base["text"]
+        if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "thread_rolled_back":
+            cut = _rollback_cut(items, payload.get("num_turns"))
+            if cut is not None:
+                send()
+                n = sum(1 for at in made if at)  # calls sent; those in the dropped turns are no step of this context
+                out.dropped |= {n - k for k, at in enumerate(reversed([at for at in made if at]), 1) if at >= cut}
+                del items[cut:], stamps[cut:]
+                starts = [at for at in starts if at < cut]
+                made = [at for at in made if at < cut]
+            continue
         if kind != "response_item" or not isinstance(payload, dict) or payload.get("type") in SKIPPED:
             continue
         is_input = payload.get("type") in INPUTS or (payload.get("type") == "message" and payload.get("role") != "assistant")
         if not is_input and (not items or _is_input(items[-1])):
             starts.append(len(items))
         items.append(payload)
+        every.append(payload)
         stamps.append(unix_time(r.get("timestamp")))
+    send()
+    tools = _tools(every)
+    for body in out.bodies:
+        body["tools"] = tools
+    return out
+
+
+def _tools(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     names = {str(i.get("name")) for i in items if i.get("type") == "function_call"}
     tools: list[dict[str, Any]] = [{"type": "function", "name": n, "description": "stand-in", "parameters": {"type": "object", "properties": {}}} for n in sorted(names)]
     if any(i.get("type") == "custom_tool_call" for i in items):
         tools.append({"type": "custom", "name": "apply_patch", "description": "stand-in"})
-    out = Calls("responses")
-    bounds = [*starts, len(items)]
-    for n, at in enumerate(starts):
-        if at == 0:
-            continue
-        end = next((j for j in range(at, bounds[n + 1]) if _is_input(items[j])), bounds[n + 1])
-        out.bodies.append({"model": "gpt-stand-in", "instructions": instructions, "input": items[:at], "tools": tools, "store": False})
-        out.replies.append(items[at:end])
-        out.times.append(stamps[at - 1])
-    return out
+    return tools
+
+
+def _rollback_cut(items: list[dict[str, Any]], turns: Any) -> int | None:
+    """Where Codex cuts its history for ``thread_rolled_back``: at the ``turns``-th last user turn
+    (at most the first), then back over the context updates just before it."""
+    users = [i for i, x in enumerate(items) if x.get("type") == "message" and x.get("role") == "user" and not is_context(x)]
+    if not isinstance(turns, int) or turns <= 0 or not users:
+        return None
+    cut = users[0] if turns >= len(users) else users[-turns]
+    while cut > users[0] and items[cut - 1].get("type") == "message" and (
+        items[cut - 1].get("role") == "developer" or (items[cut - 1].get("role") == "user" and is_context(items[cut - 1]))
+    ):
+        cut -= 1
+    return cut
 
 
 def _is_input(item: dict[str, Any]) -> bool:
@@ -359,16 +402,21 @@ def compare(source: str, calls: Calls, store: str) -> Result:
     res = Result()
     h = load(source)
     prompts = list(iter_prompts(h, "default", cache=cache_of(calls.surface)))
-    if len(prompts) - len(calls.bodies) not in (0, 1):
-        res.skipped = f"replay has {len(prompts)} calls, the log's requests {len(calls.bodies)}"
+    live = len(calls.bodies) - len(calls.dropped)
+    if len(prompts) - live not in (0, 1):
+        res.skipped = f"replay has {len(prompts)} calls, the log's requests {live}"
         return res
-    offset = len(prompts) - len(calls.bodies)  # a reply at the log's very start has no request
+    offset = len(prompts) - live  # a reply at the log's very start has no request
     received, errors = through_proxy(calls, store)
     for e in errors:
         res.first.setdefault("proxy refused a call", e)
+    step = offset - 1
     for n, body in enumerate(received):
+        if n in calls.dropped:
+            continue  # made in turns a rollback dropped: no step of the context replay renders
+        step += 1
         sent = neutral(upstream_messages(calls.surface, body), SYSTEM)
-        replayed = neutral(prompts[n + offset].messages)
+        replayed = neutral(prompts[step].messages)
         res.compared += 1
         if sent == replayed:
             res.equal += 1

@@ -15,10 +15,13 @@ from hypothesis import strategies as st
 from codex_rollouts import FIXTURE, PATCH, Lines, fix_bug, freeform, structured, unified, unified_exec
 from refold.errors import TrajectoryError
 from refold.formats.codex import read_rollout
+from refold.history import is_kept
 from refold.json_file import read_json
 from refold.lab.replay.recorded_calls import reasoning_tokens
 from refold.loaders import agent_names, detect_format, load, load_all
 from refold.mechanisms.summary_wrap import unwrap
+from refold.shell_tools import _CONTEXT_WORD as CONTEXT_WORD
+from refold.shell_tools import canonical_call
 
 
 def write(tmp_path: Path, r: Lines | str, name: str = "rollout.jsonl") -> Path:
@@ -153,11 +156,58 @@ def test_a_repeated_usage_event_is_one_call_and_a_lone_one_a_call_without_reply(
     assert len(h) == 1 and h.meta["unreplied"] == [{"step": 1, "observations": 1, "type": "no reply stored", "prompt_tokens": 130, "output_tokens": 7}]
 
 
-def test_a_rollback_is_counted(tmp_path: Path) -> None:
-    r = task(Lines()).say("one").usage(100, 0, 5, 0).add("event_msg", {"type": "thread_rolled_back", "num_turns": 1})
+def test_a_rollback_drops_the_last_turns_from_later_prompts(tmp_path: Path) -> None:
+    # Codex's thread_rolled_back: the history loses the last num_turns user turns (and the
+    # context update just before them); the calls made in them were still made
+    r = task(Lines()).shell("a", ["bash", "-lc", "cat a.py"]).usage(100, 0, 5, 0).output("a", structured("x = 1"))
+    r.say("Fixed.").usage(130, 100, 6, 0).turn()
+    r.user("<permissions instructions>on-request</permissions instructions>", role="developer").user("Now add a test.")
+    r.shell("b", ["bash", "-lc", "cat test_a.py"]).usage(150, 130, 7, 0).output("b", structured("def test(): pass"))
+    r.say("Added.").usage(180, 150, 8, 0)
+    r.add("event_msg", {"type": "thread_rolled_back", "num_turns": 1}).turn().user("Add a changelog line instead.")
+    r.say("Done.").usage(140, 130, 9, 0)
+    h = load(write(tmp_path, r))
+    assert [s.reply["content"] for s in h.steps] == ["", "Fixed.", "Done."]
+    assert [m["content"] for m in h.step(2).observations] == ["Add a changelog line instead."]
+    assert "Now add a test." not in json.dumps(h.messages()) and "on-request" not in json.dumps(h.messages())
+    assert h.meta["rollbacks"] == 1 and h.meta["rolled_back_calls"] == 2
+    assert h.meta["unreplied"] == [  # made after step 2, before the turn that replaced them
+        {"step": 2, "observations": 0, "type": "rolled back", "prompt_tokens": 150, "output_tokens": 7},
+        {"step": 2, "observations": 0, "type": "rolled back", "prompt_tokens": 180, "output_tokens": 8},
+    ]  # fmt: skip
+
+
+def test_a_rollback_past_every_turn_keeps_the_session_context(tmp_path: Path) -> None:
+    r = task(Lines()).say("one").usage(100, 0, 5, 0).add("event_msg", {"type": "thread_rolled_back", "num_turns": 3})
     r.user("Again.").say("two").usage(90, 0, 5, 0)
     h = load(write(tmp_path, r))
-    assert h.meta["rollbacks"] == 1 and len(h) == 2
+    assert [m["content"] for m in h.prefix] == ["You are Codex, a coding agent.", "Again."]
+    assert len(h) == 1 and h.meta["unreplied"] == [{"step": 0, "observations": 1, "type": "rolled back", "prompt_tokens": 100, "output_tokens": 5}]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 3), st.integers(-3, -1)), min_size=1, max_size=8))
+def test_rollbacks_keep_every_call_and_only_the_live_turns(plan: list[int]) -> None:
+    """A session of turns (n >= 0: a turn with n tool calls and a final answer) and rollbacks
+    (-n: the last n turns dropped): every call is still counted (a step or an unreplied call),
+    and the prompts hold exactly the turns not rolled back, in order."""
+    r, live, calls, turn = Lines().meta().turn(), [], 0, 0
+    for n in plan:
+        if n < 0:
+            r.add("event_msg", {"type": "thread_rolled_back", "num_turns": -n})
+            del live[max(0, len(live) + n) :]
+            continue
+        turn += 1
+        r.turn().user(f"Ask {turn}.")
+        live.append(f"Ask {turn}.")
+        for k in range(n):
+            r.shell(f"c{turn}.{k}", ["bash", "-lc", f"cat f{k}.py"]).usage(100, 0, 5, 0).output(f"c{turn}.{k}", structured("x"))
+        r.say(f"Answer {turn}.").usage(100, 0, 5, 0)
+        calls += n + 1
+    parts, _ = read_rollout([json.loads(line) for line in r.text().splitlines()], "r.jsonl")
+    (part,) = parts
+    assert sum(1 for m in part.messages if m["role"] == "assistant") + len(part.unreplied) == calls
+    assert [m["content"] for m in part.messages if m["role"] == "user"] == live
 
 
 def compacted(replacement: bool) -> Lines:
@@ -203,11 +253,11 @@ def test_a_replacement_history_keeps_the_answers_it_holds(tmp_path: Path) -> Non
     ]}).turn()  # fmt: skip
     r.say("done").usage(300, 0, 5, 0)
     _, second = load_all(write(tmp_path, r))
-    shown = [(m["role"], m["content"], (m.get("extra") or {}).get("kept_role")) for m in second.prefix]
+    shown = [(m["role"], m["content"], is_kept(m)) for m in second.prefix]
     assert shown == [
-        ("system", "You are Codex, a coding agent.", None), ("user", "Fix the bug.", None),
-        ("user", "First answer.", "assistant"), ("developer", "<permissions>", None),
-    ]  # fmt: skip
+        ("system", "You are Codex, a coding agent.", False), ("user", "Fix the bug.", False),
+        ("assistant", "First answer.", True), ("developer", "<permissions>", False),
+    ]  # fmt: skip  (a prefix message, as Codex sends it: no call of this context wrote it)
     assert len(second) == 1 and second.meta["replacement_replies"] == 1
     assert second.meta["replacement_items_skipped"] == 1  # the encrypted summary
 
@@ -371,3 +421,45 @@ def test_a_poll_naming_a_session_by_a_list_or_object_is_kept_as_issued(tmp_path:
              {"type": "function_call_output", "call_id": "c2", "output": "done"}]  # fmt: skip
     parsed = parse({"model": "m", "input": items})
     assert parsed.messages[-2]["tool_calls"][0]["function"]["name"] == "write_stdin"
+
+
+def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
+    # Codex 0.14x code mode: a free-form ``exec`` call whose JavaScript calls tools.exec_command
+    def code(call_id: str, program: str) -> dict[str, Any]:
+        return {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "exec", "input": program}
+
+    r = task(Lines()).add("response_item", code("x1", 'const r = await tools.exec_command({cmd: "sed -n 1,40p src/app.py", workdir: "/w"});\ntext(r.output);'))
+    r.usage(100, 0, 5, 0).output("x1", [{"type": "input_text", "text": "import sys\n"}], kind="custom_tool_call_output")
+    r.add("response_item", code("x2", "for (const f of files) text(await tools.exec_command({cmd: `cat ${f}`}));"))
+    r.usage(120, 100, 5, 0).output("x2", "a\n", kind="custom_tool_call_output").say("done").usage(130, 120, 5, 0)
+    h = load(write(tmp_path, r))
+    assert commands(h.step(1)) == ["sed -n 1,40p src/app.py"] and h.step(1).actions[0].effects.kind == "read"
+    assert calls(h.step(2))[0][0] == "exec"  # a loop: what it runs is not known from its text
+
+
+@pytest.mark.parametrize(("program", "read"), [
+    ('text(await tools.exec_command({"cmd": "ls -la"}))', ("bash", {"command": "ls -la"})),
+    ("const a = await tools.exec_command({cmd: 'git status'});\nconst b = await tools.exec_command({workdir: '/w', cmd: `pytest -q`});",
+     ("bash", {"command": "git status\npytest -q"})),
+    ('await tools.apply_patch("*** Begin Patch\\n*** End Patch\\n")', ("apply_patch", "*** Begin Patch\n*** End Patch\n")),
+    ('if (ok) await tools.exec_command({cmd: "ls"})', None),  # a branch
+    ('const t = tools; await tools.exec_command({cmd: "ls"})', None),  # tools by another name
+    ('await tools.exec_command({cmd: "ls"}); await tools.apply_patch("p")', None),  # two kinds of call
+    ('await tools.exec_command({cmd: "restore 3"})', None),  # never a command refold would answer
+    ("await tools.exec_command({cmd: `cat ${f}`})", None),
+    ('await tools.exec_command({cmd: "\\u0041"})', None),
+])  # fmt: skip
+def test_code_mode_programs(program: str, read: tuple[str, Any] | None) -> None:
+    name, args = canonical_call("exec", program, free_form=True)
+    got = (name, json.loads(args) if name == "bash" else args)
+    assert got == (read if read is not None else ("exec", program))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\u2028\u2029"), min_size=1, max_size=40))
+def test_a_code_mode_command_literal_reads_back(command: str) -> None:
+    program = f"text(await tools.exec_command({{cmd: {json.dumps(command, ensure_ascii=False)}}}))"
+    name, args = canonical_call("exec", program, free_form=True)
+    readable = all(ch >= " " or ch in "\n\t\r" for ch in command) and not CONTEXT_WORD.search(command)
+    assert name == ("bash" if readable else "exec")  # not read: \b, \u escapes; a context command's name
+    assert (json.loads(args)["command"] if readable else args) == (command if readable else program)

@@ -95,3 +95,69 @@ def test_an_idle_gap_is_read_alike(tmp_path: Path) -> None:
         line["timestamp"] = line["timestamp"].replace("T10:", "T11:")  # an hour later
     res = _check(log.write(tmp_path / "idle.jsonl"), tmp_path)[""]
     assert res.compared == 15 and res.equal == res.compared, res.first
+
+
+def _compacted_keeping_answers() -> Lines:
+    """Codex 0.104's remote compaction (the shape of a real rollout): its replacement_history keeps
+    the user's messages with the final answers between them, the context, then the encrypted
+    summary; the calls after it are numerous enough for old outputs to be hidden."""
+    r = Lines().meta().turn().user("<environment_context><cwd>/w</cwd></environment_context>")
+    kept: list[dict[str, object]] = []
+    for k in range(1, 4):
+        ask, answer = f"Task {k}: tidy part{k}.txt.", f"Tidied part{k}.txt."
+        r.user(ask).exec(f"a{k}", f"cat part{k}.txt").usage(1000 * k, 0, 10, 0).output(f"a{k}", f"row {k}\n" * 50)
+        r.say(answer).usage(1000 * k + 500, 0, 5, 0)
+        kept += [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": ask}]},
+                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}], "phase": "final_answer"}]  # fmt: skip
+    kept += [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions>on-request</permissions>"}]},
+             {"type": "compaction", "encrypted_content": "gAAAAB-summary"}]  # fmt: skip
+    r.add("compacted", {"message": "", "replacement_history": kept}).turn()
+    r.user("<environment_context><cwd>/w</cwd></environment_context>").user("Task 4: read every part again.")
+    for k in range(1, 13):
+        r.exec(f"b{k}", f"cat part{k}.txt").usage(9000 + 100 * k, 9000, 10, 0)
+        r.output(f"b{k}", "\n".join(f"part {k} row {i} " + "z" * 40 for i in range(200)))
+    return r.say("Read them all.").usage(20000, 19000, 5, 0)
+
+
+def test_a_codex_compaction_that_kept_answers_is_served_as_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(_compacted_keeping_answers().text(), encoding="utf-8")
+    results = _check(path, tmp_path)
+    assert set(results) == {"part1", "part2"}
+    for name, res in results.items():  # part2: the kept answers are prompt messages on both sides, not steps
+        assert res.compared and res.equal == res.compared, (name, res.first)
+    assert results["part2"].compared == 13
+
+
+def test_the_kept_history_reaches_the_upstream_as_codex_sent_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(_compacted_keeping_answers().text(), encoding="utf-8")
+    _, calls = sr.sessions(path)[1]
+    received, errors = sr.through_proxy(calls, str(tmp_path / "p.db"))
+    assert not errors
+    for body, sent in zip(received, calls.bodies, strict=True):
+        kept = sent["input"][: next(i for i, item in enumerate(sent["input"]) if item.get("type") == "compaction") + 1]
+        assert body["input"][: len(kept)] == kept  # the answers with their fields, the summary where it stood
+
+
+def test_a_codex_rollback_is_served_as_replayed(tmp_path: Path) -> None:
+    """Codex drops the last turns and the next request lacks them: the proxy forks its session
+    where they began, the loader cuts them from later prompts; calls made in them are compared with
+    nothing (they are no step of the context replay renders)."""
+    r = Lines().meta().turn().user("<environment_context><cwd>/w</cwd></environment_context>").user("Read the parts.")
+    for k in range(1, 9):
+        r.exec(f"a{k}", f"cat part{k}.txt").usage(5000 + k, 5000, 10, 0)
+        r.output(f"a{k}", "\n".join(f"part {k} row {i} " + "q" * 40 for i in range(200)))
+    r.say("Read.").usage(9000, 8000, 5, 0).turn()
+    r.user("<permissions instructions>on-request</permissions instructions>", role="developer").user("Now delete them.")
+    r.exec("d1", "rm part*.txt").usage(9500, 9000, 10, 0).output("d1", "").say("Deleted.").usage(9600, 9500, 5, 0)
+    r.add("event_msg", {"type": "thread_rolled_back", "num_turns": 1}).turn().user("Summarize them instead.")
+    for k in range(9, 13):
+        r.exec(f"b{k}", f"wc -l part{k}.txt").usage(9000 + k, 9000, 10, 0).output(f"b{k}", f"{k} part{k}.txt")
+    r.say("Summary.").usage(9900, 9800, 5, 0)
+    path = tmp_path / "rb.jsonl"
+    path.write_text(r.text(), encoding="utf-8")
+    (src, calls), = sr.sessions(path)
+    assert len(calls.bodies) == 16 and calls.dropped == {9, 10}
+    res = sr.compare(src, calls, str(tmp_path / "rb.db"))
+    assert res.compared == 14 and res.equal == 14, (res.skipped, res.first)

@@ -20,6 +20,14 @@ from .wire import facts_record, made_calls, read_facts, step_time, user_messages
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 RECORD_ROLES = ("exit",)
 """Roles of records a trajectory keeps beside the conversation (mini's closing ``exit``): never sent."""
+KEPT = "kept"
+"""``extra[KEPT]`` on an assistant message: the harness kept it in the prompt, but no call of this
+context wrote it (an answer a Codex compaction kept): part of the prefix, as a demonstration is."""
+
+
+def is_kept(message: Mapping[str, Any]) -> bool:
+    extra = message.get("extra")
+    return message.get("role") == "assistant" and isinstance(extra, dict) and bool(extra.get(KEPT))
 
 
 def _shown(value: Any) -> str:
@@ -194,8 +202,8 @@ class History:
                 raise TrajectoryError(
                     source or "<messages>", f"message {i}: role {_shown(role)} is not one of {', '.join(CHAT_ROLES)}"
                 )
-            if pending is None and m.get("is_demo"):
-                prefix.append(m)  # SWE-agent demonstrations: part of the prompt, not model calls
+            if pending is None and (m.get("is_demo") or is_kept(m)):
+                prefix.append(m)  # SWE-agent demonstrations, kept answers: part of the prompt, not model calls
             elif role == "assistant":
                 if pending:
                     steps.append(pending)

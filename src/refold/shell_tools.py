@@ -5,7 +5,10 @@ live call) and the loaders of recorded harness runs (Codex rollouts)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
+
+from .protocol import COMMAND_NAMES
 
 SHELL_NAMES = frozenset({"bash", "shell", "exec_command", "shell_command", "local_shell"})
 """A harness's shell tool under its own name: Claude Code's ``Bash``, Copilot's ``bash``, Codex's
@@ -19,6 +22,8 @@ def canonical_call(name: str, arguments: str, *, free_form: bool = False) -> tup
     other tools as issued. ``free_form``: a custom tool's text input, the command itself. An argv
     list ``["bash", "-lc", "cd x && rg foo"]`` is the script it runs; any other argv is quoted
     back into one command line."""
+    if free_form and name == "exec":  # Codex's code mode: a JavaScript program calling its tools
+        return code_mode_call(arguments) or (name, arguments)
     if name.lower() not in SHELL_NAMES:
         return name, arguments
     if free_form:
@@ -38,3 +43,66 @@ def canonical_call(name: str, arguments: str, *, free_form: bool = False) -> tup
 
 def tool_name(name: str) -> str:
     return "bash" if name.lower() in SHELL_NAMES else name
+
+
+# Codex's code mode (0.14x): the free-form ``exec`` tool's input is JavaScript calling ``tools.*``
+_TOOL_CALL = re.compile(r"\btools\.(\w+)\s*\(\s*")
+_CONTROL = re.compile(r"\b(?:for|while|if|else|switch|function|try|catch|do|eval)\b|=>")
+_CMD_KEY = re.compile(r"""[{,]\s*(?:cmd|"cmd"|'cmd')\s*:\s*""")
+_CONTEXT_WORD = re.compile(r"(?:^|[\s;&|(])(?:" + "|".join(COMMAND_NAMES) + r")(?=$|[\s;&|)])")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "`": "`", "$": "$"}
+
+
+def code_mode_call(program: str) -> tuple[str, str] | None:
+    """A code-mode program that only runs shell commands given as literals (``tools.exec_command``,
+    in order, no branches or loops) as the ``bash`` call of those commands (one per line); one
+    that only applies one literal patch as that ``apply_patch`` call. None for anything else (it
+    stays an ``exec`` call of its program), also when a context command's name is one of its words:
+    the program ran in the client's runtime, so nothing in it is read as a command to answer."""
+    calls = list(_TOOL_CALL.finditer(program))
+    if not calls or _CONTROL.search(program) or len(re.findall(r"\btools\b", program)) != len(calls):
+        return None
+    names = {c.group(1) for c in calls}
+    if names == {"apply_patch"} and len(calls) == 1:
+        patch = _literal(program, calls[0].end())
+        return ("apply_patch", patch) if patch is not None else None
+    if names != {"exec_command"}:
+        return None
+    commands = []
+    for c in calls:
+        at = c.end()
+        if program.startswith("{", at):
+            key = _CMD_KEY.search(program, at, program.find("}", at) + 1 or len(program))
+            at = key.end() if key else -1
+        command = _literal(program, at) if at >= 0 else None
+        if command is None or _CONTEXT_WORD.search(command):
+            return None
+        commands.append(command)
+    return "bash", json.dumps({"command": "\n".join(commands)}, ensure_ascii=False)
+
+
+def _literal(text: str, at: int) -> str | None:
+    """The JavaScript string literal at ``text[at]`` (quoted or a template without ``${}``), or None."""
+    quote = text[at : at + 1]
+    if quote not in ('"', "'", "`"):
+        return None
+    out: list[str] = []
+    i = at + 1
+    while i < len(text):
+        ch = text[i]
+        if ch == quote:
+            return "".join(out)
+        if ch == "\\":
+            mapped = _ESCAPES.get(text[i + 1 : i + 2])
+            if mapped is None:
+                return None  # \u, \x, a line continuation: not worth reading
+            out.append(mapped)
+            i += 2
+            continue
+        if quote == "`" and text.startswith("${", i):
+            return None
+        if ch == "\n" and quote != "`":
+            return None
+        out.append(ch)
+        i += 1
+    return None

@@ -18,12 +18,13 @@ between two usage events are one response, with the usage next to them. A file w
 events falls back to the proxy's rule (a tool output or a user message ends a response).
 
 ``compacted``: Codex replaced its history by a summary (``replacement_history``: the user's
-messages, the final answers it kept (read as user messages), the summary (encrypted in newer
+messages, the final answers it kept (assistant prefix messages marked ``KEPT``), the summary (encrypted in newer
 versions); for older versions rebuilt here as Codex did: initial context, the user's messages,
 the summary); every
 later prompt was built from that, so each context is its own part (``FILE#part2``), loaded and
 replayed like one agent of a multi-agent file. A usage event with no response items (the
 summarization call, an aborted response) is a call without a stored reply (``unreplied``).
+``thread_rolled_back``: Codex dropped the last user turns from its history (``_rollback``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TrajectoryError
+from ..history import is_kept
 from ..responses_items import CALLS, OUTPUTS, item_kind, reply_message
 from ..types import Message
 from .codex_items import (
@@ -46,6 +48,7 @@ from .codex_items import (
     kept_reply,
     open_command,
     output_message,
+    rollback_cut,
     seconds,
 )  # fmt: skip
 
@@ -244,8 +247,8 @@ class _Reader:
         kind = p.get("type")
         if kind == "turn_aborted":
             self.close()
-        if kind == "thread_rolled_back":  # later prompts lack the last turns: read as written, counted
-            self.meta["rollbacks"] = self.meta.get("rollbacks", 0) + 1
+        if kind == "thread_rolled_back":
+            self._rollback(p.get("num_turns"))
         if kind != "token_count" or not isinstance(p.get("info"), dict):
             return  # user_message, agent_message, agent_reasoning: copies of response items
         info = p["info"]
@@ -299,6 +302,39 @@ class _Reader:
         text = summary if isinstance(summary, str) else ""
         self.part.messages.append({"role": "user", "content": text, "extra": {"timestamp": self.time}})
 
+    def _rollback(self, turns: Any) -> None:
+        """Codex dropped the last ``turns`` user turns from its history: later calls' context is
+        the history before them. The calls made in those turns stay calls of this context, made
+        at the cut (an unreplied call each, with its recorded usage): their reply is in no later
+        prompt, and what they read in the dropped turns is not replayed."""
+        self.close()
+        self.meta["rollbacks"] = self.meta.get("rollbacks", 0) + 1
+        messages = self.part.messages
+        cut = rollback_cut(messages, turns) if isinstance(turns, int) and not isinstance(turns, bool) else None
+        if cut is None or cut >= len(messages):
+            return
+        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and not is_kept(m)]
+        made: list[tuple[int, int, dict[str, Any]]] = []  # (messages seen, order, entry) of each call after the cut
+        stay: list[dict[str, Any]] = []
+        for u in self.part.unreplied:
+            seen = replies[u["step"] - 1] + 1 + u["observations"] if u["step"] else u["observations"]
+            if seen <= cut:
+                stay.append(u)
+            else:
+                made.append((seen, 0, u))
+        for i in replies:
+            if i >= cut:
+                response = (messages[i].get("extra") or {}).get("response")
+                made.append((i, 1, {"usage": response.get("usage") if isinstance(response, dict) else None}))
+        del messages[cut:]
+        self.part.unreplied = stay
+        for _, _, u in sorted(made, key=lambda e: e[:2]):
+            if "usage" in u:  # a dropped reply's call: its prompt and output as recorded
+                self.unreplied("rolled back", u["usage"])
+            else:
+                self.part.unreplied.append({**u, **self.position(u["type"])})
+        self.meta["rolled_back_calls"] = self.meta.get("rolled_back_calls", 0) + sum(1 for e in made if e[1])
+
     # ---- responses ------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -341,7 +377,7 @@ class _Reader:
     def position(self, kind: str) -> dict[str, Any]:
         """An unreplied call made now: after the last reply and the messages since."""
         messages = self.part.messages
-        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and not is_kept(m)]
         seen = len(messages) - replies[-1] - 1 if replies else len(messages)
         return {"step": len(replies), "observations": seen, "type": kind}
 

@@ -7,12 +7,13 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ..history import KEPT
 from ..responses_items import CALLS, chat_call, item_kind, item_text
 from ..types import Message
 
 __all__ = [
     "KEY", "as_usage", "chat_parts", "difference", "input_message", "is_context", "kept_reply", "open_command",
-    "output_message", "seconds",
+    "output_message", "rollback_cut", "seconds",
 ]  # fmt: skip
 
 KEY = "responses"
@@ -51,12 +52,12 @@ def input_message(item: dict[str, Any], at: float | None) -> Message:
 
 def kept_reply(item: dict[str, Any], at: float | None) -> Message:
     """An earlier answer a compaction kept (Codex 0.10x keeps the final answers verbatim): sent with
-    every later call but no call of that context, so it is read as a prompt message in the
-    user's place (the same text, so the same count; a History step would be a model call)."""
-    extra: dict[str, Any] = {"kept_role": "assistant"}
+    every later call, as an assistant message, but written by no call of that context, so it is
+    marked ``extra[KEPT]``: a prefix message, not a step (a step would be a model call)."""
+    extra: dict[str, Any] = {KEPT: True, KEY: [copy.deepcopy(item)]}
     if at is not None:
         extra["timestamp"] = at
-    return {"role": "user", "content": chat_parts(item.get("content")), "extra": extra}
+    return {"role": "assistant", "content": chat_parts(item.get("content")), "extra": extra}
 
 
 def output_message(item: dict[str, Any], at: float | None) -> Message:
@@ -83,6 +84,19 @@ def open_command(group: list[dict[str, Any]], call_id: str) -> str | None:
             command = args.get("command") if fn["name"] == "bash" and isinstance(args, dict) else None
             return command if isinstance(command, str) else None
     return None
+
+
+def rollback_cut(messages: list[Message], turns: int) -> int | None:
+    """Where Codex cuts its history to drop the last ``turns`` user turns (``thread_rolled_back``):
+    at the ``turns``-th last user message (at most back to the first), then back over the context
+    updates just before it (developer messages, injected context), never before the first turn."""
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and not is_context(m)]
+    if turns <= 0 or not users:
+        return None
+    cut = users[0] if turns >= len(users) else users[-turns]
+    while cut > users[0] and (messages[cut - 1].get("role") == "developer" or (messages[cut - 1].get("role") == "user" and is_context(messages[cut - 1]))):
+        cut -= 1
+    return cut
 
 
 def is_context(m: Message) -> bool:

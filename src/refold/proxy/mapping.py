@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..history import is_kept
 from ..types import Message, content_text
 from .records import StoredStep
 from .stream import strip_head
@@ -137,7 +138,7 @@ def split(messages: Sequence[Message]) -> tuple[list[Message], list[ClientStep]]
     prefix: list[Message] = []
     steps: list[ClientStep] = []
     for m in messages:
-        if m.get("role") == "assistant":
+        if m.get("role") == "assistant" and not (is_kept(m) and not steps):  # a kept answer: prefix
             steps.append((m, []))
         elif steps:
             steps[-1][1].append(m)

@@ -7,7 +7,9 @@ what came back. Each message keeps its native items under ``extra["responses"]``
 ``reasoning`` items (with their ``encrypted_content``) and calls are copied as received; the
 assistant text is as received unless the rendering changed it (a condensed old reply); outputs
 keep their item and carry the rendered text. ``instructions`` is the system prompt, with refold's
-protocol section joined to it.
+protocol section joined to it. What stands before a ``compaction`` item is the history Codex's
+compaction kept: its assistant answers are prefix messages (``KEPT``), no steps, as the Codex
+loader reads them, and its other items (the encrypted summary) go back where they stood.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 from typing import Any
 
 from ..errors import ProxyError
-from ..history import History
+from ..history import KEPT, History
 from ..responses_items import OUTPUTS, assistant_items, item_kind, item_text, read_polls, reply_message
 from ..shell_tools import tool_name
 from ..types import Message, Origin, Rendered, content_text
@@ -28,6 +30,9 @@ from .validate import MAX_DEPTH, bad_upstream, too_deep
 
 KEY = "responses"
 INPUT_ROLES = ("user", "system", "developer")
+COMPACTIONS = ("compaction", "compaction_summary")
+OPAQUE = "opaque"
+"""``Parsed.state`` key: (index in the messages it stood before, item) of each kept item read as no message."""
 
 
 _FIELD = re.compile(r"([A-Za-z_][\w.]*): ")
@@ -64,6 +69,10 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
     if instructions:
         out.append({"role": "system", "content": instructions, "extra": {KEY: "instructions"}})
     group: list[dict[str, Any]] = []
+    # Codex's replacement_history (a compaction's kept history) ends with its ``compaction`` item:
+    # what stands before it no call of this context wrote (read as the Codex loader reads it)
+    kept_to = max((n for n, i in enumerate(items) if item_kind(i) in COMPACTIONS), default=-1)
+    opaque: list[tuple[int, dict[str, Any]]] = []
 
     def close() -> None:
         if group:
@@ -74,6 +83,17 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
         kind = item_kind(item)
         if kind == "item_reference":
             raise bad(f"input.{n}: an item_reference cannot be rendered (check renderable() first)")
+        if n <= kept_to and kind and not (kind == "message" and item.get("role") in INPUT_ROLES):
+            close()
+            if kind == "message" and item.get("role") == "assistant":
+                if not isinstance(item.get("content", ""), str | list):
+                    raise bad(f"input.{n}.content: must be a string or an array of content parts")
+                kept = reply_message([item], KEY)
+                kept["extra"][KEPT] = True  # an answer the compaction kept: prefix, not a step
+                out.append(kept)
+            else:  # the encrypted summary (and any item the loader skips): sent back where it stood
+                opaque.append((len(out), copy.deepcopy(item)))
+            continue
         if kind == "message" and item.get("role") in INPUT_ROLES:
             content = item.get("content")
             if not isinstance(content, str | list):
@@ -108,7 +128,7 @@ def parse(body: dict[str, Any], prior: list[dict[str, Any]] | None = None) -> Pa
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise bad("tools: must be an array of objects")
     named = [{"type": "function", "function": {"name": tool_name(t["name"])}} for t in tools or [] if isinstance(t.get("name"), str)]
-    return Parsed(out, named or None, {"items": items})
+    return Parsed(out, named or None, {"items": items, OPAQUE: opaque})
 
 
 def renderable(body: dict[str, Any]) -> bool:
@@ -173,19 +193,28 @@ def build(
     out = {k: copy.deepcopy(v) for k, v in body.items() if k not in ("input", "instructions", "previous_response_id", "tools")}
     items: list[dict[str, Any]] = []
     first = history.prefix[0] if history.prefix else {}
+    # the prefix is rendered as recorded; the protocol's section comes first when it has no system prompt
+    shift = int(bool(rendered.origins) and rendered.origins[0].part == "system" and first.get("role") not in ("system", "developer"))
+    opaque = list(parsed.state.get(OPAQUE) or [])
     for i, (m, o) in enumerate(zip(rendered.messages, rendered.origins, strict=True)):
         role = m.get("role")
+        j = i - shift  # its index in the prefix, if it is a prefix message
+        while opaque and opaque[0][0] <= j:
+            items.append(opaque.pop(0)[1])
         if i == 0 and o.part == "system" and (
             (first.get("extra") or {}).get(KEY) == "instructions" or first.get("role") not in ("system", "developer")
         ):
             out["instructions"] = content_text(m.get("content"))
         elif role == "assistant":
             native = (history.step(o.step).reply.get("extra") or {}).get(KEY) if o.part == "reply" and o.step else None
+            if o.step is None and 0 <= j < len(history.prefix):  # a kept answer: its item as received
+                native = (history.prefix[j].get("extra") or {}).get(KEY)
             items += assistant_items(m, native)
         elif role == "tool":
             items.append(_output_item(m, o, history))
         else:
             items.append({"type": "message", "role": role, "content": _input_content(m.get("content"))})
+    items += [item for _, item in opaque]
     if tail is not None:
         items += assistant_items(tail, (tail.get("extra") or {}).get(KEY))
     out["input"] = items
