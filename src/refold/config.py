@@ -73,6 +73,11 @@ class BoundaryConfig(Settings):
     """... or exactly this many, whatever t is (a fixed horizon)."""
     cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
+    position: Literal["seed", "window"] = "window"
+    """Where the cost rule may move the boundary: ``seed``, the seed's b_t (never hiding more than
+    the fixed rule at the same call); ``window``, at any call the latest position that keeps the
+    window the fixed rule keeps right after its moves (b = t - k: the k + ``mask_after`` latest
+    outputs visible), an off-grid move priced on the calls until the seed's next move."""
     peak_weight: float | None = Field(default=None, ge=0)
     """The cost rule's price of raising the session's peak prompt (KV memory), per token and call
     of the run; None: the profile's (self-hosted vllm, sglang: a cached token's; hosted APIs: 0)."""
