@@ -82,3 +82,10 @@ def test_the_latest_outputs_stay_as_received_and_the_boundary_never_passes_the_w
         latest = range(max(1, t - p.k - (p.mask_after or 0) + 1), t + 1)  # the k + mask_after latest steps
         shown = {o.step: o.shown for o in out.origins if o.part == "output"}
         assert all(shown[i] is Shown.RECEIVED for i in latest), (t, shown)
+
+
+def test_a_run_saved_before_the_setting_replays_with_the_seeds_position() -> None:
+    saved = WINDOW.saved()
+    assert Config.from_saved(saved) == WINDOW
+    del saved["boundary"]["position"]
+    assert Config.from_saved(saved).boundary.position == "seed"

@@ -165,8 +165,9 @@ class Config(Settings):
         """The config a run saved (``info.config.refold``); defaults for what it lacks.
 
         Runs saved before ``Config`` existed kept ``format_in_system`` at the top level; runs saved
-        before ``prompt.deferred`` sent the protocol from the first call, and before
-        ``prompt.hide_demos`` showed a demonstration at every call.
+        before ``prompt.deferred`` sent the protocol from the first call, before
+        ``prompt.hide_demos`` showed a demonstration at every call, and before ``boundary.position``
+        moved the boundary only to the seed's b_t.
         """
         if not isinstance(saved, Mapping):
             raise PolicyError(f"saved refold config must be a mapping (info.config.refold), got {type(saved).__name__}")
@@ -179,6 +180,8 @@ class Config(Settings):
             data["prompt"] = {**data.get("prompt", {}), "deferred": False}  # saved before it: protocol from the start
         if isinstance(data.get("prompt"), dict) and "hide_demos" not in data["prompt"]:
             data["prompt"] = {**data["prompt"], "hide_demos": False}  # saved before it: demonstrations shown
+        if isinstance(data.get("boundary", {}), dict) and "position" not in data.get("boundary", {}):
+            data["boundary"] = {**data.get("boundary", {}), "position": "seed"}  # saved before it: moves at b_t only
         try:
             return cls.model_validate(data)
         except ValidationError as e:
