@@ -377,9 +377,12 @@ class Renderer:
             base = self._cache.candidate(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
                 apply = should_move(self.config, t, base, self._cache.candidate(history, moved, t, every), idle, self._peak_chars)
-            if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
+            if not apply and kept.b != seed:  # a move the rule makes anyway (as ``_boundary`` decides it) takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
-                apply = should_move(self.config, t, base, self._cache.candidate(history, plain, t, shown), idle, self._peak_chars)
+                apply = should_move(
+                    self.config, t, base, self._cache.candidate(history, plain, t, shown), idle, self._peak_chars,
+                    until_seed(self.config, t, kept.b, seed),
+                )
         if apply:
             self._commit(moved)
             return every, folds.apply_all()
