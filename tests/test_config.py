@@ -39,6 +39,7 @@ def test_overrides_as_mini_takes_them() -> None:
         ("k", "must look like section.field=value"),
         ("cache=azure", "invalid config field 'cache'"),
         ("boundary.peak_weight=-1", "invalid config field 'boundary.peak_weight'"),
+        ("boundary.position=grid", "invalid config field 'boundary.position': Input should be 'seed' or 'window'"),
         ("policy=5", "invalid config field 'policy': a mapping of policy fields, not 5"),  # was a TypeError
         ("tokenizer=gpt2", "invalid config field 'tokenizer': unknown tokenizer 'gpt2'; valid choices: qwen3.6"),
         ("spans.rationale=(", "invalid config field 'spans.rationale': not a regular expression"),  # was re.error at session start

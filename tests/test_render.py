@@ -223,7 +223,7 @@ def test_the_last_call_rendered_again_is_the_same_prompt_and_a_pending_fold_stay
     steps.append((reply("fold", "-", 'fold_steps 2-3 "f2.py:1 sets value because it is the default, so it is not the bug"'), "ok"))
     steps += [(reply(f"probe {i}", "-", f"echo {i}"), out(str(i))) for i in (14, 15)]
     h = text_history(steps)
-    config = Config.parse(reminders=False)
+    config = Config.parse(reminders=False, boundary={"position": "seed"})  # ``window`` moves at call 14, taking the fold along
     r = Renderer(config)
     first = r.render(h, 13)
     again = r.render(h, 13)

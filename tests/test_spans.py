@@ -337,7 +337,8 @@ def test_invariants_scripted() -> None:
 
 # ---- when an agent's fold shows: at once, or with the next boundary move (rule "cost") ----------
 
-COST = Config.parse(reminders=False)
+# the seed's position: a fold waits for the seed's next move (``window`` moves more often, taking it along)
+COST = Config.parse(reminders=False, boundary={"position": "seed"})
 FIXED = COST.override(["boundary.rule=fixed"])
 PAD = "x = 1  # padding the file so that its output is long enough to matter\n"
 

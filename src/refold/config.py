@@ -73,6 +73,11 @@ class BoundaryConfig(Settings):
     """... or exactly this many, whatever t is (a fixed horizon)."""
     cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
+    position: Literal["seed", "window"] = "window"
+    """Where the cost rule may move the boundary: ``seed``, the seed's b_t (never hiding more than
+    the fixed rule at the same call); ``window``, at any call the latest position that keeps the
+    window the fixed rule keeps right after its moves (b = t - k: the k + ``mask_after`` latest
+    outputs visible), an off-grid move priced on the calls until the seed's next move."""
     peak_weight: float | None = Field(default=None, ge=0)
     """The cost rule's price of raising the session's peak prompt (KV memory), per token and call
     of the run; None: the profile's (self-hosted vllm, sglang: a cached token's; hosted APIs: 0)."""
@@ -160,8 +165,9 @@ class Config(Settings):
         """The config a run saved (``info.config.refold``); defaults for what it lacks.
 
         Runs saved before ``Config`` existed kept ``format_in_system`` at the top level; runs saved
-        before ``prompt.deferred`` sent the protocol from the first call, and before
-        ``prompt.hide_demos`` showed a demonstration at every call.
+        before ``prompt.deferred`` sent the protocol from the first call, before
+        ``prompt.hide_demos`` showed a demonstration at every call, and before ``boundary.position``
+        moved the boundary only to the seed's b_t.
         """
         if not isinstance(saved, Mapping):
             raise PolicyError(f"saved refold config must be a mapping (info.config.refold), got {type(saved).__name__}")
@@ -174,6 +180,8 @@ class Config(Settings):
             data["prompt"] = {**data.get("prompt", {}), "deferred": False}  # saved before it: protocol from the start
         if isinstance(data.get("prompt"), dict) and "hide_demos" not in data["prompt"]:
             data["prompt"] = {**data["prompt"], "hide_demos": False}  # saved before it: demonstrations shown
+        if isinstance(data.get("boundary", {}), dict) and "position" not in data.get("boundary", {}):
+            data["boundary"] = {**data.get("boundary", {}), "position": "seed"}  # saved before it: moves at b_t only
         try:
             return cls.model_validate(data)
         except ValidationError as e:

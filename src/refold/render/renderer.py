@@ -29,6 +29,8 @@ from ..mechanisms.boundary import (
     recorded_config,
     should_move,
     step_time,
+    target,
+    until_seed,
 )
 from ..mechanisms.fold import valid_marks
 from ..mechanisms.ledger import LedgerBook, budget_lines
@@ -171,7 +173,7 @@ class Renderer:
             self._seen = (n, last, raw, self._recv.times[n - 1], self._user_pins)
         self._advance_marks(history, t)
         p = self.config.policy
-        seed = p.boundary(t)
+        seed = target(self.config, t, plain=self._plain is not None)
         if seed < self._behind.frontier or (not p.chunk and self._folded_changed()):
             self._reset_behind()
         self._behind.advance(history, seed, self._recv.forms, self._folded, self._spans)
@@ -351,7 +353,7 @@ class Renderer:
             self._commit(moved)  # an agent's fold changes the prompt anyway: batch every pending edit
         elif should_move(
             self.config, t, self._cache.candidate(history, kept, t, closed), self._cache.candidate(history, moved, t, closed), self._recv.idle(t),
-            self._peak_chars,
+            self._peak_chars, until_seed(self.config, t, kept.b, moved.b),
         ):
             self._commit(moved)
 
@@ -375,9 +377,12 @@ class Renderer:
             base = self._cache.candidate(history, kept, t, shown)
             if not folds.fresh(t):  # else the answer just said "not now": only a move made anyway shows it
                 apply = should_move(self.config, t, base, self._cache.candidate(history, moved, t, every), idle, self._peak_chars)
-            if not apply and kept.b != seed:  # a move the rule makes anyway takes the folds along
+            if not apply and kept.b != seed:  # a move the rule makes anyway (as ``_boundary`` decides it) takes the folds along
                 plain = self._layout_at(history, seed, t, shown)
-                apply = should_move(self.config, t, base, self._cache.candidate(history, plain, t, shown), idle, self._peak_chars)
+                apply = should_move(
+                    self.config, t, base, self._cache.candidate(history, plain, t, shown), idle, self._peak_chars,
+                    until_seed(self.config, t, kept.b, seed),
+                )
         if apply:
             self._commit(moved)
             return every, folds.apply_all()
