@@ -11,15 +11,7 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.history import History
-from refold.mechanisms.boundary import (
-    PRICES,
-    Candidate,
-    cost,
-    peak_cost,
-    recorded_config,
-    should_move,
-    target,
-)
+from refold.mechanisms.boundary import PRICES, Candidate, cost, peak_cost, recorded_config, should_move
 from refold.render import Renderer
 
 VLLM = Config.parse(cache="vllm")
@@ -121,8 +113,8 @@ def test_the_protocol_arrives_after_the_prefix_with_the_first_omission() -> None
     assert first.messages[n]["role"] == "user" and str(first.messages[n]["content"]).startswith("[context-manager]\n\n## Context management")
     assert first.stats.stable == n and first.stats.boundary > 0
     assert len(first.serialized()) < len(Renderer(recorded_config(VLLM)).render(h, switch).serialized())
-    for t in range(switch, len(h) + 1):  # from then on the protocol's prompt, never past the window position
-        assert "[step 1]" in str(sent[t].messages) and sent[t].stats.boundary <= target(VLLM, t)
+    for t in range(switch, len(h) + 1):  # from then on the protocol's prompt, never hiding more than the fixed rule
+        assert "[step 1]" in str(sent[t].messages) and sent[t].stats.boundary <= VLLM.policy.boundary(t)
 
 
 def test_a_context_command_switches_at_once() -> None:

@@ -14,13 +14,14 @@ from refold.mechanisms.boundary import Candidate, should_move, target, until_see
 from refold.render import Renderer
 from refold.types import Shown
 
-WINDOW = Config.parse(cache="vllm")
-SEED = WINDOW.override(["boundary.position=seed"])
+SEED = Config.parse(cache="vllm")
+WINDOW = SEED.override(["boundary.position=window"])
 BIG = (12, 13, 18)
 
 
-def test_window_is_the_default() -> None:
-    assert Config().boundary.position == "window"
+def test_the_seeds_position_is_the_default() -> None:
+    """Issue 11: the gated rule never hides more than the fixed rule at the same call; ``window`` may."""
+    assert Config().boundary.position == "seed"
 
 
 def test_the_window_position_is_t_minus_k_and_the_seeds_at_its_own_moves() -> None:

@@ -294,7 +294,7 @@ FOLD_END = "steps 2-3 were a dead end: the error at line 1 is not raised there, 
 @pytest.mark.parametrize("style", ["tool", "text"])
 def test_a_fold_after_the_fact_waits_for_the_next_boundary_move(style: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cost rule: everything after step 2 is cached, so the fold of steps 2-3 is shown with the
-    next boundary move (within the answer's 5 calls), not at once; the answer says so."""
+    next boundary move (call 16, after step 15), not at once; the answer says so."""
     turns = [Turn(f"print block {i}", "-", f"seq {i}000 {i}999") for i in range(1, 13)]
     turns += [Turn("fold the dead end", "-", f'2-3 "{FOLD_END}"', "fold_steps", via_bash=True)]  # 13
     turns += [Turn("probe", "-", "echo a"), Turn("probe", "-", "echo b"), Turn("submit", "-", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
@@ -310,13 +310,9 @@ def test_a_fold_after_the_fact_waits_for_the_next_boundary_move(style: str, tmp_
     def block(t: int) -> list[str]:
         return [x for x in texts(llm.prompts[t]) if x.startswith(f"{CM} Span S1 folded: steps 2-3")]
 
-    # shown with the first boundary move after the fold (position=window: any call; seed: call 16)
-    shown = next(t for t in range(13, len(turns)) if block(t))
-    assert shown <= 15 and texts(llm.prompts[shown])[: len(llm.prompts[shown - 1])] != texts(llm.prompts[shown - 1])
-    for t in range(13, shown):  # until then the cached prefix stays
-        assert not block(t) and texts(llm.prompts[t])[: len(llm.prompts[t - 1])] == texts(llm.prompts[t - 1])
-        assert texts(llm.prompts[t])[: len(llm.prompts[t - 1])] == texts(llm.prompts[t - 1])
-    assert len(block(shown)) == 1 and f"Conclusion: {FOLD_END}" in block(shown)[0]
-    assert outputs_of(llm.prompts[shown], 2) == [] and outputs_of(llm.prompts[shown], 3) == []
+    assert block(13) == [] and block(14) == []  # the calls after steps 13 and 14: the cached prefix stays
+    assert texts(llm.prompts[14])[: len(llm.prompts[13])] == texts(llm.prompts[13])
+    assert len(block(15)) == 1 and f"Conclusion: {FOLD_END}" in block(15)[0]
+    assert outputs_of(llm.prompts[15], 2) == [] and outputs_of(llm.prompts[15], 3) == []
     renderer = renderer_for(read_json(traj))  # the saved run replays to the prompts sent
     assert [renderer.render(history, t).messages for t in range(len(turns))] == llm.prompts

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from refold.config import Config
 from refold.history import History
-from refold.mechanisms.boundary import idle_s, target
+from refold.mechanisms.boundary import idle_s
 from refold.render import Renderer, render
 from refold.wire import step_time
 
@@ -53,7 +53,7 @@ def test_a_cold_cache_makes_the_move_free() -> None:
     cold = run({t: 400.0})  # the call after step t comes 400 s after the one before: past OpenAI's 5-minute cache
     r = Renderer(CONFIG)
     stats = [r.render(cold, u).stats for u in range(t + 1)]
-    assert stats[t].boundary == target(CONFIG, t)  # where the rule would move: free when cold
+    assert stats[t].boundary == CONFIG.policy.boundary(t)
     assert t not in kept_calls(cold)
     assert render(cold, CONFIG, t).messages == r.render(cold, t).messages  # the memo agrees with the pure function
 
@@ -105,4 +105,4 @@ def test_with_any_gaps_the_memo_is_pure_and_never_hides_more_than_the_fixed_rule
     for t in order:
         out = r.render(h, t)
         assert out.messages == render(h, CONFIG, t).messages
-        assert out.stats.boundary <= target(CONFIG, t)  # the window the fixed rule keeps after its moves
+        assert out.stats.boundary <= CONFIG.policy.boundary(t)

@@ -73,7 +73,7 @@ class BoundaryConfig(Settings):
     """... or exactly this many, whatever t is (a fixed horizon)."""
     cache_ttl_s: float | None = Field(default=None, gt=0)
     """Idle seconds after which the provider's cache is cold, so a move is free (None: the profile's)."""
-    position: Literal["seed", "window"] = "window"
+    position: Literal["seed", "window"] = "seed"
     """Where the cost rule may move the boundary: ``seed``, the seed's b_t (never hiding more than
     the fixed rule at the same call); ``window``, at any call the latest position that keeps the
     window the fixed rule keeps right after its moves (b = t - k: the k + ``mask_after`` latest

@@ -13,13 +13,14 @@ written) token, and R = max(min_remaining, t) the calls still expected (a run th
 calls is expected to go about as many more). The move happens when J(moved) <= J(kept). Sizes
 are in characters: both sides scale alike, so no tokenizer is needed in the render loop.
 
-Where the boundary may move to (``boundary.position``): ``seed``, the seed's b_t, which lags the
-window it guarantees by up to k - 1 steps between its moves; ``window`` (the default), at any call
-t - k, the window the fixed rule keeps right after its own moves (the k + ``mask_after`` latest
-outputs shown as received). A move beyond b_t saves tokens only until the seed's next move would hide
-the same, so its token term counts those calls; a peak it keeps from growing stays kept (the peak
-term is unchanged). On short self-hosted sessions this lowers the peak the seed's lag leaves between
-moves (benchmarks/results/default_eval.txt: median peak KV 0.717x -> 0.637x, cost 0.811x -> 0.821x).
+Where the boundary may move to (``boundary.position``): ``seed`` (the default), the seed's b_t, so
+the gated rule never hides more than the fixed rule at the same call; ``window``, at any call t - k,
+the window the fixed rule keeps right after its own moves (the k + ``mask_after`` latest outputs
+shown as received), which may hide up to k - 1 steps more than the fixed rule between its moves. A
+move beyond b_t saves tokens only until the seed's next move would hide the same, so its token term
+counts those calls; a peak it keeps from growing stays kept (the peak term is unchanged). On short
+self-hosted sessions it lowers the peak the seed's lag leaves between moves (SIMULATED,
+benchmarks/results/boundary_position_eval.txt: median peak KV 0.717x -> 0.637x, cost 0.811x -> 0.821x).
 
 Until a move first pays, the prompt can be the plain history (``prompt.deferred``): the protocol's
 section changes the system message, so the first move is priced as recomputing the whole prompt
