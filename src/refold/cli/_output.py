@@ -119,6 +119,26 @@ def check_apart(inputs: list[str], outputs: list[tuple[str, Path | None]]) -> No
         seen[where] = flag
 
 
+def input_runs(paths: Sequence[Path], outputs: list[tuple[str, Path | None]]) -> list[str]:
+    """The trajectory files under ``paths`` (folders walked), none of them an output; what was
+    left out, repeated or half written is said on stderr, and no file at all is a usage error."""
+    from ..lab.replay import collect_paths, half_written, left_out_note, same_runs
+
+    left_out: dict[str, int] = {}
+    files = collect_paths([str(p) for p in paths], left_out)
+    if not files:
+        why = f" ({left_out_note(left_out)})" if left_out else ""
+        raise PolicyError(f"no trajectory files found in the given paths{why}")
+    check_apart(files, outputs)
+    for copy, first in same_runs(files):
+        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
+    if left_out:
+        typer.echo(f"refold: note: {left_out_note(left_out)}", err=True)
+    for note in half_written(files):
+        typer.echo(f"refold: note: {note}", err=True)
+    return files
+
+
 def check_plot_output(plot: Path | None) -> None:
     """``--plot FILE``: writable, a known format, matplotlib installed (before any long work)."""
     if plot is not None:

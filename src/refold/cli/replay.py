@@ -23,20 +23,16 @@ from ..lab.replay import (
     Settings,
     TaskResult,
     build_report,
-    collect_paths,
-    half_written,
-    left_out_note,
     replay_paths,
-    same_runs,
     write_csv,
 )
 from ._output import (
     Column,
     PlotOpt,
     WideOpt,
-    check_apart,
     check_output,
     check_plot_output,
+    input_runs,
     plot_output,
     plural,
     print_table,
@@ -218,18 +214,7 @@ def replay(
         if target is not None:
             check_output(target, flag)
     check_plot_output(plot)
-    left_out: dict[str, int] = {}
-    files = collect_paths([str(p) for p in paths], left_out)
-    if not files:
-        why = f" ({left_out_note(left_out)})" if left_out else ""
-        raise PolicyError(f"no trajectory files found in the given paths{why}")
-    check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
-    for copy, first in same_runs(files):
-        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
-    if left_out:
-        typer.echo(f"refold: note: {left_out_note(left_out)}", err=True)
-    for note in half_written(files):
-        typer.echo(f"refold: note: {note}", err=True)
+    files = input_runs(paths, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()
