@@ -154,7 +154,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         or _PYTEST_TOTAL.search(body)
         or re.search(r"^Ran \d+ tests? in ", body, re.M)
     ):
-        t = _test_summary(body, body.split("\n"))
+        t = _test_summary(body.split("\n"))
         if t:
             return out("test", t)
         err = first_error(body)
@@ -217,7 +217,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
-        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
+        r = _read_summary(cmd, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
         if r:
             return out("read", _whole_range(r, text) if len(text) > SCAN else r)
 

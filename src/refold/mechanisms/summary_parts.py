@@ -66,7 +66,6 @@ def _outline_names(
 
 def _read_summary(
     command: str,
-    tool: str,
     body: str,
     path: str | None,
     elided: int | None,
