@@ -83,9 +83,6 @@ def serve(
     strip_protocol: Annotated[
         bool, typer.Option(help="Take the PROGRESS/STALE head out of replies shown to clients (history keeps it).")
     ] = False,
-    advertise_restore: Annotated[
-        bool | None, typer.Option(hidden=True, help="Deprecated: --context-tools/--no-context-tools.")
-    ] = None,
     max_body: Annotated[int, typer.Option(help="Largest accepted request body, bytes.")] = DEFAULT_MAX_BODY,
     timeout: Annotated[float, typer.Option(help="Upstream timeout, seconds.")] = 600.0,
     tokenizer: Annotated[
@@ -127,7 +124,7 @@ def serve(
         config=config,
         max_rounds=max_rounds,
         strip_protocol=strip_protocol,
-        context_tools=context_tools if advertise_restore is None else advertise_restore,
+        context_tools=context_tools,
         context_tools_beside_shell=context_tools_beside_shell,
         max_body=max_body,
         timeout=timeout,
