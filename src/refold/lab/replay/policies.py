@@ -22,14 +22,11 @@ from collections.abc import Callable
 
 from ...config import CACHE_PROFILES, Config
 from ...config import DEFAULT as DEFAULT_CONFIG
-from ...history import History
-from ...messages import clean
 from ...policy import Policy
-from ...types import Message
 from .peers import ClearToolUsesProjector, CompactProjector, MaskingProjector
 from .projectors import BASE_POLICY, BaseProjector, Options, Projector, RendererProjector, refold_policy
 
-__all__ = ["POLICIES", "STALE_POLICIES", "make_projector", "price_profile", "received_messages"]
+__all__ = ["POLICIES", "STALE_POLICIES", "make_projector", "price_profile"]
 
 
 # ---- registry --------------------------------------------------------------------------------
@@ -93,8 +90,3 @@ def make_projector(name: str, opts: Options) -> Projector:
     except KeyError:
         raise KeyError(f"unknown policy {name!r}; valid choices: {', '.join(POLICIES)}") from None
     return factory(opts)
-
-
-def received_messages(history: History) -> list[list[Message]]:
-    """Each step's messages as recorded (API fields only), for 'removed tokens' accounting."""
-    return [[clean(s.reply), *(clean(o) for o in s.observations)] for s in history.steps]
