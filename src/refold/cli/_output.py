@@ -167,9 +167,6 @@ class Column:
     left: bool = False
 
 
-COMPACT_WIDTH = 80
-
-
 def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], wide: bool) -> Table:
     keep = [i for i, c in enumerate(columns) if wide or c.compact]
     # a one-space column divider plus one space of left padding: two spaces between columns

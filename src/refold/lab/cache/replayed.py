@@ -26,8 +26,6 @@ from .calibrated import CALIBRATED, CalibratedCache
 
 __all__ = ["REPLAYED", "ReplayedCache", "replayed"]
 
-_NEVER = 1 << 62
-
 # What the record shows is stored, where the predictive fit chose otherwise: on gpt-5-mini a call
 # after a reply without reasoning hits into that reply (the fitted `openai` profile leaves replies
 # out only because its coarse tier seldom reaches them).
