@@ -15,6 +15,7 @@ from typing import Any
 
 from ..history import History
 from ..messages import clean
+from ..tokens import Tokenizer
 from ..types import Answer, Message, Rendered
 from ..wire import observation
 from .cache_control import breakpoints
@@ -71,7 +72,12 @@ def write_json(path: str | Path, data: Any) -> None:
 
 
 def call_info(
-    history: History, rendered: Rendered | None, sent: list[Message], chat: list[Message], tokenizer: Any, cache_control: bool
+    history: History,
+    rendered: Rendered | None,
+    sent: list[Message],
+    chat: list[Message],
+    tokenizer: Tokenizer | None,
+    cache_control: bool,
 ) -> dict[str, Any]:
     """The record of one model call: what was sent, how it was rendered, its wall time and token counts."""
     info: dict[str, Any] = {

@@ -63,7 +63,7 @@ from ..prompts import response_format_lines, system_section
 from ..protocol import CM, COMMAND_NAMES
 from ..render import Renderer
 from ..render.received import fixed_cadence
-from ..tokens import TOKENIZER_NAMES, tokenizer_name
+from ..tokens import TOKENIZER_NAMES, Tokenizer, tokenizer_name
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action
 from ..wire import actions_record, read_actions
@@ -141,7 +141,7 @@ class RefoldModel:
             self.refold_config, [{"function": {"name": "bash"}}], switched_off=off, text=True, compound=True
         )
         self.tokenizer_name = refold_tokenizer
-        self._tokenizer: Any = None
+        self._tokenizer: Tokenizer | None = None
         try:
             inner_class = get_model_class(str(kwargs.get("model_name", "")), inner_model_class)
         except ValueError as e:
@@ -324,7 +324,7 @@ class RefoldModel:
         h = History.from_messages(chat, source="mini-swe-agent")
         h.load_pins(self._pins.records)
         self._history = h
-        self._renderer = self._new_renderer(h)  # a fresh cache: the old one is keyed by id(history)
+        self._renderer = self._new_renderer(h)  # maybe a new run: its prefix decides format_in_system again
         return h
 
     def _new_renderer(self, history: History | None) -> Renderer:
@@ -335,7 +335,7 @@ class RefoldModel:
             in_system = not any(lines in content_text(m.get("content")) for m in prefix)
         return Renderer(self.refold_config.replace(prompt=PromptConfig(format_in_system=in_system)))
 
-    def _get_tokenizer(self) -> Any:
+    def _get_tokenizer(self) -> Tokenizer | None:
         if self.tokenizer_name and self._tokenizer is None:
             from ..tokens import get_tokenizer
 
