@@ -14,11 +14,10 @@ from .errors import TrajectoryError
 from .formats import codex
 from .formats.claude_code import FORMAT as CLAUDE_CODE
 from .formats.claude_code import is_claude_code, session_messages, session_names
-from .formats.mini import unreplied_calls
+from .formats.mini import read_pins, unreplied_calls
+from .formats.mini_responses import is_responses_run, to_chat
 from .formats.sweagent import sweagent_messages
 from .history import History
-from .integrations.mini_record import read_pins
-from .integrations.mini_responses import is_responses_run, to_chat
 from .json_file import read_json
 from .loader_checks import check_parts, check_tool_calls
 from .scrub import scrub_calls

@@ -54,6 +54,8 @@ from ..context.answers import Answerer, Request, refused
 from ..context.recognize import Recognizer, from_tool_call
 from ..context.tools import offer
 from ..errors import PolicyError
+from ..formats.mini import PINS
+from ..formats.mini_responses import answer_item, is_responses_class, to_chat, to_items
 from ..history import CHAT_ROLES, History
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
@@ -70,8 +72,7 @@ from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
 from .mini_options import check_keys, flag, mapping, parse_section, resolve_handlers, text
-from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
-from .mini_responses import answer_item, is_responses_class, to_chat, to_items
+from .mini_record import FORMAT, PinFile, answer_message, call_info, extends, usage
 
 logger = logging.getLogger("refold")
 REFOLD_KEYS = (
