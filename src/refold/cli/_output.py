@@ -33,7 +33,14 @@ PlotOpt = Annotated[
     Path | None,
     typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
 ]
-"""The ``--wide/--compact`` and ``--plot`` options ``replay`` and ``simulate`` share."""
+NoPrefixEstimateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-prefix-estimate",
+        help="Claude Code / Codex logs: count the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
+    ),
+]
+"""The ``--wide/--compact``, ``--plot`` and ``--no-prefix-estimate`` options ``replay`` and ``simulate`` share."""
 
 
 def check_output(path: Path, flag: str) -> None:

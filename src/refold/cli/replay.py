@@ -28,6 +28,7 @@ from ..lab.replay import (
 )
 from ._output import (
     Column,
+    NoPrefixEstimateOpt,
     PlotOpt,
     WideOpt,
     check_output,
@@ -178,13 +179,7 @@ def replay(
     no_validate: Annotated[
         bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")
     ] = False,
-    no_prefix_estimate: Annotated[
-        bool,
-        typer.Option(
-            "--no-prefix-estimate",
-            help="Claude Code / Codex logs: count the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
-        ),
-    ] = False,
+    no_prefix_estimate: NoPrefixEstimateOpt = False,
     wide: WideOpt = None,
     plot: PlotOpt = None,
 ) -> None:

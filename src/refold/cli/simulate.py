@@ -39,6 +39,7 @@ from ..lab.serversim.steptime import gpu as gpu_spec
 from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
 from ._output import (
+    NoPrefixEstimateOpt,
     PlotOpt,
     WideOpt,
     check_output,
@@ -121,13 +122,7 @@ def simulate_cmd(
         bool, typer.Option("--find-max", help="Bisect 1..max(--sessions) for the max w per policy.")
     ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
-    no_prefix_estimate: Annotated[
-        bool,
-        typer.Option(
-            "--no-prefix-estimate",
-            help="Claude Code / Codex logs: the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
-        ),
-    ] = False,
+    no_prefix_estimate: NoPrefixEstimateOpt = False,
     wide: WideOpt = None,
     plot: PlotOpt = None,
 ) -> None:
