@@ -203,8 +203,6 @@ def replay(
         per_call=per_call or plot is not None,  # the plot draws every call
     )
     settings.check()
-    if mask_after is not None and mask_after < 1:
-        raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
     for flag, target in (("--json", json_out), ("--csv", csv_out)):
         if target is not None:
             check_output(target, flag)
