@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -33,7 +33,8 @@ from .tokens import TOKENIZER_NAMES, tokenizer_name
 
 MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies", "objects", "pins")
 """The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
-CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
+CacheProfile = Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"]
+CACHE_PROFILES: tuple[str, ...] = get_args(CacheProfile)
 BoundaryRule = Literal["fixed", "cost"]
 
 
@@ -91,7 +92,7 @@ class Config(Settings):
     ledger: LedgerPolicy = LedgerPolicy()
     prompt: PromptConfig = PromptConfig()
     boundary: BoundaryConfig = BoundaryConfig()
-    cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
+    cache: CacheProfile = "vllm"
     tokenizer: str = "qwen3.6"
     """A tokenizer name (``refold.tokens.TOKENIZER_NAMES`` or an alias), or "off" (no counts)."""
     mechanisms: tuple[str, ...] = MECHANISMS
