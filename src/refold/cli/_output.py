@@ -1,4 +1,5 @@
-"""CLI subcommands; each module defines ``register(app: typer.Typer) -> None``."""
+"""What the subcommands share: options, usage checks that run before any long work (outputs
+writable, inputs found), progress on stderr and the tables they print."""
 
 from __future__ import annotations
 
