@@ -52,13 +52,13 @@ def _default(o: Options) -> RendererProjector:
     profile = price_profile(o.cache)
     config = DEFAULT_CONFIG.replace(cache=profile or DEFAULT_CONFIG.cache)
     policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
-    return RendererProjector("default", policy, config.replace(policy=policy))
+    return RendererProjector("default", config.replace(policy=policy))
 
 
 def _self_gc(o: Options) -> RendererProjector:
     """The documented ``self-gc`` preset (pinned plans, ledger view, budget line), reminders off."""
     config = Config.parse(preset="self-gc", reminders=False, **o.policy_overrides)
-    return RendererProjector("self-gc", config.policy, config)
+    return RendererProjector("self-gc", config)
 
 
 POLICIES: dict[str, Factory] = {

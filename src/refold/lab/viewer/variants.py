@@ -46,7 +46,7 @@ def sent_variant(config: Config, label: str = "sent (this proxy's settings)") ->
     run, the run's own Config)."""
     policy = config.policy
     switches = {s: bool(getattr(policy, s)) for s in SWITCHES}
-    projector = RendererProjector(SENT, policy, config, exact=True)
+    projector = RendererProjector(SENT, config, exact=True)
     return Variant(SENT, label, "policy", projector, True, switches, policy.model_dump())
 
 
