@@ -119,14 +119,14 @@ class RefoldModel:
             )
         refold_pins = text("refold_pins", refold_pins)
         refold_cache = text("refold_cache", refold_cache)
-        self.policy = Policy.parse(**options)
-        self.spans = parse_section(SpanPolicy, "refold_spans", refold_spans)
-        self.ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
+        policy = Policy.parse(**options)
+        spans = parse_section(SpanPolicy, "refold_spans", refold_spans)
+        ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
         cache = refold_cache or profile_for_model(str(kwargs.get("model_name", "")))
         boundary = parse_section(BoundaryConfig, "refold_boundary", refold_boundary)
         try:
-            self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
+            self.refold_config = Config(policy=policy, spans=spans, ledger=ledger).replace(
                 boundary=boundary, cache=cache
             )
         except PolicyError as e:  # the only field given here that can be invalid: the cache profile
@@ -173,6 +173,18 @@ class RefoldModel:
         # the user's pins (refold sessions pin), read before each call; saved absolute in the run
         self.pins_file = str(Path(refold_pins).expanduser().resolve()) if refold_pins else None
         self._pins = PinFile(refold_pins)
+
+    @property
+    def policy(self) -> Policy:
+        return self.refold_config.policy
+
+    @property
+    def spans(self) -> SpanPolicy:
+        return self.refold_config.spans
+
+    @property
+    def ledger(self) -> LedgerPolicy:
+        return self.refold_config.ledger
 
     # ---- the Model protocol ---------------------------------------------------------------
 
