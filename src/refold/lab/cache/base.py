@@ -11,6 +11,8 @@ __all__ = [
     "NoCache",
     "PrefixCacheSim",
     "common_prefix_len",
+    "first_difference",
+    "generated_ids",
     "grid_hit",
 ]
 
