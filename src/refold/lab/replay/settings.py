@@ -47,18 +47,19 @@ def request_tools(history: History, policy: str) -> list[dict[str, Any]] | None:
     return tools
 
 
-def check_policy_options(budget: int, mask_after: int | None, protect: Sequence[str]) -> None:
+def check_policy_options(budget: int, mask_after: int | None, protect: Sequence[str], *, flags: bool = True) -> None:
     """The options of refold's replayed policies (``replay``, ``view``): a bad one is a usage error
-    named by its flag (the library names the argument)."""
+    named by its flag, or with ``flags=False`` by the library's argument."""
+    names = ("--budget", "--mask-after", "--protect") if flags else ("budget", "mask_after", "protect")
     if budget < 1024:
-        raise PolicyError(f"--budget must be at least 1024 tokens, got {budget}")
+        raise PolicyError(f"{names[0]} must be at least 1024 tokens, got {budget}")
     if mask_after is not None and mask_after < 1:
-        raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
+        raise PolicyError(f"{names[1]} must be at least 1, got {mask_after}")
     if protect:
         try:
             Policy(protect=tuple(protect))
         except SettingError as e:
-            raise PolicyError(f"--protect: {e.reason}") from None
+            raise PolicyError(f"{names[2]}: {e.reason}") from None
 
 
 @dataclass(frozen=True, slots=True)
