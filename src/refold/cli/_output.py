@@ -42,6 +42,13 @@ NoPrefixEstimateOpt = Annotated[
     ),
 ]
 """The ``--wide/--compact``, ``--plot`` and ``--no-prefix-estimate`` options ``replay`` and ``simulate`` share."""
+ProtectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."
+    ),
+]
+"""``--protect`` of ``replay`` and ``view``."""
 
 
 def check_output(path: Path, flag: str) -> None:

@@ -30,6 +30,7 @@ from ._output import (
     Column,
     NoPrefixEstimateOpt,
     PlotOpt,
+    ProtectOpt,
     WideOpt,
     check_output,
     check_plot_output,
@@ -164,10 +165,7 @@ def replay(
     mask_after: Annotated[
         int | None, typer.Option(help="refold-best's mask_after (default: the sweep's choice).")
     ] = None,
-    protect: Annotated[
-        list[str] | None,
-        typer.Option(help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."),
-    ] = None,
+    protect: ProtectOpt = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the refold-replay-1 JSON report here.")

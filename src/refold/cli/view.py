@@ -19,7 +19,7 @@ from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, half_written
 from ..lab.replay.settings import check_policy_options
 from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
-from ._output import check_apart, check_output
+from ._output import ProtectOpt, check_apart, check_output
 
 
 @contextmanager
@@ -99,10 +99,7 @@ def view(
     mask_after: Annotated[
         int | None, typer.Option(help="refold-best's mask_after (default: the replay sweep's choice).")
     ] = None,
-    protect: Annotated[
-        list[str] | None,
-        typer.Option(help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."),
-    ] = None,
+    protect: ProtectOpt = None,
     title: Annotated[str, typer.Option(help="Page title (default: the instance id or file name).")] = "",
 ) -> None:
     """Write a single offline HTML report: history vs prompt at every call, charts, mechanism switches."""
