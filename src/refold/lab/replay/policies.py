@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from ...config import CACHE_PROFILES, Config
 from ...config import DEFAULT as DEFAULT_CONFIG
+from ...errors import PolicyError
 from ...policy import Policy
 from .peers import ClearToolUsesProjector, CompactProjector, MaskingProjector
 from .projectors import BASE_POLICY, BaseProjector, Options, Projector, RendererProjector, refold_policy
@@ -88,5 +89,5 @@ def make_projector(name: str, opts: Options) -> Projector:
     try:
         factory = POLICIES[name]
     except KeyError:
-        raise KeyError(f"unknown policy {name!r}; valid choices: {', '.join(POLICIES)}") from None
+        raise PolicyError(f"unknown policy {name!r}; valid choices: {', '.join(POLICIES)}") from None
     return factory(opts)
