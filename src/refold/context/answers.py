@@ -31,8 +31,9 @@ from ..types import Answer, Message, Origin, Outcome, content_text
 from .search import ledger_view, objects_view, prompt_states, search_text
 
 
-def refused(name: str, text: str, target: str | None = None) -> Answer:
-    return Answer(text, Outcome(name, False, target))
+def refused(name: str, text: str) -> Answer:
+    """A command not carried out: ``text`` says why; the outcome records it as failed."""
+    return Answer(text, Outcome(name, False, None))
 
 
 class Answerer:
