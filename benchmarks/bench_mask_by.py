@@ -39,7 +39,7 @@ def _variant(mode: str) -> Any:
     def make(o: Options) -> RendererProjector:
         p = pol._default(o)
         policy = p.policy.model_copy(update={"mask_by": mode})
-        return RendererProjector(f"mask-{mode}", policy, p.config.replace(policy=policy))
+        return RendererProjector(f"mask-{mode}", p.config.replace(policy=policy))
 
     return make
 

@@ -118,7 +118,7 @@ def test_the_proxy_picks_the_cache_profile_from_its_upstream(url: str, profile: 
 
 
 def test_serve_flags_give_the_library_defaults_unless_a_flag_says_otherwise() -> None:
-    from refold.config import from_flags
+    from refold.cli.serve import from_flags
 
     assert from_flags(upstream="http://127.0.0.1:8000/v1") == DEFAULT
     assert from_flags(upstream="https://api.anthropic.com/v1").cache == "anthropic"

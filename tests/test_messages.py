@@ -1,4 +1,4 @@
-"""Mask notes (refold.messages.mask_note / mask_text) and the prompt texts that explain them."""
+"""Mask notes (refold.messages.mask_note) and the prompt texts that explain them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from refold.config import Config
 from refold.history import History
 from refold.mechanisms.summary_wrap import unwrap
-from refold.messages import mask_note, mask_text
+from refold.messages import mask_note
 from refold.prompts import ledger_section, span_section, system_section
 from refold.protocol import CM
 from refold.render import Renderer
@@ -93,15 +93,6 @@ def test_a_message_without_a_command_gets_no_command() -> None:
     assert (
         note
         == f"[step 2]\n{CM} Output hidden (1 line): format error: the reply's command was not run. `restore 2` shows it."
-    )
-
-
-def test_mask_text_keeps_working() -> None:
-    h = tool_history([("one", [("ls", GREP)]), ("two", [("ls", GREP), ("cat a", GREP)])])
-    assert mask_text(h.step(1), reversible=True) == mask_note(h.step(1), 0, reversible=True)
-    both = mask_text(h.step(2), reversible=True)
-    assert (
-        both.startswith(f"[step 2]\n{CM} ") and "2 outputs, 12 lines in all" in both and "`restore 2`" in both
     )
 
 

@@ -24,8 +24,8 @@ from minisweagent.environments import get_environment  # noqa: E402
 from minisweagent.models import get_model  # noqa: E402
 from minisweagent.utils.serialize import recursive_merge  # noqa: E402
 
+from refold.formats.mini_responses import to_chat, to_items  # noqa: E402
 from refold.integrations import config_path  # noqa: E402
-from refold.integrations.mini_responses import to_chat, to_items  # noqa: E402
 from refold.loaders import load  # noqa: E402
 from refold.protocol import CM  # noqa: E402
 

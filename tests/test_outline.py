@@ -412,4 +412,3 @@ def test_rows_matching_names_the_rows_a_per_row_search_finds(text: str, pattern:
     # the reference searches each row alone; a pattern without "^" or "\n" finds the same rows
     expected = [i for i, row in enumerate(text.split("\n")) if rx.search(row)]
     assert list(rows_matching(text, rx)) == expected
-

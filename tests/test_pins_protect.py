@@ -157,7 +157,7 @@ def test_a_mini_config_takes_rules_and_names_a_bad_one() -> None:
 
 
 def test_serve_flags_carry_the_rules_into_the_config() -> None:
-    from refold.config import from_flags
+    from refold.cli.serve import from_flags
 
     assert from_flags(upstream="http://127.0.0.1:9", protect=("path:*.md", "tool:todo")).policy.protect == ("path:*.md", "tool:todo")
     assert from_flags(upstream="http://127.0.0.1:9").policy.protect == ()

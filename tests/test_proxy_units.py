@@ -276,7 +276,7 @@ def test_serve_flags_build_span_and_ledger_policies(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: setattr(self, "started", True))
     common = {"upstream": "http://127.0.0.1:9/v1", "token": None, "upstream_key": None, "port": 0, "store": str(tmp_path / "s.db")}
     serve(**common)  # type: ignore[arg-type]
-    serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, advertise_restore=False)  # type: ignore[arg-type]
+    serve(**common, spans=False, ledger_prompt=False, budget_tokens=16000, context_tools=False)  # type: ignore[arg-type]
     default, custom = seen
     assert default.config == Config()  # serve's defaults are the library's
     assert default.ledger.budget_tokens is None and default.context_tools

@@ -270,6 +270,19 @@ def test_cli_runs_and_writes_json(tmp_path: Path) -> None:
     assert len(json.loads(out.read_text())["results"]) == 1
 
 
+def test_cli_reads_its_inputs_as_replay_does(tmp_path: Path) -> None:
+    """simulate names a copy of one run and an empty folder as replay does (one input_runs)."""
+    (tmp_path / "a.traj.json").write_bytes(RUN.read_bytes())
+    (tmp_path / "b.traj.json").write_bytes(RUN.read_bytes())
+    res = _cli(str(tmp_path), "--tokenizer", "chars4", "--sessions", "1", "--policy", "base")
+    assert res.returncode == 0, res.stderr
+    assert f"{tmp_path / 'b.traj.json'} holds the same run as {tmp_path / 'a.traj.json'}" in res.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = _cli(str(empty), "--tokenizer", "chars4", "--sessions", "1")
+    assert res.returncode == 2 and "no trajectory files found in the given paths" in res.stderr
+
+
 def test_cli_counts_the_sessions_of_a_multi_agent_file(tmp_path: Path) -> None:
     """A CodeR file holds one session per agent: the title and the JSON count sessions, not files."""
     coder = DATA / "bill" / "coder_multiagent.traj"

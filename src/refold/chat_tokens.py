@@ -16,7 +16,21 @@ from typing import Any
 
 from .tokens import IM_END, IM_SEP, IM_START, TOOL_CALL, TOOL_CALL_END, TOOL_RESP, TOOL_RESP_END, Tokenizer
 
-__all__ = ["FRAME", "MINI_BASH_TOOL", "clear_message_cache", "count_messages", "message_tokens", "prompt_token_ids", "tools_text", "tools_token_ids"]
+__all__ = [
+    "FRAME",
+    "MINI_BASH_TOOL",
+    "clear_message_cache",
+    "count_messages",
+    "message_ids",
+    "message_tokens",
+    "priming_ids",
+    "prompt_token_ids",
+    "qwen_system_ids",
+    "tools_text",
+    "tools_token_ids",
+    "turn_flags",
+    "with_tools",
+]
 
 # ---- chat-template accounting -------------------------------------------------------------
 
@@ -31,7 +45,7 @@ _cache_lock = threading.Lock()
 def clear_message_cache() -> None:
     with _cache_lock:
         _cache.clear()
-        _priming_ids.clear()
+        _priming_cache.clear()
         _tools_cache.clear()
 
 
@@ -142,9 +156,11 @@ def _render(tok: Tokenizer, segs: list[str | None]) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def _message_ids(
+def message_ids(
     msg: Mapping[str, Any], tok: Tokenizer, open_turn: bool, close_turn: bool
 ) -> tuple[int, ...]:
+    """One message's ids in the chat template, memoized by content (shared: do not change them);
+    ``open_turn``/``close_turn`` False inside a run of Qwen tool results sharing one user turn."""
     qwen = getattr(tok, "template", "openai") == "qwen"
     content = msg.get("content")
     calls = msg.get("tool_calls")
@@ -183,32 +199,36 @@ def message_tokens(message: Mapping[str, Any], tok: Tokenizer) -> list[int]:
     (``prompt_token_ids``) consecutive tool results share one user turn, as Qwen's template does.
     Not rendered: tool schemas in the system turn, ``reasoning_content``, image parts.
     """
-    return list(_message_ids(message, tok, True, True))
+    return list(message_ids(message, tok, True, True))
+
+
+def turn_flags(messages: Sequence[Mapping[str, Any]], i: int, qwen: bool) -> tuple[bool, bool]:
+    """Whether message i opens and closes its turn: consecutive Qwen tool results share one user turn."""
+    if not qwen or messages[i].get("role") != "tool":
+        return True, True
+    return (
+        i == 0 or messages[i - 1].get("role") != "tool",
+        i + 1 == len(messages) or messages[i + 1].get("role") != "tool",
+    )
 
 
 def _turn_flags(messages: Sequence[Mapping[str, Any]], tok: Tokenizer) -> Iterator[tuple[bool, bool]]:
     qwen = getattr(tok, "template", "openai") == "qwen"
-    n = len(messages)
-    for i, msg in enumerate(messages):
-        if not qwen or msg.get("role") != "tool":
-            yield True, True
-            continue
-        prev_tool = i > 0 and messages[i - 1].get("role") == "tool"
-        next_tool = i + 1 < n and messages[i + 1].get("role") == "tool"
-        yield not prev_tool, not next_tool
+    return (turn_flags(messages, i, qwen) for i in range(len(messages)))
 
 
-_priming_ids: dict[str, tuple[int, ...]] = {}
+_priming_cache: dict[str, tuple[int, ...]] = {}
 
 
-def _priming(tok: Tokenizer) -> tuple[int, ...]:
-    ids = _priming_ids.get(tok.name)
+def priming_ids(tok: Tokenizer) -> tuple[int, ...]:
+    """The assistant turn's opening a prompt ends with (``add_generation_prompt``)."""
+    ids = _priming_cache.get(tok.name)
     if ids is None:
         if getattr(tok, "template", "openai") == "qwen":
             ids = _render(tok, [None, IM_START, "assistant\n"])
         else:
             ids = _render(tok, [None, IM_START, "assistant", None, IM_SEP])
-        _priming_ids[tok.name] = ids
+        _priming_cache[tok.name] = ids
     return ids
 
 
@@ -224,13 +244,13 @@ def prompt_token_ids(
     puts them: before the messages for OpenAI, inside the system turn for Qwen.
     """
     ids: list[int] = []
-    msgs, qwen_tools = _with_tools(messages, tok, tools)
+    msgs, qwen_tools = with_tools(messages, tok, tools)
     if tools and not qwen_tools:
         ids.extend(tools_token_ids(tools, tok))
     for i, (msg, (o, c)) in enumerate(zip(msgs, _turn_flags(msgs, tok), strict=True)):
-        ids.extend(_qwen_system_ids(msg, tok, qwen_tools) if i == 0 and qwen_tools else _message_ids(msg, tok, o, c))
+        ids.extend(qwen_system_ids(msg, tok, qwen_tools) if i == 0 and qwen_tools else message_ids(msg, tok, o, c))
     if add_generation_prompt:
-        ids.extend(_priming(tok))
+        ids.extend(priming_ids(tok))
     return ids
 
 
@@ -244,10 +264,10 @@ def count_messages(
     if tools:
         return len(prompt_token_ids(messages, tok, add_generation_prompt, tools))
     total = sum(
-        len(_message_ids(msg, tok, o, c))
+        len(message_ids(msg, tok, o, c))
         for msg, (o, c) in zip(messages, _turn_flags(messages, tok), strict=True)
     )
-    return total + (len(_priming(tok)) if add_generation_prompt else 0)
+    return total + (len(priming_ids(tok)) if add_generation_prompt else 0)
 
 
 # ---- tool schemas ---------------------------------------------------------------------------
@@ -342,7 +362,7 @@ def tools_token_ids(tools: Sequence[Mapping[str, Any]], tok: Tokenizer) -> list[
 _NO_SYSTEM: Mapping[str, Any] = {"role": "system", "content": None}  # one object: a session sees it unchanged
 
 
-def _with_tools(
+def with_tools(
     messages: Sequence[Mapping[str, Any]], tok: Tokenizer, tools: Sequence[Mapping[str, Any]] | None
 ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]] | None]:
     """For Qwen, a request with tools starts with a system turn that carries them."""
@@ -353,7 +373,8 @@ def _with_tools(
     return [_NO_SYSTEM, *messages], tools
 
 
-def _qwen_system_ids(msg: Mapping[str, Any], tok: Tokenizer, tools: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+def qwen_system_ids(msg: Mapping[str, Any], tok: Tokenizer, tools: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Qwen's system turn carrying the request's tool schemas (after the system text, if any)."""
     content = _text_of(msg.get("content"))
     head = content + "\n\n" if content else ""
     segs: list[str | None] = [None, IM_START, "system\n" + head + tools_text(tools, "qwen"), None, TOOL_CALL]

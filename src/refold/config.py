@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -33,7 +33,8 @@ from .tokens import TOKENIZER_NAMES, tokenizer_name
 
 MECHANISMS = ("spans", "fold", "dedup", "ledger", "masking", "replies", "objects", "pins")
 """The built-in mechanisms in their order (``refold.render.mechanism.BUILTIN``)."""
-CACHE_PROFILES = ("vllm", "sglang", "openai", "anthropic", "deepseek", "gemini")
+CacheProfile = Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"]
+CACHE_PROFILES: tuple[str, ...] = get_args(CacheProfile)
 BoundaryRule = Literal["fixed", "cost"]
 
 
@@ -96,7 +97,7 @@ class Config(Settings):
     ledger: LedgerPolicy = LedgerPolicy()
     prompt: PromptConfig = PromptConfig()
     boundary: BoundaryConfig = BoundaryConfig()
-    cache: Literal["vllm", "sglang", "openai", "anthropic", "deepseek", "gemini"] = "vllm"
+    cache: CacheProfile = "vllm"
     tokenizer: str = "qwen3.6"
     """A tokenizer name (``refold.tokens.TOKENIZER_NAMES`` or an alias), or "off" (no counts)."""
     mechanisms: tuple[str, ...] = MECHANISMS
@@ -221,54 +222,6 @@ def _with_preset(values: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def from_flags(
-    *,
-    upstream: str | None = None,
-    cache: str | None = None,
-    boundary: str | None = None,
-    spans: bool = True,
-    span_prompt: bool | None = None,
-    ledger: bool = True,
-    ledger_prompt: bool | None = None,
-    budget_tokens: int | None = None,
-    tokenizer: str | None = None,
-    **policy: Any,
-) -> Config:
-    """The Config of a surface's command-line flags (``refold serve``): the library's defaults
-    unless a flag says otherwise. ``policy`` takes Policy fields (``k``, ``dedup``, ...);
-    ``mask_after=0`` turns masking off; ``--no-spans`` / ``--no-ledger`` switch their prompt
-    sections off too; the cache profile defaults to the upstream's. An invalid value is one
-    PolicyError line naming the flag."""
-    data: dict[str, Any] = {"policy": dict(policy)}
-    if "mask_after" in policy:
-        data["policy"]["mask_after"] = policy["mask_after"] or None
-    span_prompt = DEFAULT.spans.prompt if span_prompt is None else span_prompt
-    ledger_prompt = DEFAULT.ledger.prompt if ledger_prompt is None else ledger_prompt
-    data["spans"] = {"enabled": spans, "prompt": spans and span_prompt}
-    data["ledger"] = {"enabled": ledger, "prompt": ledger and ledger_prompt, "budget_tokens": budget_tokens}
-    if boundary is not None:
-        data["boundary"] = {"rule": boundary}
-    if cache is not None or upstream is not None:
-        data["cache"] = cache or profile_for(upstream or "")
-    if tokenizer is not None:
-        data["tokenizer"] = tokenizer
-    try:
-        return Config.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = [str(p) for p in err.get("loc", ())]
-        name = loc[-1] if loc else "config"
-        if loc[:1] == ["boundary"]:
-            name = "boundary"
-        elif loc[:2] == ["policy", "protect"]:
-            name = "protect"
-        elif loc[:1] == ["spans"] and name == "enabled":
-            name = "spans"
-        elif loc[:1] == ["ledger"] and name == "enabled":
-            name = "ledger"
-        raise PolicyError(f"--{name.replace('_', '-')}: {err.get('msg', 'invalid value')}") from None
 
 
 def _value(raw: str) -> Any:

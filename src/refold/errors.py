@@ -11,7 +11,8 @@
     │   │   └── StoreUnavailable   the session store failed (disk, lock, Redis, file gone): a 503
     │   ├── RunError           ``refold run`` cannot start mini-swe-agent (task, model, config)
     │   ├── ServerSimError     a server simulation cannot run as asked
-    │   └── KVCapacityError    a simulated KV pool cannot hold a request (also a ValueError)
+    │   ├── KVCapacityError    a simulated KV pool cannot hold a request (also a ValueError)
+    │   └── ItemError          a step or span named to expand or pin is not in the run (also a ValueError)
     ├── StoreConflict          another writer moved a session's head first: reload and retry
     └── StaleConnection        a pooled upstream connection failed before answering: retry once
     (the last two are internal retry signals of the proxy; they never reach a user)
@@ -27,6 +28,7 @@ from typing import Any
 __all__ = [
     "CommandError",
     "ConfigError",
+    "ItemError",
     "KVCapacityError",
     "PolicyError",
     "ProxyError",

@@ -14,11 +14,10 @@ from .errors import TrajectoryError
 from .formats import codex
 from .formats.claude_code import FORMAT as CLAUDE_CODE
 from .formats.claude_code import is_claude_code, session_messages, session_names
-from .formats.mini import unreplied_calls
+from .formats.mini import read_pins, unreplied_calls
+from .formats.mini_responses import is_responses_run, to_chat
 from .formats.sweagent import sweagent_messages
 from .history import History
-from .integrations.mini_record import read_pins
-from .integrations.mini_responses import is_responses_run, to_chat
 from .json_file import read_json
 from .loader_checks import check_parts, check_tool_calls
 from .scrub import scrub_calls
@@ -121,12 +120,14 @@ def agent_names(data: Any) -> list[str]:
 
 
 def load(path: str | Path) -> History:
-    """Load a recorded run: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, refold runs, message lists.
+    """Load a recorded run: mini-swe-agent 1.x/2.x, SWE-agent ``.traj``, a Claude Code log, a Codex
+    rollout, refold runs, message lists.
 
-    A multi-agent file (CodeR: each ``history[]`` entry names its ``agent``) holds one conversation
-    per agent, each sent to the model on its own: ``load("run.traj#Programmer")`` loads one of
-    them (``#programmer`` too, when only one agent's name matches in any case), ``load_all`` every one. ``load`` of such a file without an agent is an error naming the
-    agents, because merging them would replay prompts no model was sent.
+    A multi-agent file (CodeR: each ``history[]`` entry names its ``agent``; a log's sessions or
+    contexts alike) holds one conversation per agent, each sent to the model on its own:
+    ``load("run.traj#Programmer")`` loads one of them (``#programmer`` too, when only one agent's
+    name matches in any case), ``load_all`` every one. ``load`` of such a file without an agent is
+    an error naming the agents, because merging them would replay prompts no model was sent.
     """
     file, agent = split_source(path)
     data = read_json(file)
@@ -278,8 +279,3 @@ def _history(data: Any, name: str, agent: str | None) -> History:
     if any(s.reply.get("tool_calls") for s in history.steps):
         history.meta["tool_calls"] = True  # the requests carried tool schemas (see refold.tokens)
     return history
-
-
-
-
-

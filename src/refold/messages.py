@@ -13,7 +13,7 @@ from .types import Action, Message, Step
 _API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "function_call", "refusal", "audio")
 _IF_SET = ("function_call", "refusal", "audio")  # an SDK's ``refusal: null`` is not sent on
 
-__all__ = ["action_of", "clean", "label", "mask_note", "mask_text", "with_content", "with_text"]
+__all__ = ["action_of", "clean", "label", "mask_note", "with_content", "with_text"]
 
 
 _KEPT: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
@@ -123,19 +123,3 @@ def _read_text(summary: str, shown: str) -> str:
     if not rest:
         return "file contents" if m else summary
     return rest
-
-
-def mask_text(step: Step, *, reversible: bool) -> str:
-    """The mask note of a step's only output (kept for callers that do not pass the output index).
-
-    A step with several outputs gets one step-wide note, since the output it stands for is unknown;
-    callers that know it use ``mask_note``.
-    """
-    if len(step.observations) <= 1:
-        return mask_note(step, 0, reversible=reversible)
-    lines = sum(t.count("\n") + 1 for t in step.output_texts)
-    hint = f" `restore {step.index}` shows them." if reversible else " They cannot be restored."
-    return (
-        f"[step {step.index}]\n{CM} Outputs of step {step.index} ({len(step.observations)} outputs, "
-        f"{lines:,} lines in all) hidden to save context.{hint}"
-    )

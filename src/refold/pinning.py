@@ -1,10 +1,10 @@
 """What a user can open and pin in a run: a step (``7``), one of its parts (``7.2``, ``r7``), a range
 (``3-5``) or a span (``S1``). Shared by ``refold sessions`` and the proxy's session view.
 
-``expand`` reads the history, so what it prints is byte-exact as the model first saw it (nothing
-runs, nothing changes). ``pin_target`` turns an item into the object ids ``History.pin`` takes: a
-step pins its reply and its outputs (``r7 7``), a span every step it covers, so the next prompt
-shows all of it as first shown until the same item is unpinned.
+``expand_messages`` / ``expand_text`` read the history, so what they show is byte-exact as the
+model first saw it (nothing runs, nothing changes). ``Item.target`` is the object ids
+``History.pin`` takes for an item: a step pins its reply and its outputs (``r7 7``), a span every
+step it covers, so the next prompt shows all of it as first shown until the same item is unpinned.
 """
 
 from __future__ import annotations

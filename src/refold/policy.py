@@ -1,4 +1,5 @@
-"""The one validated policy object: every switch and threshold of the renderer, defaults here."""
+"""``Policy``, the ``policy`` section of ``refold.config.Config`` (the seed's switches and the
+renderer's thresholds, defaults here), and ``Settings``, the frozen, validated base of every section."""
 
 from __future__ import annotations
 

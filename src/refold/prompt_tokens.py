@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .chat_tokens import _message_ids, _priming, _qwen_system_ids, _with_tools, tools_token_ids
+from .chat_tokens import message_ids, priming_ids, qwen_system_ids, tools_token_ids, turn_flags, with_tools
 from .tokens import Tokenizer
 
 __all__ = ["MessageBounds", "PromptTokens", "same_prefix"]
@@ -55,7 +55,7 @@ class PromptTokens:
         # OpenAI-style: the tool block comes first (Qwen's is in the system turn)
         self._ids: list[int] = tools_token_ids(tools, tok) if tools and not qwen else []
         self._head = len(self._ids)
-        self._priming = list(_priming(tok)) if add_generation_prompt else []
+        self._priming = list(priming_ids(tok)) if add_generation_prompt else []
         self._msgs: list[Msg] = []
         self._ends: list[int] = []  # end offset in _ids of each message of _msgs
         self.stable = 0
@@ -76,7 +76,7 @@ class PromptTokens:
         return len(self._ids) + len(self._priming)
 
     def _update(self, messages: Sequence[Msg]) -> None:
-        msgs, qwen_tools = _with_tools(messages, self.tok, self.tools)
+        msgs, qwen_tools = with_tools(messages, self.tok, self.tools)
         prev, n = self._msgs, len(msgs)
         k = same_prefix(prev, msgs)
         # a Qwen tool result's turn flags depend on its neighbours: the last shared message is
@@ -90,13 +90,9 @@ class PromptTokens:
         for i in range(keep, n):
             msg = msgs[i]
             if i == 0 and qwen_tools:
-                ids.extend(_qwen_system_ids(msg, self.tok, qwen_tools))
-            elif qwen and msg.get("role") == "tool":  # consecutive results share one user turn
-                first = i == 0 or msgs[i - 1].get("role") != "tool"
-                last = i + 1 == n or msgs[i + 1].get("role") != "tool"
-                ids.extend(_message_ids(msg, self.tok, first, last))
+                ids.extend(qwen_system_ids(msg, self.tok, qwen_tools))
             else:
-                ids.extend(_message_ids(msg, self.tok, True, True))
+                ids.extend(message_ids(msg, self.tok, *turn_flags(msgs, i, qwen)))
             ends.append(len(ids))
         self._msgs = list(msgs)  # the caller may change its list afterwards
 
@@ -117,7 +113,7 @@ class MessageBounds:
         del ends[k:]
         pos = ends[-1] if ends else 0
         for m in messages[k:]:
-            pos += len(_message_ids(m, self.tok, True, True))  # message_tokens, uncopied
+            pos += len(message_ids(m, self.tok, True, True))  # message_tokens, uncopied
             ends.append(pos)
         self._msgs = list(messages)
         cut = bisect_right(ends, total)

@@ -1,6 +1,6 @@
 """OpenAI Responses API items, read and rebuilt the same way by the proxy's ``/v1/responses``
 surface (``proxy.responses_wire``) and by mini-swe-agent's Responses-API model classes
-(``integrations.mini_responses``): which items are calls and outputs, an item's text, and a
+(``formats.mini_responses``): which items are calls and outputs, an item's text, and a
 rendered reply turned back into output items (reasoning and calls as received, the text replaced
 only where the rendering changed it)."""
 

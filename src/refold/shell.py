@@ -336,7 +336,3 @@ def _inline_code(rest: list[str], body: str) -> str | None:
     if body and (not rest or rest[0] == "-" or rest[0].startswith("-")):
         return body
     return None
-
-
-
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Simple", "lex"]
+__all__ = ["Simple", "lex", "lex_open"]
 
 
 @dataclass(slots=True)

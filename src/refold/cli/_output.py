@@ -1,4 +1,5 @@
-"""CLI subcommands; each module defines ``register(app: typer.Typer) -> None``."""
+"""What the subcommands share: options, usage checks that run before any long work (outputs
+writable, inputs found), progress on stderr and the tables they print."""
 
 from __future__ import annotations
 
@@ -33,7 +34,21 @@ PlotOpt = Annotated[
     Path | None,
     typer.Option(help="Write a chart (.png or .svg): per-call prompt size, cumulative tokens, cached vs recomputed."),
 ]
-"""The ``--wide/--compact`` and ``--plot`` options ``replay`` and ``simulate`` share."""
+NoPrefixEstimateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-prefix-estimate",
+        help="Claude Code / Codex logs: count the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
+    ),
+]
+"""The ``--wide/--compact``, ``--plot`` and ``--no-prefix-estimate`` options ``replay`` and ``simulate`` share."""
+ProtectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."
+    ),
+]
+"""``--protect`` of ``replay`` and ``view``."""
 
 
 def check_output(path: Path, flag: str) -> None:
@@ -119,6 +134,26 @@ def check_apart(inputs: list[str], outputs: list[tuple[str, Path | None]]) -> No
         seen[where] = flag
 
 
+def input_runs(paths: Sequence[Path], outputs: list[tuple[str, Path | None]]) -> list[str]:
+    """The trajectory files under ``paths`` (folders walked), none of them an output; what was
+    left out, repeated or half written is said on stderr, and no file at all is a usage error."""
+    from ..lab.replay import collect_paths, half_written, left_out_note, same_runs
+
+    left_out: dict[str, int] = {}
+    files = collect_paths([str(p) for p in paths], left_out)
+    if not files:
+        why = f" ({left_out_note(left_out)})" if left_out else ""
+        raise PolicyError(f"no trajectory files found in the given paths{why}")
+    check_apart(files, outputs)
+    for copy, first in same_runs(files):
+        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
+    if left_out:
+        typer.echo(f"refold: note: {left_out_note(left_out)}", err=True)
+    for note in half_written(files):
+        typer.echo(f"refold: note: {note}", err=True)
+    return files
+
+
 def check_plot_output(plot: Path | None) -> None:
     """``--plot FILE``: writable, a known format, matplotlib installed (before any long work)."""
     if plot is not None:
@@ -145,9 +180,6 @@ class Column:
     name: str
     compact: bool = True
     left: bool = False
-
-
-COMPACT_WIDTH = 80
 
 
 def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], wide: bool) -> Table:

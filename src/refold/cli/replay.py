@@ -23,20 +23,18 @@ from ..lab.replay import (
     Settings,
     TaskResult,
     build_report,
-    collect_paths,
-    half_written,
-    left_out_note,
     replay_paths,
-    same_runs,
     write_csv,
 )
 from ._output import (
     Column,
+    NoPrefixEstimateOpt,
     PlotOpt,
+    ProtectOpt,
     WideOpt,
-    check_apart,
     check_output,
     check_plot_output,
+    input_runs,
     plot_output,
     plural,
     print_table,
@@ -167,10 +165,7 @@ def replay(
     mask_after: Annotated[
         int | None, typer.Option(help="refold-best's mask_after (default: the sweep's choice).")
     ] = None,
-    protect: Annotated[
-        list[str] | None,
-        typer.Option(help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."),
-    ] = None,
+    protect: ProtectOpt = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes.")] = 1,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the refold-replay-1 JSON report here.")
@@ -182,13 +177,7 @@ def replay(
     no_validate: Annotated[
         bool, typer.Option("--no-validate", help="Skip the cache-simulator validation on base.")
     ] = False,
-    no_prefix_estimate: Annotated[
-        bool,
-        typer.Option(
-            "--no-prefix-estimate",
-            help="Claude Code / Codex logs: count the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
-        ),
-    ] = False,
+    no_prefix_estimate: NoPrefixEstimateOpt = False,
     wide: WideOpt = None,
     plot: PlotOpt = None,
 ) -> None:
@@ -212,24 +201,11 @@ def replay(
         per_call=per_call or plot is not None,  # the plot draws every call
     )
     settings.check()
-    if mask_after is not None and mask_after < 1:
-        raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
     for flag, target in (("--json", json_out), ("--csv", csv_out)):
         if target is not None:
             check_output(target, flag)
     check_plot_output(plot)
-    left_out: dict[str, int] = {}
-    files = collect_paths([str(p) for p in paths], left_out)
-    if not files:
-        why = f" ({left_out_note(left_out)})" if left_out else ""
-        raise PolicyError(f"no trajectory files found in the given paths{why}")
-    check_apart(files, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
-    for copy, first in same_runs(files):
-        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
-    if left_out:
-        typer.echo(f"refold: note: {left_out_note(left_out)}", err=True)
-    for note in half_written(files):
-        typer.echo(f"refold: note: {note}", err=True)
+    files = input_runs(paths, [("--json", json_out), ("--csv", csv_out), ("--plot", plot)])
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

@@ -45,7 +45,7 @@ def load_run(path: str, overrides: list[str] | None) -> tuple[History, Config, d
 
 
 def file_header(path: str, data: dict[str, Any]) -> dict[str, Any]:
-    from ..integrations.mini_record import read_pins
+    from ..formats.mini import read_pins
 
     return {"format": "refold-run-1", "path": path, "pins": pinned_items(read_pins(data, path))}
 
@@ -64,7 +64,7 @@ def _writable(path: Path, what: str) -> None:
 def _live_pins(path: str, info: dict[str, Any]) -> Path | None:
     """The pins file a live mini run re-reads (``info.config.refold.pins_file``), checked before
     anything is written: it must be a pins file (or not exist yet), since a run may name any file."""
-    from ..integrations.mini_record import PINS
+    from ..formats.mini import PINS
     from ..json_file import read_json
 
     config = info.get("config")
@@ -89,7 +89,8 @@ def _live_pins(path: str, info: dict[str, Any]) -> Path | None:
 def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
     """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
     names one (that is what a running mini reads before its next call)."""
-    from ..integrations.mini_record import PINS, read_pins, write_json
+    from ..formats.mini import PINS, read_pins
+    from ..integrations.mini_record import write_json
     from ..json_file import read_json
     from ..loaders import split_source
 

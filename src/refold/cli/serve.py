@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
-from ..config import CACHE_PROFILES, DEFAULT, from_flags
+from ..config import CACHE_PROFILES, DEFAULT, Config, profile_for
 from ..errors import PolicyError
 from ..proxy.config import DEFAULT_MAX_BODY, DEFAULT_PORT, ProxyConfig
 
@@ -83,9 +84,6 @@ def serve(
     strip_protocol: Annotated[
         bool, typer.Option(help="Take the PROGRESS/STALE head out of replies shown to clients (history keeps it).")
     ] = False,
-    advertise_restore: Annotated[
-        bool | None, typer.Option(hidden=True, help="Deprecated: --context-tools/--no-context-tools.")
-    ] = None,
     max_body: Annotated[int, typer.Option(help="Largest accepted request body, bytes.")] = DEFAULT_MAX_BODY,
     timeout: Annotated[float, typer.Option(help="Upstream timeout, seconds.")] = 600.0,
     tokenizer: Annotated[
@@ -127,7 +125,7 @@ def serve(
         config=config,
         max_rounds=max_rounds,
         strip_protocol=strip_protocol,
-        context_tools=context_tools if advertise_restore is None else advertise_restore,
+        context_tools=context_tools,
         context_tools_beside_shell=context_tools_beside_shell,
         max_body=max_body,
         timeout=timeout,
@@ -173,3 +171,51 @@ def serve(
         sock.close()
     if not server.started:  # the app's startup failed (uvicorn.run exits the same way)
         raise SystemExit(3)
+
+
+def from_flags(
+    *,
+    upstream: str | None = None,
+    cache: str | None = None,
+    boundary: str | None = None,
+    spans: bool = True,
+    span_prompt: bool | None = None,
+    ledger: bool = True,
+    ledger_prompt: bool | None = None,
+    budget_tokens: int | None = None,
+    tokenizer: str | None = None,
+    **policy: Any,
+) -> Config:
+    """The Config the flags of ``refold serve`` give: the library's defaults
+    unless a flag says otherwise. ``policy`` takes Policy fields (``k``, ``dedup``, ...);
+    ``mask_after=0`` turns masking off; ``--no-spans`` / ``--no-ledger`` switch their prompt
+    sections off too; the cache profile defaults to the upstream's. An invalid value is one
+    PolicyError line naming the flag."""
+    data: dict[str, Any] = {"policy": dict(policy)}
+    if "mask_after" in policy:
+        data["policy"]["mask_after"] = policy["mask_after"] or None
+    span_prompt = DEFAULT.spans.prompt if span_prompt is None else span_prompt
+    ledger_prompt = DEFAULT.ledger.prompt if ledger_prompt is None else ledger_prompt
+    data["spans"] = {"enabled": spans, "prompt": spans and span_prompt}
+    data["ledger"] = {"enabled": ledger, "prompt": ledger and ledger_prompt, "budget_tokens": budget_tokens}
+    if boundary is not None:
+        data["boundary"] = {"rule": boundary}
+    if cache is not None or upstream is not None:
+        data["cache"] = cache or profile_for(upstream or "")
+    if tokenizer is not None:
+        data["tokenizer"] = tokenizer
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err.get("loc", ())]
+        name = loc[-1] if loc else "config"
+        if loc[:1] == ["boundary"]:
+            name = "boundary"
+        elif loc[:2] == ["policy", "protect"]:
+            name = "protect"
+        elif loc[:1] == ["spans"] and name == "enabled":
+            name = "spans"
+        elif loc[:1] == ["ledger"] and name == "enabled":
+            name = "ledger"
+        raise PolicyError(f"--{name.replace('_', '-')}: {err.get('msg', 'invalid value')}") from None

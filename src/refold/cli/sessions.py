@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -34,6 +34,10 @@ from ..render import Renderer
 from ..types import Shown
 from ._output import plural
 from .run_files import file_header, is_run_file, load_run, pin_file
+
+if TYPE_CHECKING:  # the proxy loads on first use: listing a saved mini run needs none of it
+    from ..proxy.records import SessionData, Store
+    from ..proxy.sessions import Session, View
 
 T = TypeVar("T")
 
@@ -71,7 +75,7 @@ def parse_age(text: str) -> float:
     return seconds
 
 
-def _with_store(url: str, fn: Callable[[Any], Awaitable[T]]) -> T:
+def _with_store(url: str, fn: Callable[[Store], Awaitable[T]]) -> T:
     from ..proxy.store import check_store_url, open_store
 
     check_store_url(url)
@@ -116,8 +120,8 @@ def list_sessions(
         typer.echo("no sessions")
         return
     typer.echo(f"{'id':<34}{'name':<34}{'owner':<22}{'updated':<21}")
-    for r in rows:
-        typer.echo(f"{r['id']:<34}{str(r['name'])[:32]:<34}{r['owner']:<22}{_when(float(r['updated'])):<21}")
+    for r in records:
+        typer.echo(f"{r.sid:<34}{str(r.name)[:32]:<34}{r.owner:<22}{_when(r.updated):<21}")
 
 
 @sessions_app.command("show")
@@ -172,7 +176,7 @@ def prune(
     age = parse_age(older_than)
     before = time.time() - age
 
-    async def run(st: Any) -> int:
+    async def run(st: Store) -> int:
         if dry_run:
             return sum(1 for r in await st.all_sessions(10**9) if r.updated < before)
         return int(await st.prune(before))
@@ -182,7 +186,7 @@ def prune(
     typer.echo(f"{verb} {n} session(s) not updated since {_when(before)}")
 
 
-async def _session_data(st: Any, ident: str) -> Any:
+async def _session_data(st: Store, ident: str) -> SessionData:
     """The stored session ``ident`` names (its id, an id prefix or its name)."""
     data = await st.load(ident)
     if data is None:
@@ -200,7 +204,7 @@ async def _session_data(st: Any, ident: str) -> Any:
     return data
 
 
-async def _session_view(st: Any, ident: str, cfg: Config) -> tuple[Any, Any, Any]:
+async def _session_view(st: Store, ident: str, cfg: Config) -> tuple[SessionData, Session, View]:
     """(data, Session, View of its current branch, pins loaded)."""
     from ..proxy.sessions import Session
 
@@ -215,7 +219,7 @@ async def _session_view(st: Any, ident: str, cfg: Config) -> tuple[Any, Any, Any
     return data, s, view
 
 
-async def _describe(st: Any, ident: str, cfg: Config) -> dict[str, Any]:
+async def _describe(st: Store, ident: str, cfg: Config) -> dict[str, Any]:
     data, s, view = await _session_view(st, ident, cfg)
     rec = data.record
     header = {
@@ -357,7 +361,7 @@ def _set_pin(run: str, item: str, store: str, overrides: list[str] | None, *, on
     typer.echo(f"pinned now: {', '.join(pins) if pins else 'nothing'}")
 
 
-async def _pin_stored(st: Any, ident: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
+async def _pin_stored(st: Store, ident: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
     cfg = Config().override(overrides or [])
     _, s, view = await _session_view(st, ident, cfg)
     where = f"session {s.name}"

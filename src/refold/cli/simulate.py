@@ -19,7 +19,7 @@ from ..errors import PolicyError, RefoldError
 from ..lab.cache import kv_spec
 from ..lab.cache.kv import hybrid_block_size
 from ..lab.cache.kv import state_blocks as state_blocks_for
-from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, half_written, left_out_note, same_runs
+from ..lab.replay import POLICIES, STALE_SOURCES
 from ..lab.serversim import (
     GPUS,
     MODELS,
@@ -39,11 +39,12 @@ from ..lab.serversim.steptime import gpu as gpu_spec
 from ..loaders import load_all
 from ..tokens import TOKENIZER_NAMES
 from ._output import (
+    NoPrefixEstimateOpt,
     PlotOpt,
     WideOpt,
-    check_apart,
     check_output,
     check_plot_output,
+    input_runs,
     plot_output,
     plural,
     progress_bar,
@@ -121,13 +122,7 @@ def simulate_cmd(
         bool, typer.Option("--find-max", help="Bisect 1..max(--sessions) for the max w per policy.")
     ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here.")] = None,
-    no_prefix_estimate: Annotated[
-        bool,
-        typer.Option(
-            "--no-prefix-estimate",
-            help="Claude Code / Codex logs: the messages only, without the ESTIMATED system prompt and tool schemas they leave out.",
-        ),
-    ] = False,
+    no_prefix_estimate: NoPrefixEstimateOpt = False,
     wide: WideOpt = None,
     plot: PlotOpt = None,
 ) -> None:
@@ -189,18 +184,7 @@ def simulate_cmd(
     if json_out is not None:
         check_output(json_out, "--json")
     check_plot_output(plot)
-    left_out: dict[str, int] = {}
-    files = collect_paths([str(p) for p in paths], left_out)
-    if not files:
-        why = f" ({left_out_note(left_out)})" if left_out else ""
-        raise PolicyError(f"no trajectory files found in the given paths{why}")
-    check_apart(files, [("--json", json_out), ("--plot", plot)])
-    for copy, first in same_runs(files):
-        typer.echo(f"refold: note: {copy} holds the same run as {first} (identical content); both are counted", err=True)
-    if left_out:
-        typer.echo(f"refold: note: {left_out_note(left_out)}", err=True)
-    for note in half_written(files):
-        typer.echo(f"refold: note: {note}", err=True)
+    files = input_runs(paths, [("--json", json_out), ("--plot", plot)])
     err = Console(stderr=True)
     out = Console()
     start = time.perf_counter()

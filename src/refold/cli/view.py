@@ -14,12 +14,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..errors import PolicyError, RefoldError, SettingError
+from ..errors import PolicyError, RefoldError
 from ..lab.replay import POLICIES, STALE_SOURCES, collect_paths, half_written
+from ..lab.replay.settings import check_policy_options
 from ..lab.viewer import MECHANISMS, write_report
 from ..loaders import split_source
-from ..policy import Policy
-from ._output import check_apart, check_output
+from ._output import ProtectOpt, check_apart, check_output
 
 
 @contextmanager
@@ -99,25 +99,14 @@ def view(
     mask_after: Annotated[
         int | None, typer.Option(help="refold-best's mask_after (default: the replay sweep's choice).")
     ] = None,
-    protect: Annotated[
-        list[str] | None,
-        typer.Option(help="Never hide outputs of these commands in refold's policies (repeatable): 'tool:NAME', 'path:GLOB' or a command glob."),
-    ] = None,
+    protect: ProtectOpt = None,
     title: Annotated[str, typer.Option(help="Page title (default: the instance id or file name).")] = "",
 ) -> None:
     """Write a single offline HTML report: history vs prompt at every call, charts, mechanism switches."""
     names = [p.strip() for p in policy.split(",") if p.strip()]
     if not names:
         raise PolicyError("no policy selected")
-    if budget < 1024:  # named by its flag, as refold replay does (the library names the argument)
-        raise PolicyError(f"--budget must be at least 1024 tokens, got {budget}")
-    if mask_after is not None and mask_after < 1:
-        raise PolicyError(f"--mask-after must be at least 1, got {mask_after}")
-    if protect:
-        try:
-            Policy(protect=tuple(protect))
-        except SettingError as e:
-            raise PolicyError(f"--protect: {e.reason}") from None
+    check_policy_options(budget, mask_after, protect or ())
     file, agent = split_source(run)  # FILE#Agent: one agent of a multi-agent file
     if not Path(file).exists():
         raise PolicyError(f"no such file: {run}")

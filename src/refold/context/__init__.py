@@ -12,8 +12,7 @@ through the recognizer, and the answers need the history, so they are imported f
 
 from __future__ import annotations
 
-from ..shell import SHELL_TOOLS
 from .recognize import ANY, Recognizer, from_shell, from_tool_call
 from .tools import TOOL_SCHEMAS, answered, offer
 
-__all__ = ["ANY", "SHELL_TOOLS", "TOOL_SCHEMAS", "Recognizer", "answered", "from_shell", "from_tool_call", "offer"]
+__all__ = ["ANY", "TOOL_SCHEMAS", "Recognizer", "answered", "from_shell", "from_tool_call", "offer"]

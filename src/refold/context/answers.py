@@ -31,8 +31,9 @@ from ..types import Answer, Message, Origin, Outcome, content_text
 from .search import ledger_view, objects_view, prompt_states, search_text
 
 
-def refused(name: str, text: str, target: str | None = None) -> Answer:
-    return Answer(text, Outcome(name, False, target))
+def refused(name: str, text: str) -> Answer:
+    """A command not carried out: ``text`` says why; the outcome records it as failed."""
+    return Answer(text, Outcome(name, False, None))
 
 
 class Answerer:
@@ -139,7 +140,7 @@ class Answerer:
 
     def _restore(self, steps: list[int]) -> Answer:
         policy = self.config.policy
-        text = restore_text(self.history, steps, policy, spans=self.config.spans)
+        text = restore_text(self.history, steps, self.config)
         ok = policy.reversible
         return Answer(text, Outcome("restore", ok, " ".join(map(str, steps))), tuple(steps) if ok else ())
 
@@ -149,13 +150,13 @@ class Answerer:
         if text is None:
             return refused("restore", f"{CM} restore: this session has no demonstration; use e.g. `restore 3`.")
         if not self.config.policy.reversible:
-            return refused("restore", restore_text(self.history, [], self.config.policy))
+            return refused("restore", restore_text(self.history, [], self.config))
         return Answer(f"{CM} The demonstration, restored from history:\n{text}", Outcome("restore", True, "demo"))
 
     def _expand(self, argument: str) -> Answer:
         policy, t = self.config.policy, self.t
         if not policy.reversible:
-            return refused("expand", restore_text(self.history, [], policy))
+            return refused("expand", restore_text(self.history, [], self.config))
         if parse_span_id(argument) is not None:
             span = self.spans.get(argument)
             if span is None or span.end is None:
@@ -172,7 +173,7 @@ class Answerer:
                 return refused("expand", f"{CM} expand: there is no step {step_no}; steps 1-{t} exist.")
             step = self.history.step(step_no)
             if sub is None:
-                parts.append(restore_text(self.history, [step_no], policy, spans=self.config.spans))
+                parts.append(restore_text(self.history, [step_no], self.config))
             elif sub == -1:
                 parts.append(f"{CM} Reply {reply_id(step_no)} restored from history, byte for byte:")
                 parts.append(step.reply_text)
@@ -204,7 +205,7 @@ class Answerer:
                 parts.append(block_text(child, steps, book, reversible=policy.reversible))
                 i = (child.end or i) + 1
                 continue
-            parts.append(restore_text(h, [i], policy, spans=self.config.spans))
+            parts.append(restore_text(h, [i], self.config))
             own.append(i)
             i += 1
         return Answer("\n".join(parts), Outcome("expand", True, span.id), tuple(own))

@@ -218,4 +218,3 @@ def _meta(log: Log, lines: list[int]) -> dict[str, Any]:
         if isinstance(head.get(key), str):
             meta[out] = head[key]
     return meta
-

@@ -1,10 +1,12 @@
-"""mini-swe-agent 2.x: the model calls a run made whose reply it did not store."""
+"""mini-swe-agent runs: the model calls a 2.x run made whose reply it did not store, and the user's
+pins a refold run keeps (``info.refold_pins``, or a pins file beside a live run)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["unreplied_calls"]
+__all__ = ["PINS", "read_pins", "unreplied_calls"]
 
 
 def unreplied_calls(messages: list[Any]) -> list[dict[str, Any]]:
@@ -34,3 +36,23 @@ def unreplied_calls(messages: list[Any]) -> list[dict[str, Any]]:
             seen += 1
         prev_role = role
     return out
+
+
+PINS = "refold_pins"
+"""The key under ``info`` (a trajectory) or at the top (a pins file) that holds the user's pins."""
+
+
+def read_pins(data: Any, where: str) -> list[dict[str, Any]]:
+    """The pin records of a trajectory or a pins file (``[]`` when it has none); a malformed list
+    is a ValueError of one line naming ``where``."""
+    if not isinstance(data, Mapping):
+        return []
+    info = data.get("info")
+    found = info.get(PINS) if isinstance(info, Mapping) and PINS in info else data.get(PINS)
+    if found is None:
+        return []
+    if not isinstance(found, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("target"), str) and isinstance(r.get("at"), int) for r in found
+    ):
+        raise ValueError(f"{where}: field '{PINS}' must be a list of {{target, at, on}} records")
+    return [dict(r) for r in found]

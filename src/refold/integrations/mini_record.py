@@ -1,7 +1,8 @@
 """What the mini wrapper writes into a run: the ``extra.refold`` record of each call, the
 observation message that answers a context command (``refold.wire`` reads both back), and the
 user's pins (``info.refold_pins``: ``pinning.pin_record`` records, in order; ``refold sessions
-pin RUN.traj.json 7`` adds one, and a live run reads them from its ``refold_pins`` file)."""
+pin RUN.traj.json 7`` adds one, and a live run reads them from its ``refold_pins`` file; the reader,
+``formats.mini.read_pins``, is the loaders')."""
 
 from __future__ import annotations
 
@@ -9,36 +10,20 @@ import gzip
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..formats.mini import read_pins
 from ..history import History
 from ..messages import clean
+from ..tokens import Tokenizer
 from ..types import Answer, Message, Rendered
 from ..wire import observation
 from .cache_control import breakpoints
 
 FORMAT = "refold-mini-1"
 """Version of the ``extra.refold`` record added to each assistant message."""
-PINS = "refold_pins"
-"""The key under ``info`` (a trajectory) or at the top (a pins file) that holds the user's pins."""
-
-
-def read_pins(data: Any, where: str) -> list[dict[str, Any]]:
-    """The pin records of a trajectory or a pins file (``[]`` when it has none); a malformed list
-    is a ValueError of one line naming ``where``."""
-    if not isinstance(data, Mapping):
-        return []
-    info = data.get("info")
-    found = info.get(PINS) if isinstance(info, Mapping) and PINS in info else data.get(PINS)
-    if found is None:
-        return []
-    if not isinstance(found, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("target"), str) and isinstance(r.get("at"), int) for r in found
-    ):
-        raise ValueError(f"{where}: field '{PINS}' must be a list of {{target, at, on}} records")
-    return [dict(r) for r in found]
 
 
 def write_json(path: str | Path, data: Any) -> None:
@@ -71,7 +56,12 @@ def write_json(path: str | Path, data: Any) -> None:
 
 
 def call_info(
-    history: History, rendered: Rendered | None, sent: list[Message], chat: list[Message], tokenizer: Any, cache_control: bool
+    history: History,
+    rendered: Rendered | None,
+    sent: list[Message],
+    chat: list[Message],
+    tokenizer: Tokenizer | None,
+    cache_control: bool,
 ) -> dict[str, Any]:
     """The record of one model call: what was sent, how it was rendered, its wall time and token counts."""
     info: dict[str, Any] = {

@@ -54,6 +54,8 @@ from ..context.answers import Answerer, Request, refused
 from ..context.recognize import Recognizer, from_tool_call
 from ..context.tools import offer
 from ..errors import PolicyError
+from ..formats.mini import PINS
+from ..formats.mini_responses import answer_item, is_responses_class, to_chat, to_items
 from ..history import CHAT_ROLES, History
 from ..mechanisms.ledger import LedgerPolicy
 from ..mechanisms.spans import SpanPolicy
@@ -63,15 +65,14 @@ from ..prompts import response_format_lines, system_section
 from ..protocol import CM, COMMAND_NAMES
 from ..render import Renderer
 from ..render.received import fixed_cadence
-from ..tokens import TOKENIZER_NAMES, tokenizer_name
+from ..tokens import TOKENIZER_NAMES, Tokenizer, tokenizer_name
 from ..types import Action, Message, Rendered, content_text
 from ..wire import action as make_action
 from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
 from .mini_options import check_keys, flag, mapping, parse_section, resolve_handlers, text
-from .mini_record import FORMAT, PINS, PinFile, answer_message, call_info, extends, usage
-from .mini_responses import answer_item, is_responses_class, to_chat, to_items
+from .mini_record import FORMAT, PinFile, answer_message, call_info, extends, usage
 
 logger = logging.getLogger("refold")
 REFOLD_KEYS = (
@@ -118,14 +119,14 @@ class RefoldModel:
             )
         refold_pins = text("refold_pins", refold_pins)
         refold_cache = text("refold_cache", refold_cache)
-        self.policy = Policy.parse(**options)
-        self.spans = parse_section(SpanPolicy, "refold_spans", refold_spans)
-        self.ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
+        policy = Policy.parse(**options)
+        spans = parse_section(SpanPolicy, "refold_spans", refold_spans)
+        ledger = parse_section(LedgerPolicy, "refold_ledger", refold_ledger)
         self.format_in_system = refold_format_in_system
         cache = refold_cache or profile_for_model(str(kwargs.get("model_name", "")))
         boundary = parse_section(BoundaryConfig, "refold_boundary", refold_boundary)
         try:
-            self.refold_config = Config(policy=self.policy, spans=self.spans, ledger=self.ledger).replace(
+            self.refold_config = Config(policy=policy, spans=spans, ledger=ledger).replace(
                 boundary=boundary, cache=cache
             )
         except PolicyError as e:  # the only field given here that can be invalid: the cache profile
@@ -141,7 +142,7 @@ class RefoldModel:
             self.refold_config, [{"function": {"name": "bash"}}], switched_off=off, text=True, compound=True
         )
         self.tokenizer_name = refold_tokenizer
-        self._tokenizer: Any = None
+        self._tokenizer: Tokenizer | None = None
         try:
             inner_class = get_model_class(str(kwargs.get("model_name", "")), inner_model_class)
         except ValueError as e:
@@ -172,6 +173,18 @@ class RefoldModel:
         # the user's pins (refold sessions pin), read before each call; saved absolute in the run
         self.pins_file = str(Path(refold_pins).expanduser().resolve()) if refold_pins else None
         self._pins = PinFile(refold_pins)
+
+    @property
+    def policy(self) -> Policy:
+        return self.refold_config.policy
+
+    @property
+    def spans(self) -> SpanPolicy:
+        return self.refold_config.spans
+
+    @property
+    def ledger(self) -> LedgerPolicy:
+        return self.refold_config.ledger
 
     # ---- the Model protocol ---------------------------------------------------------------
 
@@ -324,7 +337,7 @@ class RefoldModel:
         h = History.from_messages(chat, source="mini-swe-agent")
         h.load_pins(self._pins.records)
         self._history = h
-        self._renderer = self._new_renderer(h)  # a fresh cache: the old one is keyed by id(history)
+        self._renderer = self._new_renderer(h)  # maybe a new run: its prefix decides format_in_system again
         return h
 
     def _new_renderer(self, history: History | None) -> Renderer:
@@ -335,7 +348,7 @@ class RefoldModel:
             in_system = not any(lines in content_text(m.get("content")) for m in prefix)
         return Renderer(self.refold_config.replace(prompt=PromptConfig(format_in_system=in_system)))
 
-    def _get_tokenizer(self) -> Any:
+    def _get_tokenizer(self) -> Tokenizer | None:
         if self.tokenizer_name and self._tokenizer is None:
             from ..tokens import get_tokenizer
 

@@ -25,8 +25,6 @@ from ..types import Step
 from .ledger import LedgerObject, objects_of, parse_ids, summary
 from .recency import Recency
 
-REPLY_KINDS = ("thought", "plan", "result")
-
 _PLAN_HEAD = re.compile(
     r"^\W*(?:(?:my|the|updated|new|revised)\s+)?(?:plan|approach|next steps|steps|todo|to-do|to do|task list|tasks)"
     r"\b[^\n]{0,40}:\s*(?:\*\*)?\s*$",

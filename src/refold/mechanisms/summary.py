@@ -29,7 +29,6 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _numbered,
     _one_line,
     _plural,
-    _q,
     _read_summary,
     _swe_search,
 )
@@ -154,7 +153,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         or _PYTEST_TOTAL.search(body)
         or re.search(r"^Ran \d+ tests? in ", body, re.M)
     ):
-        t = _test_summary(body, body.split("\n"))
+        t = _test_summary(body.split("\n"))
         if t:
             return out("test", t)
         err = first_error(body)
@@ -217,7 +216,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
-        r = _read_summary(cmd, tool, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
+        r = _read_summary(cmd, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
         if r:
             return out("read", _whole_range(r, text) if len(text) > SCAN else r)
 
@@ -240,7 +239,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         stat = next((ln.strip() for ln in lines[1:6] if _STAT.match(ln.strip())), "")
         return out(
             "vcs",
-            f'committed {commit.group(2)} on {commit.group(1)}: "{_q(commit.group(3), 60)}"'
+            f'committed {commit.group(2)} on {commit.group(1)}: "{_one_line(commit.group(3), 60)}"'
             + (f"; {stat}" if stat else ""),
         )
     if re.search(r"\bpip\d?(?:\.\d+)? install\b|\bpython\S* -m pip install\b", cmd):
@@ -254,9 +253,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         ):
             done = "requirements already satisfied"
         if done:
-            return out("install", f"pip: {_q(done, 120)}")
+            return out("install", f"pip: {_one_line(done, 120)}")
     if body.startswith(_HANDOFF):
-        return out("control", f'instructions for the next agent: "{_q(lines[0], 80)}"')
+        return out("control", f'instructions for the next agent: "{_one_line(lines[0], 80)}"')
     if _LS.match(cmd) and all(re.match(r"\s*(?:sed|head|tail|sort)\b", seg) for seg in cmd.split("|")[1:]):
         entries = [  # not ls -R headings, nor ls -a's '.' and '..' (two of the four names shown)
             ln for ln in lines
@@ -290,8 +289,8 @@ def _first_last(lines: list[str], first: int, last: int) -> str:
         if "Warning: " not in ln and not (i and "Warning: " in lines[i - 1] and ln[:1].isspace())
     ]
     lines = plain or lines
-    head = f'"{_q(lines[0].strip(), first)}"'
-    return head if len(lines) == 1 else f'{head} … "{_q(lines[-1].strip(), last)}"'
+    head = f'"{_one_line(lines[0].strip(), first)}"'
+    return head if len(lines) == 1 else f'{head} … "{_one_line(lines[-1].strip(), last)}"'
 
 
 _RANGE = re.compile(r" lines (\d+)-(\d+)")

@@ -18,10 +18,6 @@ def _one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "\u2026"
 
 
-def _q(text: str, limit: int = 60) -> str:
-    return _one_line(text, limit)
-
-
 def _nonblank(body: str) -> list[str]:
     return [ln for ln in body.split("\n") if ln.strip()]
 
@@ -66,7 +62,6 @@ def _outline_names(
 
 def _read_summary(
     command: str,
-    tool: str,
     body: str,
     path: str | None,
     elided: int | None,
@@ -267,7 +262,7 @@ def _plural(n: int, word: str) -> str:
 def _swe_search(body: str) -> str | None:
     many = _SWE_MANY.search(body)
     if many:
-        return f'"{_q(many.group(2), 40)}": more than {many.group(1)} files match in {many.group(3)} (not listed)'
+        return f'"{_one_line(many.group(2), 40)}": more than {many.group(1)} files match in {many.group(3)} (not listed)'
     found = _SWE_FOUND.search(body)
     if found:
         n, what, term, where = (
@@ -278,17 +273,17 @@ def _swe_search(body: str) -> str | None:
         )
         files = [m.group(1) for ln in body.split("\n") if (m := _DIR_LINE.match(ln.strip()))]
         if files:
-            return f'"{_q(term, 40)}": {_plural(n, "hit")} in {_plural(len(files), "file")}{_files(files)}'
+            return f'"{_one_line(term, 40)}": {_plural(n, "hit")} in {_plural(len(files), "file")}{_files(files)}'
         if what in ("snippets", "methods", "classes", "functions"):
-            return f'"{_q(term, 40)}": {n} {what[:-1] if n == 1 and what != "classes" else what if n != 1 else "class"} in {where}'
+            return f'"{_one_line(term, 40)}": {n} {what[:-1] if n == 1 and what != "classes" else what if n != 1 else "class"} in {where}'
         if body[found.end() : found.end() + 200].lstrip().startswith("Line "):
-            return f'"{_q(term, 40)}": {_plural(n, "hit")} in {normalize_path(where)}'
+            return f'"{_one_line(term, 40)}": {_plural(n, "hit")} in {normalize_path(where)}'
         paths = [ln.strip() for ln in body[found.end() :].split("\n") if ln.strip().startswith(("/", "."))]
-        return f'"{_q(term, 40)}": {_plural(n, "file")} found{_files(paths)}'
+        return f'"{_one_line(term, 40)}": {_plural(n, "file")} found{_files(paths)}'
     none = _SWE_NONE.search(body)
     if none:
         return (
-            f'"{_q(none.group(1), 40)}": no hits in {none.group(2)}'
+            f'"{_one_line(none.group(1), 40)}": no hits in {none.group(2)}'
             if none.group(1) is not None
             else _one_line(none.group(0), 100)
         )

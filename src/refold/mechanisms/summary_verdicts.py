@@ -78,7 +78,7 @@ _PYTEST_HEADER = re.compile(r"^_{3,} (?:ERROR collecting )?(\S.*?) _{3,}$")
 _DOTS = re.compile(r"^[.FEsxX]+\s*(?:\[\s*\d+%\])?$")
 
 
-def _test_summary(body: str, lines: list[str]) -> str | None:
+def _test_summary(lines: list[str]) -> str | None:
     total = next((m for ln in reversed(lines) if (m := _PYTEST_TOTAL.match(ln.strip()))), None)
     first_fail = None
     for ln in lines:

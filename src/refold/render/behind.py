@@ -69,7 +69,7 @@ class Behind:
         self.marks = folded
         self.history = history  # what a settle may read of the replies given by its first call
         for bb in self._positions(self.frontier, to):
-            self.closed = spans.closed_by(self._first_call(bb))
+            self.closed = spans.closed_by(self.first_call(bb))
             for s in history.steps_between(self.frontier, bb):
                 self._push(s, received[s.index - 1])
             self.frontier = bb
@@ -99,9 +99,6 @@ class Behind:
         return [*range((lo // p.k + 1) * p.k, hi, p.k), hi]
 
     def first_call(self, bb: int) -> int:
-        return self._first_call(bb)
-
-    def _first_call(self, bb: int) -> int:
         """The first call whose boundary (``Policy.boundary``) is at ``bb`` or past it."""
         p = self.config.policy
         return (-(-bb // p.k) + 1) * p.k if p.chunk else bb

@@ -294,5 +294,3 @@ def lay_out(
     out.total_chars = out.lens.total
     out.steps, out.units = steps.build(), units.build()
     return out
-
-

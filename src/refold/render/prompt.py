@@ -154,4 +154,3 @@ class LazyRendered(Rendered):
             listed = [*prefix, *layout, *tail]
             object.__setattr__(self, "_origins", listed)
             return listed
-

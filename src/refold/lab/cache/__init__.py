@@ -7,6 +7,7 @@ session=None, breakpoints=(), boundaries=()) -> CacheResult``.  Build one by nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .base import CacheResult, NoCache, PrefixCacheSim, common_prefix_len
@@ -67,7 +68,7 @@ __all__ = [
     "session_peak_kv_bytes",
 ]
 
-_FACTORIES: dict[str, Any] = {
+_FACTORIES: dict[str, Callable[..., PrefixCacheSim]] = {
     "vllm": VllmPrefixCache,
     "sglang": SglangRadixCache,
     # fitted on recorded usage (CALIBRATED; benchmarks/results/cache_calibration.md)
@@ -95,5 +96,4 @@ def make_cache(name: str, **options: Any) -> PrefixCacheSim:
     factory = _FACTORIES.get(name.strip().lower())
     if factory is None:
         raise ValueError(f"unknown cache simulator {name!r}; valid choices: {', '.join(CACHE_NAMES)}")
-    sim: PrefixCacheSim = factory(**options)
-    return sim
+    return factory(**options)

@@ -11,6 +11,9 @@ __all__ = [
     "NoCache",
     "PrefixCacheSim",
     "common_prefix_len",
+    "first_difference",
+    "generated_ids",
+    "grid_hit",
 ]
 
 
@@ -105,6 +108,14 @@ def first_difference(la: list[int], lb: list[int], n: int, start: int = 0) -> in
     while lo < n and la[lo] == lb[lo]:
         lo += 1
     return lo
+
+
+def grid_hit(n: int, min_tokens: int, increment: int) -> int:
+    """The cached tokens of a provider that caches in steps: 0 below ``min_tokens``, else the
+    largest ``min_tokens + increment * k`` not above ``n`` (the tokens a request shares)."""
+    if n < min_tokens:
+        return 0
+    return min_tokens + increment * ((n - min_tokens) // increment)
 
 
 def generated_ids(generated: Sequence[int] | int) -> tuple[int, list[int] | None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable, Sequence
 
-from .base import CacheResult, generated_ids
+from .base import CacheResult, generated_ids, grid_hit
 from .radix import RadixTree
 
 __all__ = ["CALIBRATED", "CalibratedCache", "calibrated"]
@@ -84,11 +84,6 @@ class CalibratedCache:
         self._chunked: dict[Hashable, RadixTree] = {}  # prompts held in whole chunks only
         self._reasoned: dict[Hashable, bool] = {}
 
-    def _grid(self, n: int) -> int:
-        if n < self.min_tokens:
-            return 0
-        return self.min_tokens + self.increment * ((n - self.min_tokens) // self.increment)
-
     def _coarse(self, n: int) -> int:
         if n < self.min_tokens:
             return 0
@@ -121,7 +116,7 @@ class CalibratedCache:
         if self.stale(key):
             raw = self._coarse(min(max(lcp, lcc), p))
         else:
-            raw = max(self._grid(min(lcp, p)), self._coarse(min(lcc, p)))
+            raw = max(grid_hit(min(lcp, p), self.min_tokens, self.increment), self._coarse(min(lcc, p)))
         if self.now is not None:
             self._last[key] = self.now
         hit = float(raw)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable, Sequence
 
-from .base import CacheResult, generated_ids
+from .base import CacheResult, generated_ids, grid_hit
 from .radix import RadixTree
 
 __all__ = [
@@ -60,10 +60,7 @@ class OpenAICache:
         toks = list(tokens)
         p = len(toks)
         lcp, _, _ = self.tree.match(toks, p)
-        if p < self.min_tokens or lcp < self.min_tokens:
-            hit = 0
-        else:
-            hit = self.min_tokens + self.increment * ((lcp - self.min_tokens) // self.increment)
+        hit = grid_hit(lcp, self.min_tokens, self.increment)  # lcp <= p: a short prompt hits nothing
         if self.route_hit_rate < 1.0 and self._rng.random() >= self.route_hit_rate:
             hit = 0
         written = self.tree.insert(toks)

@@ -21,12 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
-from .base import CacheResult, generated_ids
+from .base import CacheResult, generated_ids, grid_hit
 from .calibrated import CALIBRATED, CalibratedCache
 
 __all__ = ["REPLAYED", "ReplayedCache", "replayed"]
-
-_NEVER = 1 << 62
 
 # What the record shows is stored, where the predictive fit chose otherwise: on gpt-5-mini a call
 # after a reply without reasoning hits into that reply (the fitted `openai` profile leaves replies
@@ -61,11 +59,6 @@ class ReplayedCache:
             out.append(h)
         return out
 
-    def _grid(self, n: int) -> int:
-        if n < self.min_tokens:
-            return 0
-        return self.min_tokens + self.increment * ((n - self.min_tokens) // self.increment)
-
     def _versions(self, hashes: list[int], store: dict[int, int]) -> list[int]:
         out = []
         for h in hashes:
@@ -81,7 +74,7 @@ class ReplayedCache:
             if v > as_of:
                 break
             n += 1
-        return min(p, self._grid(n * self.block))
+        return min(p, grid_hit(n * self.block, self.min_tokens, self.increment))
 
     def _store(self, session: Hashable) -> dict[int, int]:
         return self._stores.setdefault(session if self.per_route else None, {})

@@ -187,9 +187,6 @@ class VllmPrefixCache:
         """Blocks with ``ref_cnt > 0`` (what vLLM's usage metric reports)."""
         return 0 if self.capacity_blocks is None else self.capacity_blocks - len(self._free)
 
-    def is_cached(self, block_hash: int) -> bool:
-        return block_hash in (self._seen if self.capacity_blocks is None else self._map)
-
     # ------------------------------------------------------------------ internals
 
     def _snapshot(self, session: Hashable, tokens: Sequence[int], hint: int = 0) -> tuple[list[int], list[int]]:

@@ -12,7 +12,6 @@ from .metrics import PolicyMetrics, measure
 from .paths import collect_paths, half_written, left_out_note, same_runs
 from .policies import POLICIES, STALE_POLICIES, make_projector
 from .projectors import BEST_MASK_AFTER, Compaction, Options, Projector, Prompt
-from .recorded import validate_cache
 from .report import FORMAT, build_report, summarize, write_csv
 from .runner import TaskResult, iter_prompts, replay_file, replay_paths
 from .settings import Settings
@@ -43,7 +42,6 @@ __all__ = [
     "replay_file",
     "replay_paths",
     "summarize",
-    "validate_cache",
     "with_stale",
     "write_csv",
 ]

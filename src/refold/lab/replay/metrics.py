@@ -37,7 +37,7 @@ from .recorded_calls import (
     unreplied_prompt,
 )
 
-__all__ = ["PolicyMetrics", "default_price", "measure", "percentile"]
+__all__ = ["PolicyMetrics", "default_price", "measure", "percentile", "step_tokens"]
 
 PRICE_FOR_CACHE = {
     "vllm": "qwen3.6-27b-vllm",

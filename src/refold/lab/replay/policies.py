@@ -22,14 +22,12 @@ from collections.abc import Callable
 
 from ...config import CACHE_PROFILES, Config
 from ...config import DEFAULT as DEFAULT_CONFIG
-from ...history import History
-from ...messages import clean
+from ...errors import PolicyError
 from ...policy import Policy
-from ...types import Message
 from .peers import ClearToolUsesProjector, CompactProjector, MaskingProjector
 from .projectors import BASE_POLICY, BaseProjector, Options, Projector, RendererProjector, refold_policy
 
-__all__ = ["POLICIES", "STALE_POLICIES", "make_projector", "price_profile", "received_messages"]
+__all__ = ["POLICIES", "STALE_POLICIES", "make_projector", "price_profile"]
 
 
 # ---- registry --------------------------------------------------------------------------------
@@ -55,13 +53,13 @@ def _default(o: Options) -> RendererProjector:
     profile = price_profile(o.cache)
     config = DEFAULT_CONFIG.replace(cache=profile or DEFAULT_CONFIG.cache)
     policy = Policy.parse(**{**config.policy.model_dump(), "reminders": False, **o.policy_overrides})
-    return RendererProjector("default", policy, config.replace(policy=policy))
+    return RendererProjector("default", config.replace(policy=policy))
 
 
 def _self_gc(o: Options) -> RendererProjector:
     """The documented ``self-gc`` preset (pinned plans, ledger view, budget line), reminders off."""
     config = Config.parse(preset="self-gc", reminders=False, **o.policy_overrides)
-    return RendererProjector("self-gc", config.policy, config)
+    return RendererProjector("self-gc", config)
 
 
 POLICIES: dict[str, Factory] = {
@@ -91,10 +89,5 @@ def make_projector(name: str, opts: Options) -> Projector:
     try:
         factory = POLICIES[name]
     except KeyError:
-        raise KeyError(f"unknown policy {name!r}; valid choices: {', '.join(POLICIES)}") from None
+        raise PolicyError(f"unknown policy {name!r}; valid choices: {', '.join(POLICIES)}") from None
     return factory(opts)
-
-
-def received_messages(history: History) -> list[list[Message]]:
-    """Each step's messages as recorded (API fields only), for 'removed tokens' accounting."""
-    return [[clean(s.reply), *(clean(o) for o in s.observations)] for s in history.steps]

@@ -90,11 +90,13 @@ class Options:
 class RendererProjector:
     """A configuration of refold's own renderer."""
 
-    def __init__(self, name: str, policy: Policy, config: Config | None = None, *, exact: bool = False) -> None:
+    def __init__(self, name: str, settings: Policy | Config, *, exact: bool = False) -> None:
         self.name = name
-        self.policy = policy
-        self.config = config or Config(policy=policy, boundary=BoundaryConfig(rule="fixed"))
-        """Named policies other than ``default`` reproduce the seed: the fixed boundary rule."""
+        self.config = (
+            settings if isinstance(settings, Config) else Config(policy=settings, boundary=BoundaryConfig(rule="fixed"))
+        )
+        """A ``Policy`` alone reproduces the seed (the fixed boundary rule); a ``Config`` is taken whole."""
+        self.policy = self.config.policy
         self.exact = exact
         """Render with ``config`` as given, never with a saved run's sections (the ``sent`` variant:
         ``config`` is already the one the run or the proxy rendered with)."""

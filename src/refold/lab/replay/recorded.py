@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...history import History
-from ...tokens import Tokenizer
 from ..cache import ROUTED_CACHES, CalibratedCache, ReplayedCache, make_cache
 from .cache_requests import CallIds
 
-__all__ = ["CacheValidation", "RecordedAsOf", "recorded_as_of", "validate_cache"]
+__all__ = ["CacheValidation", "RecordedAsOf", "recorded_as_of"]
 
 
 def recorded_as_of(history: History, calls: Sequence[CallIds], cache_name: str) -> list[int | None] | None:
@@ -54,37 +53,24 @@ class RecordedAsOf:
         return self._out if self._cache is not None and self._recorded else None
 
 
-def validate_cache(
-    history: History,
-    calls: Sequence[CallIds],
-    tok: Tokenizer,
-    profiles: Sequence[str] = ("openai", "gemini-openrouter", "openai-exact", "vllm"),
-) -> dict[str, Any] | None:
+class CacheValidation:
     """Compare provider-reported cached tokens (Step.meta["usage"]) with simulators on ``base``.
 
     Every call warms the simulated cache (unreplied ones too); only stored calls, which carry
     the provider's usage, are compared. Different tokenizers make absolute counts incomparable,
     so the comparison is on the cached *fraction* of each prompt: per-call mean absolute error
-    and the task's overall fraction.
-    """
-    check = CacheValidation(history, profiles)
-    for c in calls:
-        check.append(c)
-    return check.result()
-
-
-class CacheValidation:
-    """``validate_cache`` fed one call at a time (``measure(keep_ids=...)``), so a replay never
-    holds every call's prompt ids (quadratic in the run's length): each profile's simulator is
-    independent, so calls in order per profile give the same figures as profiles one by one."""
+    and the task's overall fraction. Fed one call at a time (``measure(keep_ids=...)``), so a
+    replay never holds every call's prompt ids (quadratic in the run's length): each profile's
+    simulator is independent, so calls in order per profile give the same figures as profiles
+    one by one."""
 
     def __init__(
         self, history: History, profiles: Sequence[str] = ("openai", "gemini-openrouter", "openai-exact", "vllm")
     ) -> None:
         usage = [s.meta.get("usage") or {} for s in history.steps]
         rep = [(u.get("prompt_tokens"), u.get("cached_tokens")) for u in usage]
-        self.valid = bool(rep) and all(isinstance(p, int) and isinstance(c, int) and p > 0 for p, c in rep)
-        self._rep = rep
+        self._rep = [(p, c) for p, c in rep if isinstance(p, int) and isinstance(c, int) and p > 0]
+        self.valid = bool(rep) and len(self._rep) == len(rep)
         names = profiles if self.valid else ()
         self._caches = {name: make_cache(name) for name in names}
         self._fracs: dict[str, list[float]] = {name: [] for name in names}
@@ -109,10 +95,10 @@ class CacheValidation:
             return None
         rep = self._rep
         out: dict[str, Any] = {
-            "reported_cached_fraction": round(sum(c for _, c in rep) / sum(p for p, _ in rep), 6),  # type: ignore[misc]
+            "reported_cached_fraction": round(sum(c for _, c in rep) / sum(p for p, _ in rep), 6),
             "profiles": {},
         }
-        rep_frac = [c / p for p, c in rep]  # type: ignore[operator]
+        rep_frac = [c / p for p, c in rep]
         ref = [rep_frac[s - 1] for s in self._steps]
         for name, fracs in self._fracs.items():
             if not fracs:

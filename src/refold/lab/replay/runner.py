@@ -33,6 +33,7 @@ __all__ = [
     "TaskResult",
     "iter_prompts",
     "replay_file",
+    "replay_history",
     "replay_paths",
     "replay_sessions",
 ]

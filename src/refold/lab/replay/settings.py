@@ -3,6 +3,7 @@ and the tool schemas each replayed request carried."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from .policies import POLICIES
 from .projectors import Options
 from .stale import STALE_SOURCES
 
-__all__ = ["AUTO_PRICE", "CONTEXT_TOOL_POLICIES", "Settings", "request_tools"]
+__all__ = ["AUTO_PRICE", "CONTEXT_TOOL_POLICIES", "Settings", "check_policy_options", "request_tools"]
 
 CONTEXT_TOOL_POLICIES = frozenset({"refold", "refold-best", "compact+refold"})
 """Policies that offer refold's context tools next to the client's in a tool-call run."""
@@ -45,6 +46,20 @@ def request_tools(history: History, policy: str) -> list[dict[str, Any]] | None:
         tools.extend(TOOL_SCHEMAS)
     return tools
 
+
+def check_policy_options(budget: int, mask_after: int | None, protect: Sequence[str], *, flags: bool = True) -> None:
+    """The options of refold's replayed policies (``replay``, ``view``): a bad one is a usage error
+    named by its flag, or with ``flags=False`` by the library's argument."""
+    names = ("--budget", "--mask-after", "--protect") if flags else ("budget", "mask_after", "protect")
+    if budget < 1024:
+        raise PolicyError(f"{names[0]} must be at least 1024 tokens, got {budget}")
+    if mask_after is not None and mask_after < 1:
+        raise PolicyError(f"{names[1]} must be at least 1, got {mask_after}")
+    if protect:
+        try:
+            Policy(protect=tuple(protect))
+        except SettingError as e:
+            raise PolicyError(f"{names[2]}: {e.reason}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +100,7 @@ class Settings:
             )
         if self.cache not in CACHE_NAMES:
             raise PolicyError(f"unknown cache {self.cache!r}; valid choices: {', '.join(CACHE_NAMES)}")
-        if self.protect:
-            try:
-                Policy(protect=self.protect)
-            except SettingError as e:
-                raise PolicyError(f"--protect: {e.reason}") from None
-        if self.budget < 1024:
-            raise PolicyError(f"--budget must be at least 1024 tokens, got {self.budget}")
+        check_policy_options(self.budget, self.mask_after, self.protect)
         try:
             kv_spec(self.kv_model)
         except ValueError as e:

@@ -29,6 +29,7 @@ __all__ = [
     "StepTime",
     "capacity_blocks_for",
     "dynamo_step",
+    "gpu",
     "make_step_time",
     "roofline_step",
 ]

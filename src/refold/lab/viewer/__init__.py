@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ...config import Config
-from ...errors import PolicyError, RefoldError, SettingError
+from ...errors import PolicyError, RefoldError
 from ...history import History
 from ...integrations.saved import config_of
 from ...loaders import load
-from ...policy import Policy
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from ..replay import STALE_SOURCES, Options
+from ..replay.settings import check_policy_options
 from .data import VIEW_FORMAT, Progress, build_data
 from .page import render_page
 from .variants import MECHANISMS, SENT, SWITCHES, build_variants, sent_variant
@@ -80,17 +80,10 @@ def build_report(
         raise PolicyError(f"unknown STALE source '{stale}'; valid choices: {', '.join(STALE_SOURCES)}")
     if not len(history):
         raise RefoldError("the history has no steps: there is no model call to show")
-    if budget < 1024:
-        raise PolicyError(f"budget must be at least 1024 tokens, got {budget}")
-    if mask_after is not None and mask_after < 1:
-        raise PolicyError(f"mask_after must be at least 1, got {mask_after}")
+    check_policy_options(budget, mask_after, protect, flags=False)
     tok = _tokenizer(tokenizer)
     extra: dict[str, Any] = {} if mask_after is None else {"mask_after": mask_after}
     if protect:
-        try:
-            Policy(protect=tuple(protect))
-        except SettingError as e:
-            raise PolicyError(f"protect: {e.reason}") from None
         extra["policy_overrides"] = {"protect": tuple(protect)}
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
     if served is not None:

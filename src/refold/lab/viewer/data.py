@@ -326,4 +326,3 @@ def _unlogged_notice(history: History) -> str:
     if missing is None:
         return ""
     return f"{missing}: every count here is of the logged messages only (refold replay adds an ESTIMATED prefix for them)"
-

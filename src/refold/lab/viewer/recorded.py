@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
+from ... import prompt_tokens
 from ...history import History
 from ...types import Message, Origin
 from ..cache import common_prefix_len
@@ -33,16 +33,8 @@ Key = tuple[Any, ...]
 
 def same_prefix(a: Sequence[Any], b: Sequence[Any], c: Sequence[Any], d: Sequence[Any]) -> int:
     """How many leading positions hold the very same objects in ``a`` and ``b`` and in ``c`` and ``d``."""
-    flags = list(map(operator.is_, a, b))
-    try:
-        n = flags.index(False)
-    except ValueError:
-        n = len(flags)
-    flags = list(map(operator.is_, islice(c, n), islice(d, n)))
-    try:
-        return flags.index(False)
-    except ValueError:
-        return len(flags)
+    n = prompt_tokens.same_prefix(a, b)
+    return prompt_tokens.same_prefix(c[:n], d[:n])
 
 
 def content_key(message: Message) -> Key:

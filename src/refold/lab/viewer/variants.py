@@ -46,7 +46,7 @@ def sent_variant(config: Config, label: str = "sent (this proxy's settings)") ->
     run, the run's own Config)."""
     policy = config.policy
     switches = {s: bool(getattr(policy, s)) for s in SWITCHES}
-    projector = RendererProjector(SENT, policy, config, exact=True)
+    projector = RendererProjector(SENT, config, exact=True)
     return Variant(SENT, label, "policy", projector, True, switches, policy.model_dump())
 
 
@@ -58,7 +58,8 @@ def mechanism_id(switches: dict[str, bool]) -> str:
 def _named(name: str, opts: Options) -> Variant:
     projector = make_projector(name, opts)
     policy = getattr(projector, "policy", None)
-    inner = getattr(getattr(projector, "inner", None), "policy", None)
+    inner_projector = getattr(projector, "inner", None)  # a compaction wraps another projector
+    inner = getattr(inner_projector, "policy", None)
     switches = {s: bool(getattr(policy, s)) for s in SWITCHES} if policy is not None else None
     if policy is not None:
         settings: dict[str, Any] = policy.model_dump()
@@ -69,7 +70,7 @@ def _named(name: str, opts: Options) -> Variant:
             if k not in ("name", "tok", "opts", "inner") and isinstance(v, int | float | str | bool)
         }
         if inner is not None:
-            settings["inner"] = getattr(projector.inner, "name", "")  # type: ignore[attr-defined]
+            settings["inner"] = getattr(inner_projector, "name", "")
             settings.update(budget=opts.budget, compact_fraction=opts.compact_fraction)
     return Variant(name, name, "policy", projector, name in STALE_POLICIES, switches, settings)
 
