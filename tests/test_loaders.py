@@ -125,15 +125,20 @@ def test_mutated_real_files(tmp_path: Path, data: st.DataObject) -> None:
         (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": {"restore_of": 3}}]}).encode(), 1),
         (json.dumps({"messages": [{"role": "assistant", "content": "a", "extra": {"restore_of": ["a", {"b": 1}]}}]}).encode(), 1),
         (json.dumps({"history": [{"role": 1, "content": "x"}], "trajectory": []}).encode(), None),
+        (json.dumps({"messages": [{"role": 10**2000, "content": "a", "tool_calls": "xx"}]}).encode(), None),
     ],
-    ids=["bom", "deep", "deep-inside", "extra-str", "tool-calls-str", "tool-calls-junk", "restore-of-int", "restore-of-junk", "role-int"],
+    ids=[
+        "bom", "deep", "deep-inside", "extra-str", "tool-calls-str", "tool-calls-junk", "restore-of-int", "restore-of-junk",
+        "role-int", "huge-role-bad-calls",
+    ],
 )
 def test_malformed_files(tmp_path: Path, raw: bytes, steps: int | None) -> None:
     path = tmp_path / "run.traj.json"
     path.write_bytes(raw)
     if steps is None:
-        with pytest.raises(TrajectoryError, match=str(path)):
+        with pytest.raises(TrajectoryError, match=str(path)) as e:
             load(path)
+        assert len(str(e.value)) < 600  # one short line, whatever the file holds
         return
     h = load(path)
     assert len(h) == steps

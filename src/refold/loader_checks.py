@@ -16,7 +16,8 @@ def check_tool_calls(messages: list[Any], name: str) -> None:
         calls = m.get("tool_calls") if isinstance(m, dict) else None
         if calls is None:
             continue
-        where = f"message {i} ({m.get('role')})"
+        role = str(m.get("role"))
+        where = f"message {i} ({role if len(role) <= 40 else role[:37] + '...'})"  # a junk role stays one short line
         if not isinstance(calls, list):
             raise TrajectoryError(name, f"{where}: 'tool_calls' is not a list")
         for j, c in enumerate(calls):
