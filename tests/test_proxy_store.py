@@ -651,3 +651,18 @@ def test_file_identity_is_checked_cheaply(tmp_path: Path) -> None:
     os.rename(tmp_path / "s.db", tmp_path / "moved.db")
     assert "deleted" in (store.known_fault() or "")
     asyncio.run(store.close())
+
+
+def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+    """A mistyped --store naming another program's SQLite file: refused before refold's tables
+    (or WAL mode) are written into it."""
+    path = tmp_path / "notes.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match=r"notes.db is an SQLite database refold did not write \(tables notes\)"):
+        SQLiteStore(str(path))
+    db = sqlite3.connect(path)
+    assert [n for (n,) in db.execute("SELECT name FROM sqlite_master")] == ["notes"]
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"

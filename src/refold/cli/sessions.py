@@ -77,8 +77,12 @@ def _with_store(url: str, fn: Callable[[Any], Awaitable[T]]) -> T:
     check_store_url(url)
     if not url.startswith(("redis://", "rediss://", "unix://")):
         path = url.removeprefix("sqlite:///").removeprefix("sqlite://").partition("?")[0]
-        if path != ":memory:" and not Path(path).expanduser().is_file():
-            raise PolicyError(f"no session store at {path} (the path refold serve --store was given)")
+        where = Path(path).expanduser()
+        if path != ":memory:" and not where.is_file():
+            what = " (a folder)" if where.is_dir() else ""
+            raise PolicyError(f"no session store at {path}{what} (the path refold serve --store was given)")
+        if path != ":memory:" and where.stat().st_size == 0:  # opening it would write a store into it
+            raise PolicyError(f"no session store at {path}: an empty file (the path refold serve --store was given)")
 
     async def run() -> T:
         st = open_store(url)
