@@ -172,3 +172,14 @@ def test_a_read_never_turns_an_empty_file_or_another_database_into_a_store(
         assert said in err and err.count("\n") == 1, err
     assert empty.read_bytes() == b""  # it was made a 100 KB SQLite store
     assert [n for (n,) in sqlite3.connect(other).execute("SELECT name FROM sqlite_master")] == ["users"]
+
+
+def test_an_empty_session_id_is_named_not_matched_against_every_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    assert main(["sessions", "show", "", "--store", str(db)]) == 2  # was "'' names 2 sessions (owners ...)"
+    assert capsys.readouterr().err.startswith("refold: error: no session named: give a session id")
+    assert main(["sessions", "show", "run", "--store", str(db)]) == 2
+    assert "(2 owners: owner-a, owner-b)" in capsys.readouterr().err

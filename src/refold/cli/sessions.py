@@ -188,16 +188,17 @@ def prune(
 
 async def _session_data(st: Any, ident: str) -> Any:
     """The stored session ``ident`` names (its id, an id prefix or its name)."""
+    if not ident.strip():  # a prefix of every id
+        raise PolicyError("no session named: give a session id, an id prefix or a name (see 'refold sessions list')")
     data = await st.load(ident)
     if data is None:
         found = [r for r in await st.all_sessions(10**9) if r.name == ident or r.sid.startswith(ident)]
         if not found:
             raise PolicyError(f"no session '{ident}' in the store (see 'refold sessions list')")
         if len({r.sid for r in found}) > 1:
-            raise PolicyError(
-                f"'{ident}' names {len(found)} sessions (owners {', '.join(sorted(r.owner for r in found))}); "
-                "pass the id"
-            )
+            owners = sorted({r.owner for r in found})
+            shown = ", ".join(owners[:4]) + (f" and {len(owners) - 4} more" if len(owners) > 4 else "")
+            raise PolicyError(f"'{ident}' names {len(found)} sessions ({plural(len(owners), 'owner')}: {shown}); pass the id")
         data = await st.load(found[0].sid)
         if data is None:
             raise PolicyError(f"session '{ident}' was deleted meanwhile")
