@@ -141,6 +141,17 @@ def test_what_a_newer_version_writes_is_counted_as_not_read_and_said(tmp_path: P
     assert report["tasks"][0]["not_read"]["'hologram' line"] == 1
 
 
+def test_a_conversation_line_without_a_message_object_is_counted_not_dropped_silently(tmp_path: Path) -> None:
+    """An assistant line whose ``message`` is no object was left out of the session without a word."""
+    whole = one_session(tmp_path / "s.jsonl").read_text().splitlines()
+    i = next(k for k, ln in enumerate(whole) if json.loads(ln).get("type") == "assistant")
+    line = json.loads(whole[i])
+    line["message"] = "mangled"
+    whole[i] = json.dumps(line)
+    (tmp_path / "bad.jsonl").write_text("\n".join(whole) + "\n")
+    assert load(tmp_path / "bad.jsonl").meta["not_read"] == {"malformed 'assistant' line": 1}
+
+
 def varied(path: Path, prompts: list[int]) -> Path:
     """One reply per recorded prompt size, the messages a few tokens each."""
     log = Log()
