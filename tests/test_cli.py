@@ -284,6 +284,13 @@ def test_replay_counts_failed_files(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines()[-1] == "refold: 2 of 3 files failed"
 
 
+def test_replay_of_only_failing_files_prints_no_note_on_a_table_it_did_not_print(tmp_path: Path) -> None:
+    (tmp_path / "a.traj.json").write_text('{"messages": [')
+    r = run_cli("replay", str(tmp_path / "a.traj.json"), "--policy", "base", "--tokenizer", "chars4", cwd=tmp_path)
+    assert r.returncode == 1 and r.stdout == "1 file (1 failed) in " + r.stdout.split(" in ", 1)[1]
+    assert r.stdout.strip().endswith("with 1 job.") and "Measured:" not in r.stdout  # it explained empty columns
+
+
 @pytest.mark.parametrize("command", ["replay", "simulate"])
 def test_compact_table_fits_80_columns_and_wide_has_every_column(tmp_path: Path, command: str) -> None:
     extra = ["--sessions", "2"] if command == "simulate" else []
