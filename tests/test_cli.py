@@ -169,6 +169,7 @@ def test_demo_unwritable_report_fails_before_the_table(tmp_path: Path) -> None:
     r = run_cli("demo", "--tokenizer", "chars4", "-o", str(bad), cwd=tmp_path)
     assert_one_line_error(r, str(bad))
     assert "total" not in r.stdout
+    assert "-o FILE, or skip it with --no-report" in r.stderr  # a first run from a read-only folder can go on
 
 
 @pytest.mark.parametrize(
