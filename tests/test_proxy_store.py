@@ -666,3 +666,15 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert [n for (n,) in db.execute("SELECT name FROM sqlite_master")] == ["notes"]
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_the_start_line_names_a_sqlite_stores_file_not_its_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--store sqlite:///tmp/x.db`` is ./tmp/x.db (three slashes: a relative path); the start
+    line said 'store sqlite:///tmp/x.db', so the store seemed to be /tmp/x.db."""
+    from refold.proxy.store import store_where
+
+    monkeypatch.chdir(tmp_path)
+    assert store_where("sqlite:///tmp/x.db?sync=full") == f"{tmp_path}/tmp/x.db, sync=full"
+    assert store_where("sqlite:////srv/x.db") == "/srv/x.db"
+    assert store_where("s.db") == f"{tmp_path}/s.db"
+    assert store_where("redis://h:6379/0") == "redis://h:6379/0"
