@@ -160,10 +160,11 @@ def subagent_notes(results: Sequence[TaskResult]) -> list[str]:
 
 
 def _subagent_log(file: str, agent: str) -> bool:
-    """Whether Claude Code's log of subagent ``agent`` is beside session log ``file``."""
+    """Whether Claude Code's log of subagent ``agent`` is beside session log ``file``: in
+    ``<session>/subagents/`` (2.1.x) or next to it (older versions)."""
     p = Path(file)
-    folder = p.parent / p.name.removesuffix(".gz").removesuffix(".jsonl") / "subagents"
-    return any((folder / f"agent-{agent}.jsonl{gz}").is_file() for gz in ("", ".gz"))
+    folders = (p.parent / p.name.removesuffix(".gz").removesuffix(".jsonl") / "subagents", p.parent)
+    return any((f / f"agent-{agent}.jsonl{gz}").is_file() for f in folders for gz in ("", ".gz"))
 
 
 def _named(missing: dict[str, list[str]]) -> str:
