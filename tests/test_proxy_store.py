@@ -666,6 +666,11 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert [n for (n,) in db.execute("SELECT name FROM sqlite_master")] == ["notes"]
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.execute("CREATE TABLE sessions (session_id TEXT, data TEXT)")  # a web app's sessions table
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match=r"refold did not write \(tables notes, sessions\)"):
+        SQLiteStore(str(path))
 
 
 def test_the_start_line_names_a_sqlite_stores_file_not_its_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,7 +80,10 @@ def refuse_foreign(db: sqlite3.Connection, path: str) -> None:
     program's database) is refused before anything is written into it (WAL mode included)."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    if version == 0 and tables and "sessions" not in tables:
+    # a refold layout written before versions holds sessions(sid, owner, head, ...); another
+    # program's 'sessions' table (a web app's) does not
+    columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")} if "sessions" in tables else set()
+    if version == 0 and tables and not {"sid", "owner", "head"} <= columns:
         shown = ", ".join(tables[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
         raise ConfigError(
             f"store {path} is an SQLite database refold did not write (tables {shown}): "
