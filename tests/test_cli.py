@@ -169,6 +169,7 @@ def test_demo_unwritable_report_fails_before_the_table(tmp_path: Path) -> None:
     r = run_cli("demo", "--tokenizer", "chars4", "-o", str(bad), cwd=tmp_path)
     assert_one_line_error(r, str(bad))
     assert "total" not in r.stdout
+    assert "-o FILE, or skip it with --no-report" in r.stderr  # a first run from a read-only folder can go on
 
 
 @pytest.mark.parametrize(
@@ -282,6 +283,13 @@ def test_replay_counts_failed_files(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "1 task, " in r.stdout and "3 files (2 failed) in " in r.stdout and "with 1 job." in r.stdout
     assert r.stderr.strip().splitlines()[-1] == "refold: 2 of 3 files failed"
+
+
+def test_replay_of_only_failing_files_prints_no_note_on_a_table_it_did_not_print(tmp_path: Path) -> None:
+    (tmp_path / "a.traj.json").write_text('{"messages": [')
+    r = run_cli("replay", str(tmp_path / "a.traj.json"), "--policy", "base", "--tokenizer", "chars4", cwd=tmp_path)
+    assert r.returncode == 1 and r.stdout == "1 file (1 failed) in " + r.stdout.split(" in ", 1)[1]
+    assert r.stdout.strip().endswith("with 1 job.") and "Measured:" not in r.stdout  # it explained empty columns
 
 
 @pytest.mark.parametrize("command", ["replay", "simulate"])

@@ -154,3 +154,32 @@ def test_show_is_one_row_per_step_and_names_function_tools_like_notes(capsys: py
     assert main(["sessions", "show", str(demo), "--json"]) == 0
     step8 = json.loads(capsys.readouterr().out)["steps"][7]
     assert step8["action"].startswith("cat <<'EOF' > reproduce_issue.py\n") and step8["line"].endswith("…")
+
+
+def test_a_read_never_turns_an_empty_file_or_another_database_into_a_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "notes.json"
+    empty.write_text("")
+    other = tmp_path / "app.db"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (name)")
+    con.commit()
+    con.close()
+    for store, said in [(empty, "an empty file"), (other, "refold did not write (tables users)"), (tmp_path, "(a folder)")]:
+        assert main(["sessions", "list", "--store", str(store)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+    assert empty.read_bytes() == b""  # it was made a 100 KB SQLite store
+    assert [n for (n,) in sqlite3.connect(other).execute("SELECT name FROM sqlite_master")] == ["users"]
+
+
+def test_an_empty_session_id_is_named_not_matched_against_every_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    build(db)
+    assert main(["sessions", "show", "", "--store", str(db)]) == 2  # was "'' names 2 sessions (owners ...)"
+    assert capsys.readouterr().err.startswith("refold: error: no session named: give a session id")
+    assert main(["sessions", "show", "run", "--store", str(db)]) == 2
+    assert "(2 owners: owner-a, owner-b)" in capsys.readouterr().err

@@ -185,3 +185,23 @@ def test_a_restore_after_another_command_is_not_run_naming_both(command: str, ot
                                      "ls; restored 1", "ls; 'restore' 1"])
 def test_restore_as_data_or_another_programs_word_is_a_shell_command(command: str) -> None:
     assert from_shell(command, compound=True) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "rest"),
+    [
+        ("for f in a b; do restore 2; done", "`for f in a b; do \u2026; done`"),
+        ("if true; then restore 1; fi", "`if true; then \u2026; fi`"),
+        ("for f in a; do ls; restore 1; done", "`for f in a; do ls; done`"),
+        ("ls; restore 2", "`ls`"),
+    ],
+)
+def test_a_restore_inside_a_loop_names_a_rest_a_shell_can_read(command: str, rest: str) -> None:
+    """The rest to run again was 'for f in a b; done' (its 'do' cut away with the restore)."""
+    from refold.context.recognize import from_shell
+    from refold.protocol import parse_restore_args
+
+    cmd = from_shell(command, compound=True)
+    assert cmd is not None and cmd.name == "restore"
+    steps, said = parse_restore_args(cmd.argument, 5)
+    assert steps == [] and said is not None and f"then {rest} in a command of its own." in said

@@ -141,6 +141,17 @@ def test_what_a_newer_version_writes_is_counted_as_not_read_and_said(tmp_path: P
     assert report["tasks"][0]["not_read"]["'hologram' line"] == 1
 
 
+def test_a_conversation_line_without_a_message_object_is_counted_not_dropped_silently(tmp_path: Path) -> None:
+    """An assistant line whose ``message`` is no object was left out of the session without a word."""
+    whole = one_session(tmp_path / "s.jsonl").read_text().splitlines()
+    i = next(k for k, ln in enumerate(whole) if json.loads(ln).get("type") == "assistant")
+    line = json.loads(whole[i])
+    line["message"] = "mangled"
+    whole[i] = json.dumps(line)
+    (tmp_path / "bad.jsonl").write_text("\n".join(whole) + "\n")
+    assert load(tmp_path / "bad.jsonl").meta["not_read"] == {"malformed 'assistant' line": 1}
+
+
 def varied(path: Path, prompts: list[int]) -> Path:
     """One reply per recorded prompt size, the messages a few tokens each."""
     log = Log()
@@ -286,6 +297,30 @@ def test_subagents_whose_own_log_was_not_replayed_are_named(tmp_path: Path) -> N
     assert "(e.g. 0b5e2c1e.jsonl: agent-a1b2c3d, in 0b5e2c1e/subagents/)" in said
     r = run_cli("replay", str(project), "--policy", "base", "--no-validate")
     assert r.returncode == 0 and "Subagents not replayed" not in r.stdout
+
+
+def test_subagents_whose_log_is_not_on_disk_are_not_sent_to_a_folder_that_lacks_them(tmp_path: Path) -> None:
+    """A session log copied without its subagents/ folder: naming the project folder would not
+    count them (it said so), so the note says their logs are not there."""
+    from claude_code_log import call
+
+    log = Log()
+    ids = log.reply("msg_1", [call("toolu_1", "Task", prompt="Find the config loader.")], parent=log.user("go"))
+    blocks = [{"tool_use_id": "toolu_1", "type": "tool_result", "content": "src/config.py"}]
+    log.user(blocks, parent=ids[-1], toolUseResult={"status": "completed", "agentId": "a1b2c3d"})
+    log.reply("msg_2", [text("It is src/config.py.")])
+    main = log.write(tmp_path / "0b5e2c1e.jsonl")
+    r = run_cli("replay", str(tmp_path), "--policy", "base", "--no-validate")
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stdout.split())
+    assert "Subagents not replayed" not in said and "name the project folder" not in said
+    assert ("Subagents not found: 1 subagent(s) of 1 session log(s) ran in their own log, not beside it (e.g. "
+            "0b5e2c1e.jsonl: agent-a1b2c3d, in 0b5e2c1e/subagents/, no such file)") in said  # fmt: skip
+    # an older version's subagent log next to the session, not named: not "not found"
+    (tmp_path / "agent-a1b2c3d.jsonl").write_text("")
+    r = run_cli("replay", str(main), "--policy", "base", "--no-validate")
+    said = " ".join(r.stdout.split())
+    assert "Subagents not replayed: 1 subagent(s)" in said and "Subagents not found" not in said
 
 
 def test_a_bad_byte_is_named_with_its_line(tmp_path: Path) -> None:

@@ -71,6 +71,18 @@ def test_a_note_counts_a_reads_trailing_blank_lines() -> None:
     assert unwrap(swe).lines == 20
 
 
+def test_a_note_names_a_read_file_whose_name_holds_spaces() -> None:
+    """``sed -n '40,180p' /d/Demo\\ Prep.vtt`` (a real Codex log): the note said only "lines 40-180",
+    four such notes of one step not telling which file; a quoted name was cut at its first space."""
+    rows = "\n".join(f"00:{i:02d} speaker {i}" for i in range(40, 181))
+    out = f"<returncode>0</returncode>\n<output>\n{rows}\n</output>"
+    for cmd in [r"sed -n '40,180p' /home/me/Downloads/Demo\ Prep\ notes.vtt", "sed -n '40,180p' '/home/me/Downloads/Demo Prep notes.vtt'"]:
+        note = mask_note(text_history([(reply("read", "-", cmd), out)]).step(1), 0, reversible=True)
+        assert "/home/me/Downloads/Demo Prep notes.vtt lines 40-180" in note, note
+    short = mask_note(text_history([(reply("read", "-", r"cat /a/b\ c.py"), out)]).step(1), 0, reversible=True)
+    assert "hidden (exit 0; 141 lines): /a/b c.py lines 1-141" in short, short  # was "c.py lines ..."
+
+
 def test_a_note_counts_chars_when_lines_are_long() -> None:
     minified = "<returncode>0</returncode>\n<output>\n" + '{"k": 1, ' * 300 + "}\n</output>"
     note = mask_note(text_history([(reply("read", "-", "cat data.json"), minified)]).step(1), 0, reversible=True)

@@ -296,7 +296,7 @@ def test_refold_disabled_sends_full_history(tmp_path: Path, monkeypatch: pytest.
 @pytest.mark.parametrize(
     ("command", "named"),
     [("ls; restore 2", "`ls`"), ("ls && restore 2", "`ls`"), ("ls\nrestore 2", "`ls`"),
-     ("for f in a b; do restore 2; done", "`for f in a b; done`")],
+     ("for f in a b; do restore 2; done", "`for f in a b; do \u2026; done`")],
 )
 def test_mini_a_restore_after_another_command_never_reaches_the_shell(
     style: str, command: str, named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

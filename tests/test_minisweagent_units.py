@@ -124,6 +124,26 @@ def model(**options: Any) -> RefoldModel:
     )
 
 
+def test_a_config_error_is_one_line_on_minis_command_line_not_a_traceback() -> None:
+    """mini builds the model inside its typer command: ``-c model.refold.k=abc`` printed a 45-line
+    traceback before the one line; the error is now one typer prints as such (and still a
+    PolicyError for callers that catch it)."""
+    import typer
+    from typer.testing import CliRunner
+
+    with pytest.raises(PolicyError, match="invalid policy field 'k'"):
+        model(refold={"k": "abc"})
+    app = typer.Typer()
+
+    @app.command()
+    def run() -> None:  # what mini's main does with the config it built
+        model(refold={"k": "abc"})
+
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == 1, result.output
+    assert "invalid policy field 'k'" in result.output and "Traceback" not in result.output
+
+
 def test_wrapper_options() -> None:
     m = model(
         refold_spans={"min_chars": 10}, refold_ledger={"budget_tokens": 1000}, refold_context_tools=True

@@ -104,6 +104,9 @@ def test_commands() -> None:
         ("11", [], "no step 11 yet"),
         ("0", [], "no step 0"),
         ("5-3", [], "not a valid range"),
+        ("[4]", [4], None),  # the label without its word: "'[4' is not a step number"
+        ("4.2", [], "'4.2' is not a step number; restore takes whole steps: `restore 4`."),
+        ("r4", [], "restore takes whole steps: `restore 4`."),
     ],
 )
 def test_restore_arguments(arg: str, steps: list[int], error: str | None) -> None:

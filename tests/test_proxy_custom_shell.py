@@ -72,7 +72,7 @@ def _run(fake: Paused, url: str) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize(("command", "named"), [("ls; restore 1", "`ls`"), ("for f in a b; do restore 1; done", "`for f in a b; done`")])
+@pytest.mark.parametrize(("command", "named"), [("ls; restore 1", "`ls`"), ("for f in a b; do restore 1; done", "`for f in a b; do \u2026; done`")])
 def test_chat_a_restore_after_another_command_is_answered_not_run(tmp_path: Path, stream: bool, command: str, named: str) -> None:
     """``ls; restore 1`` in the shell tool (or a restore inside a loop), whole when it is decided
     (not streamed, or streamed whole in its first delta): answered "Not run" naming both parts,

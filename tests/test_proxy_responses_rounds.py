@@ -93,6 +93,20 @@ def test_the_sdk_reads_the_text_around_a_command_block(up: tuple[Paused, str]) -
     assert [o.id for o in final.output] == ["m1", "m2"]
 
 
+def test_an_upstream_that_numbers_items_per_response_does_not_break_the_sdks_stream(up: tuple[Paused, str]) -> None:
+    """Both rounds' message items are 'msg_1' (an upstream numbering per response): the spliced
+    stream repeated the id and the openai SDK raised "conflicting output identities"."""
+    fake, url = up
+    fake.script += [([message("msg_1", "Checking.\n```bash\nrestore 1\n```\nback soon")], None),
+                    ([message("msg_1", "Done.")], None)]
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+    with client.responses.stream(model="m", input="go") as s:
+        final = s.get_final_response()
+    assert final.output_text == "Checking.\n\nback soonDone."
+    ids = [o.id for o in final.output]
+    assert ids[0] == "msg_1" and len(set(ids)) == len(ids) == 2
+
+
 def _later_restore(fake: Paused) -> None:
     first = [message("msg_1", "Two things."), fcall("call_ls", "exec_command", {"cmd": "ls -la"}),
              fcall("call_r", "exec_command", {"cmd": "restore 1"})]

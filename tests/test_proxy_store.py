@@ -651,3 +651,35 @@ def test_file_identity_is_checked_cheaply(tmp_path: Path) -> None:
     os.rename(tmp_path / "s.db", tmp_path / "moved.db")
     assert "deleted" in (store.known_fault() or "")
     asyncio.run(store.close())
+
+
+def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+    """A mistyped --store naming another program's SQLite file: refused before refold's tables
+    (or WAL mode) are written into it."""
+    path = tmp_path / "notes.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match=r"notes.db is an SQLite database refold did not write \(tables notes\)"):
+        SQLiteStore(str(path))
+    db = sqlite3.connect(path)
+    assert [n for (n,) in db.execute("SELECT name FROM sqlite_master")] == ["notes"]
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.execute("CREATE TABLE sessions (session_id TEXT, data TEXT)")  # a web app's sessions table
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match=r"refold did not write \(tables notes, sessions\)"):
+        SQLiteStore(str(path))
+
+
+def test_the_start_line_names_a_sqlite_stores_file_not_its_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--store sqlite:///tmp/x.db`` is ./tmp/x.db (three slashes: a relative path); the start
+    line said 'store sqlite:///tmp/x.db', so the store seemed to be /tmp/x.db."""
+    from refold.proxy.store import store_where
+
+    monkeypatch.chdir(tmp_path)
+    assert store_where("sqlite:///tmp/x.db?sync=full") == f"{tmp_path}/tmp/x.db, sync=full"
+    assert store_where("sqlite:////srv/x.db") == "/srv/x.db"
+    assert store_where("s.db") == f"{tmp_path}/s.db"
+    assert store_where("redis://h:6379/0") == "redis://h:6379/0"

@@ -368,6 +368,19 @@ def test_a_file_named_twice_or_through_a_link_is_replayed_once(tmp_path: Path) -
     assert collect_paths([f"{run}#Programmer", f"{run}#Tester"]) == [f"{run}#Programmer", f"{run}#Tester"]
 
 
+def test_a_broken_link_or_a_fifo_named_like_a_run_is_counted_not_passed_over(tmp_path: Path) -> None:
+    import os
+
+    from refold.lab.replay import collect_paths
+
+    (tmp_path / "a.traj.gz").write_bytes(SWE_SMALL.read_bytes())
+    (tmp_path / "moved.traj.json").symlink_to(tmp_path / "gone" / "moved.traj.json")
+    os.mkfifo(tmp_path / "pipe.json")
+    left: dict[str, int] = {}
+    assert collect_paths([tmp_path], left) == [str(tmp_path / "a.traj.gz")]
+    assert left == {"broken links (their target is missing)": 1, "FIFOs, sockets or devices named like runs": 1}
+
+
 def test_replay_warns_of_copies_of_one_run(tmp_path: Path) -> None:
     """Two files holding the same run (a copy, or the .gz of a .json) are both counted, and the
     replay says so: their totals would otherwise be silently doubled."""

@@ -283,6 +283,21 @@ def test_cli_reads_its_inputs_as_replay_does(tmp_path: Path) -> None:
     assert res.returncode == 2 and "no trajectory files found in the given paths" in res.stderr
 
 
+def test_cli_maxima_say_when_they_are_only_a_lower_bound() -> None:
+    """'max w ... 24 (largest tested w)' read as if 24 were the largest w tried; a maximum at the
+    largest w tried was printed as the maximum."""
+    from rich.console import Console
+
+    from refold.cli.simulate_output import print_maxima
+
+    console = Console(width=300, record=True)
+    maxima = {"base": {"no_preemption": 16, "wait": 48}, "tight": {"no_preemption": 0, "wait": 0}}
+    print_maxima(console, maxima, 1.0, "the largest tested w that meets it", (8, 48))
+    text = console.export_text()
+    assert "base: max w without preemption 16, with mean queue wait <= 1s 48 or more (the largest w tried)" in text
+    assert "tight: max w without preemption none (not even w=8)" in text
+
+
 def test_cli_counts_the_sessions_of_a_multi_agent_file(tmp_path: Path) -> None:
     """A CodeR file holds one session per agent: the title and the JSON count sessions, not files."""
     coder = DATA / "bill" / "coder_multiagent.traj"

@@ -49,3 +49,17 @@ def test_a_pins_file_is_written_and_created(tmp_path: Path, capsys: pytest.Captu
     assert main(["sessions", "pin", str(path), "2"]) == 0
     capsys.readouterr()
     assert [r["item"] for r in json.loads((tmp_path / "pins.json").read_text())["refold_pins"]] == ["1", "2"]
+
+
+def test_a_harness_log_is_named_as_such_when_it_cannot_carry_pins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Claude Code log was called 'a plain message list' and told to be saved as a mini trajectory."""
+    log = tmp_path / "s.jsonl"
+    log.write_bytes((Path(__file__).parent / "data" / "claude_code_session.jsonl").read_bytes())
+    before = log.read_bytes()
+    assert main(["sessions", "pin", f"{log}#main", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"refold: error: {log}#main: a Claude Code session log cannot carry pins") and err.count("\n") == 1
+    assert "refold sessions pin ID" in err and "plain message list" not in err
+    assert log.read_bytes() == before

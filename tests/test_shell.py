@@ -199,3 +199,15 @@ def test_filters_never_change_what_printed_the_output(producer: str, filters: li
     assert piped.kind == alone.kind and piped.reads == alone.reads
     assert piped.filtered and piped.exit_of == filters[-1].split()[0]
     assert set(piped.writes) - set(alone.writes) <= {"out.log"}
+
+
+@pytest.mark.parametrize(
+    "command", [r"cat /a/Demo\ Prep.vtt", "cat '/a/Demo Prep.vtt'", r"sed -n '40,180p' /a/Demo\ Prep.vtt", r"head -50 /a/Demo\ Prep.vtt"]
+)
+def test_a_read_of_a_file_whose_name_holds_a_space_names_it(command: str) -> None:
+    """A quoted or escaped name is one word with a space: it was not read as a path at all."""
+    assert analyze(command).reads == ("/a/Demo Prep.vtt",)
+
+
+def test_a_quoted_pattern_with_a_space_is_still_no_path() -> None:
+    assert analyze('grep -n "foo bar" x.py').reads == ("x.py",)

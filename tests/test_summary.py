@@ -718,6 +718,18 @@ def test_a_script_that_writes_files_is_summarized_by_what_it_printed_first_and_l
     assert s.kind == "edit" and s.text == 'edit of check.py; printed "Union built" … "All checks passed"'
 
 
+@pytest.mark.parametrize("depth", [1, 4, 6, 9])
+def test_an_edit_of_a_long_path_never_leaves_a_quote_open(depth: int) -> None:
+    """Claude Code's edits print the path again: the quotes shrink to the room the path leaves
+    (the line's limit cut them open in 239 of 3,419 notes of real logs: 'printed "The file /ho…')."""
+    path = "/home/u/" + "/".join(f"dir_{i:02d}_of_the_project" for i in range(depth)) + "/session_hook_controller.ex"
+    printed = f"The file {path} has been updated. Here's the result:\n" + "".join(f"{i:6}\u2192line {i}\n" for i in range(1, 40))
+    s = summarize(f"sed -i 's/a/b/' {path}", mini(printed))
+    assert s.kind == "edit" and s.text.startswith("edit of /home/u/dir_00") and len(s.text) <= MAX_CHARS
+    assert s.text.count('"') % 2 == 0, s.text
+    assert "printed" not in s.text or s.text.endswith('"39\u2192line 39"')
+
+
 def test_a_context_commands_answer_is_not_named_twice_in_its_note() -> None:
     from refold.messages import mask_note
 

@@ -98,7 +98,7 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     info = action.effects if action else None
     of = f" of {info.exit_of}" if info and info.exit_of and info.kind in ("command", "test") else ""
     facts = ([f"exit {s.status}{of}"] if s.status is not None else []) + [size]
-    summary = _read_text(s.text, shown) if s.kind == "read" else s.text
+    summary = _read_text(s.text, shown, info.reads if info else ()) if s.kind == "read" else s.text
     end = "" if summary.endswith((".", "\u2026", "!", "?")) else "."
     what = f" of `{shown}`" if shown else ""
     hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."
@@ -106,14 +106,22 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
 
 
 _READ_COUNT = re.compile(r"^(\S*?) ?\([\d,]+ lines?\)(?:: )?")
+_COUNT = re.compile(r"\([\d,]+ lines?\)(?:: )?")
 
 
-def _read_text(summary: str, shown: str) -> str:
+def _read_text(summary: str, shown: str, paths: tuple[str, ...] = ()) -> str:
     """A read's summary in a note that already gives the size and names the command: without the
     path the command names and without a second line count (``read_file m1.py (40 lines): def g0``
-    -> ``def g0``)."""
-    m = _READ_COUNT.match(summary)
-    path, rest = (m.group(1), summary[m.end() :]) if m else summary.partition(" ")[::2]
+    -> ``def g0``). ``paths``: the files the command reads, which may hold spaces (a quoted or
+    escaped name): the summary's path is the one it opens with, not its first word."""
+    known = next((p for p in sorted(paths, key=len, reverse=True) if p and summary.startswith(p + " ")), None)
+    if known is not None:
+        tail = summary[len(known) + 1 :]
+        m = _COUNT.match(tail)
+        path, rest = known, (tail[m.end() :] if m else tail)
+    else:
+        m = _READ_COUNT.match(summary)
+        path, rest = (m.group(1), summary[m.end() :]) if m else summary.partition(" ")[::2]
     path = "" if path == "file" else path  # the summary's word for a file it cannot name
     if m:
         rest = re.sub(r"^ of ([\d,]+)", r"of \1 lines", rest)  # '(12 lines) of 40': a part of a file

@@ -234,7 +234,8 @@ def parse_command(command: str) -> ContextCommand | None:
     return ContextCommand(m.group(1), arg)
 
 
-_RESTORE_NOISE = re.compile(r"(?i)\[?\bsteps?\b\]?|\]|(?<!\S)#")
+_RESTORE_NOISE = re.compile(r"(?i)\[?\bsteps?\b\]?|\[|\]|(?<!\S)#")  # '[step 3]', '[3]', '#3'
+_RESTORE_PART = re.compile(r"r?(\d{1,9})(?:\.\d{1,4})?")  # an output (7.2) or a reply (r7): of step 7
 _RESTORE_DASH = re.compile(r"(?<=\d)\s*+(?:[" + _DASHES + r"]|\.\.)\s*+(?=\d)")  # '3–5', '3 - 5', '3..5'
 _RESTORE_COMMENT = re.compile(r"\s#\s+\D[^\n]*$")
 _RESTORE_REDIRECT = re.compile(r"(?:\s+\d*(?:>>?|<)&?[^\s;&|<>`]*)+\s*$")
@@ -273,6 +274,9 @@ def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | Non
         m = _RESTORE_WORD.fullmatch(word)
         if not m:
             shown = word if len(word) <= 40 else word[:39] + "…"
+            part = _RESTORE_PART.fullmatch(word)
+            if part:  # a ledger id: restore brings back the whole step it is part of
+                return [], f"{CM} restore: '{shown}' is not a step number; restore takes whole steps: `restore {part.group(1)}`."
             return [], f"{CM} restore: '{shown}' is not a step number; use e.g. `restore 3` or `restore 3-5`."
         lo = int(m.group(1))
         hi = int(m.group(2) or lo)

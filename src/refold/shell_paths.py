@@ -7,7 +7,7 @@ import re
 __all__ = ["MAX_PATH", "is_path", "normalize_path", "patch_paths", "path_words", "paths_overlap"]
 
 MAX_PATH = 4096
-_PATH_CHARS = re.compile(r"[\w./~+-]++")
+_PATH_CHARS = re.compile(r"[\w./~+ @,-]++")  # a space only in a quoted or escaped word
 
 
 def is_path(word: str) -> bool:

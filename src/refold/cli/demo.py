@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import RefoldError
+from ..errors import PolicyError, RefoldError
 from ..lab.cache import CACHE_NAMES
 from ..loaders import load
 from ._output import check_output
@@ -61,7 +61,10 @@ def demo(
 
     Settings(policies=("base",), tokenizer=tokenizer, cache=cache).check()  # usage errors first
     if not no_report:
-        check_output(output, "--output")
+        try:
+            check_output(output, "--output")
+        except PolicyError as e:  # a first run from a read-only folder: say how to go on
+            raise PolicyError(f"{e}; write the report elsewhere with -o FILE, or skip it with --no-report") from None
     console = Console()
     path = demo_path()
     history = load(path)

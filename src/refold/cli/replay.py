@@ -228,7 +228,9 @@ def replay(
     if len(failed) < len(results):  # every file failed: an empty table says nothing the errors do not
         print_table(out, _title(report), COLUMNS, _rows(report), wide)
     failed_files = len({r.file.split("#", 1)[0] for r in failed})
-    out.print(summary_line(len(files), failed_files, len(results), seconds, jobs), report["simulated"], highlight=False)
+    # what is measured and what simulated describes a table: none was printed when every file failed
+    said = [report["simulated"]] if len(failed) < len(results) else []
+    out.print(summary_line(len(files), failed_files, len(results), seconds, jobs), *said, highlight=False)
     for line in recorded_lines(report, settings.tokenizer):
         out.print(line, highlight=False)
     if json_out:

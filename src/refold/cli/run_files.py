@@ -86,6 +86,10 @@ def _live_pins(path: str, info: dict[str, Any]) -> Path | None:
     return side
 
 
+_KINDS = {"claude-code": "a Claude Code session log", "codex": "a Codex rollout"}
+"""What a JSON Lines run is, by its loader's format (a JSON list is a plain message list)."""
+
+
 def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> tuple[str, str, list[str]]:
     """Add the pin to the trajectory (``info.refold_pins``) and to the live run's pins file, if it
     names one (that is what a running mini reads before its next call)."""
@@ -95,14 +99,20 @@ def pin_file(path: str, item: str, overrides: list[str] | None, *, on: bool) -> 
     from ..loaders import split_source
 
     file, agent = split_source(path)
-    if agent is not None:  # it was written to a new file named 'FILE#Agent', a copy of the whole run
+    _writable(Path(file), file)
+    history, cfg, data = load_run(path, overrides)
+    if agent is not None and data:  # it was written to a new file named 'FILE#Agent', a copy of the whole run
         raise PolicyError(
             f"{file}: pins are saved per run file and this one holds several agents' runs, "
             f"so '{agent}' cannot be pinned alone (nothing was written)"
         )
-    _writable(Path(file), file)
-    history, cfg, data = load_run(path, overrides)
     if not data:
+        kind = _KINDS.get(str(history.meta.get("format")))
+        if kind is not None:  # the harness owns its log: refold only reads it
+            raise PolicyError(
+                f"{path}: {kind} cannot carry pins (refold only reads it; a session served by refold serve can: "
+                "refold sessions pin ID)"
+            )
         raise PolicyError(f"{path}: a plain message list cannot carry pins (save the run as a mini trajectory)")
     record = pin_record(history, item, on=on, where=path, config=cfg)
     data = read_json(path, scrub=False)  # written back as recorded: a lone surrogate stays one, not U+FFFD

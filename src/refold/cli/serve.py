@@ -141,13 +141,13 @@ def serve(
 
     from ..proxy.app import create_app
     from ..proxy.config import listen, redact
-    from ..proxy.store import check_store
+    from ..proxy.store import check_store, store_where
 
     check_store(store)
     sock = listen(host, port)
     bound = sock.getsockname()[1]  # --port 0: the port the system chose
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host  # an IPv6 address in a URL
-    typer.echo(f"refold serve: http://{shown}:{bound}/v1 -> {redact(upstream)} (store {redact(store)})", err=True)
+    typer.echo(f"refold serve: http://{shown}:{bound}/v1 -> {redact(upstream)} (store {redact(store_where(store))})", err=True)
     if urllib.parse.urlsplit(upstream).path.strip("/") == "":  # every request was a bare upstream 404
         typer.echo(
             f"refold serve: note: --upstream has no path, so a client's /v1/chat/completions goes to "

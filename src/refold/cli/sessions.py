@@ -81,8 +81,12 @@ def _with_store(url: str, fn: Callable[[Store], Awaitable[T]]) -> T:
     check_store_url(url)
     if not url.startswith(("redis://", "rediss://", "unix://")):
         path = url.removeprefix("sqlite:///").removeprefix("sqlite://").partition("?")[0]
-        if path != ":memory:" and not Path(path).expanduser().is_file():
-            raise PolicyError(f"no session store at {path} (the path refold serve --store was given)")
+        where = Path(path).expanduser()
+        if path != ":memory:" and not where.is_file():
+            what = " (a folder)" if where.is_dir() else ""
+            raise PolicyError(f"no session store at {path}{what} (the path refold serve --store was given)")
+        if path != ":memory:" and where.stat().st_size == 0:  # opening it would write a store into it
+            raise PolicyError(f"no session store at {path}: an empty file (the path refold serve --store was given)")
 
     async def run() -> T:
         st = open_store(url)
@@ -188,16 +192,17 @@ def prune(
 
 async def _session_data(st: Store, ident: str) -> SessionData:
     """The stored session ``ident`` names (its id, an id prefix or its name)."""
+    if not ident.strip():  # a prefix of every id
+        raise PolicyError("no session named: give a session id, an id prefix or a name (see 'refold sessions list')")
     data = await st.load(ident)
     if data is None:
         found = [r for r in await st.all_sessions(10**9) if r.name == ident or r.sid.startswith(ident)]
         if not found:
             raise PolicyError(f"no session '{ident}' in the store (see 'refold sessions list')")
         if len({r.sid for r in found}) > 1:
-            raise PolicyError(
-                f"'{ident}' names {len(found)} sessions (owners {', '.join(sorted(r.owner for r in found))}); "
-                "pass the id"
-            )
+            owners = sorted({r.owner for r in found})
+            shown = ", ".join(owners[:4]) + (f" and {len(owners) - 4} more" if len(owners) > 4 else "")
+            raise PolicyError(f"'{ident}' names {len(found)} sessions ({plural(len(owners), 'owner')}: {shown}); pass the id")
         data = await st.load(found[0].sid)
         if data is None:
             raise PolicyError(f"session '{ident}' was deleted meanwhile")

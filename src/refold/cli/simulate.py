@@ -266,8 +266,8 @@ def simulate_cmd(
         + f", tool delay {tool_delay:g}s, stale {stale}, tokenizer {tokenizer}"
     )
     print_results(out, title, results, wide)
-    how = "bisection over 1.." + str(max(ws)) if find_max else "largest tested w"
-    print_maxima(out, maxima, wait_threshold, how)
+    how = "bisection over 1.." + str(max(ws)) if find_max else "the largest tested w that meets it"
+    print_maxima(out, maxima, wait_threshold, how, (1 if find_max else min(ws), max(ws)))
     out.print(
         f"{plural(len(files), 'file')} ({plural(len(histories), 'session')}) in {seconds:.1f} s. "
         "Every figure is SIMULATED (no GPU)."

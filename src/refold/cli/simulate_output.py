@@ -95,11 +95,21 @@ def print_results(out: Console, title: str, results: list[SimResult], wide: bool
     print_table(out, title, COLUMNS, rows(results), wide)
 
 
-def print_maxima(out: Console, maxima: dict[str, dict[str, int]], wait_threshold: float, how: str) -> None:
+def print_maxima(
+    out: Console, maxima: dict[str, dict[str, int]], wait_threshold: float, how: str, tested: tuple[int, int]
+) -> None:
+    """Each policy's largest w meeting each criterion; ``tested``: the smallest and largest w tried
+    (a maximum at the largest is only a lower bound, none at the smallest says so)."""
+
+    def said(w: int) -> str:
+        if w >= tested[1]:
+            return f"{w} or more (the largest w tried)"
+        return f"none (not even w={tested[0]})" if w == 0 else str(w)
+
     for name, m in maxima.items():
         out.print(
-            f"{name}: max w without preemption {m['no_preemption']}, with mean queue wait <= "
-            f"{wait_threshold:g}s {m['wait']} ({how}; SIMULATED)",
+            f"{name}: max w without preemption {said(m['no_preemption'])}, with mean queue wait <= "
+            f"{wait_threshold:g}s {said(m['wait'])} ({how}; SIMULATED)",
             highlight=False,
         )
 

@@ -55,7 +55,10 @@ def _after_another(command: str) -> ContextCommand | None:
         return None
     k, j = found
     s = simples[k]
-    others = "; ".join(" ".join(o.raw) for o in (*simples[:k], *simples[k + 1 :]))
+    # inside a loop or an if the restore's place stays marked: 'for f in a; done' (its 'do' cut
+    # away with it) was named as the rest to run, which no shell reads
+    kept = [" ".join([*s.raw[:j], "\u2026"])] if j else []
+    others = "; ".join([*(" ".join(o.raw) for o in simples[:k]), *kept, *(" ".join(o.raw) for o in simples[k + 1 :])])
     return ContextCommand("restore", " ".join(s.raw[j + 1 :]) + (f"; {others}" if others else ""))
 
 

@@ -150,6 +150,8 @@ def _not_read(log: Log, lines: list[int]) -> dict[str, int]:
         if not (isinstance(kind, str) and (kind in KINDS or kind in CONVERSATION)):
             what = f"'{kind}' line" if isinstance(kind, str) else "untyped line"
             out[what] = out.get(what, 0) + 1
+        elif kind in CONVERSATION and not is_line(item):  # no message object, or no id: not a turn
+            out[f"malformed '{kind}' line"] = out.get(f"malformed '{kind}' line", 0) + 1
     for i in lines:
         content = log.items[i]["message"].get("content")
         for b in content if isinstance(content, list) else []:

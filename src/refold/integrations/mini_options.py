@@ -4,17 +4,67 @@ context-command handlers resolved by dotted path (mini-swe-agent's way of naming
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from ..context.answers import Handler
-from ..errors import PolicyError
+from ..errors import PolicyError, RefoldError
 from ..protocol import COMMAND_NAMES
 
 _M = TypeVar("_M", bound=BaseModel)
+_P = ParamSpec("_P")
+
+
+def usage_errors(init: Callable[_P, None]) -> Callable[_P, None]:
+    """A model's ``__init__`` whose config errors mini's command line shows as its one line: mini
+    builds the model inside its typer command, which printed any other exception as a 45-line
+    traceback before the line (``-c model.refold.k=abc``)."""
+
+    @functools.wraps(init)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        try:
+            init(*args, **kwargs)
+        except RefoldError as e:
+            raise _as_usage_error(e) from None
+
+    return wrapped
+
+
+def _click_errors() -> tuple[type, ...]:
+    """The ClickException classes a typer command line prints as one line: typer 0.29+ vendors
+    its own click (found through its public ``BadParameter``), older ones use click's."""
+    found: list[type] = []
+    try:
+        import typer
+
+        found += [c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"]
+    except ImportError:
+        pass
+    try:
+        import click
+
+        found.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(dict.fromkeys(found))
+
+
+def _as_usage_error(e: RefoldError) -> RefoldError:
+    """``e``, also a click error (typer prints its message, exit status 1); still a ``type(e)``
+    for a caller that catches it (``refold run``, tests, a batch runner)."""
+    bases = _click_errors()
+    if not bases:  # no command line that would print it differently
+        return e
+    kind = type(type(e).__name__, (type(e), *bases), {"__module__": type(e).__module__})
+    out: Any = Exception.__new__(kind)
+    out.__dict__.update(e.__dict__)
+    out.args = e.args
+    out.message, out.show_color = str(e), None
+    return out  # type: ignore[no-any-return]
 
 
 def mapping(key: str, value: Any) -> dict[str, Any]:

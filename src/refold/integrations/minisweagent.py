@@ -71,7 +71,7 @@ from ..wire import action as make_action
 from ..wire import actions_record, read_actions
 from .cache_control import place_cache_control
 from .context_tools import with_context_tools
-from .mini_options import check_keys, flag, mapping, parse_section, resolve_handlers, text
+from .mini_options import check_keys, flag, mapping, parse_section, resolve_handlers, text, usage_errors
 from .mini_record import FORMAT, PinFile, answer_message, call_info, extends, usage
 
 logger = logging.getLogger("refold")
@@ -92,6 +92,7 @@ REFOLD_KEYS = (
 class RefoldModel:
     """A mini Model that sends refold's rendering of the history to an inner model."""
 
+    @usage_errors
     def __init__(
         self,
         *,

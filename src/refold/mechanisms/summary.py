@@ -274,23 +274,37 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
     if info.kind == "edit":  # what it then printed reads like any output: its first and last lines
         what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
-        return out("edit", f"{what}; printed {_first_last(lines, 70, 40)}")
+        # long paths leave less room: the quotes shrink to fit, never cut open by the line's limit
+        printed = _first_last(lines, 70, 40, room=limit - len(what) - len("; printed "))
+        return out("edit", f"{what}; printed {printed}" if printed else what)
     if err and failed:
         return out("error", f"error: {err}")
     return out("output", _first_last(lines, 90, 50), False)
 
 
-def _first_last(lines: list[str], first: int, last: int) -> str:
+def _first_last(lines: list[str], first: int, last: int, room: int | None = None) -> str:
     """``"first" … "last"`` of what a command printed; Python warnings lead many script outputs,
-    and the first line of the output proper says more."""
+    and the first line of the output proper says more. ``room``: at most that many characters,
+    the quotes shortened to fit (a cut would leave a quote open); "" when not even short ones fit."""
     plain = [
         ln
         for i, ln in enumerate(lines)
         if "Warning: " not in ln and not (i and "Warning: " in lines[i - 1] and ln[:1].isspace())
     ]
     lines = plain or lines
-    head = f'"{_one_line(lines[0].strip(), first)}"'
-    return head if len(lines) == 1 else f'{head} … "{_one_line(lines[-1].strip(), last)}"'
+    a = lines[0].strip()
+    b = lines[-1].strip() if len(lines) > 1 else None
+    if room is not None:  # the quotes' text shares what is left after the quote marks and " … "
+        free = room - (2 if b is None else 7)
+        if b is None:
+            first = min(first, free)
+        elif len(a) + len(b) > free:
+            first = min(first, max(free - min(len(b), last), free * first // (first + last)))
+            last = min(last, free - min(len(a), first))
+        if first < 12:
+            return ""
+    head = f'"{_one_line(a, first)}"'
+    return head if b is None else f'{head} … "{_one_line(b, last)}"'
 
 
 _RANGE = re.compile(r" lines (\d+)-(\d+)")

@@ -75,6 +75,22 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
+def refuse_foreign(db: sqlite3.Connection, path: str) -> None:
+    """A database that holds tables but no refold layout (a mistyped ``--store`` naming another
+    program's database) is refused before anything is written into it (WAL mode included)."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    # a refold layout written before versions holds sessions(sid, owner, head, ...); another
+    # program's 'sessions' table (a web app's) does not
+    columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")} if "sessions" in tables else set()
+    if version == 0 and tables and not {"sid", "owner", "head"} <= columns:
+        shown = ", ".join(tables[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
+        raise ConfigError(
+            f"store {path} is an SQLite database refold did not write (tables {shown}): "
+            "give --store a new file or one refold serve created"
+        )
+
+
 def migrate(db: sqlite3.Connection, path: str) -> int:
     """Bring the store up to SCHEMA_VERSION, one named migration per transaction; the version."""
     (version,) = db.execute("PRAGMA user_version").fetchone()

@@ -31,6 +31,7 @@ from ..responses_items import CALLS, item_kind, item_text
 from ..types import Message, Rendered
 from . import responses_wire as wire
 from .records import Store
+from .responses_ids import UniqueIds
 from .responses_pending import PENDING, finished, pending, running
 from .spliced import SplicedRound, unsent
 from .sse import Event, parse_json, sse
@@ -112,10 +113,12 @@ class ResponsesSplicer(SplicedRound):
         self._seq: int | None = None  # the last sequence number sent
         self._spliced = False  # a round was dropped: later events are renumbered
         self._open: dict[int, tuple[dict[str, Any], list[str]]] = {}  # client index -> item added, text sent
+        self._ids = UniqueIds()
 
     def begin(self, final: bool) -> None:
         super().begin(final)
         self._count, self._map, self._round_items, self._open = 0, {}, [], {}
+        self._ids.begin()
 
     def step(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
@@ -182,7 +185,9 @@ class ResponsesSplicer(SplicedRound):
 
     def emit(self, ev: Event, data: dict[str, Any]) -> list[bytes]:
         kind = data.get("type")
-        changed: dict[str, Any] = {}
+        unique = self._ids.event(data, self._offset + self._count)
+        changed: dict[str, Any] = {k: v for k, v in unique.items() if data.get(k) is not v}
+        data = unique
         if kind in _OPENING:
             if self._spliced and self._started:
                 return []  # the answer's response is open already
@@ -233,6 +238,7 @@ class ResponsesSplicer(SplicedRound):
             data = self._next_seq({"type": "response.output_item.done", "output_index": c, "item": done})
             out.append(sse("response.output_item.done", data))
         self._open = {}
+        self._ids.sent_round(self._round_items)
         self._sent += self._round_items
         self._offset += self._count
         self._spliced = True
@@ -282,7 +288,7 @@ class ResponsesSplicer(SplicedRound):
             return data
         if not self._sent and self._id in (None, data.get("id")) and None not in self._map.values() and self.prior_usage is None:
             return data
-        output = [o for n, o in enumerate(data["output"]) if self._map.get(n, 0) is not None]
+        output = self._ids.items([o for n, o in enumerate(data["output"]) if self._map.get(n, 0) is not None])
         usage = {"usage": add(self.prior_usage, data.get("usage"))} if self.prior_usage is not None else {}
         return {**data, "id": self._id or data.get("id"), "output": [*self._sent, *output], **usage}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreConflict, StoreUnavailable
-from .migrations import end_transaction, migrate
+from .migrations import end_transaction, migrate, refuse_foreign
 from .records import Commit, Health, SessionData, SessionRecord, StoredStep, held_key, one_line
 
 T = TypeVar("T")
@@ -58,6 +58,7 @@ class SQLiteStore:
                 raise ConfigError(f"cannot open store {path}: {e.strerror or e}") from None
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout)
+            refuse_foreign(self._db, path)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
             self.schema = migrate(self._db, path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from pathlib import Path
 
 from ..errors import ConfigError
 from .config import redact
@@ -44,6 +45,13 @@ def open_store(url: str) -> Store:
         from .redis_store import RedisStore
 
         return RedisStore(url)
+    path, sync = _sqlite_target(url)
+    return SQLiteStore(path, sync=sync)
+
+
+def _sqlite_target(url: str) -> tuple[str, str]:
+    """A SQLite store URL's file and sync mode (``sqlite:///rel`` is relative, ``sqlite:////abs``
+    absolute, as SQLAlchemy reads them)."""
     path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url.removeprefix("sqlite://")
     path, _, query = path.partition("?")
     sync = "normal"
@@ -54,7 +62,19 @@ def open_store(url: str) -> Store:
         sync = value.lower()
     if not path:
         raise ConfigError(f"store URL '{url}' names no file")
-    return SQLiteStore(path, sync=sync)
+    return path, sync
+
+
+def store_where(url: str) -> str:
+    """Where the store lives, for the start line: a SQLite store's absolute file (``sqlite:///tmp/x``
+    is ``./tmp/x``, which the URL alone does not show), else the URL."""
+    if url.startswith(_REDIS_SCHEMES) or url == ":memory:":
+        return url
+    path, sync = _sqlite_target(url)
+    if path == ":memory:":
+        return path
+    where = str(Path(path).expanduser().absolute())
+    return where + (", sync=full" if sync == "full" else "")
 
 
 def check_store(url: str) -> None:

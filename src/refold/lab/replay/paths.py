@@ -124,6 +124,8 @@ def _walk(top: Path, skipped: dict[str, int]) -> list[Path]:
 
 
 _HIDDEN = "hidden folders (.name: name one to read it)"
+_BROKEN = "broken links (their target is missing)"
+_SPECIAL = "FIFOs, sockets or devices named like runs"
 
 
 def collect_paths(paths: Sequence[str | Path], left_out: dict[str, int] | None = None) -> list[str]:
@@ -134,9 +136,12 @@ def collect_paths(paths: Sequence[str | Path], left_out: dict[str, int] | None =
     for p in paths:
         path = Path(p)
         if _is_dir(path):
-            candidates = [
-                f for f in _walk(path, skipped) if f.is_file() and f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")
-            ]
+            named = [f for f in _walk(path, skipped) if f.name.endswith(TRAJECTORY_SUFFIXES) and not f.name.startswith(".")]
+            candidates = [f for f in named if f.is_file()]
+            for f in named:  # a run file that cannot be read is named, not passed over in silence
+                if not f.is_file():
+                    why = _BROKEN if f.is_symlink() and not f.exists() else _SPECIAL
+                    skipped[why] = skipped.get(why, 0) + 1
             found: list[str] = []
             for f in candidates:
                 why = _not_a_run(f)

@@ -140,10 +140,38 @@ def subagent_notes(results: Sequence[TaskResult]) -> list[str]:
                     missing[r.path or r.file].append(agent)
     if not missing:
         return []
+    notes = []
+    beside: dict[str, list[str]] = {}
+    absent: dict[str, list[str]] = {}
+    for f, agents in missing.items():
+        for a in agents:
+            (beside if _subagent_log(f, a) else absent).setdefault(f, []).append(a)
+    if beside:
+        notes.append(
+            f"Subagents not replayed: {_named(beside)} ran in their own log, not named ({_example(beside)}): "
+            "their calls are in no total; name the project folder to include them."
+        )
+    if absent:  # naming a folder would not help: the logs are not on this disk
+        notes.append(
+            f"Subagents not found: {_named(absent)} ran in their own log, not beside it ({_example(absent)}, "
+            "no such file): their calls are in no total."
+        )
+    return notes
+
+
+def _subagent_log(file: str, agent: str) -> bool:
+    """Whether Claude Code's log of subagent ``agent`` is beside session log ``file``: in
+    ``<session>/subagents/`` (2.1.x) or next to it (older versions)."""
+    p = Path(file)
+    folders = (p.parent / p.name.removesuffix(".gz").removesuffix(".jsonl") / "subagents", p.parent)
+    return any((f / f"agent-{agent}.jsonl{gz}").is_file() for f in folders for gz in ("", ".gz"))
+
+
+def _named(missing: dict[str, list[str]]) -> str:
+    return f"{sum(len(a) for a in missing.values())} subagent(s) of {len(missing)} session log(s)"
+
+
+def _example(missing: dict[str, list[str]]) -> str:
     file, agents = next(iter(missing.items()))
-    n = sum(len(a) for a in missing.values())
-    return [
-        f"Subagents not replayed: {n} subagent(s) of {len(missing)} session log(s) ran in their own log, not named "
-        f"(e.g. {Path(file).name}: {', '.join('agent-' + a for a in agents[:4])}, in {Path(file).stem}/subagents/): "
-        "their calls are in no total; name the project folder to include them."
-    ]
+    stem = Path(file).name.removesuffix(".gz").removesuffix(".jsonl")
+    return f"e.g. {Path(file).name}: {', '.join('agent-' + a for a in agents[:4])}, in {stem}/subagents/"
