@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from refold.context.recognize import Recognizer
 from refold.protocol import COMMAND_NAMES, MAX_CDS, parse_command
 from refold.proxy import ProxyConfig, create_app
-from refold.proxy.commands import _call
+from refold.proxy.commands import call_action
 from refold.proxy.deferred import Deferred, LaterCalls
 from refold.proxy.early import CallGate, CommandGate, call_verdict, command_prefix, may_be_command
 from refold.reply_command import bash_block
@@ -78,7 +78,7 @@ def test_an_early_no_is_the_final_no(command: str, cut: int, key: str, argv: boo
     rec = Recognizer()
     value: Any = command.split(" ") if argv else command
     args = json.dumps({key: value}, ensure_ascii=not argv)
-    whole = _call({"id": "c", "function": {"name": "bash", "arguments": args}}, rec).context
+    whole = call_action({"id": "c", "function": {"name": "bash", "arguments": args}}, rec).context
     verdict = call_verdict("bash", args[:cut], rec)
     if verdict is False:
         assert whole is None, (command, args[:cut])
@@ -389,7 +389,7 @@ def test_a_relayed_round_never_sends_a_later_context_call_wherever_the_deltas_sp
             slot = got.setdefault(tc["index"], {"id": "", "args": ""})
             slot["id"] = tc.get("id") or slot["id"]
             slot["args"] += (tc.get("function") or {}).get("arguments") or ""
-    context = {c["id"] for c in message["tool_calls"] if _call(c, rec).context is not None}
+    context = {c["id"] for c in message["tool_calls"] if call_action(c, rec).context is not None}
     assert {c["id"] for c in left} == context
     want = [(c["id"], c["function"]["arguments"]) for c in message["tool_calls"] if c["id"] not in context]
     assert [(got[k]["id"], got[k]["args"]) for k in sorted(got)] == want

@@ -26,7 +26,7 @@ from refold.config import Config
 from refold.context.tools import offer
 from refold.proxy import ProxyConfig, anthropic_wire, create_app
 from refold.proxy.anthropic import AnthropicSplicer
-from refold.proxy.commands import _call, context_calls
+from refold.proxy.commands import call_action, context_calls
 from refold.proxy.sse import Event
 from refold.proxy.surface_calls import recognizable
 from refold.proxy.surface_stream import context_ids
@@ -383,7 +383,7 @@ def test_a_spliced_message_is_what_the_rounds_add_up_to(one: list[dict[str, Any]
     if sp.released:
         first = next(b for b in one if b["type"] == "tool_use")
         cmd = json.dumps(first["input"])
-        assert _call({"id": "c", "function": {"name": tool_name(first["name"]), "arguments": cmd}}, rec).context is None
+        assert call_action({"id": "c", "function": {"name": tool_name(first["name"]), "arguments": cmd}}, rec).context is None
     left = context_ids(reply, rec) if calls is None else set()
     sent += sp.finish(calls is not None, context_ids=left)
     if calls is None:

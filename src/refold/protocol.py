@@ -78,6 +78,14 @@ def _unwrapped(value: str) -> str:
     return value[len(run) : m.start()].strip() if n == 2 and value.startswith(run) else value
 
 
+def head_line(line: str) -> tuple[str, str] | None:
+    """``("PROGRESS" | "STALE", value)`` when ``line`` reads as a head line (after any bullet,
+    heading or list-number markup), else None; the value is stripped but keeps its own markup."""
+    text = _MARKUP.sub("", line.strip(), count=1)
+    m = _KEY.match(text)
+    return (m.group(1).upper(), text[m.end() :].strip()) if m else None
+
+
 def parse_head(reply: str) -> Head:
     """Read PROGRESS and STALE from the first lines of a reply, and only from there."""
     progress: str | None = None
@@ -91,11 +99,9 @@ def parse_head(reply: str) -> Head:
         seen += 1
         if seen > _HEAD_LINES:
             break
-        line = _MARKUP.sub("", raw.strip(), count=1)
-        m = _KEY.match(line)
-        if not m:
+        if (found := head_line(raw)) is None:
             continue
-        key, value = m.group(1).upper(), _unwrapped(line[m.end() :].strip())
+        key, value = found[0], _unwrapped(found[1])
         if key == "PROGRESS" and progress is None:
             progress = value
         elif key == "STALE" and stale is None:

@@ -105,7 +105,7 @@ def read_actions(reply: Message, recognizer: Recognizer = ANY) -> tuple[Action, 
                     named[c["index"]] = ContextCommand(c["name"], str(c.get("argument", "")))
             return tuple(action(cmd, tool, cid, named.get(i)) for i, (cmd, tool, cid) in enumerate(issued))
         return tuple(action(cmd, tool, cid, recognizer.command(tool, cmd)) for cmd, tool, cid in issued)
-    return tuple(action(cmd, tool, cid, recognizer.command(tool, cmd)) for cmd, tool, cid in _issued(reply))
+    return tuple(action(cmd, tool, cid, recognizer.command(tool, cmd)) for cmd, tool, cid in issued_commands(reply))
 
 
 def action(command: str, tool: str = "bash", tool_call_id: str | None = None, context: ContextCommand | None = None) -> Action:
@@ -113,7 +113,10 @@ def action(command: str, tool: str = "bash", tool_call_id: str | None = None, co
     return Action(command, tool, tool_call_id, context=context, effects=analyze(command, tool))
 
 
-def _issued(reply: Message) -> list[tuple[str, str, str | None]]:
+def issued_commands(reply: Message) -> list[tuple[str, str, str | None]]:
+    """The reply's commands, each ``(command, tool, tool_call_id)``, read from the reply itself:
+    its tool calls, else mini's ``extra.actions``, SWE-agent's ``action`` or a text reply's command
+    block. Cheap (no facts analyzed); ``read_actions`` prefers refold's own record and analyzes."""
     calls = reply.get("tool_calls")
     calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
     if calls:

@@ -33,7 +33,7 @@ def context_calls(reply: Message, rec: Recognizer) -> tuple[Action, ...] | None:
     """The reply's actions when at least one is a context command the proxy answers, else None."""
     calls = reply.get("tool_calls") or []
     if calls:
-        out = tuple(_call(c, rec) for c in calls if isinstance(c, dict))
+        out = tuple(call_action(c, rec) for c in calls if isinstance(c, dict))
         return out if any(a.context for a in out) else None
     if not rec.text:
         return None
@@ -43,7 +43,9 @@ def context_calls(reply: Message, rec: Recognizer) -> tuple[Action, ...] | None:
     return None
 
 
-def _call(call: dict[str, Any], rec: Recognizer) -> Action:
+def call_action(call: dict[str, Any], rec: Recognizer) -> Action:
+    """One chat tool call as an action: a shell tool's command (a free-form tool's input, a list
+    joined) or a function call's arguments, with the context command ``rec`` reads in it, if any."""
     fn = call.get("function") or {}
     name = str(fn.get("name") or "")
     raw = fn.get("arguments")

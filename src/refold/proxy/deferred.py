@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..history import History
 from ..types import Message
-from .commands import _call
+from .commands import call_action
 from .early import CallGate, call_verdict
 from .mapping import normalize
 from .spliced import unsent, visible_text
@@ -133,7 +133,7 @@ class LaterCalls:
         calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
         left: list[dict[str, Any]] = [split] if split is not None else []
         for i, c in zip(sorted(g.names), calls, strict=False):
-            if i not in g._client_index and (i in g.withheld or _call(c, g.rec).context is not None):
+            if i not in g._client_index and (i in g.withheld or call_action(c, g.rec).context is not None):
                 g.withheld.add(i)
                 left.append(c)
         held, self.held, self._index = self.held, [], None

@@ -20,7 +20,7 @@ from typing import Any
 from ..context.recognize import Recognizer
 from ..shell import SHELL_TOOLS
 from ..types import Action, Message
-from .commands import _call, context_calls
+from .commands import call_action, context_calls
 from .compound import CompoundHold, derived_id
 from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandEnd, CommandGate, command_value
@@ -139,7 +139,7 @@ class ArgsGuard:
         client has not been sent (``split``: what refold answers, ``CompoundHold.split``)."""
         if self.hold is None:
             return None
-        command = _call(whole, self.rec).command
+        command = call_action(whole, self.rec).command
         cut, self.split = self.hold.split(command, self.rec, self.sent)
         return cut
 

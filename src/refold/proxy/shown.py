@@ -15,8 +15,7 @@ from typing import Any
 
 from ..context.recognize import ANY
 from ..types import Message
-from ..wire import _issued as issued
-from ..wire import actions_record, read_actions
+from ..wire import actions_record, issued_commands, read_actions
 from .mapping import normalize
 from .stream import strip_head
 
@@ -52,7 +51,7 @@ def _has_context_command(message: Message) -> bool:
     )
     found = _SEEN.get(key)
     if found is None:
-        found = _SEEN[key] = any(ANY.command(tool, cmd) is not None for cmd, tool, _ in issued(message))
+        found = _SEEN[key] = any(ANY.command(tool, cmd) is not None for cmd, tool, _ in issued_commands(message))
         while len(_SEEN) > 65536:
             _SEEN.popitem(last=False)
     return found

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from ..protocol import _KEY, _MARKUP
+from ..protocol import head_line
 from ..scrub import scrub_calls
 
 _MARKUPISH = " \t>#*_`-+0123456789.)"
@@ -50,8 +50,8 @@ async def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
 
 
 def _head_key(line: str) -> str | None:
-    m = _KEY.match(_MARKUP.sub("", line.strip(), count=1))
-    return m.group(1).upper() if m else None
+    found = head_line(line)
+    return found[0] if found is not None else None
 
 
 def strip_head(text: str) -> str:

@@ -25,7 +25,7 @@ import httpx
 from ..context.recognize import Recognizer
 from ..errors import ProxyError
 from ..types import Message
-from .commands import _call, context_calls
+from .commands import call_action, context_calls
 from .spliced import visible_text
 from .sse import Event, ended_properly, read_events
 from .surface_calls import recognizable
@@ -109,7 +109,7 @@ def context_ids(reply: Message, rec: Recognizer) -> set[str]:
     """Ids of the reply's calls that are context commands ``rec`` answers."""
     out = set()
     for c in recognizable(reply).get("tool_calls") or []:
-        if isinstance(c, dict) and isinstance(c.get("id"), str) and _call(c, rec).context is not None:
+        if isinstance(c, dict) and isinstance(c.get("id"), str) and call_action(c, rec).context is not None:
             out.add(c["id"])
     return out
 
