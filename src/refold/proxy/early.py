@@ -22,6 +22,7 @@ from ..protocol import CD_OPEN, without_cd
 from ..reply_command import SHELL_LANGS
 from ..shell import SHELL_TOOLS
 from .json_string import JsonString
+from .stream import call_deltas, set_calls
 
 _MARKERS = ("```", "<mswea_bash_command>")
 """Where a command block of a reply may begin (``reply_command.bash_block`` reads only these)."""
@@ -327,10 +328,7 @@ class CallGate:
         than the first taken out and the rest renumbered; None when nothing is left of it."""
         out = copy.deepcopy(chunk)
         changed = False
-        for choice in out.get("choices") or []:
-            delta = choice.get("delta")
-            if (choice.get("index") or 0) != 0 or not isinstance(delta, dict) or not delta.get("tool_calls"):
-                continue
+        for choice, delta in call_deltas(out):
             kept = []
             for tc in delta["tool_calls"]:
                 i = int(tc.get("index") or 0)
@@ -346,11 +344,9 @@ class CallGate:
                     tc = {**tc, "index": self._client_index[i]}
                     changed = True
                 kept.append(tc)
-            delta["tool_calls"] = kept
-            if not kept:
-                del delta["tool_calls"]
-                if not delta and not choice.get("finish_reason") and not choice.get("logprobs") and not out.get("usage"):
-                    return None
+            set_calls(delta, kept)
+            if not delta and not choice.get("finish_reason") and not choice.get("logprobs") and not out.get("usage"):
+                return None  # no calls left (set_calls dropped the key), nor anything else
         return out if changed else chunk
 
     def shown(self, message: dict[str, Any]) -> dict[str, Any]:

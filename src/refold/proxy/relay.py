@@ -24,7 +24,7 @@ from .commands import call_action, context_calls
 from .compound import CompoundHold, derived_id
 from .deferred import Deferred, LaterCalls, unsent_text
 from .early import CallGate, CommandEnd, CommandGate, command_value
-from .stream import HeadStripper, event, split_chunk, text_chunk, usage_only, with_id
+from .stream import HeadStripper, call_deltas, event, set_calls, split_chunk, text_chunk, usage_only, with_id
 from .upstream import Result
 from .usage import add
 
@@ -39,7 +39,7 @@ class ArgsGuard:
     the closing quote of its command's JSON string (``start``: where that string begins), and of
     that command not from a separator on that may lead to a ``restore`` (``compound``); the rest
     waits until they are whole, then goes on unchanged when the whole call is no context command
-    (read as ``commands._call`` reads it), else a closing of what was sent goes in its place: after
+    (read as ``commands.call_action`` reads it), else a closing of what was sent goes in its place: after
     the part before ``; restore 3``, which refold answers itself (``split``)."""
 
     def __init__(self, rec: Recognizer, name: str, start: int, listed: bool = False) -> None:
@@ -68,10 +68,7 @@ class ArgsGuard:
         out = copy.deepcopy(chunk)
         first: list[dict[str, Any]] = []
         changed = False
-        for choice in out.get("choices") or []:
-            delta = choice.get("delta")
-            if (choice.get("index") or 0) != 0 or not isinstance(delta, dict) or not delta.get("tool_calls"):
-                continue
+        for _, delta in call_deltas(out):
             kept = []
             for tc in delta["tool_calls"]:
                 if int(tc.get("index") or 0) != 0:
@@ -93,9 +90,7 @@ class ArgsGuard:
                     first.append(tc)
                 elif send or fn.get("name") or any(k not in ("index", "function") for k in tc):
                     first.append({**tc, "function": {**fn, "arguments": send}})
-            delta["tool_calls"] = kept
-            if not kept:
-                del delta["tool_calls"]
+            set_calls(delta, kept)
         whole = not self.closed and self.sent < len(self.args) and self._whole(chunk)
         if not changed and not whole:
             return [chunk]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -201,6 +201,24 @@ def split_chunk(chunk: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any] |
         if delta or choice.get("finish_reason") or choice.get("logprobs"):
             keep = True
     return texts, (rest if keep else None)
+
+
+def call_deltas(chunk: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each ``(choice, delta)`` of choice 0 whose delta carries tool calls: the ones a relay
+    holding back, cutting or renumbering calls rewrites (``set_calls``), in a copy of the chunk."""
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta")
+        if (choice.get("index") or 0) == 0 and isinstance(delta, dict) and delta.get("tool_calls"):
+            yield choice, delta
+
+
+def set_calls(delta: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    """``delta``'s tool calls made ``calls``; the key goes when there are none (an empty list
+    would still read as a tool-call delta)."""
+    if calls:
+        delta["tool_calls"] = calls
+    else:
+        delta.pop("tool_calls", None)
 
 
 def text_chunk(template: dict[str, Any], texts: dict[str, str], *, role: bool = False) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..errors import ProxyError
-from .upstream import informative, retry_hint
+from .upstream import informative, retry_hint, send_retrying
 from .validate import MAX_DEPTH, check_tree
 
 
@@ -54,16 +54,6 @@ def cause(f: Failed) -> str:
     return f"upstream answered {f.status}: {message[:300]}{retry_hint(f.headers)}"
 
 
-def timed_out(timeout: float) -> ProxyError:
-    return ProxyError(504, f"upstream timed out after {timeout:g}s", type="upstream_error", code="upstream_timeout")
-
-
-def unreachable(e: Exception) -> ProxyError:
-    return ProxyError(
-        502, f"upstream request failed: {type(e).__name__}: {e}", type="upstream_error", code="upstream_unreachable"
-    )
-
-
 def bad_stream(what: str) -> ProxyError:
     return ProxyError(
         502, f"upstream stream {what}", type="upstream_error", code="bad_upstream_response", param="stream"
@@ -80,58 +70,37 @@ def upstream_answer(adapter: _Checks, data: Any) -> Any:
     return adapter.check(check_tree(data, "", max_depth=2 * MAX_DEPTH, upstream=True))
 
 
-def _retryable(e: httpx.HTTPError) -> bool:
-    # a pooled connection the upstream closed meanwhile: the request never reached it
-    return isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError)
-
-
 async def post(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
 ) -> Answer | Failed:
     """A non-streamed upstream call: its JSON body and headers, or what failed."""
-    for retry in (True, False):
-        try:
-            r = await client.post(url, json=body, headers=headers)
-        except httpx.TimeoutException:
-            raise timed_out(timeout) from None
-        except httpx.HTTPError as e:
-            if retry and _retryable(e):
-                continue
-            raise unreachable(e) from None
-        if r.status_code >= 400:
-            return _failed(r, r.content)
-        try:
-            return Answer(r.json(), informative(r.headers))
-        except ValueError:
-            raise ProxyError(
-                502, "upstream answered with a body that is not JSON", type="upstream_error",
-                code="bad_upstream_response",
-            ) from None
-    raise AssertionError("unreachable")  # pragma: no cover
+    r = await send_retrying(lambda: client.post(url, json=body, headers=headers), timeout)
+    if r.status_code >= 400:
+        return _failed(r, r.content)
+    try:
+        return Answer(r.json(), informative(r.headers))
+    except ValueError:
+        raise ProxyError(
+            502, "upstream answered with a body that is not JSON", type="upstream_error",
+            code="bad_upstream_response",
+        ) from None
 
 
 async def open_stream(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
 ) -> httpx.Response | Failed:
     """A streamed upstream call, open (its status read), or what failed."""
-    for retry in (True, False):
-        req = client.build_request("POST", url, json=body, headers=headers)
+    r = await send_retrying(
+        lambda: client.send(client.build_request("POST", url, json=body, headers=headers), stream=True),
+        timeout,
+    )
+    if r.status_code >= 400:
         try:
-            r = await client.send(req, stream=True)
-        except httpx.TimeoutException:
-            raise timed_out(timeout) from None
-        except httpx.HTTPError as e:
-            if retry and _retryable(e):
-                continue
-            raise unreachable(e) from None
-        if r.status_code >= 400:
-            try:
-                raw = await r.aread()
-            finally:
-                await r.aclose()
-            return _failed(r, raw)
-        return r
-    raise AssertionError("unreachable")  # pragma: no cover
+            raw = await r.aread()
+        finally:
+            await r.aclose()
+        return _failed(r, raw)
+    return r
 
 
 def _failed(r: httpx.Response, raw: bytes) -> Failed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,9 +98,7 @@ class Upstream:
         return h
 
     def _timed_out(self) -> ProxyError:
-        return ProxyError(
-            504, f"upstream timed out after {self.timeout:g}s", type="upstream_error", code="upstream_timeout"
-        )
+        return timed_out(self.timeout)
 
     async def models(self, headers: dict[str, str]) -> tuple[int, Any]:
         try:
@@ -155,26 +153,18 @@ class Upstream:
         """A streamed completion whose status is checked (errors raise here, before any event is
         relayed) and whose chunks are read as they arrive (``Live.chunks``)."""
         body = outbound(body)
-        for retry in (True, False):
-            req = self._client.build_request(
-                "POST", f"{self.base_url}/chat/completions", json=body, headers=headers
-            )
+        url, client = f"{self.base_url}/chat/completions", self._client
+        r = await send_retrying(
+            lambda: client.send(client.build_request("POST", url, json=body, headers=headers), stream=True),
+            self.timeout,
+        )
+        if r.status_code >= 400:
             try:
-                r = await self._client.send(req, stream=True)
-            except httpx.TimeoutException:
-                raise self._timed_out() from None
-            except httpx.HTTPError as e:
-                if retry and isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError):
-                    continue
-                raise _unreachable(e, "request failed") from None
-            if r.status_code >= 400:
-                try:
-                    raw = await r.aread()
-                finally:
-                    await r.aclose()
-                raise _error_from(r.status_code, raw, r.headers)
-            return Live(r, self.timeout)
-        raise AssertionError("unreachable")  # pragma: no cover
+                raw = await r.aread()
+            finally:
+                await r.aclose()
+            raise _error_from(r.status_code, raw, r.headers)
+        return Live(r, self.timeout)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -321,6 +311,26 @@ def aggregate(events: list[str]) -> dict[str, Any]:
     for raw in events:
         acc.add(parse_chunk(raw))
     return acc.body()
+
+
+def timed_out(timeout: float) -> ProxyError:
+    """An upstream call that took longer than ``timeout`` seconds, as a 504."""
+    return ProxyError(504, f"upstream timed out after {timeout:g}s", type="upstream_error", code="upstream_timeout")
+
+
+async def send_retrying(send: Callable[[], Awaitable[httpx.Response]], timeout: float) -> httpx.Response:
+    """``send()``'s response, sent once more when it failed on a pooled connection the upstream
+    closed meanwhile (the request never reached it); a timeout is a 504, another failure a 502."""
+    for retry in (True, False):
+        try:
+            return await send()
+        except httpx.TimeoutException:
+            raise timed_out(timeout) from None
+        except httpx.HTTPError as e:
+            if retry and isinstance(e, httpx.RemoteProtocolError | httpx.ConnectError):
+                continue
+            raise _unreachable(e, "request failed") from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _unreachable(e: Exception, what: str) -> ProxyError:

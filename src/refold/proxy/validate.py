@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..errors import ProxyError
@@ -37,6 +37,29 @@ def _name(param: str) -> str:
 def _bad(param: str, what: str, code: str = "invalid_value") -> ProxyError:
     """An OpenAI-style 400 whose ``param`` names the field."""
     return ProxyError(400, f"{_name(param)} {what}", code=code, param=param)
+
+
+def _objects(
+    items: Any, p: str, what: str, fail: Callable[[str, str], ProxyError]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each object of the array ``items`` with its path; ``what`` names the items in the error."""
+    if not isinstance(items, list):
+        raise fail(p, f"must be an array of {what}")
+    for j, item in enumerate(items):
+        q = f"{p}[{j}]"
+        if not isinstance(item, dict):
+            raise fail(q, "must be an object")
+        yield q, item
+
+
+def _strings(
+    obj: dict[str, Any], keys: Iterable[str], p: str, fail: Callable[[str, str], ProxyError],
+    what: str = "must be a string",
+) -> None:
+    """Each of ``keys`` that ``obj`` sets (null counts as unset) must be a string."""
+    for key in keys:
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise fail(f"{p}.{key}", what)
 
 
 # ---- parsing ------------------------------------------------------------------------------------
@@ -136,16 +159,8 @@ def _content(m: dict[str, Any], p: str, fail: Callable[[str, str], ProxyError]) 
 def _tool_calls(calls: Any, p: str, fail: Callable[[str, str], ProxyError]) -> None:
     if calls is None:
         return
-    if not isinstance(calls, list):
-        raise fail(p, "must be an array of tool calls")
-    for j, c in enumerate(calls):
-        q = f"{p}[{j}]"
-        if not isinstance(c, dict):
-            raise fail(q, "must be an object")
-        if c.get("id") is not None and not isinstance(c["id"], str):
-            raise fail(f"{q}.id", "must be a string")
-        if c.get("type") is not None and not isinstance(c["type"], str):
-            raise fail(f"{q}.type", "must be a string")
+    for q, c in _objects(calls, p, "tool calls", fail):
+        _strings(c, ("id", "type"), q, fail)
         if c.get("type") == "custom" and "function" not in c:  # a free-form tool's call
             check_custom(c, q, fail)
             continue
@@ -193,9 +208,7 @@ def check_message(m: Any, p: str, fail: Callable[[str, str], ProxyError] = _bad)
         raise fail(f"{p}.role", f"must be one of {', '.join(ROLES)}")
     _content(m, p, fail)
     _tool_calls(m.get("tool_calls"), f"{p}.tool_calls", fail)
-    for key in ("tool_call_id", "name", "refusal"):
-        if m.get(key) is not None and not isinstance(m[key], str):
-            raise fail(f"{p}.{key}", "must be a string")
+    _strings(m, ("tool_call_id", "name", "refusal"), p, fail)
     if m.get("function_call") is not None:  # the legacy single call (``functions=``), sent on as it came
         _function(m["function_call"], f"{p}.function_call", fail)
     audio = m.get("audio")  # a reference to an earlier audio reply
@@ -218,14 +231,8 @@ def check_messages(messages: Any, param: str = "messages") -> list[dict[str, Any
 def check_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]] | None:
     if tools is None:
         return None
-    if not isinstance(tools, list):
-        raise _bad(param, "must be an array of tool objects")
-    for i, t in enumerate(tools):
-        p = f"{param}[{i}]"
-        if not isinstance(t, dict):
-            raise _bad(p, "must be an object")
-        if t.get("type") is not None and not isinstance(t["type"], str):
-            raise _bad(f"{p}.type", "must be a string")
+    for p, t in _objects(tools, param, "tool objects", _bad):
+        _strings(t, ("type",), p, _bad)
         if t.get("type", "function") == "function" or "function" in t:
             fn = t.get("function")
             if not isinstance(fn, dict):
@@ -234,7 +241,8 @@ def check_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]] | None
                 raise _bad(f"{p}.function.name", "must be a non-empty string")
             if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
                 raise _bad(f"{p}.function.parameters", "must be a JSON Schema object")
-    return tools
+    checked: list[dict[str, Any]] = tools
+    return checked
 
 
 def check_chat_request(body: Any) -> dict[str, Any]:
@@ -318,23 +326,19 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
             raise bad_upstream(p, "is not an object")
         if c.get("index") is not None and (isinstance(c["index"], bool) or not isinstance(c["index"], int)):
             raise bad_upstream(f"{p}.index", "is not an integer")
-        if c.get("finish_reason") is not None and not isinstance(c["finish_reason"], str):
-            raise bad_upstream(f"{p}.finish_reason", "is not a string")
+        _strings(c, ("finish_reason",), p, bad_upstream, "is not a string")
         delta = c.get("delta")
         if delta is None:
             continue
         if not isinstance(delta, dict):
             raise bad_upstream(f"{p}.delta", "is not an object")
-        for key in ("content", "role", "reasoning_content", "refusal"):
-            if delta.get(key) is not None and not isinstance(delta[key], str):
-                raise bad_upstream(f"{p}.delta.{key}", "is not a string")
+        texts = ("content", "role", "reasoning_content", "refusal")
+        _strings(delta, texts, f"{p}.delta", bad_upstream, "is not a string")
         fc = delta.get("function_call")
         if fc is not None:
             if not isinstance(fc, dict):
                 raise bad_upstream(f"{p}.delta.function_call", "is not an object")
-            for key in ("name", "arguments"):
-                if fc.get(key) is not None and not isinstance(fc[key], str):
-                    raise bad_upstream(f"{p}.delta.function_call.{key}", "is not a string")
+            _strings(fc, ("name", "arguments"), f"{p}.delta.function_call", bad_upstream, "is not a string")
         calls = delta.get("tool_calls")
         if calls is None:
             continue
@@ -347,16 +351,13 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
             index = tc.get("index", 0)
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
                 raise bad_upstream(f"{q}.index", "is not a small non-negative integer")
-            if tc.get("id") is not None and not isinstance(tc["id"], str):
-                raise bad_upstream(f"{q}.id", "is not a string")
+            _strings(tc, ("id",), q, bad_upstream, "is not a string")
             fn = tc.get("function")
             if fn is None:
                 continue
             if not isinstance(fn, dict):
                 raise bad_upstream(f"{q}.function", "is not an object")
-            for key in ("name", "arguments"):
-                if fn.get(key) is not None and not isinstance(fn[key], str):
-                    raise bad_upstream(f"{q}.function.{key}", "is not a string")
+            _strings(fn, ("name", "arguments"), f"{q}.function", bad_upstream, "is not a string")
     if chunk.get("usage") is not None and not isinstance(chunk["usage"], dict):
         raise bad_upstream("chunk.usage", "is not an object")
     return checked
