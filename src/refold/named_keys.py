@@ -22,7 +22,8 @@ argument names):
   ``pkg/billing_engine.py``, ``QuerySet`` in ``models.QuerySet.filter``). Not keys: dunders, Python
   keywords and builtins (``NotImplementedError``), ``unittest.TestCase`` attributes
   (``assertEqual``), public names of a few everyday stdlib modules (``io``, ``os``, ``typing``,
-  ``subprocess``, ...: ``TextIOWrapper``) -- names any model knows without being shown them. Plain words and numbers
+  ``subprocess``, ...: ``TextIOWrapper``), as Python 3.11 has them (a list shipped with refold, so the
+  figures do not move with the Python it runs on) -- names any model knows without being shown them. Plain words and numbers
   never qualify (no underscore, no case change, or no letter). An identifier is shown in
   any spelling of its words: ``InvoiceExportController`` shows ``invoice_export_controller``
   (Phoenix's module and file, a JSON field and its camelCase variable); every identifier also
@@ -36,23 +37,10 @@ argument names):
 
 from __future__ import annotations
 
-import builtins
-import collections
-import datetime
-import functools
-import io
-import itertools
 import json
-import keyword
-import logging
-import os
-import pathlib
 import re
-import subprocess
-import sys
-import typing
-import unittest
 from collections.abc import Iterable, Mapping
+from importlib import resources
 from typing import Any
 
 from .types import content_text
@@ -123,30 +111,17 @@ GENERIC_PATHS = frozenset(
 """System paths and media types (last two components) any model writes unprompted: never keys."""
 _FOLD = "~"  # no key starts with it: paths and identifiers never hold a "~"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_STDLIB = (
-    collections,
-    datetime,
-    functools,
-    io,
-    itertools,
-    json,
-    logging,
-    os,
-    os.path,
-    pathlib,
-    re,
-    subprocess,
-    sys,
-    typing,
-)
-KNOWN_NAMES = (
-    frozenset(dir(builtins))
-    | frozenset(keyword.kwlist)
-    | frozenset(n for n in dir(unittest.TestCase) if not n.startswith("_"))
-    | frozenset(n for m in _STDLIB for n in dir(m) if not n.startswith("_"))
-    | {"NoneType"}
-)
-"""Identifiers any model knows without being shown them: never keys."""
+
+
+def _known_names() -> frozenset[str]:
+    text = resources.files("refold.data").joinpath("known_names.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+KNOWN_NAMES = _known_names()
+"""Identifiers any model knows without being shown them: never keys. Shipped as data
+(``refold/data/known_names.txt``, written by ``tools/known_names.py`` from Python 3.11), not read
+from ``dir()`` of the running Python, so which names count as hidden does not shift with its version."""
 
 
 def message_text(message: Mapping[str, Any]) -> str:
