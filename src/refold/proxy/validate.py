@@ -40,15 +40,16 @@ def _bad(param: str, what: str, code: str = "invalid_value") -> ProxyError:
 
 
 def _objects(
-    items: Any, p: str, what: str, fail: Callable[[str, str], ProxyError]
+    items: Any, p: str, fail: Callable[[str, str], ProxyError], not_list: str,
+    not_object: str = "must be an object",
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each object of the array ``items`` with its path; ``what`` names the items in the error."""
+    """Each object of the array ``items`` with its path; an error naming the first that is not one."""
     if not isinstance(items, list):
-        raise fail(p, f"must be an array of {what}")
+        raise fail(p, not_list)
     for j, item in enumerate(items):
         q = f"{p}[{j}]"
         if not isinstance(item, dict):
-            raise fail(q, "must be an object")
+            raise fail(q, not_object)
         yield q, item
 
 
@@ -144,12 +145,8 @@ def _content(m: dict[str, Any], p: str, fail: Callable[[str, str], ProxyError]) 
     content = m.get("content")
     if content is None or isinstance(content, str):
         return
-    if not isinstance(content, list):
-        raise fail(f"{p}.content", "must be a string, an array of content parts or null")
-    for j, part in enumerate(content):
-        q = f"{p}.content[{j}]"
-        if not isinstance(part, dict):
-            raise fail(q, "must be an object")
+    parts = _objects(content, f"{p}.content", fail, "must be a string, an array of content parts or null")
+    for q, part in parts:
         if not isinstance(part.get("type"), str):
             raise fail(f"{q}.type", "must be a string")
         if part["type"] == "text" and not isinstance(part.get("text"), str):
@@ -159,7 +156,7 @@ def _content(m: dict[str, Any], p: str, fail: Callable[[str, str], ProxyError]) 
 def _tool_calls(calls: Any, p: str, fail: Callable[[str, str], ProxyError]) -> None:
     if calls is None:
         return
-    for q, c in _objects(calls, p, "tool calls", fail):
+    for q, c in _objects(calls, p, fail, "must be an array of tool calls"):
         _strings(c, ("id", "type"), q, fail)
         if c.get("type") == "custom" and "function" not in c:  # a free-form tool's call
             check_custom(c, q, fail)
@@ -231,7 +228,7 @@ def check_messages(messages: Any, param: str = "messages") -> list[dict[str, Any
 def check_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]] | None:
     if tools is None:
         return None
-    for p, t in _objects(tools, param, "tool objects", _bad):
+    for p, t in _objects(tools, param, _bad, "must be an array of tool objects"):
         _strings(t, ("type",), p, _bad)
         if t.get("type", "function") == "function" or "function" in t:
             fn = t.get("function")
@@ -318,12 +315,7 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
     choices = chunk.get("choices")
     if choices is None:
         choices = []
-    if not isinstance(choices, list):
-        raise bad_upstream("chunk.choices", "is not a list")
-    for i, c in enumerate(choices):
-        p = f"chunk.choices[{i}]"
-        if not isinstance(c, dict):
-            raise bad_upstream(p, "is not an object")
+    for p, c in _objects(choices, "chunk.choices", bad_upstream, "is not a list", "is not an object"):
         if c.get("index") is not None and (isinstance(c["index"], bool) or not isinstance(c["index"], int)):
             raise bad_upstream(f"{p}.index", "is not an integer")
         _strings(c, ("finish_reason",), p, bad_upstream, "is not a string")
@@ -342,12 +334,8 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
         calls = delta.get("tool_calls")
         if calls is None:
             continue
-        if not isinstance(calls, list):
-            raise bad_upstream(f"{p}.delta.tool_calls", "is not a list")
-        for j, tc in enumerate(calls):
-            q = f"{p}.delta.tool_calls[{j}]"
-            if not isinstance(tc, dict):
-                raise bad_upstream(q, "is not an object")
+        deltas = _objects(calls, f"{p}.delta.tool_calls", bad_upstream, "is not a list", "is not an object")
+        for q, tc in deltas:
             index = tc.get("index", 0)
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
                 raise bad_upstream(f"{q}.index", "is not a small non-negative integer")
