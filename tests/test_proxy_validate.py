@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from refold.errors import ProxyError
 from refold.proxy import ProxyConfig, create_app
 from refold.proxy.validate import (
     check_chat_request,
@@ -286,3 +287,39 @@ def test_tool_call_arguments_nested_too_deeply_are_a_400_not_a_500(env: Env, nam
              {"type": "function_call_output", "call_id": "c1", "output": "x"}]  # fmt: skip
     r = env.c.post("/v1/responses", json={"model": "m", "input": items}, headers={"X-Refold-Session": "r"})
     assert r.status_code == 400 and "input.1.arguments" in r.json()["error"]["message"], r.text
+
+
+def _delta(**delta: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta}]}
+
+
+@pytest.mark.parametrize(
+    ("chunk", "param", "what"),
+    [
+        ({"choices": {}}, "chunk.choices", "is not a list"),
+        ({"choices": [3]}, "chunk.choices[0]", "is not an object"),
+        ({"choices": [{"index": "0"}]}, "chunk.choices[0].index", "is not an integer"),
+        ({"choices": [{"finish_reason": 1}]}, "chunk.choices[0].finish_reason", "is not a string"),
+        ({"choices": [{"delta": "hi"}]}, "chunk.choices[0].delta", "is not an object"),
+        (_delta(reasoning_content=[]), "chunk.choices[0].delta.reasoning_content", "is not a string"),
+        (_delta(function_call="bash"), "chunk.choices[0].delta.function_call", "is not an object"),
+        (_delta(function_call={"arguments": 1}), "chunk.choices[0].delta.function_call.arguments", "is not a string"),
+        (_delta(tool_calls={}), "chunk.choices[0].delta.tool_calls", "is not a list"),
+        (_delta(tool_calls=[None]), "chunk.choices[0].delta.tool_calls[0]", "is not an object"),
+        (_delta(tool_calls=[{"index": 5000}]), "chunk.choices[0].delta.tool_calls[0].index", "is not a small non-negative integer"),
+        (_delta(tool_calls=[{"id": 7}]), "chunk.choices[0].delta.tool_calls[0].id", "is not a string"),
+        (_delta(tool_calls=[{"function": []}]), "chunk.choices[0].delta.tool_calls[0].function", "is not an object"),
+        (_delta(tool_calls=[{"function": {"name": 1}}]), "chunk.choices[0].delta.tool_calls[0].function.name", "is not a string"),
+        ({"choices": [], "usage": 3}, "chunk.usage", "is not an object"),
+    ],
+)
+def test_a_malformed_upstream_chunk_is_a_502_naming_the_field(chunk: dict[str, Any], param: str, what: str) -> None:
+    with pytest.raises(ProxyError) as e:
+        check_chunk(chunk)
+    assert (e.value.status, e.value.param, str(e.value)) == (502, param, f"upstream reply: {param} {what}")
+
+
+def test_unset_and_null_upstream_fields_are_no_error() -> None:
+    calls = [{"index": 0, "id": None, "function": None}, {"index": 1, "function": {"name": None}}]
+    assert check_chunk(_delta(content=None, function_call=None, tool_calls=calls))["choices"][0]["delta"]["tool_calls"] == calls
+    assert check_chunk({"choices": None, "usage": None}) == {"choices": None, "usage": None}

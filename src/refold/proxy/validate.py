@@ -319,18 +319,10 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
         if c.get("index") is not None and (isinstance(c["index"], bool) or not isinstance(c["index"], int)):
             raise bad_upstream(f"{p}.index", "is not an integer")
         _strings(c, ("finish_reason",), p, bad_upstream, "is not a string")
-        delta = c.get("delta")
+        delta = _upstream_strings(c, "delta", p, ("content", "role", "reasoning_content", "refusal"))
         if delta is None:
             continue
-        if not isinstance(delta, dict):
-            raise bad_upstream(f"{p}.delta", "is not an object")
-        texts = ("content", "role", "reasoning_content", "refusal")
-        _strings(delta, texts, f"{p}.delta", bad_upstream, "is not a string")
-        fc = delta.get("function_call")
-        if fc is not None:
-            if not isinstance(fc, dict):
-                raise bad_upstream(f"{p}.delta.function_call", "is not an object")
-            _strings(fc, ("name", "arguments"), f"{p}.delta.function_call", bad_upstream, "is not a string")
+        _upstream_strings(delta, "function_call", f"{p}.delta", ("name", "arguments"))
         calls = delta.get("tool_calls")
         if calls is None:
             continue
@@ -340,15 +332,21 @@ def check_chunk(chunk: Any) -> dict[str, Any]:
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
                 raise bad_upstream(f"{q}.index", "is not a small non-negative integer")
             _strings(tc, ("id",), q, bad_upstream, "is not a string")
-            fn = tc.get("function")
-            if fn is None:
-                continue
-            if not isinstance(fn, dict):
-                raise bad_upstream(f"{q}.function", "is not an object")
-            _strings(fn, ("name", "arguments"), f"{q}.function", bad_upstream, "is not a string")
+            _upstream_strings(tc, "function", q, ("name", "arguments"))
     if chunk.get("usage") is not None and not isinstance(chunk["usage"], dict):
         raise bad_upstream("chunk.usage", "is not an object")
     return checked
+
+
+def _upstream_strings(parent: dict[str, Any], key: str, p: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """``parent[key]`` unless unset: an object whose ``keys`` are strings where set (a 502 otherwise)."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_upstream(f"{p}.{key}", "is not an object")
+    _strings(value, keys, f"{p}.{key}", bad_upstream, "is not a string")
+    return value
 
 
 def parse_upstream_json(raw: bytes | str, what: str = "body") -> Any:
