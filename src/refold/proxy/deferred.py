@@ -107,7 +107,7 @@ class LaterCalls:
         g = self.gate
         for i in _indices(chunk):
             first = g.order[0] if g.order else None
-            if i != first and i not in g._client_index and i not in g.withheld and self._verdict(i) is not False:
+            if i != first and not g.relayed_call(i) and i not in g.withheld and self._verdict(i) is not False:
                 self._index, self.held = i, [chunk]
                 return self._decide()
         out = g.relayed(chunk)
@@ -133,7 +133,7 @@ class LaterCalls:
         calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
         left: list[dict[str, Any]] = [split] if split is not None else []
         for i, c in zip(sorted(g.names), calls, strict=False):
-            if i not in g._client_index and (i in g.withheld or call_action(c, g.rec).context is not None):
+            if not g.relayed_call(i) and (i in g.withheld or call_action(c, g.rec).context is not None):
                 g.withheld.add(i)
                 left.append(c)
         held, self.held, self._index = self.held, [], None

@@ -57,7 +57,7 @@ _SHELLS = ("bash", "sh", "zsh")
 _FLAGS = ("-c", "-lc")
 
 ARGV_JOIN = "join"
-"""An argv list read as its words joined by spaces (``commands._call``: the chat surface)."""
+"""An argv list read as its words joined by spaces (``commands.call_action``: the chat surface)."""
 ARGV_SHELL = "shell"
 """An argv list read as ``surface.canonical_call`` does: ``["bash", "-lc", cmd]`` is ``cmd``,
 any other list its ``shlex.join``."""
@@ -201,7 +201,7 @@ class CommandEnd:
 def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: str | None = ARGV_JOIN) -> bool | None:
     """Whether a tool call (its whole name, its arguments so far) may be a context command
     ``rec`` answers: False when it cannot be, True when it is or begins like one, None while
-    undecided. ``commands._call`` makes the final decision on the whole call."""
+    undecided. ``commands.call_action`` makes the final decision on the whole call."""
     if name in rec.functions:
         return True
     if name not in SHELL_TOOLS or not rec.shell:
@@ -209,7 +209,7 @@ def call_verdict(name: str, arguments: str, rec: Recognizer, *, argv: str | None
     found = command_value(arguments, argv=argv)
     if found is None:
         return None
-    if found.closed:  # the whole command: decided as ``commands._call`` will
+    if found.closed:  # the whole command: decided as ``commands.call_action`` will
         return rec.command("bash", found.prefix) is not None
     return may_be_command(found.prefix, rec.shell)
 
@@ -313,6 +313,10 @@ class CallGate:
                 fn = tc.get("function") or {}
                 self.names[i] += fn.get("name") or ""
                 self.args[i] += fn.get("arguments") or ""
+
+    def relayed_call(self, i: int) -> bool:
+        """Whether the call at upstream index ``i`` goes to the client (``relayed`` numbered it)."""
+        return i in self._client_index
 
     def verdict(self) -> bool | None:
         if not self.order:

@@ -5,7 +5,7 @@ that the first call cannot be a context command, and, for agents without tools, 
 where a command block may begin (``early.CommandGate``). Once the first call is decided from its
 command's first word, its arguments go out as they arrive up to the end of that command's JSON
 string; the rest (``"}`` and any further keys) waits until the arguments are whole and the
-recognizer has read them as ``commands._call`` will, so that no later key (a second
+recognizer has read them as ``commands.call_action`` will, so that no later key (a second
 ``"command"``) can turn a relayed call into a context command the client would run. If one does,
 the call the client gets is closed after the part it was sent, and that is what it ran.
 """

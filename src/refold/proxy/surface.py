@@ -142,7 +142,7 @@ class SurfaceService:
     @property
     def client(self) -> httpx.AsyncClient:
         # the upstream's pooled client: one pool and one timeout for every surface
-        return self.upstream._client
+        return self.upstream.client
 
     def url(self, path: str, query: str = "") -> str:
         return f"{self.upstream.base_url}{path}" + (f"?{query}" if query else "")
@@ -152,7 +152,7 @@ class SurfaceService:
     ) -> httpx.Response | Failed:
         return await open_stream(self.client, self.url(adapter.path, query), body, headers, self.cfg.timeout)
 
-    def _render(self, view: View, plain: str | None = None, clash: tuple[str, ...] = ()) -> tuple[str, Rendered]:
+    def render(self, view: View, plain: str | None = None, clash: tuple[str, ...] = ()) -> tuple[str, Rendered]:
         """The view's prompt; ``plain`` (a session id): one that offers no context command, or
         (``clash``, ``context.tools.clashes``) none the agent's own tools are named like."""
         renderer = view.renderer if plain is None else self._plain.get(plain, clash or None)
@@ -186,7 +186,7 @@ class SurfaceService:
             view = turn.view
             answering = rec.possible and cfg.max_rounds > 0 and turn.tail is None
             # seconds for a long first request
-            base, rendered = await asyncio.to_thread(self._render, view, s.sid if clash or not answering else None,
+            base, rendered = await asyncio.to_thread(self.render, view, s.sid if clash or not answering else None,
                                                      clash if answering else ())
             held = self._deferred.take(s, view.history) if answering else None
             calls = context_calls(recognizable(held), rec) if held is not None else None
@@ -210,7 +210,7 @@ class SurfaceService:
             final = not answering or rounds >= cfg.max_rounds
             if final and answering:  # rounds used up: this round's prompt offers no command
                 async with s.lock:
-                    base, rendered = self._render(s.view(base, cfg.renderer), s.sid)
+                    base, rendered = self.render(s.view(base, cfg.renderer), s.sid)
                 added = []
             out = adapter.build(body, parsed, rendered, view.history, turn.tail, added)
             t0 = time.perf_counter()
@@ -279,7 +279,7 @@ class SurfaceService:
             stored["extra"] = {**stored["extra"], adapter.key: native}
             tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
             view = s.view(tip, cfg.renderer)
-            base, rendered = self._render(view, s.sid if clash else None, clash)
+            base, rendered = self.render(view, s.sid if clash else None, clash)
         self.metrics.inc("refold_restores_total", len({i for a in answers for i in a.restore_of}))
         for c in calls:
             if c.context is not None:

@@ -190,7 +190,7 @@ async def _rounds(service: SurfaceService, p: Plan, opened: httpx.Response) -> A
             added = p.added
             if rounds >= cfg.max_rounds:  # the last round offers no context command
                 async with p.s.lock:
-                    p.base, rendered = service._render(p.s.view(p.base, cfg.renderer), p.s.sid)
+                    p.base, rendered = service.render(p.s.view(p.base, cfg.renderer), p.s.sid)
                 added = []
             request = adapter.build(p.body, p.parsed, rendered, view.history, p.tail, added)
             try:

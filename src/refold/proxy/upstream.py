@@ -81,7 +81,7 @@ class Upstream:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
-        self._client = httpx.AsyncClient(
+        self.client = httpx.AsyncClient(  # one pool and one timeout for every surface
             timeout=httpx.Timeout(timeout, connect=min(timeout, 30.0)),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
         )
@@ -102,7 +102,7 @@ class Upstream:
 
     async def models(self, headers: dict[str, str]) -> tuple[int, Any]:
         try:
-            r = await self._client.get(f"{self.base_url}/models", headers=headers)
+            r = await self.client.get(f"{self.base_url}/models", headers=headers)
         except httpx.TimeoutException:
             raise self._timed_out() from None
         except httpx.HTTPError as e:
@@ -132,7 +132,7 @@ class Upstream:
 
     async def _chat(self, body: dict[str, Any], headers: dict[str, str], retry: bool = True) -> Result:
         try:
-            r = await self._client.post(f"{self.base_url}/chat/completions", json=body, headers=headers)
+            r = await self.client.post(f"{self.base_url}/chat/completions", json=body, headers=headers)
         except httpx.TimeoutException:
             raise self._timed_out() from None
         except (httpx.RemoteProtocolError, httpx.ConnectError) as e:
@@ -153,7 +153,7 @@ class Upstream:
         """A streamed completion whose status is checked (errors raise here, before any event is
         relayed) and whose chunks are read as they arrive (``Live.chunks``)."""
         body = outbound(body)
-        url, client = f"{self.base_url}/chat/completions", self._client
+        url, client = f"{self.base_url}/chat/completions", self.client
         r = await send_retrying(
             lambda: client.send(client.build_request("POST", url, json=body, headers=headers), stream=True),
             self.timeout,
@@ -167,7 +167,7 @@ class Upstream:
         return Live(r, self.timeout)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self.client.aclose()
 
 
 async def _payloads(r: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
