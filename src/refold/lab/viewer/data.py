@@ -325,4 +325,4 @@ def _unlogged_notice(history: History) -> str:
     missing = MISSING.get(str(history.meta.get("format") or ""))
     if missing is None:
         return ""
-    return f"{missing}: every count here is of the logged messages only (refold replay adds an ESTIMATED prefix for them)"
+    return f"{missing}: every count here is of the logged messages only (refold replay adds an ESTIMATED prefix for them; a budget line counts it)"
