@@ -75,6 +75,8 @@ class TaskResult:
     """Subagents its log names that ran in their own ``agent-<id>.jsonl`` (Claude Code 2.1.x)."""
     not_read: dict[str, int] = field(default_factory=dict)
     """What its log holds that the loader did not read (a newer version's line or block kinds)."""
+    partial: list[str] = field(default_factory=list)
+    """What its file lacks that such a file always holds (a rollout without its first line)."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
@@ -94,6 +96,8 @@ class TaskResult:
             d["unrecorded_prefix"] = self.prefix
         if self.not_read:
             d["not_read"] = self.not_read
+        if self.partial:
+            d["partial"] = self.partial
         return d
 
 
@@ -137,6 +141,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     result.format = str(history.meta.get("format") or "messages")
     unread = history.meta.get("not_read")
     result.not_read = dict(unread) if isinstance(unread, dict) else {}
+    partial = history.meta.get("partial")
+    result.partial = [str(x) for x in partial] if isinstance(partial, list) else []
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)
