@@ -1,9 +1,11 @@
 """The budget line of a replayed Claude Code / Codex log counts the ESTIMATED request prefix the log
 leaves out (its system prompt and tool schemas), as the model read it: replay's line then agrees
-with what ``refold serve`` shows, whose requests carry that prefix and count it."""
+with what the renderer ``refold serve`` uses shows for the same session with that prefix recorded
+(as its system prompt). Serve does not count tool schemas yet (README, Known gaps: an xfail below)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -85,3 +87,61 @@ def test_a_run_that_records_its_prompt_is_unchanged() -> None:
     assert any(lines_of(p.messages) for p in prompts)
     (r,) = replay(str(DATA / "mswea11_toolcall_refold.traj.json"), ("self-gc",))
     assert r.prefix is None
+
+
+# ---- refold serve: the tool schemas a request sends (not counted yet: a known gap) -------------
+
+_BIG = "Runs a shell command. " * 800  # ~17,600 characters: 4,400 tokens at 4 a token, 44% of 10k
+
+
+def _served_line(tmp_path: Path, surface: str, description: str) -> tuple[int, int]:
+    """The budget line (percent) the upstream is sent on the second call of a one-tool session,
+    and the characters of the tools the client sent."""
+    import httpx
+
+    from refold.proxy import ProxyConfig, create_app
+    from test_proxy_anthropic import FakeAnthropic
+
+    from fake_upstream import FakeUpstream, ServerThread
+
+    config = Config.parse(ledger={"budget_tokens": 10_000}, prompt={"deferred": False})
+    fake: Any = FakeUpstream() if surface == "chat" else FakeAnthropic()
+    app = fake._build() if surface == "chat" else fake.app
+    headers = {"Authorization": "Bearer k", "x-api-key": "k", "anthropic-version": "2023-06-01", "X-Refold-Session": "b"}
+    with ServerThread(app) as up:
+        cfg = ProxyConfig(upstream=f"{up.url}/v1", store=str(tmp_path / f"{surface}{len(description)}.db"), tokenizer="off",
+                          config=config, context_tools=False)
+        with ServerThread(create_app(cfg)) as px, httpx.Client(base_url=px.url, timeout=30, headers=headers) as c:
+            if surface == "chat":
+                tools: list[dict[str, Any]] = [{"type": "function", "function": {"name": "bash", "description": description,
+                                                "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+                msgs: list[dict[str, Any]] = [{"role": "user", "content": "Fix calc.py."}]
+                reply = c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": tools}).json()["choices"][0]["message"]
+                msgs += [reply, {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": "x = 1\n" * 300}]
+                assert c.post("/v1/chat/completions", json={"model": "m", "messages": msgs, "tools": tools}).status_code == 200
+                sent = fake.requests[-1]["body"]["messages"]
+            else:
+                tools = [{"name": "Bash", "description": description, "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+                fake.script.append([{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "cat calc.py"}}])
+                msgs = [{"role": "user", "content": "Fix calc.py."}]
+                r = c.post("/v1/messages", json={"model": "m", "max_tokens": 64, "messages": msgs, "tools": tools}).json()
+                msgs += [{"role": "assistant", "content": r["content"]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x = 1\n" * 300}]}]
+                assert c.post("/v1/messages", json={"model": "m", "max_tokens": 64, "messages": msgs, "tools": tools}).status_code == 200
+                sent = fake.messages_requests[-1]["body"]["messages"]
+    text = json.dumps(sent)
+    found = _LINE_ANY.findall(text)
+    assert found, text[-500:]
+    return int(found[-1]), len(json.dumps(tools, ensure_ascii=False))
+
+
+_LINE_ANY = re.compile(r"\[context-manager\] context: (\d+)% of 10k tokens")
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (README): serve and mini leave the tool schemas out of the budget line")
+@pytest.mark.parametrize("surface", ["chat", "messages"])
+def test_serve_counts_the_tool_schemas_a_request_sends(tmp_path: Path, surface: str) -> None:
+    small, small_chars = _served_line(tmp_path, surface, "Run a command.")
+    big, big_chars = _served_line(tmp_path, surface, _BIG)
+    added = 100 * (big_chars - small_chars) / 4 / 10_000
+    assert abs((big - small) - added) <= 1 and big - small >= 40
