@@ -118,3 +118,7 @@ def test_a_rollout_without_its_session_meta_line_is_read_and_said_partial(tmp_pa
     r = run_cli("view", str(run), "-o", str(tmp_path / "v.html"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "Partial file: line 1 is a" in (tmp_path / "v.html").read_text(encoding="utf-8")
+    sim = tmp_path / "s.json"
+    r = run_cli("simulate", str(run), "--sessions", "1", "--policy", "base", "--json", str(sim))
+    assert r.returncode == 0 and "Partial file:" in r.stdout, r.stderr
+    assert json.loads(sim.read_text())["partial"] == {str(run): h.meta["partial"]}
