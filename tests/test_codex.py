@@ -319,6 +319,7 @@ def test_the_old_form_reads_without_usage(tmp_path: Path) -> None:
     ]
     h = load(write(tmp_path, "".join(json.dumps(r) + "\n" for r in rows)))
     assert h.meta["format"] == "codex" and not h.meta["instructions_recorded"]
+    assert "partial" not in h.meta  # the old form's first line is its session meta
     assert len(h) == 2 and commands(h.step(1)) == ["ls"] and h.step(1).observations[0]["content"] == "a.py"
 
 

@@ -95,3 +95,30 @@ def test_a_json_framed_read_is_outlined_at_its_line_numbers(tmp_path: Path) -> N
     assert f"(exit 0; {len(lines) - 11} lines)" in shown["s"], shown["s"]
     assert "class Totals L12" in shown["s"] and "def main L23" in shown["s"] and "def helper_0 L29" in shown["s"]
     assert "exit 1" in shown["t"] or shown["t"].endswith("1 failed in 0.1s")
+
+
+def test_a_rollout_without_its_session_meta_line_is_read_and_said_partial(tmp_path: Path) -> None:
+    run = tmp_path / "rollout-cut.jsonl"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert json.loads(lines[0])["type"] == "session_meta"
+    run.write_text("".join(lines[1:]), encoding="utf-8")  # the head is gone: no system prompt to read
+    h = load(str(run))
+    assert h.meta["partial"] and "'turn_context' line, not the 'session_meta'" in h.meta["partial"][0]
+    assert not any(m.get("role") == "system" for m in h.prefix)
+    assert "partial" not in load(str(FIXTURE)).meta
+    out = tmp_path / "r.json"
+    r = run_cli("replay", str(run), "--policy", "base", "--tokenizer", "chars4", "--json", str(out))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    said = "".join(r.stdout.split())  # the terminal width wraps a long path anywhere
+    assert f"Partialfile:{run}:line1isa'turn_context'line" in said and "withoutitssystemprompt" in said
+    report = json.loads(out.read_text())
+    assert report["tasks"][0]["partial"] == h.meta["partial"] and any(n.startswith("Partial file") for n in report["notes"])
+    whole = run_cli("replay", str(FIXTURE), "--policy", "base", "--tokenizer", "chars4")
+    assert whole.returncode == 0 and "Partial file" not in whole.stdout
+    r = run_cli("view", str(run), "-o", str(tmp_path / "v.html"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "Partial file: line 1 is a" in (tmp_path / "v.html").read_text(encoding="utf-8")
+    sim = tmp_path / "s.json"
+    r = run_cli("simulate", str(run), "--sessions", "1", "--policy", "base", "--json", str(sim))
+    assert r.returncode == 0 and "Partial file:" in r.stdout, r.stderr
+    assert json.loads(sim.read_text())["partial"] == {str(run): h.meta["partial"]}

@@ -23,6 +23,7 @@ from .mechanisms.ledger import parse_ids
 from .mechanisms.pins import Pin
 from .mechanisms.spans import SpanBook
 from .render import Renderer
+from .restore import CallLines, call_line
 from .types import Message, content_text
 
 _RANGE = re.compile(r"^(\d{1,9})\s*-\s*(\d{1,9})$")
@@ -97,8 +98,9 @@ def expand_messages(history: History, item: Item, config: Config | None = None) 
     return out
 
 
-def expand_text(history: History, item: Item, config: Config | None = None) -> str:
-    """The item as text: a header line per message (``== step 7 reply ==``), then its content verbatim."""
+def expand_text(history: History, item: Item, config: Config | None = None, *, call_lines: CallLines | None = None) -> str:
+    """The item as text: a header line per message (``== step 7 reply ==``), then its content verbatim;
+    ``call_lines``: how the recorder shows a reply's calls as sent (``restore.CallLines``)."""
     parts = []
     if item.span is not None:
         parts.append(f"== span {item.span}: steps {item.steps[0]}-{item.steps[-1]} ==")
@@ -109,9 +111,12 @@ def expand_text(history: History, item: Item, config: Config | None = None) -> s
         for p in content if isinstance(content, list) else ():
             if isinstance(p, dict) and not isinstance(p.get("text"), str):  # refusal, image, ...: as recorded
                 parts.append(f"(part {p.get('type')}: {json.dumps(p, ensure_ascii=False, sort_keys=True)})")
-        for call in m.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")
+        calls = m.get("tool_calls") or []
+        sent = call_lines(history.step(step).reply) if call_lines is not None and calls and part == "reply" else None
+        if sent is not None and len(sent) == len(calls):
+            parts.extend(sent)
+        else:
+            parts.extend(call_line(str((c.get("function") or {}).get("name")), (c.get("function") or {}).get("arguments")) for c in calls)
     return "\n".join(parts)
 
 

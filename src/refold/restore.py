@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .config import Config
 from .history import History
@@ -11,16 +11,28 @@ from .policy import DEFAULT, Policy
 from .protocol import CM
 from .render import Renderer
 from .render.received import without_reminder
-from .types import content_text
+from .types import Message, content_text
+
+CallLines = Callable[[Message], list[str] | None]
+"""The lines showing a stored reply's tool calls as its client sent them (None: as stored). A
+session recorded through an API whose calls refold stores in its own form (a Claude Code ``Bash``
+call is stored as ``bash`` with ``{"command"}``) keeps the native form in the reply's ``extra``,
+which only the recorder can read: it passes this so ``restore`` shows the call the model made."""
 
 
 def restore_text(
-    history: History, steps: int | Iterable[int], policy: Policy | Config = DEFAULT, *, spans: SpanPolicy = DEFAULT_SPANS
+    history: History,
+    steps: int | Iterable[int],
+    policy: Policy | Config = DEFAULT,
+    *,
+    spans: SpanPolicy = DEFAULT_SPANS,
+    call_lines: CallLines | None = None,
 ) -> str:
     """The answer to ``restore``: each step's reply and outputs byte-exact as first shown.
 
     ``steps`` is a step number or a list of them (``IndexError`` for one the history lacks);
-    ``policy`` is the run's ``Policy``, or its whole ``Config`` (whose spans are then used)."""
+    ``policy`` is the run's ``Policy``, or its whole ``Config`` (whose spans are then used);
+    ``call_lines``: how the recorder shows a reply's calls as sent (``CallLines``)."""
     if isinstance(steps, int):
         steps = [steps]
     steps = list(steps)
@@ -38,10 +50,18 @@ def restore_text(
         msgs = r.received(history, s)
         parts.append(f"{CM} Step {s} restored from history (nothing was run again). Its reply:")
         parts.append(content_text(msgs[0].get("content")))
-        for call in msgs[0].get("tool_calls") or []:
-            fn = call.get("function") or {}
-            parts.append(f"(tool call {fn.get('name')}: {fn.get('arguments')})")
+        calls = msgs[0].get("tool_calls") or []
+        sent = call_lines(history.step(s).reply) if call_lines is not None and calls else None
+        if sent is not None and len(sent) == len(calls):
+            parts.extend(sent)
+        else:
+            parts.extend(call_line(str((c.get("function") or {}).get("name")), (c.get("function") or {}).get("arguments")) for c in calls)
         parts.append(f"{CM} Its output, as first shown:")
         outs = [content_text(m.get("content")) for m in msgs[1:]]
         parts.extend(outs[:-1] + [without_reminder(t) for t in outs[-1:]])  # a spent reminder is no output
     return "\n".join(parts)
+
+
+def call_line(name: str, arguments: object) -> str:
+    """One tool call of a restored reply: ``(tool call bash: {"command": "ls"})``."""
+    return f"(tool call {name}: {arguments})"

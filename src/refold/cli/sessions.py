@@ -339,7 +339,9 @@ def expand(
         msgs = [{"step": st, "part": part, "message": m} for st, part, m in expand_messages(history, it, cfg)]
         typer.echo(json.dumps({"format": "refold-expand-1", "item": it.label, "messages": msgs}, indent=1, ensure_ascii=False))
         return
-    typer.echo(expand_text(history, it, cfg))
+    from ..proxy.sent_calls import any_call_lines  # a proxy session's calls as its client sent them
+
+    typer.echo(expand_text(history, it, cfg, call_lines=any_call_lines))
 
 
 @sessions_app.command("pin")

@@ -286,6 +286,10 @@ def simulate_cmd(
             "between sessions); --no-prefix-estimate leaves it out.",
             highlight=False,
         )
+    partial = {str(h.meta.get("path") or h.source): [str(x) for x in h.meta["partial"]]
+               for h in histories if isinstance(h.meta.get("partial"), list)}  # e.g. a rollout without its head
+    for f, why in partial.items():
+        out.print(f"Partial file: {f}: {'; '.join(why)}.", highlight=False)
     if json_out is not None:
         settings = {
             "policies": names,
@@ -311,6 +315,8 @@ def simulate_cmd(
         report = json_report(files, settings, len(histories), assumed, results, maxima, extra)
         if prefixes:
             report["unrecorded_prefix"] = {"estimated": True, "tokens_per_call": prefixes}
+        if partial:
+            report["partial"] = partial
         write_output(json_out, json.dumps(report, indent=1) + "\n")
     plot_output(err, plot, title, lambda: simulate_series(traces, results))
 

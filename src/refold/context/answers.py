@@ -26,7 +26,7 @@ from ..protocol import CM, ContextCommand, parse_restore_args
 from ..render import Renderer
 from ..render.folds import fold_timing
 from ..render.received import demo_text, message_chars
-from ..restore import restore_text
+from ..restore import CallLines, restore_text
 from ..types import Answer, Message, Origin, Outcome, content_text
 from .search import ledger_view, objects_view, prompt_states, search_text
 
@@ -39,8 +39,12 @@ def refused(name: str, text: str) -> Answer:
 class Answerer:
     """Answers the context commands issued at step t+1 (default: after the whole history)."""
 
-    def __init__(self, history: History, config: Config = DEFAULT, t: int | None = None) -> None:
+    def __init__(
+        self, history: History, config: Config = DEFAULT, t: int | None = None, *, call_lines: CallLines | None = None
+    ) -> None:
         t = len(history) if t is None else t
+        self.call_lines = call_lines
+        """How the recorder shows a restored reply's calls as sent (``restore.CallLines``)."""
         if not 0 <= t <= len(history):
             raise ValueError(f"t={t} is outside 0..{len(history)}")
         self.history, self.config, self.t = history, config, t
@@ -138,9 +142,12 @@ class Answerer:
 
     # ---- restore and expand ------------------------------------------------------------------
 
+    def _restored(self, steps: list[int]) -> str:
+        return restore_text(self.history, steps, self.config, call_lines=self.call_lines)
+
     def _restore(self, steps: list[int]) -> Answer:
         policy = self.config.policy
-        text = restore_text(self.history, steps, self.config)
+        text = self._restored(steps)
         ok = policy.reversible
         return Answer(text, Outcome("restore", ok, " ".join(map(str, steps))), tuple(steps) if ok else ())
 
@@ -150,13 +157,13 @@ class Answerer:
         if text is None:
             return refused("restore", f"{CM} restore: this session has no demonstration; use e.g. `restore 3`.")
         if not self.config.policy.reversible:
-            return refused("restore", restore_text(self.history, [], self.config))
+            return refused("restore", self._restored([]))
         return Answer(f"{CM} The demonstration, restored from history:\n{text}", Outcome("restore", True, "demo"))
 
     def _expand(self, argument: str) -> Answer:
         policy, t = self.config.policy, self.t
         if not policy.reversible:
-            return refused("expand", restore_text(self.history, [], self.config))
+            return refused("expand", self._restored([]))
         if parse_span_id(argument) is not None:
             span = self.spans.get(argument)
             if span is None or span.end is None:
@@ -173,7 +180,7 @@ class Answerer:
                 return refused("expand", f"{CM} expand: there is no step {step_no}; steps 1-{t} exist.")
             step = self.history.step(step_no)
             if sub is None:
-                parts.append(restore_text(self.history, [step_no], self.config))
+                parts.append(self._restored([step_no]))
             elif sub == -1:
                 parts.append(f"{CM} Reply {reply_id(step_no)} restored from history, byte for byte:")
                 parts.append(step.reply_text)
@@ -205,7 +212,7 @@ class Answerer:
                 parts.append(block_text(child, steps, book, reversible=policy.reversible))
                 i = (child.end or i) + 1
                 continue
-            parts.append(restore_text(h, [i], self.config))
+            parts.append(self._restored([i]))
             own.append(i)
             i += 1
         return Answer("\n".join(parts), Outcome("expand", True, span.id), tuple(own))

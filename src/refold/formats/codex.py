@@ -167,6 +167,13 @@ class _Reader:
             raise self.fail(n, f"is {type(row).__name__}, not a JSON object (a Codex rollout line)")
         self.time = seconds(row.get("timestamp")) or self.time
         kind = row.get("type")
+        if n == 1 and kind != "session_meta" and not ("id" in row and "type" not in row):
+            # the head of the file is gone (cut, or copied from mid-session): said, not read silently
+            what = f"a '{kind[:40]}' line" if isinstance(kind, str) else "an untyped line"
+            self.meta["partial"] = [
+                f"line 1 is {what}, not the 'session_meta' a rollout starts with (its head is missing?): "
+                "read without its system prompt (base_instructions), session id and cwd"
+            ]
         if "payload" in row and isinstance(kind, str) and kind in _LINE_TYPES:
             payload = row["payload"]
             if not isinstance(payload, dict):

@@ -46,6 +46,10 @@ class LedgerPolicy(Settings):
     """Show ``[context-manager] context: N% of <budget>`` with each new output (None: off)."""
     chars_per_token: float = Field(default=4.0, gt=0)
     """How the budget line estimates tokens from characters (no tokenizer in the render loop)."""
+    unrecorded_tokens: int = Field(default=0, ge=0)
+    """Tokens every request carries that the history does not hold (a Claude Code or Codex log's
+    system prompt and tool schemas, which ``refold replay`` ESTIMATES): the budget line counts them,
+    as the model reads them. 0 when the history holds its whole prompt (a proxy's, a mini run's)."""
     search_results: int = Field(default=8, ge=1)
     prompt: bool = False
     """Add the ledger section to the system prompt (``protocol.ledger_section``)."""
@@ -301,9 +305,10 @@ def budget_lines(policy: LedgerPolicy) -> Callable[[int], str]:
     """``budget_line(chars, policy)`` as a function of ``chars`` alone (the renderer's, once per call)."""
     budget = policy.budget_tokens or 1
     per_token = policy.chars_per_token
+    extra = policy.unrecorded_tokens
     size = f"{budget // 1000}k" if budget >= 1000 and budget % 1000 == 0 else str(budget)
     head, tail = f"{CM} context: ", f"% of {size} tokens"
-    return lambda chars: f"{head}{round(100 * (chars / per_token) / budget)}{tail}"
+    return lambda chars: f"{head}{round(100 * (chars / per_token + extra) / budget)}{tail}"
 
 
 def last_touched(steps: list[Step], obj: LedgerObject) -> int:

@@ -19,6 +19,7 @@ from ..context.answers import Answerer
 from ..context.recognize import Recognizer
 from ..history import History
 from ..protocol import CM
+from ..restore import CallLines
 from ..shell import SHELL_TOOLS
 from ..types import Action, Answer, Message
 from ..wire import action, actions_record, answer_record, read_actions
@@ -70,11 +71,12 @@ def call_action(call: dict[str, Any], rec: Recognizer) -> Action:
 
 
 def observations(
-    history: History, reply: Message, calls: tuple[Action, ...], config: Config
+    history: History, reply: Message, calls: tuple[Action, ...], config: Config, *, call_lines: CallLines | None = None
 ) -> tuple[Message, list[Message], list[Answer]]:
     """The reply as stored (its actions recorded as answered), the observations answering it,
-    and the answers (in order; other calls of the reply are not run)."""
-    answerer = Answerer(history, config)
+    and the answers (in order; other calls of the reply are not run). ``call_lines``: how a
+    restored reply's calls are shown as the client sent them (``proxy.sent_calls``)."""
+    answerer = Answerer(history, config, call_lines=call_lines)
     out: list[Message] = []
     answers: list[Answer] = []
     for c in calls:

@@ -43,6 +43,7 @@ from .mapping import INTERNAL, SETTLES, SHOWN
 from .metrics import Metrics
 from .plain import PlainRenderers
 from .saved import SavedTokens
+from .sent_calls import call_lines
 from .sessions import Session, SessionManager, View, session_name
 from .shown import ShownReplies, unanswered
 from .sse import Event, is_sse
@@ -275,7 +276,7 @@ class SurfaceService:
         async with s.lock:
             view = s.view(base, cfg.renderer)
             config = self._plain.config_for(clash) if clash else cfg.config
-            stored, obs, answers = observations(view.history, plain, calls, config)
+            stored, obs, answers = observations(view.history, plain, calls, config, call_lines=call_lines(adapter.key))
             stored["extra"] = {**stored["extra"], adapter.key: native}
             tip = await self.manager.commit(s, base, [(stored, obs, meta)], settle=settle)
             view = s.view(tip, cfg.renderer)

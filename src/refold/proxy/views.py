@@ -25,6 +25,7 @@ from ..types import Shown
 from .body import read_json
 from .config import ProxyConfig
 from .mapping import INTERNAL
+from .sent_calls import any_call_lines
 from .sessions import Session, SessionManager, View
 from .tenancy import tenant
 from .viewer_pool import Page, Snapshot, ViewPool
@@ -112,7 +113,7 @@ def session_routes(cfg: ProxyConfig, state: dict[str, Any]) -> APIRouter:
                 it = resolve(view.history, item, view.renderer.config, where=f"session {name}")
             except ItemError as e:
                 raise ProxyError(400, str(e), code="invalid_item") from None
-            text = expand_text(view.history, it, view.renderer.config)
+            text = expand_text(view.history, it, view.renderer.config, call_lines=any_call_lines)
             return {"session": name, "item": it.label, "steps": list(it.steps), "text": text}
 
     @router.post("/sessions/{name}/pins")

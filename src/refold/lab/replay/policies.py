@@ -59,6 +59,8 @@ def _default(o: Options) -> RendererProjector:
 def _self_gc(o: Options) -> RendererProjector:
     """The documented ``self-gc`` preset (pinned plans, ledger view, budget line), reminders off."""
     config = Config.parse(preset="self-gc", reminders=False, **o.policy_overrides)
+    if o.unrecorded_tokens:  # the budget line counts the prefix the log leaves out
+        config = config.replace(ledger={**config.ledger.model_dump(), "unrecorded_tokens": o.unrecorded_tokens})
     return RendererProjector("self-gc", config)
 
 

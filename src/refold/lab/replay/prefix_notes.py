@@ -11,7 +11,7 @@ from ...formats.codex import FORMAT as CODEX
 from .prefix import PREFIX_FORMATS
 from .runner import TaskResult
 
-__all__ = ["HOW", "MISSING", "not_read_notes", "prefix_notes", "prefix_summary", "subagent_notes"]
+__all__ = ["HOW", "MISSING", "not_read_notes", "partial_notes", "prefix_notes", "prefix_summary", "subagent_notes"]
 
 MISSING = {
     CLAUDE_CODE: "Claude Code: the system prompt and tool schemas Claude Code sent are not in its log",
@@ -125,6 +125,17 @@ def not_read_notes(results: Sequence[TaskResult]) -> list[str]:
         f"Not read, not counted: {what} in {len(files)} file(s) (kinds this refold does not know, e.g. from a "
         f"newer harness version; `not_read` per task in --json)."
     ]
+
+
+def partial_notes(results: Sequence[TaskResult]) -> list[str]:
+    """One note per file that lacks what its format always holds (a rollout without its first
+    line): it was read all the same, and its counts leave that part out (the ESTIMATED prefix,
+    where there is one, stands for a missing system prompt)."""
+    said: dict[str, list[str]] = {}
+    for r in results:
+        if r.partial:
+            said.setdefault(r.path or r.file, list(r.partial))
+    return [f"Partial file: {f}: {'; '.join(why)}." for f, why in said.items()]
 
 
 def subagent_notes(results: Sequence[TaskResult]) -> list[str]:

@@ -82,6 +82,9 @@ class Options:
     policy_overrides: dict[str, object] = field(default_factory=dict)
     cache: str = "vllm"
     """The cache profile replayed: the ``default`` policy's cost rule uses its prices."""
+    unrecorded_tokens: int = 0
+    """The ESTIMATED request prefix the log leaves out (``prefix.request_prefix``, provider
+    tokens): a policy's budget line counts it, as the agent's model read it."""
 
 
 # ---- refold renderer -------------------------------------------------------------------------

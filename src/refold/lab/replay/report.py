@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .needed import NEEDED_NOTE
-from .prefix_notes import not_read_notes, prefix_notes, prefix_summary, subagent_notes
+from .prefix_notes import not_read_notes, partial_notes, prefix_notes, prefix_summary, subagent_notes
 from .runner import TaskResult
 from .settings import Settings
 
@@ -271,7 +271,7 @@ def build_report(
         "cache_validation": _validation_summary(results),
         "recorded": recorded_usage(results),
     }
-    notes = prefix_notes(_ok(results), settings.prefix_estimate) + not_read_notes(_ok(results))
+    notes = prefix_notes(_ok(results), settings.prefix_estimate) + not_read_notes(_ok(results)) + partial_notes(_ok(results))
     notes += subagent_notes(_ok(results)) + _unpriced_note(results, settings)
     if notes:
         report["notes"] = notes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -74,6 +75,8 @@ class TaskResult:
     """Subagents its log names that ran in their own ``agent-<id>.jsonl`` (Claude Code 2.1.x)."""
     not_read: dict[str, int] = field(default_factory=dict)
     """What its log holds that the loader did not read (a newer version's line or block kinds)."""
+    partial: list[str] = field(default_factory=list)
+    """What its file lacks that such a file always holds (a rollout without its first line)."""
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.file, "format": self.format, "calls": self.calls}
@@ -93,6 +96,8 @@ class TaskResult:
             d["unrecorded_prefix"] = self.prefix
         if self.not_read:
             d["not_read"] = self.not_read
+        if self.partial:
+            d["partial"] = self.partial
         return d
 
 
@@ -136,6 +141,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     result.format = str(history.meta.get("format") or "messages")
     unread = history.meta.get("not_read")
     result.not_read = dict(unread) if isinstance(unread, dict) else {}
+    partial = history.meta.get("partial")
+    result.partial = [str(x) for x in partial] if isinstance(partial, list) else []
     result.reported = _reported(history)
     base_tokens = step_tokens(history, tok)
     needed = NeededIndex(history, tok)
@@ -143,6 +150,8 @@ def replay_history(history: History, settings: Settings, result: TaskResult, on_
     if settings.prefix_estimate:  # a format whose log leaves out part of each request
         prefix, est = request_prefix(history, tok, request_tools(history, "base"))
         result.prefix = est.to_dict() if est is not None else None
+        if est is not None:  # the policies' budget lines count it (what `refold serve` counts: the whole request)
+            opts = dataclasses.replace(opts, unrecorded_tokens=est.provider_tokens)
     as_of: list[int | None] | None = None
     if settings.cache in REPLAYED:  # the state each call met, from base's calls and the record
         states = RecordedAsOf(history, settings.cache)  # fed call by call (no call's ids held)
@@ -300,17 +309,20 @@ def iter_prompts(
     mask_after: int | None = None,
     final: bool = False,
     cache: str = "vllm",
+    unrecorded_tokens: int = 0,
 ) -> Iterator[Prompt]:
     """Every model call's prompt (messages + origins) of ``history`` under a named policy.
 
     For viewers: call t+1's prompt is the t-th item. STALE-dependent policies see the marks of
     ``stale`` (``recorded``, ``none``, ``hindsight[-produced|-conservative|-aggressive]``);
     ``cache`` is the simulator whose prices ``default`` renders with (``replay --cache``).
-    ``final``: then the prompt after the last step (``Projector.prompts``).
+    ``final``: then the prompt after the last step (``Projector.prompts``). ``unrecorded_tokens``:
+    the ESTIMATED request prefix its log leaves out (``request_prefix``), which a budget line counts.
     """
     settings = Settings(
         policies=(policy_name,), stale=stale, tokenizer=tokenizer, budget=budget, mask_after=mask_after, cache=cache
     )
     settings.check()
     h = with_stale(history, stale) if policy_name in STALE_POLICIES else history
-    yield from make_projector(policy_name, settings.options()).prompts(h, final)
+    opts = dataclasses.replace(settings.options(), unrecorded_tokens=unrecorded_tokens)
+    yield from make_projector(policy_name, opts).prompts(h, final)

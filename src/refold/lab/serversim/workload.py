@@ -141,7 +141,7 @@ def build_trace(
     placeholder = 0
     tools = request_tools(history, policy)
     prompt_ids = PromptTokens(tok, tools=tools)  # only what changed since the last call is tokenized
-    head = request_prefix(history, tok, request_tools(history, "base"))[0] if prefix_estimate else []
+    head, est = request_prefix(history, tok, request_tools(history, "base")) if prefix_estimate else ([], None)
     unreplied = unreplied_calls_by_step(history, tok)
     lost_out = max(1, output_tokens or unreplied_output_estimate(history)) if unreplied else 0
     final = bool(unreplied.get(len(history)))  # calls after the last stored reply
@@ -163,7 +163,10 @@ def build_trace(
         placeholder += n
         return out
 
-    for p in iter_prompts(history, policy, stale, tokenizer=tokenizer, mask_after=mask_after, final=final):
+    unrecorded = est.provider_tokens if est is not None else 0  # a budget line counts it
+    for p in iter_prompts(
+        history, policy, stale, tokenizer=tokenizer, mask_after=mask_after, final=final, unrecorded_tokens=unrecorded
+    ):
         compacted = p.compaction is not None
         if p.compaction is not None:
             cids = prompt_ids.ids(p.compaction.input_messages)

@@ -22,7 +22,8 @@ from ...integrations.saved import config_of
 from ...loaders import load
 from ...tokens import TOKENIZER_NAMES, Tokenizer, get_tokenizer
 from ..replay import STALE_SOURCES, Options
-from ..replay.settings import check_policy_options
+from ..replay.prefix import PREFIX_FORMATS, request_prefix
+from ..replay.settings import check_policy_options, request_tools
 from .data import VIEW_FORMAT, Progress, build_data
 from .page import render_page
 from .variants import MECHANISMS, SENT, SWITCHES, build_variants, sent_variant
@@ -43,6 +44,11 @@ def _tokenizer(tokenizer: str | Tokenizer) -> Tokenizer:
     if tokenizer not in TOKENIZER_NAMES:
         raise PolicyError(f"unknown tokenizer '{tokenizer}'; valid choices: {', '.join(TOKENIZER_NAMES)}")
     return get_tokenizer(tokenizer)
+
+
+def _budget_lines(variants: Sequence[str] | None) -> bool:
+    """Whether a chosen policy's prompts carry the budget line (the self-gc preset's)."""
+    return variants is None or any("self-gc" in v for v in variants)
 
 
 def build_report(
@@ -85,6 +91,9 @@ def build_report(
     extra: dict[str, Any] = {} if mask_after is None else {"mask_after": mask_after}
     if protect:
         extra["policy_overrides"] = {"protect": tuple(protect)}
+    if _budget_lines(variants) and str(history.meta.get("format") or "") in PREFIX_FORMATS:
+        est = request_prefix(history, tok, request_tools(history, "base"))[1]  # as refold replay's
+        extra["unrecorded_tokens"] = est.provider_tokens if est is not None else 0
     chosen = build_variants(variants, Options(tokenizer=tok, budget=budget, **extra), mechanisms=mechanisms)
     if served is not None:
         chosen.insert(1, sent_variant(served, served_label))

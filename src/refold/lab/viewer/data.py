@@ -323,6 +323,8 @@ def _unlogged_notice(history: History) -> str:
     from ..replay.prefix_notes import MISSING
 
     missing = MISSING.get(str(history.meta.get("format") or ""))
+    partial = history.meta.get("partial")
+    head = f"Partial file: {'; '.join(map(str, partial))}. " if isinstance(partial, list) and partial else ""
     if missing is None:
-        return ""
-    return f"{missing}: every count here is of the logged messages only (refold replay adds an ESTIMATED prefix for them)"
+        return head.rstrip()
+    return f"{head}{missing}: every count here is of the logged messages only (refold replay adds an ESTIMATED prefix for them; a budget line counts it)"
