@@ -28,6 +28,8 @@ __all__ = ["SHELL_TOOLS", "analyze"]
 _READERS = {"cat", "nl", "head", "tail", "less", "more", "sed", "awk", "bat", "view", "wc", "diff", "xxd", "od"}
 _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "ls", "tree", "git", "fd"}
 _PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # first operand is a pattern
+_GIT_PROSE = re.compile(r"-[a-zA-Z]*m|--message")  # git commit -m MSG, -am MSG
+_PATTERN_OPTS = re.compile(r"-e|--regexp")  # grep -e PATTERN
 _WRITERS = {"tee", "touch", "rm", "mkdir", "rmdir", "truncate", "unlink", "ln"}
 _GIT_WRITES = {"apply", "checkout", "stash", "reset", "restore", "am", "merge", "rebase", "pull", "switch",
                "revert", "cherry-pick", "clean", "mv", "rm"}  # fmt: skip
@@ -230,7 +232,9 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         facts.reads.extend(path_words(rest))
         facts.kinds.append("read")
     elif head in _SEARCHERS:
-        operands = [w for w in rest if not w.startswith("-")]
+        # a commit message or a -e pattern is prose, which a quoted file name's space now admits as a path
+        prose = _GIT_PROSE if head == "git" else _PATTERN_OPTS if head in _PATTERN_FIRST else None
+        operands = [w for i, w in enumerate(rest) if not w.startswith("-") and not (prose and i and prose.fullmatch(rest[i - 1]))]
         if head in _PATTERN_FIRST and not any(w in ("-e", "-f") or w.startswith("--regexp") for w in rest):
             operands = operands[1:]
         facts.reads.extend(path_words(operands) or ["."])
