@@ -448,6 +448,9 @@ def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
     ('await tools.exec_command({cmd: "restore 3"})', None),  # never a command refold would answer
     ("await tools.exec_command({cmd: `cat ${f}`})", None),
     ('await tools.exec_command({cmd: "\\u0041"})', None),
+    ('const f = "a.py";\nawait tools.exec_command({cmd: "cat " + f})', None),  # was read as `cat ` alone
+    ('await tools.apply_patch("*** Begin Patch\\n" + rest)', None),
+    ('await tools.exec_command({cmd: "ls".trim()})', None),
 ])  # fmt: skip
 def test_code_mode_programs(program: str, read: tuple[str, Any] | None) -> None:
     name, args = canonical_call("exec", program, free_form=True)

@@ -82,7 +82,17 @@ def code_mode_call(program: str) -> tuple[str, str] | None:
 
 
 def _literal(text: str, at: int) -> str | None:
-    """The JavaScript string literal at ``text[at]`` (quoted or a template without ``${}``), or None."""
+    """The JavaScript string literal at ``text[at]`` (quoted or a template without ``${}``) when it
+    is the whole argument (``"cat " + f`` is not: its text is no command that ran), or None."""
+    found = _string(text, at)
+    if found is None:
+        return None
+    value, end = found
+    return value if text[end:].lstrip()[:1] in (",", "}", ")") else None
+
+
+def _string(text: str, at: int) -> tuple[str, int] | None:
+    """The string literal at ``text[at]`` and the index after its closing quote, or None."""
     quote = text[at : at + 1]
     if quote not in ('"', "'", "`"):
         return None
@@ -91,7 +101,7 @@ def _literal(text: str, at: int) -> str | None:
     while i < len(text):
         ch = text[i]
         if ch == quote:
-            return "".join(out)
+            return "".join(out), i + 1
         if ch == "\\":
             mapped = _ESCAPES.get(text[i + 1 : i + 2])
             if mapped is None:
