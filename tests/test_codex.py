@@ -435,6 +435,9 @@ def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
     h = load(write(tmp_path, r))
     assert commands(h.step(1)) == ["sed -n 1,40p src/app.py"] and h.step(1).actions[0].effects.kind == "read"
     assert calls(h.step(2))[0][0] == "exec"  # a loop: what it runs is not known from its text
+    # nor analyzed as a shell line ('for (const f ...' with its 'cat' was a read writing nothing)
+    effects = h.step(2).actions[0].effects
+    assert (effects.kind, effects.reads, effects.writes_anything) == ("command", (), True)
 
 
 @pytest.mark.parametrize(("program", "read"), [

@@ -22,6 +22,7 @@ from .shell_info import CommandInfo
 from .shell_lex import Simple, lex
 from .shell_lines import first_line
 from .shell_paths import is_path, normalize_path, patch_paths, path_words
+from .shell_tools import is_code_mode
 
 __all__ = ["SHELL_TOOLS", "analyze"]
 
@@ -98,6 +99,10 @@ def analyze(command: str, tool: str = "bash") -> CommandInfo:
 
 @lru_cache(maxsize=4096)  # a store's step is read twice (its facts, then History.append checks them)
 def _analyze(command: str, tool: str) -> CommandInfo:
+    if tool == "exec" and is_code_mode(command):
+        # a Codex code-mode program not read as its commands (a loop, computed arguments): what it
+        # reads is unknown and it may change any file, as a git checkout may
+        return CommandInfo("command", (), (), True)
     if tool.lower() not in _ANALYZED_AS_SHELL:
         # A named tool (SWE-agent's editor functions, str_replace_editor, apply_patch, ...).
         return analyze_tool(tool, command)

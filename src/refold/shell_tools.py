@@ -53,6 +53,11 @@ _CONTEXT_WORD = re.compile(r"(?:^|[\s;&|(])(?:" + "|".join(COMMAND_NAMES) + r")(
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "`": "`", "$": "$"}
 
 
+def is_code_mode(program: str) -> bool:
+    """Whether an ``exec`` call's input is a code-mode program (it calls ``tools.*``), not a shell command."""
+    return _TOOL_CALL.search(program) is not None
+
+
 def code_mode_call(program: str) -> tuple[str, str] | None:
     """A code-mode program that only runs shell commands given as literals (``tools.exec_command``,
     in order, no branches or loops) as the ``bash`` call of those commands (one per line); one
