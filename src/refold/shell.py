@@ -242,6 +242,8 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         operands = [w for i, w in enumerate(rest) if not w.startswith("-") and not (prose and i and prose.fullmatch(rest[i - 1]))]
         if head in _PATTERN_FIRST and not any(w in ("-e", "-f") or w.startswith("--regexp") for w in rest):
             operands = operands[1:]
+        elif head == "git" and operands[:1] == ["grep"] and "-e" not in rest:
+            operands = operands[2:]  # git grep PATTERN [PATH...]
         facts.reads.extend(path_words(operands) or ["."])
         facts.kinds.append("search")
     elif any(t in segment for t in _TESTS):
