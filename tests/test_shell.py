@@ -222,6 +222,7 @@ def test_a_quoted_pattern_with_a_space_is_still_no_path() -> None:
         ('grep -e "see notes.txt" a.py', ("a.py",)),
         ('git add "a b.py"', ("a b.py",)),
         ('git grep -n "import os.path" src/', ("src",)),  # the pattern, not a file
+        ('git log --grep "fix a.py" -S "x.y z" -- b.py', ("b.py",)),
     ],
 )
 def test_a_commit_message_or_a_pattern_with_a_space_is_no_path(command: str, reads: tuple[str, ...]) -> None:
