@@ -90,3 +90,27 @@ def test_a_run_saved_before_the_setting_replays_with_the_seeds_position() -> Non
     assert Config.from_saved(saved) == WINDOW
     del saved["boundary"]["position"]
     assert Config.from_saved(saved).boundary.position == "seed"
+
+
+
+def _as_of(h: History, t: int) -> History:
+    g = History(h.prefix)
+    for s in h.steps[:t]:
+        g.append(s.reply, s.observations)
+    return g
+
+
+def test_a_window_move_reads_no_reply_given_after_the_call() -> None:
+    """``mask_by=use`` keeps an output a later reply names: a settle at an off-grid position read
+    the replies up to the seed's next move, so a replay (which holds the whole run) rendered call 17
+    unlike a live run could (reply 18, naming every earlier file, kept their outputs)."""
+    config = WINDOW.override(["policy.mask_by=use"])
+    h = History([{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix the bug."}])
+    for i in range(1, 25):
+        body = "\n".join(f"{i}:{j} def helper_{i}_{j}(x): return x * {j}  # file_{i}.py" for j in range(150 if i in BIG else 12))
+        names = " ".join(f"helper_{j}_3 file_{j}.py" for j in range(1, i)) if i == 18 else ""
+        reply = {"role": "assistant", "content": f"PROGRESS: step {i} {names}\nSTALE: -\n```bash\ncat file_{i}.py\n```"}
+        h.append(reply, [{"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>"}])
+    whole, live = Renderer(config), Renderer(config)
+    for t in range(len(h) + 1):
+        assert whole.render(h, t).serialized() == live.render(_as_of(h, t), t).serialized(), t

@@ -436,6 +436,9 @@ def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
     h = load(write(tmp_path, r))
     assert commands(h.step(1)) == ["sed -n 1,40p src/app.py"] and h.step(1).actions[0].effects.kind == "read"
     assert calls(h.step(2))[0][0] == "exec"  # a loop: what it runs is not known from its text
+    # nor analyzed as a shell line ('for (const f ...' with its 'cat' was a read writing nothing)
+    effects = h.step(2).actions[0].effects
+    assert (effects.kind, effects.reads, effects.writes_anything) == ("command", (), True)
 
 
 @pytest.mark.parametrize(("program", "read"), [
@@ -449,6 +452,9 @@ def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
     ('await tools.exec_command({cmd: "restore 3"})', None),  # never a command refold would answer
     ("await tools.exec_command({cmd: `cat ${f}`})", None),
     ('await tools.exec_command({cmd: "\\u0041"})', None),
+    ('const f = "a.py";\nawait tools.exec_command({cmd: "cat " + f})', None),  # was read as `cat ` alone
+    ('await tools.apply_patch("*** Begin Patch\\n" + rest)', None),
+    ('await tools.exec_command({cmd: "ls".trim()})', None),
 ])  # fmt: skip
 def test_code_mode_programs(program: str, read: tuple[str, Any] | None) -> None:
     name, args = canonical_call("exec", program, free_form=True)

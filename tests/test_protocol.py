@@ -107,6 +107,8 @@ def test_commands() -> None:
         ("[4]", [4], None),  # the label without its word: "'[4' is not a step number"
         ("4.2", [], "'4.2' is not a step number; restore takes whole steps: `restore 4`."),
         ("r4", [], "restore takes whole steps: `restore 4`."),
+        ("r0", [], "'r0' is not a step number; use e.g."),  # no step to name instead
+        ("12.1", [], "'12.1' is not a step number; use e.g."),  # `restore 12` is no step either
     ],
 )
 def test_restore_arguments(arg: str, steps: list[int], error: str | None) -> None:

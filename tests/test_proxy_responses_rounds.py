@@ -26,7 +26,7 @@ from refold.proxy.spliced import visible_text
 from refold.proxy.sse import Event
 from refold.proxy.surface_calls import recognizable
 from refold.proxy.surface_stream import context_ids
-from test_proxy_responses import fcall, message, response_object
+from test_proxy_responses import fcall, message, reasoning, response_object
 from test_proxy_surface_stream import EXEC, Paused, paused_proxy
 
 from fake_upstream import ServerThread
@@ -105,6 +105,22 @@ def test_an_upstream_that_numbers_items_per_response_does_not_break_the_sdks_str
     assert final.output_text == "Checking.\n\nback soonDone."
     ids = [o.id for o in final.output]
     assert ids[0] == "msg_1" and len(set(ids)) == len(ids) == 2
+
+
+def test_a_reasoning_id_repeated_per_response_does_not_break_the_sdks_stream(up: tuple[Paused, str]) -> None:
+    """The SDK tells reasoning items apart by id as it does messages: 'rs_1' in both rounds raised
+    "conflicting output identities" too; the stored reply keeps the upstream's ids."""
+    fake, url = up
+    fake.script += [([reasoning(1), message("msg_1", "Checking.\n```bash\nrestore 1\n```\nback soon")], None),
+                    ([reasoning(1), message("msg_1", "Done.")], None)]
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0, default_headers={"X-Refold-Session": "rs"})
+    with client.responses.stream(model="m", input="go") as s:
+        final = s.get_final_response()
+    got = [(o.type, o.id) for o in final.output]
+    assert got[:2] == [("reasoning", "rs_1"), ("message", "msg_1")] and len({i for _, i in got}) == len(got) == 4
+    with httpx.Client(base_url=url, timeout=30) as c:
+        steps = c.get("/sessions/rs", headers=H).json()["steps"]
+    assert [i["id"] for i in steps[0]["reply"]["extra"]["responses"]] == ["rs_1", "msg_1"]  # the internal round
 
 
 def _later_restore(fake: Paused) -> None:

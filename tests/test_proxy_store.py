@@ -671,6 +671,29 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(ConfigError, match=r"refold did not write \(tables notes, sessions\)"):
         SQLiteStore(str(path))
+    for version in (1, 70):  # another program's user_version (Firefox's places.sqlite: 70) is no refold one
+        db = sqlite3.connect(path)
+        db.execute(f"PRAGMA user_version = {version}")
+        db.close()
+        with pytest.raises(ConfigError, match=r"refold did not write \(tables notes, sessions\)"):
+            SQLiteStore(str(path))  # version 1 was migrated (WAL set, then 'no such table'), 70 'newer'
+        db = sqlite3.connect(path)
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        db.close()
+
+
+def test_a_newer_refold_store_is_refused_before_wal_mode_is_set(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    asyncio.run(SQLiteStore(str(path)).close())
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(ConfigError, match="schema version 99, newer than this refold's"):
+        SQLiteStore(str(path))
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
 
 
 def test_the_start_line_names_a_sqlite_stores_file_not_its_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

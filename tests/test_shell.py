@@ -211,3 +211,19 @@ def test_a_read_of_a_file_whose_name_holds_a_space_names_it(command: str) -> Non
 
 def test_a_quoted_pattern_with_a_space_is_still_no_path() -> None:
     assert analyze('grep -n "foo bar" x.py').reads == ("x.py",)
+
+
+@pytest.mark.parametrize(
+    ("command", "reads"),
+    [
+        ('git commit -m "fix a.py, b.py"', (".",)),  # was read as the file 'fix a.py, b.py'
+        ('git commit -am "Update README.md"', (".",)),
+        ("git commit -m fix a.py", ("a.py",)),
+        ('grep -e "see notes.txt" a.py', ("a.py",)),
+        ('git add "a b.py"', ("a b.py",)),
+        ('git grep -n "import os.path" src/', ("src",)),  # the pattern, not a file
+        ('git log --grep "fix a.py" -S "x.y z" -- b.py', ("b.py",)),
+    ],
+)
+def test_a_commit_message_or_a_pattern_with_a_space_is_no_path(command: str, reads: tuple[str, ...]) -> None:
+    assert analyze(command).reads == reads

@@ -730,6 +730,18 @@ def test_an_edit_of_a_long_path_never_leaves_a_quote_open(depth: int) -> None:
     assert "printed" not in s.text or s.text.endswith('"39\u2192line 39"')
 
 
+@pytest.mark.parametrize("depth", [0, 3])
+def test_a_timed_out_commands_quotes_leave_room_for_its_exception(depth: int) -> None:
+    """mini 2.x puts the exception first: the quotes were fitted to the whole line and then cut open."""
+    exc = "<exception>Command timed out after 60 seconds and was killed by the harness</exception>\n"
+    path = "/home/u/" + "".join(f"dir_{i:02d}_of_it/" for i in range(depth)) + "ctl.ex"
+    edit = f"The file {path} has been updated. Here is the result:\n" + "".join(f"{i:6}\u2192line {i}\n" for i in range(1, 40))
+    for command, printed in [(f"sed -i 's/a/b/' {path}", edit), ("python run.py", "x" * 200 + "\nmiddle\n" + "y" * 200)]:
+        s = summarize(command, f"<returncode>-1</returncode>\n{exc}<output>\n{printed}</output>")
+        assert s.text.startswith("Command timed out") and len(s.text) <= MAX_CHARS
+        assert s.text.count('"') % 2 == 0, s.text
+
+
 def test_a_context_commands_answer_is_not_named_twice_in_its_note() -> None:
     from refold.messages import mask_note
 

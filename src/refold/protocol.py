@@ -281,7 +281,7 @@ def parse_restore_args(argument: str, latest: int) -> tuple[list[int], str | Non
         if not m:
             shown = word if len(word) <= 40 else word[:39] + "…"
             part = _RESTORE_PART.fullmatch(word)
-            if part:  # a ledger id: restore brings back the whole step it is part of
+            if part and 1 <= int(part.group(1)) <= latest:  # a ledger id: restore brings back its whole step
                 return [], f"{CM} restore: '{shown}' is not a step number; restore takes whole steps: `restore {part.group(1)}`."
             return [], f"{CM} restore: '{shown}' is not a step number; use e.g. `restore 3` or `restore 3-5`."
         lo = int(m.group(1))

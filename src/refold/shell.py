@@ -22,12 +22,15 @@ from .shell_info import CommandInfo
 from .shell_lex import Simple, lex
 from .shell_lines import first_line
 from .shell_paths import is_path, normalize_path, patch_paths, path_words
+from .shell_tools import is_code_mode
 
 __all__ = ["SHELL_TOOLS", "analyze"]
 
 _READERS = {"cat", "nl", "head", "tail", "less", "more", "sed", "awk", "bat", "view", "wc", "diff", "xxd", "od"}
 _SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "ls", "tree", "git", "fd"}
 _PATTERN_FIRST = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}  # first operand is a pattern
+_GIT_PROSE = re.compile(r"-[a-zA-Z]*m|--message|--grep|--author|--committer|-[SG]")  # commit -m MSG, log --grep TEXT, -S TEXT
+_PATTERN_OPTS = re.compile(r"-e|--regexp")  # grep -e PATTERN
 _WRITERS = {"tee", "touch", "rm", "mkdir", "rmdir", "truncate", "unlink", "ln"}
 _GIT_WRITES = {"apply", "checkout", "stash", "reset", "restore", "am", "merge", "rebase", "pull", "switch",
                "revert", "cherry-pick", "clean", "mv", "rm"}  # fmt: skip
@@ -96,6 +99,10 @@ def analyze(command: str, tool: str = "bash") -> CommandInfo:
 
 @lru_cache(maxsize=4096)  # a store's step is read twice (its facts, then History.append checks them)
 def _analyze(command: str, tool: str) -> CommandInfo:
+    if tool == "exec" and is_code_mode(command):
+        # a Codex code-mode program not read as its commands (a loop, computed arguments): what it
+        # reads is unknown and it may change any file, as a git checkout may
+        return CommandInfo("command", (), (), True)
     if tool.lower() not in _ANALYZED_AS_SHELL:
         # A named tool (SWE-agent's editor functions, str_replace_editor, apply_patch, ...).
         return analyze_tool(tool, command)
@@ -230,9 +237,13 @@ def _simple(cmd: Simple, facts: _Facts, depth: int) -> None:
         facts.reads.extend(path_words(rest))
         facts.kinds.append("read")
     elif head in _SEARCHERS:
-        operands = [w for w in rest if not w.startswith("-")]
+        # a commit message or a -e pattern is prose, which a quoted file name's space now admits as a path
+        prose = _GIT_PROSE if head == "git" else _PATTERN_OPTS if head in _PATTERN_FIRST else None
+        operands = [w for i, w in enumerate(rest) if not w.startswith("-") and not (prose and i and prose.fullmatch(rest[i - 1]))]
         if head in _PATTERN_FIRST and not any(w in ("-e", "-f") or w.startswith("--regexp") for w in rest):
             operands = operands[1:]
+        elif head == "git" and operands[:1] == ["grep"] and "-e" not in rest:
+            operands = operands[2:]  # git grep PATTERN [PATH...]
         facts.reads.extend(path_words(operands) or ["."])
         facts.kinds.append("search")
     elif any(t in segment for t in _TESTS):

@@ -53,6 +53,11 @@ _CONTEXT_WORD = re.compile(r"(?:^|[\s;&|(])(?:" + "|".join(COMMAND_NAMES) + r")(
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "`": "`", "$": "$"}
 
 
+def is_code_mode(program: str) -> bool:
+    """Whether an ``exec`` call's input is a code-mode program (it calls ``tools.*``), not a shell command."""
+    return _TOOL_CALL.search(program) is not None
+
+
 def code_mode_call(program: str) -> tuple[str, str] | None:
     """A code-mode program that only runs shell commands given as literals (``tools.exec_command``,
     in order, no branches or loops) as the ``bash`` call of those commands (one per line); one
@@ -82,7 +87,17 @@ def code_mode_call(program: str) -> tuple[str, str] | None:
 
 
 def _literal(text: str, at: int) -> str | None:
-    """The JavaScript string literal at ``text[at]`` (quoted or a template without ``${}``), or None."""
+    """The JavaScript string literal at ``text[at]`` (quoted or a template without ``${}``) when it
+    is the whole argument (``"cat " + f`` is not: its text is no command that ran), or None."""
+    found = _string(text, at)
+    if found is None:
+        return None
+    value, end = found
+    return value if text[end:].lstrip()[:1] in (",", "}", ")") else None
+
+
+def _string(text: str, at: int) -> tuple[str, int] | None:
+    """The string literal at ``text[at]`` and the index after its closing quote, or None."""
     quote = text[at : at + 1]
     if quote not in ('"', "'", "`"):
         return None
@@ -91,7 +106,7 @@ def _literal(text: str, at: int) -> str | None:
     while i < len(text):
         ch = text[i]
         if ch == quote:
-            return "".join(out)
+            return "".join(out), i + 1
         if ch == "\\":
             mapped = _ESCAPES.get(text[i + 1 : i + 2])
             if mapped is None:

@@ -60,11 +60,11 @@ def _as_usage_error(e: RefoldError) -> RefoldError:
     if not bases:  # no command line that would print it differently
         return e
     kind = type(type(e).__name__, (type(e), *bases), {"__module__": type(e).__module__})
-    out: Any = Exception.__new__(kind)
-    out.__dict__.update(e.__dict__)
+    out: BaseException = Exception.__new__(kind)  # no __init__: the error is already built, its fields are copied
+    assert isinstance(out, RefoldError)
+    vars(out).update(e.__dict__, message=str(e), show_color=None)  # what click's printing reads
     out.args = e.args
-    out.message, out.show_color = str(e), None
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def mapping(key: str, value: Any) -> dict[str, Any]:

@@ -127,6 +127,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
             line = f"{_one_line(u.exception, 70)}; {line}"
         return Summary(kind, line, status, informative)
 
+    # what a line may hold after the exception ``out`` puts first (quotes are shrunk to fit it)
+    room = limit - (len(_one_line(u.exception, 70)) + 2 if u.exception else 0)
+
     if any(body.lstrip().startswith(p) for p in _FORMAT_ERRORS):
         return out("format", "format error: the reply's command was not run")
     from ..context.recognize import ANY  # lazy: refold.context reads the mechanisms
@@ -275,11 +278,11 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if info.kind == "edit":  # what it then printed reads like any output: its first and last lines
         what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
         # long paths leave less room: the quotes shrink to fit, never cut open by the line's limit
-        printed = _first_last(lines, 70, 40, room=limit - len(what) - len("; printed "))
+        printed = _first_last(lines, 70, 40, room=room - len(what) - len("; printed "))
         return out("edit", f"{what}; printed {printed}" if printed else what)
     if err and failed:
         return out("error", f"error: {err}")
-    return out("output", _first_last(lines, 90, 50), False)
+    return out("output", _first_last(lines, 90, 50, room=room) or _one_line(lines[0].strip(), room), False)
 
 
 def _first_last(lines: list[str], first: int, last: int, room: int | None = None) -> str:

@@ -77,28 +77,34 @@ assert len(MIGRATIONS) == SCHEMA_VERSION
 
 def refuse_foreign(db: sqlite3.Connection, path: str) -> None:
     """A database that holds tables but no refold layout (a mistyped ``--store`` naming another
-    program's database) is refused before anything is written into it (WAL mode included)."""
+    program's database), or a newer refold's layout, is refused before anything is written into
+    it (WAL mode included)."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    # a refold layout written before versions holds sessions(sid, owner, head, ...); another
-    # program's 'sessions' table (a web app's) does not
+    # every refold layout, also one written before versions, holds sessions(sid, owner, head, ...);
+    # another program's 'sessions' table (a web app's) does not, and its user_version may be anything
     columns = {r[1] for r in db.execute("PRAGMA table_info(sessions)")} if "sessions" in tables else set()
-    if version == 0 and tables and not {"sid", "owner", "head"} <= columns:
+    if tables and not {"sid", "owner", "head"} <= columns:
         shown = ", ".join(tables[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
         raise ConfigError(
             f"store {path} is an SQLite database refold did not write (tables {shown}): "
             "give --store a new file or one refold serve created"
+        )
+    _check_version(version, path)
+
+
+def _check_version(version: int, path: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"store {path} has schema version {version}, newer than this refold's {SCHEMA_VERSION}: "
+            "upgrade refold or use another --store"
         )
 
 
 def migrate(db: sqlite3.Connection, path: str) -> int:
     """Bring the store up to SCHEMA_VERSION, one named migration per transaction; the version."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version > SCHEMA_VERSION:
-        raise ConfigError(
-            f"store {path} has schema version {version}, newer than this refold's {SCHEMA_VERSION}: "
-            "upgrade refold or use another --store"
-        )
+    _check_version(version, path)
     for number, (name, statements) in enumerate(MIGRATIONS[version:], start=version + 1):
         db.execute("BEGIN IMMEDIATE")
         try:

@@ -99,9 +99,15 @@ class Behind:
         return [*range((lo // p.k + 1) * p.k, hi, p.k), hi]
 
     def first_call(self, bb: int) -> int:
-        """The first call whose boundary (``Policy.boundary``) is at ``bb`` or past it."""
-        p = self.config.policy
-        return (-(-bb // p.k) + 1) * p.k if p.chunk else bb
+        """The first call whose boundary (``Policy.boundary``; ``boundary.target`` under
+        ``boundary.position=window``: t - k) is at ``bb`` or past it. A settle reads the replies
+        given by then, so a later one would read replies not yet given when the call is rendered."""
+        p, b = self.config.policy, self.config.boundary
+        if not p.chunk:
+            return bb
+        if b.position == "window" and b.rule == "cost":
+            return bb + p.k  # the seed's formula for bb on its grid; off it, t - k = bb first at t = bb + k
+        return (-(-bb // p.k) + 1) * p.k
 
     def _push(self, step: Step, rec: Received) -> None:
         for cross in self._cross:
