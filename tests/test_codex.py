@@ -447,6 +447,8 @@ def test_code_mode_exec_is_read_as_the_commands_it_runs(tmp_path: Path) -> None:
      ("bash", {"command": "git status\npytest -q"})),
     ('await tools.apply_patch("*** Begin Patch\\n*** End Patch\\n")', ("apply_patch", "*** Begin Patch\n*** End Patch\n")),
     ('if (ok) await tools.exec_command({cmd: "ls"})', None),  # a branch
+    ('await tools.exec_command({cmd: "grep -n if a.py"})', ("bash", {"command": "grep -n if a.py"})),  # a word in a literal
+    ('await tools.exec_command({cmd: "echo tools"})', ("bash", {"command": "echo tools"})),
     ('const t = tools; await tools.exec_command({cmd: "ls"})', None),  # tools by another name
     ('await tools.exec_command({cmd: "ls"}); await tools.apply_patch("p")', None),  # two kinds of call
     ('await tools.exec_command({cmd: "restore 3"})', None),  # never a command refold would answer

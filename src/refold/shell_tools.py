@@ -65,7 +65,8 @@ def code_mode_call(program: str) -> tuple[str, str] | None:
     stays an ``exec`` call of its program), also when a context command's name is one of its words:
     the program ran in the client's runtime, so nothing in it is read as a command to answer."""
     calls = list(_TOOL_CALL.finditer(program))
-    if not calls or _CONTROL.search(program) or len(re.findall(r"\btools\b", program)) != len(calls):
+    code = _without_strings(program)  # `ls | grep if` runs no branch: keywords count outside literals
+    if not calls or code is None or _CONTROL.search(code) or len(re.findall(r"\btools\b", code)) != len(calls):
         return None
     names = {c.group(1) for c in calls}
     if names == {"apply_patch"} and len(calls) == 1:
@@ -94,6 +95,24 @@ def _literal(text: str, at: int) -> str | None:
         return None
     value, end = found
     return value if text[end:].lstrip()[:1] in (",", "}", ")") else None
+
+
+def _without_strings(program: str) -> str | None:
+    """The program with each string literal's text blanked (its quotes kept), or None when a literal
+    is not read (an escape or ``${}`` it cannot follow, or no closing quote)."""
+    out: list[str] = []
+    i = 0
+    while i < len(program):
+        if program[i] in ('"', "'", "`"):
+            found = _string(program, i)
+            if found is None:
+                return None
+            out.append(program[i] + " " * (found[1] - i - 2) + program[found[1] - 1])
+            i = found[1]
+            continue
+        out.append(program[i])
+        i += 1
+    return "".join(out)
 
 
 def _string(text: str, at: int) -> tuple[str, int] | None:

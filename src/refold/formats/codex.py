@@ -340,7 +340,7 @@ class _Reader:
                 self.unreplied("rolled back", u["usage"])
             else:
                 self.part.unreplied.append({**u, **self.position(u["type"])})
-        self.meta["rolled_back_calls"] = self.meta.get("rolled_back_calls", 0) + sum(1 for e in made if e[1])
+        self.meta["rolled_back_calls"] = self.meta.get("rolled_back_calls", 0) + len(made)  # replied or not
 
     # ---- responses ------------------------------------------------------------------------------
 
