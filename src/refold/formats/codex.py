@@ -49,6 +49,7 @@ from .codex_items import (
     open_command,
     output_message,
     rollback_cut,
+    rolled_back,
     seconds,
 )  # fmt: skip
 
@@ -320,22 +321,10 @@ class _Reader:
         cut = rollback_cut(messages, turns) if isinstance(turns, int) and not isinstance(turns, bool) else None
         if cut is None or cut >= len(messages):
             return
-        replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and not is_kept(m)]
-        made: list[tuple[int, int, dict[str, Any]]] = []  # (messages seen, order, entry) of each call after the cut
-        stay: list[dict[str, Any]] = []
-        for u in self.part.unreplied:
-            seen = replies[u["step"] - 1] + 1 + u["observations"] if u["step"] else u["observations"]
-            if seen <= cut:
-                stay.append(u)
-            else:
-                made.append((seen, 0, u))
-        for i in replies:
-            if i >= cut:
-                response = (messages[i].get("extra") or {}).get("response")
-                made.append((i, 1, {"usage": response.get("usage") if isinstance(response, dict) else None}))
+        stay, made = rolled_back(messages, self.part.unreplied, cut)
         del messages[cut:]
         self.part.unreplied = stay
-        for _, _, u in sorted(made, key=lambda e: e[:2]):
+        for u in made:
             if "usage" in u:  # a dropped reply's call: its prompt and output as recorded
                 self.unreplied("rolled back", u["usage"])
             else:

@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..history import KEPT
+from ..history import KEPT, is_kept
 from ..responses_items import CALLS, chat_call, item_kind, item_text
 from ..types import Message
 
@@ -97,6 +97,27 @@ def rollback_cut(messages: list[Message], turns: int) -> int | None:
     while cut > users[0] and (messages[cut - 1].get("role") == "developer" or (messages[cut - 1].get("role") == "user" and is_context(messages[cut - 1]))):
         cut -= 1
     return cut
+
+
+def rolled_back(
+    messages: list[Message], unreplied: list[dict[str, Any]], cut: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The unreplied calls made before ``cut`` (they stay), and every call made from it on, in the
+    order made: a dropped reply's as ``{"usage": ...}`` (its recorded usage), an unreplied one as is."""
+    replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and not is_kept(m)]
+    made: list[tuple[int, int, dict[str, Any]]] = []  # (messages seen, order, entry)
+    stay: list[dict[str, Any]] = []
+    for u in unreplied:
+        seen = replies[u["step"] - 1] + 1 + u["observations"] if u["step"] else u["observations"]
+        if seen <= cut:
+            stay.append(u)
+        else:
+            made.append((seen, 0, u))
+    for i in replies:
+        if i >= cut:
+            response = (messages[i].get("extra") or {}).get("response")
+            made.append((i, 1, {"usage": response.get("usage") if isinstance(response, dict) else None}))
+    return stay, [u for _, _, u in sorted(made, key=lambda e: e[:2])]
 
 
 def is_context(m: Message) -> bool:
