@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..mechanisms.masking import condensed_reply, newly_masked
+from ..mechanisms.edits import Edits
 from ..mechanisms.use import Uses
 from ..messages import label, mask_note, with_content, with_text
 from ..protocol import CM
@@ -80,7 +81,8 @@ class _MaskingStage(BaseStage):
         self.restores: set[int] = set()  # restore steps not yet masked
         self.short: set[int] = set()  # steps whose every output is no longer than its note
         self.said: dict[int, tuple[int, ...]] = {}  # step -> its user messages (never masked: not sized)
-        self.uses = Uses() if config.policy.mask_by == "use" else None
+        by = config.policy.mask_by
+        self.uses: Uses | Edits | None = Uses() if by == "use" else Edits() if by == "edit" else None
         self.waiting: set[int] = set()  # old enough by arrival, still in use
 
     def cross(self, step: Step, behind: Behind) -> None:
@@ -129,7 +131,7 @@ class _MaskingStage(BaseStage):
                 behind.mask(i)
 
 
-    def _held(self, uses: Uses, upto: int, behind: Behind) -> Callable[[int], bool]:
+    def _held(self, uses: Uses | Edits, upto: int, behind: Behind) -> Callable[[int], bool]:
         """Whether step i (or a later step behind the boundary whose stubs cite it: its content
         lives in i) was named by a reply after ``upto``."""
         history = behind.history
