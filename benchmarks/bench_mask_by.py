@@ -32,6 +32,7 @@ from refold.render import Renderer
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_default import CACHES, totals  # noqa: E402
 
+
 def _modes(argv: list[str]) -> tuple[str, ...]:
     """``--modes a,b`` (read before the worker pool forks: the variants are registered at import)."""
     if "--modes" in argv:

@@ -1,5 +1,6 @@
 """The built-in masking mechanisms: outputs behind the boundary and old enough become restorable
-notes (``Policy.mask_after``; with ``mask_by="use"`` only once no later reply names them), and old
+notes (``Policy.mask_after``; with ``mask_by="use"`` only once no later reply names them, with
+``mask_by="edit"`` a file's latest read only once no later reply writes the file), and old
 replies are condensed to their PROGRESS/STALE head, first line and commands (``Replies``)."""
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..config import Config
-from ..mechanisms.masking import condensed_reply, newly_masked
 from ..mechanisms.edits import Edits
+from ..mechanisms.masking import condensed_reply, newly_masked
 from ..mechanisms.use import Uses
 from ..messages import label, mask_note, with_content, with_text
 from ..protocol import CM
@@ -133,7 +134,7 @@ class _MaskingStage(BaseStage):
 
     def _held(self, uses: Uses | Edits, upto: int, behind: Behind) -> Callable[[int], bool]:
         """Whether step i (or a later step behind the boundary whose stubs cite it: its content
-        lives in i) was named by a reply after ``upto``."""
+        lives in i) was used (named, or its file written: ``uses.last``) by a reply after ``upto``."""
         history = behind.history
         assert history is not None
         memo: dict[int, bool] = {}
