@@ -32,7 +32,16 @@ from refold.render import Renderer
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_default import CACHES, totals  # noqa: E402
 
-MODES = ("arrival", "use")
+
+def _modes(argv: list[str]) -> tuple[str, ...]:
+    """``--modes a,b`` (read before the worker pool forks: the variants are registered at import)."""
+    if "--modes" in argv:
+        i = argv.index("--modes")
+        return tuple(argv[i + 1].split(","))
+    return ("arrival", "use", "edit")
+
+
+MODES = _modes(sys.argv)
 
 
 def _variant(mode: str) -> Any:
@@ -72,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--out", default=None)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--modes", default=",".join(MODES), help="mask_by values compared (arrival,use,edit)")
     a = ap.parse_args(argv)
     files = collect_paths(a.paths)
     names = [f"mask-{m}" for m in MODES]

@@ -42,12 +42,13 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from refold.history import History
 from refold.lab.replay.needed import NeededIndex, ShownKeys
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.policies import STALE_POLICIES, make_projector
+from refold.lab.replay.projectors import Options
 from refold.lab.replay.settings import Settings
 from refold.lab.replay.stale import with_stale
 from refold.loaders import load_all
@@ -281,8 +282,8 @@ def also_shown(key: str, kind: str, prompt_keys: frozenset[str], prompt_text: st
     return "no"
 
 
-def analyse(h: History, policy: str, settings: Settings, index: NeededIndex, tally: Tally) -> None:
-    opts = settings.options()
+def analyse(h: History, policy: str, settings: Settings, index: NeededIndex, tally: Tally, opts: Options | None = None) -> None:
+    opts = opts or settings.options()
     marked = with_stale(h, settings.stale) if policy in STALE_POLICIES else h
     view = ShownKeys(index)
     for p in make_projector(policy, opts).prompts(marked):
@@ -338,12 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--policies", default="default,masking")
     ap.add_argument("--cache", default="anthropic")
+    ap.add_argument("--mask-by", default=None, help="Policy.mask_by for refold's policies (default: the library's)")
     a = ap.parse_args(argv)
     start = time.perf_counter()
     policies = [p for p in a.policies.split(",") if p]
     settings = Settings(policies=tuple(policies), cache=a.cache)
     settings.check()
-    tok = settings.options().tokenizer
+    opts = settings.options()
+    if a.mask_by:
+        opts = replace(opts, policy_overrides={**opts.policy_overrides, "mask_by": a.mask_by})
+    tok = opts.tokenizer
     tallies = {p: Tally() for p in policies}
     files = collect_paths(a.paths)
     sessions = 0
@@ -357,9 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             sessions += 1
             index = NeededIndex(h, tok)
             for p in policies:
-                analyse(h, p, settings, index, tallies[p])
+                analyse(h, p, settings, index, tallies[p], opts)
     print(
         f"# python benchmarks/bench_needed_causes.py {' '.join(a.paths)} --policies {a.policies} --cache {a.cache}"
+        + (f" --mask-by {a.mask_by}" if a.mask_by else "")
     )
     print(
         f"# {len(files)} files, {sessions} sessions; keys: refold.named_keys; "

@@ -102,13 +102,14 @@ class Policy(Settings):
     mask_after: int | None = Field(default=2, ge=1)
     """Automatic masking: outputs behind the boundary more than this many steps old become
     restorable one-line notes even if never marked STALE (for agents that never write STALE)."""
-    mask_by: Literal["arrival", "use"] = "arrival"
+    mask_by: Literal["arrival", "use", "edit"] = "arrival"
     """What ``mask_after`` counts from: the step an output arrived (``arrival``) or the last reply
     naming a path, test id or error string it shows (``use``: an output the agent is still working
     from stays shown). Either way it is decided when the boundary moves, from the replies given by
     the first call at that boundary (``refold.mechanisms.use``). ``use`` lowers hidden-then-needed
     (real Claude Code logs 11.1% -> 7.8%) but keeps more (tokens 0.59x -> 0.63x of base; SWE-bench
-    runs cost +0.02): benchmarks/results/mask_by_*.txt."""
+    runs cost +0.02): benchmarks/results/mask_by_*.txt. ``edit``: a file's latest read stays shown
+    while a reply after it writes that file (``refold.mechanisms.edits``)."""
     mask_min_chars: int = Field(default=200, ge=0)
     """Outputs shorter than this are never masked (a note would not save anything)."""
     restore_hold: int = Field(default=10, ge=0)

@@ -1,5 +1,6 @@
 """The built-in masking mechanisms: outputs behind the boundary and old enough become restorable
-notes (``Policy.mask_after``; with ``mask_by="use"`` only once no later reply names them), and old
+notes (``Policy.mask_after``; with ``mask_by="use"`` only once no later reply names them, with
+``mask_by="edit"`` a file's latest read only once no later reply writes the file), and old
 replies are condensed to their PROGRESS/STALE head, first line and commands (``Replies``)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..config import Config
+from ..mechanisms.edits import Edits
 from ..mechanisms.masking import condensed_reply, newly_masked
 from ..mechanisms.use import Uses
 from ..messages import label, mask_note, with_content, with_text
@@ -80,7 +82,8 @@ class _MaskingStage(BaseStage):
         self.restores: set[int] = set()  # restore steps not yet masked
         self.short: set[int] = set()  # steps whose every output is no longer than its note
         self.said: dict[int, tuple[int, ...]] = {}  # step -> its user messages (never masked: not sized)
-        self.uses = Uses() if config.policy.mask_by == "use" else None
+        by = config.policy.mask_by
+        self.uses: Uses | Edits | None = Uses() if by == "use" else Edits() if by == "edit" else None
         self.waiting: set[int] = set()  # old enough by arrival, still in use
 
     def cross(self, step: Step, behind: Behind) -> None:
@@ -129,9 +132,9 @@ class _MaskingStage(BaseStage):
                 behind.mask(i)
 
 
-    def _held(self, uses: Uses, upto: int, behind: Behind) -> Callable[[int], bool]:
+    def _held(self, uses: Uses | Edits, upto: int, behind: Behind) -> Callable[[int], bool]:
         """Whether step i (or a later step behind the boundary whose stubs cite it: its content
-        lives in i) was named by a reply after ``upto``."""
+        lives in i) was used (named, or its file written: ``uses.last``) by a reply after ``upto``."""
         history = behind.history
         assert history is not None
         memo: dict[int, bool] = {}
