@@ -62,10 +62,23 @@ def _between(text: str, tag: str) -> str | None:
     return inner[1:] if inner.startswith("\n") else inner
 
 
+def _without_reminders(text: str) -> str:
+    """``text`` without the ``<system-reminder>`` blocks that end it and the blank lines before them:
+    Claude Code appends its own notes to a tool's result (a Read's malware reminder), not printed by
+    the tool, so neither counted as its lines nor read as its text (a read's numbered lines end before)."""
+    while (end := text.rstrip()).endswith("</system-reminder>"):
+        start = end.rfind("<system-reminder>")
+        if start < 0:
+            break
+        text = end[:start].rstrip("\n")
+    return text
+
+
 def unwrap(text: str) -> Unwrapped:
     """The printed output and the exit status of a recorded observation."""
     status = exception = elided = head_chars = None
     text = text.replace("\r\n", "\n")  # SWE-agent windows mix line ends
+    text = _without_reminders(text)
     body = text
     if _WRAPPED.match(text):
         head_part = text[: text.find("<output")] if "<output" in text else text
