@@ -26,3 +26,14 @@ def test_a_reads_trailing_system_reminder_is_neither_its_lines_nor_its_text() ->
     # two reminders, and one inside the output (a file that quotes one) stays the file's text
     quoted = numbered(["x = '<system-reminder>hi</system-reminder>'", "y = 1"])
     assert unwrap(quoted + REMINDER + REMINDER).body == quoted
+
+
+def test_a_read_of_two_files_names_both_and_no_line_range_or_outline_numbers() -> None:
+    a = "\n".join(["import os", "", "def build(x):", "    return x", *["    pass"] * 76])
+    b = "\n".join(["def other():", "    return 1", "", "class Later:", "    y = 2"])
+    cmd = "sed -n '70,150p' src/a.py && sed -n '1,220p' tests/b.py"
+    s = summarize(cmd, f"Exit code: 0\nWall time: 0.1 seconds\nOutput:\n{a}\n{b}\n", "shell")
+    assert (s.kind, s.text) == ("reads", "contents of 2 files (src/a.py, tests/b.py)")
+    assert summarize("cat a.py b.py", f"{a}\n{b}").text == "contents of 2 files (a.py, b.py)"
+    # one file read twice is one file's read, with its range
+    assert summarize("sed -n '3,4p' a.py && sed -n '3,4p' a.py", "def build(x):\n    return x\n").text.startswith("a.py lines 3-")

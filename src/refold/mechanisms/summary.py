@@ -49,7 +49,7 @@ MAX_CHARS = 160
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    kind: str  # read | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | report | output
+    kind: str  # read | reads | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | report | output
     text: str  # one line, at most the limit
     status: int | None  # the recorded exit status (mini's <returncode>); None when none was recorded
     informative: bool  # False: only the generic first/last-line fallback
@@ -214,6 +214,11 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if err and (failed or short or crashed):
         return out("error", f"error: {err}")
 
+    files = list(dict.fromkeys(info.reads))
+    if looks_read and len(files) > 1 and not header and numbered.lines[1] is None and cmd_head not in ("diff", "cmp"):
+        # 'sed -n 1,80p a && sed -n 1,40p b', 'cat a b': where one file ends is not printed, so no
+        # line range or outline line is known (the first file's would run into the second's)
+        return out("reads", f"contents of {_plural(len(files), 'file')}{_files(files)}")
     if looks_read:
         path = info.reads[0] if info.reads else None
         if path is None and tool not in ("bash",):
