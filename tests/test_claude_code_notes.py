@@ -37,3 +37,42 @@ def test_a_read_of_two_files_names_both_and_no_line_range_or_outline_numbers() -
     assert summarize("cat a.py b.py", f"{a}\n{b}").text == "contents of 2 files (a.py, b.py)"
     # one file read twice is one file's read, with its range
     assert summarize("sed -n '3,4p' a.py && sed -n '3,4p' a.py", "def build(x):\n    return x\n").text.startswith("a.py lines 3-")
+
+
+def test_edit_tool_results_say_applied_created_or_not_applied() -> None:
+    edit = json.dumps({"file_path": "/w/calc.py", "old_string": "a + b", "new_string": "a - b"})
+    ok = summarize(edit, "The file /w/calc.py has been updated successfully.", "Edit")
+    assert (ok.kind, ok.text) == ("edit", "edited /w/calc.py")
+    snippet = "The file /w/calc.py has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n"
+    assert summarize(edit, snippet + numbered(CALC[2:6], 3), "Edit").text == "edited /w/calc.py; printed its lines 3-6 after the edit"
+    every = "The file /w/calc.py has been updated. All occurrences of 'a + b' were successfully replaced with 'a - b'."
+    assert summarize(edit, every, "Edit").text == "edited /w/calc.py: every occurrence replaced"
+    new = json.dumps({"file_path": "/w/new.py", "content": "x = 1\n"})
+    assert summarize(new, "File created successfully at: /w/new.py", "Write").text == "created /w/new.py"
+    failed = summarize(edit, "<tool_use_error>String to replace not found in file.\nString: a + c</tool_use_error>", "Edit")
+    assert (failed.kind, failed.text) == ("error", "edit of /w/calc.py NOT applied: String to replace not found in file. String: a + c")
+    no = "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT written to the file)."
+    assert summarize(edit, no, "Edit").text == "edit of /w/calc.py NOT applied: the user rejected it"
+    assert summarize("pytest -q", no, "bash").text == "not run: the user rejected this tool use"
+    # a long path gives way to what was done: the note never ends cut inside the range
+    deep = "/home/dev/" + "very-long-folder-name/" * 8 + "calc.py"
+    s = summarize(edit, snippet.replace("/w/calc.py", deep) + numbered(CALC, 1), "Edit")
+    assert s.text.endswith(f"calc.py; printed its lines 1-{len(CALC)} after the edit") and s.text.startswith("edited \u2026/")
+
+
+def test_codex_apply_patch_names_each_file_and_what_it_did() -> None:
+    patch = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** End Patch"
+    out = json.dumps({"output": "Success. Updated the following files:\nM src/a.py\nA src/b.py\n", "metadata": {"exit_code": 0}})
+    assert summarize(patch, out, "apply_patch").text == "patch applied: added src/b.py; modified src/a.py"
+
+
+def test_a_plan_note_gives_its_state() -> None:
+    todos = [
+        {"content": "Read the parser", "status": "completed", "activeForm": "Reading"},
+        {"content": "Fix the off-by-one", "status": "in_progress", "activeForm": "Fixing"},
+        {"content": "Run the tests", "status": "pending", "activeForm": "Running"},
+    ]
+    s = summarize(json.dumps({"todos": todos}), "Todos have been modified successfully. Ensure that you continue to use the todo list.", "TodoWrite")
+    assert s.text == 'plan updated: 1 of 3 items done, in progress: "Fix the off-by-one", 1 pending'
+    plan = {"plan": [{"step": "Write tests", "status": "completed"}, {"step": "Fix", "status": "completed"}]}
+    assert summarize(json.dumps(plan), "Plan updated", "update_plan").text == "plan updated: 2 of 2 items done"

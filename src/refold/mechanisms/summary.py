@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from ..outline_lines import SCAN
 from ..shell import analyze
+from .summary_edits import edit_result, plan_state, rejected
 from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
     _CAT_N_ON,
     _FILE_HEADER,
@@ -149,6 +150,14 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if report:
             return out("report", report)
     info = analyze(cmd, tool)
+    edited = edit_result(tool, body, info.writes, limit)
+    if edited is not None:
+        return out(*edited)
+    if rejected(body):
+        return out("error", "not run: the user rejected this tool use")
+    plan = plan_state(tool, cmd)
+    if plan is not None:
+        return out("control", plan)
 
     if (
         _TEST_CMD.search(cmd)
