@@ -76,3 +76,24 @@ def test_a_plan_note_gives_its_state() -> None:
     assert s.text == 'plan updated: 1 of 3 items done, in progress: "Fix the off-by-one", 1 pending'
     plan = {"plan": [{"step": "Write tests", "status": "completed"}, {"step": "Fix", "status": "completed"}]}
     assert summarize(json.dumps(plan), "Plan updated", "update_plan").text == "plan updated: 2 of 2 items done"
+
+
+def test_a_search_piped_into_another_tool_is_not_counted_as_its_paths_or_hits() -> None:
+    paths = "/w/s/a.jsonl\n/w/s/b.jsonl\n"
+    assert summarize('find /w/s -name "*.jsonl" | sort | head -5', paths).text == "2 paths found (/w/s/a.jsonl, /w/s/b.jsonl)"
+    assert summarize("find /w/s -name '*.jsonl' -exec grep -l token {} \\; | head -1", "/w/s/a.jsonl\n").text == "1 path found (/w/s/a.jsonl)"
+    assert summarize('rg -n "a|b" src | head -3', "src/x.py:3:a = 1\nsrc/y.py:9:b = 2\n").text.startswith("2 hits in 2 files")
+    records = '{"type":"session_meta","id":"1"}\n{"type":"event_msg","n":2}\n{"type":"event_msg","n":3}\n'
+    for cmd in (
+        "find /w/s -name '*.jsonl' | head -1 | xargs cat",
+        "find /w/s -name '*.jsonl' -exec cat {} \\; | jq -c .",
+        'grep -c "event" /w/s/a.jsonl | sort',
+    ):
+        s = summarize(cmd, records)
+        assert s.kind == "output" and "found" not in s.text and "hit" not in s.text, (cmd, s.text)
+
+
+def test_codex_unified_exec_notice_of_a_cut_output_is_not_its_first_line() -> None:
+    out = "Chunk ID: 1a2b3c\nWall time: 0.0958 seconds\nProcess exited with code 0\nOriginal token count: 13644\nOutput:\nTotal output lines: 73\n\nfirst line\nlast line\n"
+    assert unwrap(out).body == "first line\nlast line"
+    assert summarize("ps -ef", out, "shell").text == '"first line" … "last line"'

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from ..outline_lines import SCAN
 from ..shell import analyze
+from ..shell_lex import lex
 from .summary_edits import edit_result, plan_state, rejected
 from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
     _CAT_N_ON,
@@ -287,7 +288,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     named = _named_search(tool, cmd, lines) if info.kind == "search" else None
     if named is not None:
         return out("search", named)
-    if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
+    if info.kind == "search" and cmd_head not in ("git", "ls", "tree") and _prints_matches(cmd):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
     if info.kind == "edit":  # what it then printed reads like any output: its first and last lines
         what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
@@ -297,6 +298,33 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if err and failed:
         return out("error", f"error: {err}")
     return out("output", _first_last(lines, 90, 50, room=room) or _one_line(lines[0].strip(), room), False)
+
+
+_SEARCHERS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "find", "fd", "locate"})
+_KEEPS = frozenset({"head", "tail", "sed", "sort", "uniq", "grep", "egrep", "fgrep", "rg", "less", "more", "cat"})
+
+
+def _prints_matches(command: str) -> bool:
+    """Whether a search's output is its matches or paths: not when a later command of its pipeline
+    (or ``find -exec``) makes something else of them (``find | xargs cat | jq``, ``grep | wc -l``)."""
+    cmds = [c for c in lex(command) if c.words and c.words not in ([";"], ["+"])]  # find -exec's end
+    i = next((k for k, c in enumerate(cmds) if c.words[0].rsplit("/", 1)[-1] in _SEARCHERS), None)
+    if i is None:
+        return True
+    words = cmds[i].words
+    if words[0].rsplit("/", 1)[-1] != "find" and any(re.match(r"-[A-Za-z]*c[A-Za-z]*$|--count", w) for w in words):
+        return False  # grep -c: a count per file
+    if "-exec" in words:
+        run = words[words.index("-exec") + 1 :]
+        if run[:1] not in (["grep"], ["ls"]) or (run[0] == "grep" and not any(re.match(r"-\w*l", w) for w in run)):
+            return False
+    for c in cmds[i + 1 :]:
+        if not c.piped:
+            break
+        head, args = c.words[0].rsplit("/", 1)[-1], c.words[1:]
+        if head not in _KEEPS or any(re.match(r"-\w*[coz]", w) for w in args) or (head == "cat" and args):
+            return False  # uniq -c, grep -c / -o, cat FILE: counts or other text
+    return True
 
 
 def _first_last(lines: list[str], first: int, last: int, room: int | None = None) -> str:

@@ -46,6 +46,7 @@ _CODEX_HEAD = re.compile(
     r"(?:Chunk ID: [^\n]{0,80}\n)?(?:Exit code: (-?\d{1,9})\n)?Wall time: [\d.]{1,20} seconds\n"
     r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID [^\n]{0,80}\n)?"
     r"(?:Total output lines: \d{1,12}\n)?(?:Original token count: \d{1,12}\n)?Output:\n?"
+    r"(?:Total output lines: \d{1,12}\n\n?)?"  # unified exec's notice of a cut output, not printed by it
 )
 # Claude Code's failed Bash: ``Exit code N`` then the output (a success prints the output alone)
 _CLAUDE_EXIT = re.compile(r"Exit code (-?\d{1,9})\n")
