@@ -97,3 +97,13 @@ def test_codex_unified_exec_notice_of_a_cut_output_is_not_its_first_line() -> No
     out = "Chunk ID: 1a2b3c\nWall time: 0.0958 seconds\nProcess exited with code 0\nOriginal token count: 13644\nOutput:\nTotal output lines: 73\n\nfirst line\nlast line\n"
     assert unwrap(out).body == "first line\nlast line"
     assert summarize("ps -ef", out, "shell").text == '"first line" … "last line"'
+
+
+def test_a_read_without_range_or_outline_quotes_what_it_printed() -> None:
+    log = "==> deps\nCompiling 8 files (.ex)\nGenerated app\n"
+    s = summarize("tail -30 /tmp/tasks/b1.output", log)
+    assert (s.kind, s.text) == ("output", '/tmp/tasks/b1.output: "==> deps" … "Generated app"')
+    records = '{"type":"a"}\n{"type":"b"}\n'
+    assert summarize("cat /w/s.jsonl | jq -c .", records).text == '/w/s.jsonl: "{"type":"a"}" … "{"type":"b"}"'
+    # a read with its range keeps it
+    assert summarize("head -5 /w/calc.py", "\n".join(CALC[:5]) + "\n").text.startswith("/w/calc.py lines 1-5")

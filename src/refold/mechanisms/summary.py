@@ -25,6 +25,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _elided_numbered,
     _files,
     _grep_summary,
+    _left_cut,
     _named_paths,
     _named_search,
     _nonblank,
@@ -235,6 +236,11 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
         r = _read_summary(cmd, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
+        bare = re.fullmatch(r"(\S+) \([\d,]+ lines?\)", r) if r and len(lines) > 0 else None
+        if bare:  # no line range, no outline ('tail -30 f', 'cat f | jq'): what it printed says more
+            where = "" if bare.group(1) == "file" else f"{_left_cut(bare.group(1), 60)}: "
+            printed = _first_last(lines, 70, 50, room=room - len(where))
+            return out("output", f"{where}{printed}" if printed else bare.group(0))
         if r:
             return out("read", _whole_range(r, text) if len(text) > SCAN else r)
 
