@@ -107,3 +107,15 @@ def test_a_read_without_range_or_outline_quotes_what_it_printed() -> None:
     assert summarize("cat /w/s.jsonl | jq -c .", records).text == '/w/s.jsonl: "{"type":"a"}" … "{"type":"b"}"'
     # a read with its range keeps it
     assert summarize("head -5 /w/calc.py", "\n".join(CALC[:5]) + "\n").text.startswith("/w/calc.py lines 1-5")
+
+
+def test_grep_count_mode_and_no_match_are_not_counted_as_hits() -> None:
+    count = json.dumps({"pattern": "agentId", "path": "/w/t", "output_mode": "count"})
+    rows = "t/short.jsonl:1\nt/sub.jsonl:4\n\nFound 5 total occurrences across 2 files."
+    assert summarize(count, rows, "Grep").text == "5 matching lines in 2 files (t/short.jsonl, t/sub.jsonl)"
+    one = json.dumps({"pattern": "agentId", "path": "/w/t/sub.jsonl", "output_mode": "count"})
+    assert summarize(one, "20\n\nFound 0 total occurrences across 0 files.", "Grep").text == "20 matching lines in 1 file (/w/t/sub.jsonl)"
+    none = "No matches found\n\nFound 0 total occurrences across 0 files."
+    assert summarize(one, none, "Grep").text == "0 hits"
+    content = json.dumps({"pattern": "route", "output_mode": "content", "-n": True})
+    assert summarize(content, "No matches found", "Grep").text == "0 hits"

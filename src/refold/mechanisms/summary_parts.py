@@ -293,6 +293,7 @@ def _swe_search(body: str) -> str | None:
 _FOUND_FILES = re.compile(r"^Found (\d+) files?\b")
 _NO_FILES = re.compile(r"^No (?:files|matches) found\b")
 _GLOB_CUT = re.compile(r"^\(Results are truncated\b")
+_COUNT_ROW = re.compile(r"^(?:(.+):)?(\d+)$")
 
 
 def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
@@ -306,9 +307,20 @@ def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
         args = json.loads(arguments)
     except ValueError:
         return None
-    if not isinstance(args, dict) or (name == "grep" and args.get("output_mode", "files_with_matches") != "files_with_matches"):
+    if not isinstance(args, dict):
         return None
     body = [ln.strip() for ln in lines if ln.strip()]
+    mode = args.get("output_mode", "files_with_matches") if name == "grep" else None
+    if mode in ("content", "count") and body and _NO_FILES.match(body[0]):
+        return "0 hits"
+    if mode == "count":  # 'path:N' per file ('N' alone for one file), then Claude Code's own total line
+        rows = [m.groups() for ln in body if (m := _COUNT_ROW.match(ln))]
+        where = str(args.get("path") or "")
+        counted = [f or where for f, _ in rows]
+        total = sum(int(n) for _, n in rows)
+        return f"{_plural(total, 'matching line')} in {_plural(len(counted), 'file')}{_files(counted)}"
+    if mode != "files_with_matches" and name == "grep":
+        return None
     if body and _NO_FILES.match(body[0]):
         return f"0 {'paths' if name == 'glob' else 'files'} found"
     cut = bool(body) and _GLOB_CUT.match(body[-1]) is not None  # Glob's notice: no path, and more exist
