@@ -119,3 +119,13 @@ def test_grep_count_mode_and_no_match_are_not_counted_as_hits() -> None:
     assert summarize(one, none, "Grep").text == "0 hits"
     content = json.dumps({"pattern": "route", "output_mode": "content", "-n": True})
     assert summarize(content, "No matches found", "Grep").text == "0 hits"
+
+
+def test_a_persisted_output_is_summarized_from_its_preview_and_says_so() -> None:
+    out = (
+        "<persisted-output>\nOutput too large (141KB). Full output saved to: /h/.claude/tool-results/t1.txt\n\n"
+        "Preview (first 2KB):\nRUN v4.0\n ok test/a.js (4 tests)\n...\n</persisted-output>"
+    )
+    u = unwrap(out)
+    assert u.body == "RUN v4.0\n ok test/a.js (4 tests)\n..." and u.exception == "output too large (141KB), only its preview shown"
+    assert summarize("npx vitest run", out).text == 'output too large (141KB), only its preview shown; "RUN v4.0" … "..."'

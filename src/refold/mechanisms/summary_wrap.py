@@ -50,6 +50,7 @@ _CODEX_HEAD = re.compile(
 )
 # Claude Code's failed Bash: ``Exit code N`` then the output (a success prints the output alone)
 _CLAUDE_EXIT = re.compile(r"Exit code (-?\d{1,9})\n")
+_PERSISTED = re.compile(r"<persisted-output>\nOutput too large \(([\d.]+\s?[KMG]?B)\)\. Full output saved to: [^\n]*\n\s*(?:Preview \(first [^)\n]*\):\n)?")
 _SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
 
 
@@ -111,6 +112,10 @@ def unwrap(text: str) -> Unwrapped:
         state = (_between(text, "status") or "").strip()
         exception = f"background task {state}" if state and state != "completed" else None
         body = _between(text, "output") or ""
+    elif text.startswith("<persisted-output>") and (p := _PERSISTED.match(text)):
+        # Claude Code kept only a preview; the whole output went to a file (restore shows its path)
+        exception = f"output too large ({p.group(1)}), only its preview shown"
+        body = (_between(text, "persisted-output") or "")[p.end() - len("<persisted-output>\n") :]
     elif text.startswith("The last command <command>") and (t := _TIMED_OUT.match(text)):
         exception = "timed out and was killed"
         inner = _between(text[t.end() :], "output")
