@@ -129,3 +129,14 @@ def test_a_persisted_output_is_summarized_from_its_preview_and_says_so() -> None
     u = unwrap(out)
     assert u.body == "RUN v4.0\n ok test/a.js (4 tests)\n..." and u.exception == "output too large (141KB), only its preview shown"
     assert summarize("npx vitest run", out).text == 'output too large (141KB), only its preview shown; "RUN v4.0" … "..."'
+
+
+def test_claude_code_tool_errors_are_errors_not_quoted_output() -> None:
+    read = json.dumps({"file_path": "/w/gone.py"})
+    assert summarize(read, "<tool_use_error>File does not exist.</tool_use_error>", "Read").text == "error: File does not exist."
+    big = "File content (85812 tokens) exceeds maximum allowed tokens (25000). Please use offset and limit parameters."
+    assert summarize(read, big, "Read").text == "error: File content (85812 tokens) exceeds maximum allowed tokens (25000)."
+    # a result that is only a reminder is the tool's answer, not nothing
+    past = "<system-reminder>Warning: the file exists but is shorter than the provided offset (3850). The file has 2586 lines.</system-reminder>"
+    assert unwrap(past).body.startswith("Warning: the file exists but is shorter")
+    assert summarize(read, past, "Read").kind != "empty"

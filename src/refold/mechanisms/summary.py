@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..outline_lines import SCAN
 from ..shell import analyze
 from ..shell_lex import lex
-from .summary_edits import edit_result, plan_state, rejected
+from .summary_edits import edit_result, plan_state, rejected, tool_error
 from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
     _CAT_N_ON,
     _FILE_HEADER,
@@ -157,6 +157,9 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         return out(*edited)
     if rejected(body):
         return out("error", "not run: the user rejected this tool use")
+    tool_err = tool_error(body)
+    if tool_err is not None:
+        return out("error", f"error: {tool_err}")
     plan = plan_state(tool, cmd)
     if plan is not None:
         return out("control", plan)

@@ -9,7 +9,7 @@ import re
 
 from .summary_parts import _files, _left_cut, _one_line, _plural
 
-__all__ = ["EDIT_TOOLS", "edit_result", "plan_state", "rejected"]
+__all__ = ["EDIT_TOOLS", "edit_result", "plan_state", "rejected", "tool_error"]
 
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 
@@ -19,6 +19,7 @@ _ALL = re.compile(r"All occurrences of '.*' were successfully replaced with '.*'
 _CREATED = re.compile(r"^File created successfully at: (.+?)\s*$", re.MULTILINE)
 _MULTI = re.compile(r"^Applied (\d+) edits? to (.+?):", re.MULTILINE)
 _TOOL_ERROR = re.compile(r"^\s*<tool_use_error>(.*?)(?:</tool_use_error>|\Z)", re.DOTALL)
+_TOO_LARGE = re.compile(r"^\s*(File content \([\d,.]+ \w+\) exceeds maximum allowed [^.\n]*\.?)")  # Read: nothing read
 _REJECTED = "The user doesn't want to proceed with this tool use."
 _NUMBER = re.compile(r"^\s*(\d+)(?:\u2192|\t)", re.MULTILINE)
 
@@ -30,6 +31,12 @@ def rejected(body: str) -> bool:
 
 _PATCHED = re.compile(r"^Success\. Updated the following files:\n((?:[AMD] .+\n?)+)")
 _PATCH_VERB = {"A": "added", "M": "modified", "D": "deleted"}
+
+
+def tool_error(body: str) -> str | None:
+    """The message of Claude Code's ``<tool_use_error>`` (a Read of a missing file, a bad Grep path)."""
+    err = _TOOL_ERROR.match(body) or _TOO_LARGE.match(body)
+    return " ".join(err.group(1).split()) if err and err.group(1).strip() else None
 
 
 def edit_result(tool: str, body: str, writes: tuple[str, ...], limit: int = 160) -> tuple[str, str] | None:

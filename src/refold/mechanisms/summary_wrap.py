@@ -68,12 +68,16 @@ def _without_reminders(text: str) -> str:
     """``text`` without the ``<system-reminder>`` blocks that end it and the blank lines before them:
     Claude Code appends its own notes to a tool's result (a Read's malware reminder), not printed by
     the tool, so neither counted as its lines nor read as its text (a read's numbered lines end before)."""
-    while (end := text.rstrip()).endswith("</system-reminder>"):
+    kept = text
+    while (end := kept.rstrip()).endswith("</system-reminder>"):
         start = end.rfind("<system-reminder>")
         if start < 0:
             break
-        text = end[:start].rstrip("\n")
-    return text
+        kept = end[:start].rstrip("\n")
+    if kept.strip() or kept == text:
+        return kept
+    # the tool's whole answer is a reminder ('the file exists but is shorter than the offset'): its text
+    return re.sub(r"</?system-reminder>", "", text).strip()
 
 
 def unwrap(text: str) -> Unwrapped:
