@@ -140,3 +140,9 @@ def test_claude_code_tool_errors_are_errors_not_quoted_output() -> None:
     past = "<system-reminder>Warning: the file exists but is shorter than the provided offset (3850). The file has 2586 lines.</system-reminder>"
     assert unwrap(past).body.startswith("Warning: the file exists but is shorter")
     assert summarize(read, past, "Read").kind != "empty"
+
+
+def test_a_read_of_a_long_path_keeps_its_range() -> None:
+    deep = "/home/dev/.claude/projects/" + "-home-dev-projects-worktrees-feature-branch" * 2 + "/tool-results/toolu_0123456789abcdef.txt"
+    s = summarize(json.dumps({"file_path": deep}), numbered(CALC, 2560), "Read")
+    assert s.text.startswith("\u2026/") and f"toolu_0123456789abcdef.txt lines 2560-{2559 + len(CALC)}" in s.text, s.text

@@ -20,6 +20,7 @@ _CREATED = re.compile(r"^File created successfully at: (.+?)\s*$", re.MULTILINE)
 _MULTI = re.compile(r"^Applied (\d+) edits? to (.+?):", re.MULTILINE)
 _TOOL_ERROR = re.compile(r"^\s*<tool_use_error>(.*?)(?:</tool_use_error>|\Z)", re.DOTALL)
 _TOO_LARGE = re.compile(r"^\s*(File content \([\d,.]+ \w+\) exceeds maximum allowed [^.\n]*\.?)")  # Read: nothing read
+_PAST_END = re.compile(r"^\s*(Warning: the file exists but is (?:shorter than the provided offset|empty)[^\n]*)")
 _REJECTED = "The user doesn't want to proceed with this tool use."
 _NUMBER = re.compile(r"^\s*(\d+)(?:\u2192|\t)", re.MULTILINE)
 
@@ -35,7 +36,7 @@ _PATCH_VERB = {"A": "added", "M": "modified", "D": "deleted"}
 
 def tool_error(body: str) -> str | None:
     """The message of Claude Code's ``<tool_use_error>`` (a Read of a missing file, a bad Grep path)."""
-    err = _TOOL_ERROR.match(body) or _TOO_LARGE.match(body)
+    err = _TOOL_ERROR.match(body) or _TOO_LARGE.match(body) or _PAST_END.match(body)
     return " ".join(err.group(1).split()) if err and err.group(1).strip() else None
 
 

@@ -120,7 +120,7 @@ def _read_summary(
             start, end = 1, n
     if not n and not header:
         return None
-    where = path or "file"
+    where = _left_cut(path, max(40, limit - 70)) if path else "file"  # room for its range and outline
     if start is not None and elided is None:
         rng = f" lines {start}-{end}"
     elif elided is not None:
