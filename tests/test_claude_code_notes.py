@@ -146,3 +146,14 @@ def test_a_read_of_a_long_path_keeps_its_range() -> None:
     deep = "/home/dev/.claude/projects/" + "-home-dev-projects-worktrees-feature-branch" * 2 + "/tool-results/toolu_0123456789abcdef.txt"
     s = summarize(json.dumps({"file_path": deep}), numbered(CALC, 2560), "Read")
     assert s.text.startswith("\u2026/") and f"toolu_0123456789abcdef.txt lines 2560-{2559 + len(CALC)}" in s.text, s.text
+
+
+def test_a_codex_process_still_running_has_no_output_yet_not_zero_hits() -> None:
+    running = "Chunk ID: 60a5a7\nWall time: 1.0011 seconds\nProcess running with session ID 58192\nOriginal token count: 0\nOutput:\n"
+    assert unwrap(running).status is None
+    s = summarize('rg -n "compact" src', running, "shell")
+    assert (s.kind, s.text) == ("empty", "still running (session 58192); no output yet")
+    partial = running.replace("Output:\n", "Output:\n> pkg@1.0 test\nRUN v4\n")
+    assert summarize("npm test", partial, "shell").text.startswith("still running (session 58192); ")
+    done = "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 1\nOriginal token count: 0\nOutput:\n"
+    assert summarize('rg -n "compact" src', done, "shell").text == "0 hits"

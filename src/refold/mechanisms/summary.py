@@ -177,6 +177,8 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if (_TEST_CMD.search(cmd) or info.kind == "test") and err:
             return out("error", f"tests did not run: {err}")
     if not lines:
+        if u.exception and u.exception.startswith("still running"):
+            return out("empty", "no output yet")  # not '0 hits': its output comes with a later call
         if info.kind == "search" and cmd_head in ("find", "fd", "locate"):
             return out("search", "0 paths found")
         if info.kind == "search" and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):

@@ -44,7 +44,7 @@ _TIMED_OUT = re.compile(r"The last command <command>.{0,20000}?</command> timed 
 # (``exec_command``), each line optional but the wall time and the ``Output:`` line that ends it
 _CODEX_HEAD = re.compile(
     r"(?:Chunk ID: [^\n]{0,80}\n)?(?:Exit code: (-?\d{1,9})\n)?Wall time: [\d.]{1,20} seconds\n"
-    r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID [^\n]{0,80}\n)?"
+    r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID ([^\n]{0,80})\n)?"
     r"(?:Total output lines: \d{1,12}\n)?(?:Original token count: \d{1,12}\n)?Output:\n?"
     r"(?:Total output lines: \d{1,12}\n\n?)?"  # unified exec's notice of a cut output, not printed by it
 )
@@ -108,6 +108,8 @@ def unwrap(text: str) -> Unwrapped:
         code = c.group(1) or c.group(2)
         status = int(code) if code is not None else None
         body = text[c.end() :]
+        if c.group(3) is not None and status is None:  # exec_command's process lives on: more output may come
+            exception = f"still running (session {c.group(3).strip()})"
     elif text.startswith("Exit code ") and (c := _CLAUDE_EXIT.match(text)):
         status, body = int(c.group(1)), text[c.end() :]
     elif text.startswith("<retrieval_status>"):  # Claude Code's TaskOutput: a background command's output
