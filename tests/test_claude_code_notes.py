@@ -157,3 +157,9 @@ def test_a_codex_process_still_running_has_no_output_yet_not_zero_hits() -> None
     assert summarize("npm test", partial, "shell").text.startswith("still running (session 58192); ")
     done = "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 1\nOriginal token count: 0\nOutput:\n"
     assert summarize('rg -n "compact" src', done, "shell").text == "0 hits"
+
+
+def test_an_empty_search_pipeline_into_another_tool_is_no_output_not_zero_hits() -> None:
+    assert summarize("find /w/s -name '*.jsonl' | head -1 | xargs cat | jq -c .", "").text == "no output"
+    assert summarize("grep -A2 clear /w/h.jsonl | jq -c .", "").text == "no output"
+    assert summarize("grep -n clear /w/h.jsonl | head -3", "").text == "0 hits"

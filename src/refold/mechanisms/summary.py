@@ -179,9 +179,10 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if not lines:
         if u.exception and u.exception.startswith("still running"):
             return out("empty", "no output yet")  # not '0 hits': its output comes with a later call
-        if info.kind == "search" and cmd_head in ("find", "fd", "locate"):
+        whole = info.kind == "search" and _prints_matches(cmd)  # 'find | xargs cat | jq': no records, not no paths
+        if whole and cmd_head in ("find", "fd", "locate"):
             return out("search", "0 paths found")
-        if info.kind == "search" and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):
+        if whole and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):
             return out("search", "0 hits")
         if info.kind == "edit":
             verb_ = "removed" if cmd_head == "rm" else "edit of"
