@@ -162,4 +162,6 @@ def test_a_codex_process_still_running_has_no_output_yet_not_zero_hits() -> None
 def test_an_empty_search_pipeline_into_another_tool_is_no_output_not_zero_hits() -> None:
     assert summarize("find /w/s -name '*.jsonl' | head -1 | xargs cat | jq -c .", "").text == "no output"
     assert summarize("grep -A2 clear /w/h.jsonl | jq -c .", "").text == "no output"
+    two = "find /w -name '*.jsonl' -exec grep -l a {} \\; -exec grep -l b {} \\; | head -1 | xargs cat | jq ."
+    assert summarize(two, "").text == "no output"
     assert summarize("grep -n clear /w/h.jsonl | head -3", "").text == "0 hits"

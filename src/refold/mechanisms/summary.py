@@ -319,7 +319,8 @@ _KEEPS = frozenset({"head", "tail", "sed", "sort", "uniq", "grep", "egrep", "fgr
 def _prints_matches(command: str) -> bool:
     """Whether a search's output is its matches or paths: not when a later command of its pipeline
     (or ``find -exec``) makes something else of them (``find | xargs cat | jq``, ``grep | wc -l``)."""
-    cmds = [c for c in lex(command) if c.words and c.words not in ([";"], ["+"])]  # find -exec's end
+    # find's '-exec ... \;' ends a simple command for the lexer: its end and the options after it
+    cmds = [c for c in lex(command) if c.words and c.words[0] not in (";", "+") and not c.words[0].startswith("-")]
     i = next((k for k, c in enumerate(cmds) if c.words[0].rsplit("/", 1)[-1] in _SEARCHERS), None)
     if i is None:
         return True
