@@ -165,3 +165,9 @@ def test_an_empty_search_pipeline_into_another_tool_is_no_output_not_zero_hits()
     two = "find /w -name '*.jsonl' -exec grep -l a {} \\; -exec grep -l b {} \\; | head -1 | xargs cat | jq ."
     assert summarize(two, "").text == "no output"
     assert summarize("grep -n clear /w/h.jsonl | head -3", "").text == "0 hits"
+
+
+def test_grep_content_of_one_file_is_hits_not_a_read() -> None:
+    grep = json.dumps({"pattern": "scope", "path": "/w/lib/router.ex", "output_mode": "content", "-n": True})
+    s = summarize(grep, "22:  scope \"/\" do\n23:    pipe_through :browser\n24:  scope \"/api\" do\n25:  end", "Grep")
+    assert (s.kind, s.text) == ("search", "4 hits in 1 file (/w/lib/router.ex)")

@@ -224,7 +224,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         or _CAT_N_ON.search(body[:2000])
         or _numbered(numbered)
         or (u.head_chars is not None and _elided_numbered(body, u.head_chars))
-    )
+    ) and tool not in ("Grep", "Glob")  # Grep of one file prints 'N:line': hits, not a read of lines
     short = len(lines) <= 2 and not header
     # a traceback printed by a run; in a file read or a search hit it is just text
     crashed = "Traceback (most recent call last)" in body and not looks_read and info.kind != "search"
