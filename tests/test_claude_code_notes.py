@@ -171,3 +171,9 @@ def test_grep_content_of_one_file_is_hits_not_a_read() -> None:
     grep = json.dumps({"pattern": "scope", "path": "/w/lib/router.ex", "output_mode": "content", "-n": True})
     s = summarize(grep, "22:  scope \"/\" do\n23:    pipe_through :browser\n24:  scope \"/api\" do\n25:  end", "Grep")
     assert (s.kind, s.text) == ("search", "4 hits in 1 file (/w/lib/router.ex)")
+
+
+def test_a_read_chained_with_a_search_counts_only_the_searchs_hits() -> None:
+    cmd = "sed -n '220,240p' tests/t.ts && rg -n parseConfig src tests"
+    out = "describe('x', () => {\n  it('y', () => {});\n});\nsrc/a.ts:12:parseConfig(env)\ntests/t.ts:40:parseConfig(env)\n"
+    assert summarize(cmd, out).text == "2 hits in 2 files (src/a.ts, tests/t.ts); 3 other lines"

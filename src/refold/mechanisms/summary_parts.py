@@ -361,6 +361,12 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
         if m:
             files.append(m.group(1))
         hits += 1
+    other = hits - len(files)
+    if files and other and not context and re.search(r"&&|;", command):
+        # 'sed -n 1,80p f && rg -n x src': the unprefixed lines are another command's, not hits
+        hits, chained_note = len(files), f"; {_plural(other, 'other line')}"
+    else:
+        chained_note = ""
     if not files and hits and reads and reads != (".",):
         files = list(reads[:1]) if len(reads) == 1 else []
     if context and not any(_GREP_HIT.match(ln) for ln in lines):
@@ -369,7 +375,7 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
         )
     nfiles = len(set(files))
     where = f" in {_plural(nfiles, 'file')}{_files(files)}" if nfiles else ""
-    extra = f" (+{binary} binary)" if binary else ""
+    extra = (f" (+{binary} binary)" if binary else "") + chained_note
     return f"{_plural(hits, 'hit')}{where}{extra}"
 
 
