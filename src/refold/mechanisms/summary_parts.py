@@ -120,7 +120,7 @@ def _read_summary(
             start, end = 1, n
     if not n and not header:
         return None
-    where = _left_cut(path, max(40, limit - 70)) if path else "file"  # room for its range and outline
+    where = path or "file"
     if start is not None and elided is None:
         rng = f" lines {start}-{end}"
     elif elided is not None:
@@ -142,6 +142,8 @@ def _read_summary(
         names = _outline_names(numbered.lines[0], path, 0, numbers)
     else:
         names = _outline_names(code, path, (start - 1) if start else None)
+    if len(where) + len(rng) + len(of) > limit - 30:  # a long path leaves its range and some outline room
+        where = _left_cut(where, max(40, limit - 30 - len(rng) - len(of)))
     return _with_names(f"{where}{rng}{of}", names, limit)
 
 
