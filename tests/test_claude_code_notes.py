@@ -177,3 +177,12 @@ def test_a_read_chained_with_a_search_counts_only_the_searchs_hits() -> None:
     cmd = "sed -n '220,240p' tests/t.ts && rg -n parseConfig src tests"
     out = "describe('x', () => {\n  it('y', () => {});\n});\nsrc/a.ts:12:parseConfig(env)\ntests/t.ts:40:parseConfig(env)\n"
     assert summarize(cmd, out).text == "2 hits in 2 files (src/a.ts, tests/t.ts); 3 other lines"
+
+
+def test_what_the_pipeline_and_read_fixes_keep() -> None:
+    # 'find | xargs grep -l' still prints paths; a sed address is not a second file
+    found = "django/db/models/lookups.py\ndjango/db/models/base.py\n"
+    assert summarize('find django/db/models -name "*.py" | xargs grep -l "def __hash__"', found).text.startswith("2 paths found")
+    body = "    def create_parser(self, prog_name):\n        parser = Parser()\n        return parser\n"
+    s = summarize("sed -n '/def create_parser/,/return parser/p' django/core/management/base.py", body)
+    assert s.kind == "read" and "contents of" not in s.text, s.text

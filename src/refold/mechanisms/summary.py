@@ -231,7 +231,8 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if err and (failed or short or crashed):
         return out("error", f"error: {err}")
 
-    files = list(dict.fromkeys(info.reads))
+    # a sed address ('/def f/,/return/p') the shell analysis took for a path is not a file
+    files = [r for r in dict.fromkeys(info.reads) if not re.search(r"/,|^/.*/[pd]?$", r)]
     if looks_read and len(files) > 1 and not header and numbered.lines[1] is None and cmd_head not in ("diff", "cmp"):
         # 'sed -n 1,80p a && sed -n 1,40p b', 'cat a b': where one file ends is not printed, so no
         # line range or outline line is known (the first file's would run into the second's)
@@ -335,6 +336,8 @@ def _prints_matches(command: str) -> bool:
         if not c.piped:
             break
         head, args = c.words[0].rsplit("/", 1)[-1], c.words[1:]
+        if head == "xargs" and args[:1] in (["grep"], ["rg"], ["egrep"]) and any(re.match(r"-\w*l", w) for w in args):
+            continue  # 'find | xargs grep -l x': the paths that match
         if head not in _KEEPS or any(re.match(r"-\w*[coz]", w) for w in args) or (head == "cat" and args):
             return False  # uniq -c, grep -c / -o, cat FILE: counts or other text
     return True
