@@ -195,7 +195,7 @@ def test_a_function_tools_read_note_gives_its_size_once() -> None:
     assert f"{CM} Output of `read_file m1.py` hidden (40 lines): def g0, def g1" in note
     assert note.count("lines)") == 1 and "(40 lines): (" not in note
     plain = mask_note(_tool_step("read_file", {"path": "notes.txt"}, "a\nb\nc\n").step(1), 0, reversible=True)
-    assert "hidden (3 lines): file contents." in plain  # nothing to outline: no second count either
+    assert 'hidden (3 lines): "a" … "c".' in plain  # nothing to outline: what it printed, no second count
     shell = text_history([(reply("read", "-", "cat lib/m.py | head -n 20"), "<returncode>0</returncode>\n<output>\n" + code[:400] + "\n</output>")])
     text = mask_note(shell.step(1), 0, reversible=True)
     assert "lines): (" not in text and "lines 1-" in text  # 'cat f | head' starts at the file's line 1

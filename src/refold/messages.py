@@ -99,6 +99,8 @@ def mask_note(step: Step, j: int, *, reversible: bool) -> str:
     of = f" of {info.exit_of}" if info and info.exit_of and info.kind in ("command", "test") else ""
     facts = ([f"exit {s.status}{of}"] if s.status is not None else []) + [size]
     summary = _read_text(s.text, shown, info.reads if info else ()) if s.kind == "read" else s.text
+    if s.kind == "output" and info and info.kind == "read":  # 'f: "first" … "last"': f is in the command
+        summary = next((summary[len(r) + 2 :] for r in info.reads if summary.startswith(f"{r}: ") and r in shown), summary)
     end = "" if summary.endswith((".", "\u2026", "!", "?")) else "."
     what = f" of `{shown}`" if shown else ""
     hint = f" `restore {step.index}` shows it." if reversible else " It cannot be restored."

@@ -15,6 +15,8 @@ from functools import lru_cache
 
 from ..outline_lines import SCAN
 from ..shell import analyze
+from ..shell_lex import lex
+from .summary_edits import edit_result, plan_state, rejected, tool_error
 from .summary_parts import (  # the per-kind readers (one package: private names shared on purpose)
     _CAT_N_ON,
     _FILE_HEADER,
@@ -23,6 +25,7 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _elided_numbered,
     _files,
     _grep_summary,
+    _left_cut,
     _named_paths,
     _named_search,
     _nonblank,
@@ -49,7 +52,7 @@ MAX_CHARS = 160
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    kind: str  # read | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | report | output
+    kind: str  # read | reads | search | test | error | edit | listing | diff | vcs | install | empty | format | control | context | report | output
     text: str  # one line, at most the limit
     status: int | None  # the recorded exit status (mini's <returncode>); None when none was recorded
     informative: bool  # False: only the generic first/last-line fallback
@@ -149,6 +152,17 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if report:
             return out("report", report)
     info = analyze(cmd, tool)
+    edited = edit_result(tool, body, info.writes, limit)
+    if edited is not None:
+        return out(*edited)
+    if rejected(body):
+        return out("error", "not run: the user rejected this tool use")
+    tool_err = tool_error(body)
+    if tool_err is not None:
+        return out("error", f"error: {tool_err}")
+    plan = plan_state(tool, cmd)
+    if plan is not None:
+        return out("control", plan)
 
     if (
         _TEST_CMD.search(cmd)
@@ -163,9 +177,12 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         if (_TEST_CMD.search(cmd) or info.kind == "test") and err:
             return out("error", f"tests did not run: {err}")
     if not lines:
-        if info.kind == "search" and cmd_head in ("find", "fd", "locate"):
+        if u.exception and u.exception.startswith("still running"):
+            return out("empty", "no output yet")  # not '0 hits': its output comes with a later call
+        whole = info.kind == "search" and _prints_matches(cmd)  # 'find | xargs cat | jq': no records, not no paths
+        if whole and cmd_head in ("find", "fd", "locate"):
             return out("search", "0 paths found")
-        if info.kind == "search" and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):
+        if whole and cmd_head in ("grep", "rg", "ag", "egrep", "fgrep"):
             return out("search", "0 hits")
         if info.kind == "edit":
             verb_ = "removed" if cmd_head == "rm" else "edit of"
@@ -207,19 +224,30 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
         or _CAT_N_ON.search(body[:2000])
         or _numbered(numbered)
         or (u.head_chars is not None and _elided_numbered(body, u.head_chars))
-    )
+    ) and tool not in ("Grep", "Glob")  # Grep of one file prints 'N:line': hits, not a read of lines
     short = len(lines) <= 2 and not header
     # a traceback printed by a run; in a file read or a search hit it is just text
     crashed = "Traceback (most recent call last)" in body and not looks_read and info.kind != "search"
     if err and (failed or short or crashed):
         return out("error", f"error: {err}")
 
+    # a sed address ('/def f/,/return/p') the shell analysis took for a path is not a file
+    files = [r for r in dict.fromkeys(info.reads) if not re.search(r"/,|^/.*/[pd]?$", r)]
+    if looks_read and len(files) > 1 and not header and numbered.lines[1] is None and cmd_head not in ("diff", "cmp"):
+        # 'sed -n 1,80p a && sed -n 1,40p b', 'cat a b': where one file ends is not printed, so no
+        # line range or outline line is known (the first file's would run into the second's)
+        return out("reads", f"contents of {_plural(len(files), 'file')}{_files(files)}")
     if looks_read:
         path = info.reads[0] if info.reads else None
         if path is None and tool not in ("bash",):
             m = re.search(r'"(?:path|file|filename|file_path)"\s*:\s*"([^"]+)"', cmd)
             path = m.group(1) if m else None
         r = _read_summary(cmd, body, path, u.elided, limit, u.head_chars, numbered, info.first_line, u.blank_tail)
+        bare = re.fullmatch(r"(\S+) \([\d,]+ lines?\)", r) if r and len(lines) > 0 else None
+        if bare:  # no line range, no outline ('tail -30 f', 'cat f | jq'): what it printed says more
+            where = "" if bare.group(1) == "file" else f"{_left_cut(bare.group(1), 60)}: "
+            printed = _first_last(lines, 70, 50, room=room - len(where))
+            return out("output", f"{where}{printed}" if printed else bare.group(0))
         if r:
             return out("read", _whole_range(r, text) if len(text) > SCAN else r)
 
@@ -273,7 +301,7 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     named = _named_search(tool, cmd, lines) if info.kind == "search" else None
     if named is not None:
         return out("search", named)
-    if info.kind == "search" and cmd_head not in ("git", "ls", "tree"):
+    if info.kind == "search" and cmd_head not in ("git", "ls", "tree") and _prints_matches(cmd):
         return out("search", _grep_summary(cmd, lines, cmd_head, info.reads))
     if info.kind == "edit":  # what it then printed reads like any output: its first and last lines
         what = f"edit of {', '.join(info.writes[:2])}" if info.writes else "a script that writes files"
@@ -283,6 +311,36 @@ def _summarize(command: str, text: str, tool: str, limit: int) -> Summary:
     if err and failed:
         return out("error", f"error: {err}")
     return out("output", _first_last(lines, 90, 50, room=room) or _one_line(lines[0].strip(), room), False)
+
+
+_SEARCHERS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "find", "fd", "locate"})
+_KEEPS = frozenset({"head", "tail", "sed", "sort", "uniq", "grep", "egrep", "fgrep", "rg", "less", "more", "cat"})
+
+
+def _prints_matches(command: str) -> bool:
+    """Whether a search's output is its matches or paths: not when a later command of its pipeline
+    (or ``find -exec``) makes something else of them (``find | xargs cat | jq``, ``grep | wc -l``)."""
+    # find's '-exec ... \;' ends a simple command for the lexer: its end and the options after it
+    cmds = [c for c in lex(command) if c.words and c.words[0] not in (";", "+") and not c.words[0].startswith("-")]
+    i = next((k for k, c in enumerate(cmds) if c.words[0].rsplit("/", 1)[-1] in _SEARCHERS), None)
+    if i is None:
+        return True
+    words = cmds[i].words
+    if words[0].rsplit("/", 1)[-1] != "find" and any(re.match(r"-[A-Za-z]*c[A-Za-z]*$|--count", w) for w in words):
+        return False  # grep -c: a count per file
+    if "-exec" in words:
+        run = words[words.index("-exec") + 1 :]
+        if run[:1] not in (["grep"], ["ls"]) or (run[0] == "grep" and not any(re.match(r"-\w*l", w) for w in run)):
+            return False
+    for c in cmds[i + 1 :]:
+        if not c.piped:
+            break
+        head, args = c.words[0].rsplit("/", 1)[-1], c.words[1:]
+        if head == "xargs" and args[:1] in (["grep"], ["rg"], ["egrep"]) and any(re.match(r"-\w*l", w) for w in args):
+            continue  # 'find | xargs grep -l x': the paths that match
+        if head not in _KEEPS or any(re.match(r"-\w*[coz]", w) for w in args) or (head == "cat" and args):
+            return False  # uniq -c, grep -c / -o, cat FILE: counts or other text
+    return True
 
 
 def _first_last(lines: list[str], first: int, last: int, room: int | None = None) -> str:

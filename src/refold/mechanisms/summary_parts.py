@@ -142,6 +142,8 @@ def _read_summary(
         names = _outline_names(numbered.lines[0], path, 0, numbers)
     else:
         names = _outline_names(code, path, (start - 1) if start else None)
+    if len(where) + len(rng) + len(of) > limit - 30:  # a long path leaves its range and some outline room
+        where = _left_cut(where, max(40, limit - 30 - len(rng) - len(of)))
     return _with_names(f"{where}{rng}{of}", names, limit)
 
 
@@ -293,6 +295,7 @@ def _swe_search(body: str) -> str | None:
 _FOUND_FILES = re.compile(r"^Found (\d+) files?\b")
 _NO_FILES = re.compile(r"^No (?:files|matches) found\b")
 _GLOB_CUT = re.compile(r"^\(Results are truncated\b")
+_COUNT_ROW = re.compile(r"^(?:(.+):)?(\d+)$")
 
 
 def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
@@ -306,9 +309,20 @@ def _named_search(tool: str, arguments: str, lines: list[str]) -> str | None:
         args = json.loads(arguments)
     except ValueError:
         return None
-    if not isinstance(args, dict) or (name == "grep" and args.get("output_mode", "files_with_matches") != "files_with_matches"):
+    if not isinstance(args, dict):
         return None
     body = [ln.strip() for ln in lines if ln.strip()]
+    mode = args.get("output_mode", "files_with_matches") if name == "grep" else None
+    if mode in ("content", "count") and body and _NO_FILES.match(body[0]):
+        return "0 hits"
+    if mode == "count":  # 'path:N' per file ('N' alone for one file), then Claude Code's own total line
+        rows = [m.groups() for ln in body if (m := _COUNT_ROW.match(ln))]
+        where = str(args.get("path") or "")
+        counted = [f or where for f, _ in rows]
+        total = sum(int(n) for _, n in rows)
+        return f"{_plural(total, 'matching line')} in {_plural(len(counted), 'file')}{_files(counted)}"
+    if mode != "files_with_matches" and name == "grep":
+        return None
     if body and _NO_FILES.match(body[0]):
         return f"0 {'paths' if name == 'glob' else 'files'} found"
     cut = bool(body) and _GLOB_CUT.match(body[-1]) is not None  # Glob's notice: no path, and more exist
@@ -349,6 +363,12 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
         if m:
             files.append(m.group(1))
         hits += 1
+    other = hits - len(files)
+    if files and other and not context and re.search(r"&&|;", command):
+        # 'sed -n 1,80p f && rg -n x src': the unprefixed lines are another command's, not hits
+        hits, chained_note = len(files), f"; {_plural(other, 'other line')}"
+    else:
+        chained_note = ""
     if not files and hits and reads and reads != (".",):
         files = list(reads[:1]) if len(reads) == 1 else []
     if context and not any(_GREP_HIT.match(ln) for ln in lines):
@@ -357,7 +377,7 @@ def _grep_summary(command: str, lines: list[str], head: str, reads: tuple[str, .
         )
     nfiles = len(set(files))
     where = f" in {_plural(nfiles, 'file')}{_files(files)}" if nfiles else ""
-    extra = f" (+{binary} binary)" if binary else ""
+    extra = (f" (+{binary} binary)" if binary else "") + chained_note
     return f"{_plural(hits, 'hit')}{where}{extra}"
 
 

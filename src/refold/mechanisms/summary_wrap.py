@@ -44,11 +44,13 @@ _TIMED_OUT = re.compile(r"The last command <command>.{0,20000}?</command> timed 
 # (``exec_command``), each line optional but the wall time and the ``Output:`` line that ends it
 _CODEX_HEAD = re.compile(
     r"(?:Chunk ID: [^\n]{0,80}\n)?(?:Exit code: (-?\d{1,9})\n)?Wall time: [\d.]{1,20} seconds\n"
-    r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID [^\n]{0,80}\n)?"
+    r"(?:Process exited with code (-?\d{1,9})\n)?(?:Process running with session ID ([^\n]{0,80})\n)?"
     r"(?:Total output lines: \d{1,12}\n)?(?:Original token count: \d{1,12}\n)?Output:\n?"
+    r"(?:Total output lines: \d{1,12}\n\n?)?"  # unified exec's notice of a cut output, not printed by it
 )
 # Claude Code's failed Bash: ``Exit code N`` then the output (a success prints the output alone)
 _CLAUDE_EXIT = re.compile(r"Exit code (-?\d{1,9})\n")
+_PERSISTED = re.compile(r"<persisted-output>\nOutput too large \(([\d.]+\s?[KMG]?B)\)\. Full output saved to: [^\n]*\n\s*(?:Preview \(first [^)\n]*\):\n)?")
 _SWE_TRAILER = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$\s*$")
 
 
@@ -62,10 +64,27 @@ def _between(text: str, tag: str) -> str | None:
     return inner[1:] if inner.startswith("\n") else inner
 
 
+def _without_reminders(text: str) -> str:
+    """``text`` without the ``<system-reminder>`` blocks that end it and the blank lines before them:
+    Claude Code appends its own notes to a tool's result (a Read's malware reminder), not printed by
+    the tool, so neither counted as its lines nor read as its text (a read's numbered lines end before)."""
+    kept = text
+    while (end := kept.rstrip()).endswith("</system-reminder>"):
+        start = end.rfind("<system-reminder>")
+        if start < 0:
+            break
+        kept = end[:start].rstrip("\n")
+    if kept.strip() or kept == text:
+        return kept
+    # the tool's whole answer is a reminder ('the file exists but is shorter than the offset'): its text
+    return re.sub(r"</?system-reminder>", "", text).strip()
+
+
 def unwrap(text: str) -> Unwrapped:
     """The printed output and the exit status of a recorded observation."""
     status = exception = elided = head_chars = None
     text = text.replace("\r\n", "\n")  # SWE-agent windows mix line ends
+    text = _without_reminders(text)
     body = text
     if _WRAPPED.match(text):
         head_part = text[: text.find("<output")] if "<output" in text else text
@@ -89,6 +108,8 @@ def unwrap(text: str) -> Unwrapped:
         code = c.group(1) or c.group(2)
         status = int(code) if code is not None else None
         body = text[c.end() :]
+        if c.group(3) is not None and status is None:  # exec_command's process lives on: more output may come
+            exception = f"still running (session {c.group(3).strip()})"
     elif text.startswith("Exit code ") and (c := _CLAUDE_EXIT.match(text)):
         status, body = int(c.group(1)), text[c.end() :]
     elif text.startswith("<retrieval_status>"):  # Claude Code's TaskOutput: a background command's output
@@ -97,6 +118,10 @@ def unwrap(text: str) -> Unwrapped:
         state = (_between(text, "status") or "").strip()
         exception = f"background task {state}" if state and state != "completed" else None
         body = _between(text, "output") or ""
+    elif text.startswith("<persisted-output>") and (p := _PERSISTED.match(text)):
+        # Claude Code kept only a preview; the whole output went to a file (restore shows its path)
+        exception = f"output too large ({p.group(1)}), only its preview shown"
+        body = (_between(text, "persisted-output") or "")[p.end() - len("<persisted-output>\n") :]
     elif text.startswith("The last command <command>") and (t := _TIMED_OUT.match(text)):
         exception = "timed out and was killed"
         inner = _between(text[t.end() :], "output")
