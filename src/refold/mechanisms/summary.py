@@ -23,18 +23,13 @@ from .summary_parts import (  # the per-kind readers (one package: private names
     _SWE_READERS,
     Numbered,
     _elided_numbered,
-    _files,
     _grep_summary,
-    _left_cut,
-    _named_paths,
     _named_search,
-    _nonblank,
     _numbered,
-    _one_line,
-    _plural,
     _read_summary,
     _swe_search,
 )
+from .summary_text import _files, _left_cut, _named_paths, _nonblank, _one_line, _plural
 from .summary_verdicts import (
     _PYTEST_TOTAL,
     _TEST_CMD,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from .summary_parts import _files, _left_cut, _one_line, _plural
+from .summary_text import _files, _left_cut, _one_line, _plural
 
 __all__ = ["EDIT_TOOLS", "edit_result", "plan_state", "rejected", "tool_error"]
 

@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .summary_parts import _one_line
+from .summary_text import _one_line
 
 __all__ = ["Unwrapped", "command_line", "exit_status", "printed_lines", "unwrap"]
 
