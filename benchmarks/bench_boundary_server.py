@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import refold.lab.replay.policies as policies
+from bench_default import default_boundary
+
 from refold.lab.replay.paths import collect_paths
 from refold.lab.serversim.sim import ServerConfig, simulate
 from refold.lab.serversim.steptime import make_step_time
@@ -34,21 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     histories = [h for f in collect_paths(a.paths) for h in load_all(f)]
     step = make_step_time("roofline", "qwen3-32b", "h100")
     cfg = ServerConfig(a.kv_tokens // 16, 16)
-    default = policies.DEFAULT_CONFIG
     lines = [
         f"default's boundary position and peak weight on one vLLM server, {len(histories)} sessions of "
         f"{', '.join(a.paths)}; Qwen3-32B, H100 roofline, KV pool {a.kv_tokens:,} tokens; SIMULATED", "",
     ]
     for run in a.runs.split(","):
-        name = "base"
-        if run != "base":
+        if run == "base":
+            traces = [build_trace(h, "base", tokenizer="chars4") for h in histories]
+        else:
             position, weight = run.split(":")
-            name = "default"
-            policies.DEFAULT_CONFIG = default.replace(boundary={"position": position, "peak_weight": float(weight)})
-        try:
-            traces = [build_trace(h, name, tokenizer="chars4") for h in histories]
-        finally:
-            policies.DEFAULT_CONFIG = default
+            with default_boundary(position=position, peak_weight=float(weight)):
+                traces = [build_trace(h, "default", tokenizer="chars4") for h in histories]
         set_shared_prefixes(traces, 16)
         for w in (int(x) for x in a.sessions.split(",")):
             r = simulate(traces, w, cfg, step)

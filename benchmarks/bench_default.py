@@ -11,12 +11,15 @@ estimated in hindsight (simulated; each estimator of ``refold.lab.replay.stale``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import refold.lab.replay.policies as policies
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import replay_paths
 from refold.lab.replay.settings import Settings
@@ -62,6 +65,27 @@ def peak_ratio(results: list[Any], policy: str) -> float:
             pair[1] = max(pair[1], r.policies["base"]["peak_kv_tokens"])
     ratios = [a / b for a, b in peaks.values()]
     return statistics.median(ratios) if ratios else float("nan")
+
+
+@contextlib.contextmanager
+def default_boundary(**boundary: Any) -> Iterator[None]:
+    """The replay's ``default`` policy with these ``boundary`` settings, for the ``with`` block."""
+    default = policies.DEFAULT_CONFIG
+    policies.DEFAULT_CONFIG = default.replace(boundary=boundary)
+    try:
+        yield
+    finally:
+        policies.DEFAULT_CONFIG = default
+
+
+def ratios_line(results: list[Any]) -> str:
+    """default against base: tokens, median peak KV, cost and the sessions costing more."""
+    b, d = totals(results, "base"), totals(results, "default")
+    over, n, worst = over_base(results)
+    return (
+        f"tokens {d['prompt_tokens'] / b['prompt_tokens']:.3f}x  peak KV p50 {peak_ratio(results, 'default'):.3f}x  "
+        f"cost {d['cost_usd'] / b['cost_usd']:.3f}x  sessions over base {over}/{n} (worst {worst:.3f}x)"
+    )
 
 
 def _kv(d: dict[str, Any]) -> list[int]:

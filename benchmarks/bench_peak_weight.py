@@ -13,9 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench_default import over_base, peak_ratio, totals
+from bench_default import default_boundary, ratios_line
 
-import refold.lab.replay.policies as policies
 from refold.lab.replay.paths import collect_paths
 from refold.lab.replay.runner import replay_paths
 from refold.lab.replay.settings import Settings
@@ -28,20 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     files = collect_paths(a.paths)
-    default = policies.DEFAULT_CONFIG
     lines = [f"boundary.peak_weight swept on {len(files)} files ({', '.join(a.paths)}); vllm profile; KV and cost SIMULATED", ""]
     for w in (float(x) for x in a.weights.split(",")):
-        policies.DEFAULT_CONFIG = default.replace(boundary={"peak_weight": w})  # the replay's ``default`` policy
-        try:
+        with default_boundary(peak_weight=w):
             res = replay_paths(files, Settings(policies=("base", "default"), per_call=True, validate=False), jobs=1)
-        finally:
-            policies.DEFAULT_CONFIG = default
-        b, d = totals(res, "base"), totals(res, "default")
-        over, n, worst = over_base(res)
-        lines.append(
-            f"peak_weight {w:<5}  tokens {d['prompt_tokens'] / b['prompt_tokens']:.3f}x  peak KV p50 {peak_ratio(res, 'default'):.3f}x  "
-            f"cost {d['cost_usd'] / b['cost_usd']:.3f}x  sessions over base {over}/{n} (worst {worst:.3f}x)"
-        )
+        lines.append(f"peak_weight {w:<5}  {ratios_line(res)}")
         print(lines[-1], flush=True)
     if a.out:
         Path(a.out).write_text("\n".join(lines) + "\n")
