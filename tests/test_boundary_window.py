@@ -3,8 +3,6 @@ rule keeps right after its own moves; an off-grid move's savings count only unti
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,10 +11,10 @@ from refold.history import History
 from refold.mechanisms.boundary import Candidate, should_move, target, until_seed
 from refold.render import Renderer
 from refold.types import Shown
+from test_boundary_cost import BIG, peak, run  # small outputs and three large file reads
 
 SEED = Config.parse(cache="vllm")
 WINDOW = SEED.override(["boundary.position=window"])
-BIG = (12, 13, 18)
 
 
 def test_the_seeds_position_is_the_default() -> None:
@@ -48,22 +46,6 @@ def test_fewer_calls_of_savings_decline_a_move_that_pays_only_over_r() -> None:
     assert not should_move(WINDOW, 10, kept, moved, peak=30_000, until=1)
     # a peak it avoids stays avoided: the peak term keeps its (t + R) calls
     assert should_move(WINDOW, 10, kept, moved, peak=18_000, until=1)  # kept raises it by 2,000
-
-
-def run(n: int) -> History:
-    """Small outputs and three large file reads (as tests/test_boundary_cost.py)."""
-    h = History([{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix the bug."}])
-    for i in range(1, n + 1):
-        lines = 150 if i in BIG else 12
-        body = "\n".join(f"{i}:{j} def helper_{j}(x): return x * {j}  # a line of the file" for j in range(lines))
-        reply: dict[str, Any] = {"role": "assistant", "content": f"PROGRESS: step {i}\nSTALE: -\n```bash\ncat f{i}.py\n```"}
-        h.append(reply, [{"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>"}])
-    return h
-
-
-def peak(config: Config, h: History) -> int:
-    r = Renderer(config)
-    return max(len(r.render(h, t).serialized()) for t in range(len(h) + 1))
 
 
 def test_the_window_position_lowers_the_peak() -> None:
